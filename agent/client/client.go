@@ -1,0 +1,394 @@
+// Package client is the host side of the agent wire: a Go client for every
+// route cordon-agent (and the reference worker) serves.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/wire"
+)
+
+// Endpoint says how to reach one agent.
+type Endpoint struct {
+	Network string // "unix" or "tcp"
+	Address string // socket path, or host:port
+	Token   string // bearer token; empty for an unauthenticated agent
+}
+
+// Client talks to one agent. It is safe for concurrent use.
+type Client struct {
+	ep   Endpoint
+	base string
+	hc   *http.Client
+	// cancelWait bounds how long a cancel may take to be confirmed.
+	cancelWait time.Duration
+}
+
+// MaxEventBytes bounds one NDJSON line read from an agent.
+const MaxEventBytes = 4 << 20
+
+// New returns a client for ep. It does not connect until first used.
+func New(ep Endpoint) *Client {
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, ep.Network, ep.Address)
+		},
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 0, // /execute answers when it has spawned
+		DisableCompression:    true,
+	}
+	base := "http://agent"
+	if ep.Network == "tcp" {
+		base = "http://" + ep.Address
+	}
+	return &Client{ep: ep, base: base, hc: &http.Client{Transport: tr}, cancelWait: 30 * time.Second}
+}
+
+// Close releases idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+// Endpoint returns what the client dials.
+func (c *Client) Endpoint() Endpoint { return c.ep }
+
+// Error is a refusal from the agent: its HTTP status and wire error code.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	State   string
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("agent answered %d %s", e.Status, e.Code)
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	return msg
+}
+
+// ErrProtocolMismatch means the agent speaks a protocol version other than
+// wire.ProtocolVersion, or none; it is never admitted.
+var ErrProtocolMismatch = errors.New("agent protocol version mismatch")
+
+// ErrIncompleteStream means the command's end was confirmed through the
+// control route but its output stream broke first: output may be missing.
+var ErrIncompleteStream = errors.New("execution stream ended early; outcome confirmed, output may be incomplete")
+
+// ExecError is an execution that failed to start (the stream's error event).
+type ExecError struct{ Message string }
+
+func (e *ExecError) Error() string { return "execution failed: " + e.Message }
+
+func (c *Client) do(ctx context.Context, method, route string, body any) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+route, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.ep.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.ep.Token)
+	}
+	return c.hc.Do(req)
+}
+
+// call does a JSON request and decodes a 2xx JSON answer into out.
+func (c *Client) call(ctx context.Context, route string, body, out any) error {
+	resp, err := c.do(ctx, http.MethodPost, route, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return decode(resp, out)
+}
+
+func decode(resp *http.Response, out any) error {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<30))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return errorFrom(resp.StatusCode, b)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("agent answered malformed JSON: %w", err)
+	}
+	return nil
+}
+
+func errorFrom(status int, b []byte) error {
+	var eb struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+		State   string `json:"state"`
+	}
+	_ = json.Unmarshal(b, &eb)
+	e := &Error{Status: status, Code: eb.Error, Message: eb.Message, State: eb.State}
+	// File routes put a sentence in "error" rather than a code.
+	if strings.ContainsAny(eb.Error, " :/") {
+		e.Code, e.Message = "file_error", eb.Error
+	}
+	return e
+}
+
+// Health asks GET /healthz.
+func (c *Client) Health(ctx context.Context) (*wire.Health, error) {
+	resp, err := c.do(ctx, http.MethodGet, wire.RouteHealthz, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var h wire.Health
+	if err := decode(resp, &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+// Admit checks that the agent is up and speaks exactly this release's
+// protocol version.
+func (c *Client) Admit(ctx context.Context) (*wire.Health, error) {
+	h, err := c.Health(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !h.OK || h.ProtocolVersion != wire.ProtocolVersion {
+		return nil, fmt.Errorf("%w: agent reports version %d, this release speaks %d", ErrProtocolMismatch, h.ProtocolVersion, wire.ProtocolVersion)
+	}
+	return h, nil
+}
+
+// WaitReady polls Admit until it succeeds, ctx ends, or the agent reports a
+// wrong version (which no amount of waiting fixes).
+func (c *Client) WaitReady(ctx context.Context) (*wire.Health, error) {
+	wait := 200 * time.Microsecond
+	for {
+		h, err := c.Admit(ctx)
+		if err == nil || errors.Is(err, ErrProtocolMismatch) {
+			return h, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("agent not ready: %w (last error: %v)", ctx.Err(), err)
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 50*time.Millisecond)
+	}
+}
+
+// Reserve takes an execution lease.
+func (c *Client) Reserve(ctx context.Context) (*wire.Reservation, error) {
+	var r wire.Reservation
+	if err := c.call(ctx, wire.RouteReserve, struct{}{}, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Cancel stops a reserved or running execution and returns its confirmed
+// terminal state.
+func (c *Client) Cancel(ctx context.Context, id string) (*wire.Terminal, error) {
+	var t wire.Terminal
+	if err := c.call(ctx, wire.RouteCancel, wire.CancelRequest{ExecutionID: id}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// Execute posts /execute and calls fn for every event until the stream ends.
+// It is the raw route: it does not cancel anything when ctx ends.
+func (c *Client) Execute(ctx context.Context, req wire.ExecuteRequest, fn func(wire.Event) error) error {
+	resp, err := c.do(ctx, http.MethodPost, wire.RouteExecute, req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return errorFrom(resp.StatusCode, b)
+	}
+	return readEvents(resp.Body, fn)
+}
+
+func readEvents(r io.Reader, fn func(wire.Event) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	for {
+		chunk, isPrefix, err := br.ReadLine()
+		if err != nil {
+			if err == io.EOF && len(line) == 0 {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		line = append(line, chunk...)
+		if len(line) > MaxEventBytes {
+			return fmt.Errorf("agent sent an event over %d bytes", MaxEventBytes)
+		}
+		if isPrefix {
+			continue
+		}
+		var ev wire.Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return fmt.Errorf("agent sent a malformed event: %w", err)
+		}
+		line = line[:0]
+		if err := fn(ev); err != nil {
+			return err
+		}
+		if ev.Type == wire.EventResult || ev.Type == wire.EventError {
+			return nil
+		}
+	}
+}
+
+// ExecOptions shapes one command.
+type ExecOptions struct {
+	Args           []string
+	Cwd            string
+	Env            map[string]string
+	Stdin          *string
+	Timeout        time.Duration // 0: the agent's default
+	MaxOutputBytes int64         // 0: the agent's default
+	Stdout, Stderr io.Writer     // nil discards
+}
+
+// Exec runs command to completion and streams its output. The command is
+// reserved first, so that when ctx ends it is cancelled over the wire and
+// Exec returns only once the agent confirms it stopped (with the confirmed
+// result and an error wrapping ctx.Err()). Dropping the stream is never
+// mistaken for stopping the command.
+func (c *Client) Exec(ctx context.Context, command string, o ExecOptions) (*wire.Result, error) {
+	res, err := c.Reserve(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req := wire.ExecuteRequest{
+		ExecutionID: res.ExecutionID, Command: command, Args: o.Args, Cwd: o.Cwd, Env: o.Env,
+		Stdin: o.Stdin, MaxOutputBytes: o.MaxOutputBytes,
+	}
+	if o.Timeout > 0 {
+		req.TimeoutMs = max(1, o.Timeout.Milliseconds())
+	}
+	type outcome struct {
+		result *wire.Result
+		err    error
+	}
+	done := make(chan outcome, 1)
+	// The stream lives until the agent ends it, not until ctx does.
+	streamCtx, stopStream := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopStream()
+	go func() {
+		var result *wire.Result
+		err := c.Execute(streamCtx, req, func(ev wire.Event) error {
+			switch ev.Type {
+			case wire.EventStdout:
+				if o.Stdout != nil {
+					_, _ = io.WriteString(o.Stdout, ev.Data)
+				}
+			case wire.EventStderr:
+				if o.Stderr != nil {
+					_, _ = io.WriteString(o.Stderr, ev.Data)
+				}
+			case wire.EventResult:
+				result = ev.Result
+			case wire.EventError:
+				return &ExecError{Message: ev.Error}
+			}
+			return nil
+		})
+		done <- outcome{result, err}
+	}()
+
+	select {
+	case out := <-done:
+		if out.err == nil && out.result != nil {
+			return out.result, nil
+		}
+		var ee *ExecError
+		var ae *Error
+		if errors.As(out.err, &ee) || errors.As(out.err, &ae) {
+			return nil, out.err
+		}
+		// The stream broke: learn the command's fate through the control route.
+		t, err := c.confirmStop(res.ExecutionID)
+		if err != nil {
+			return nil, fmt.Errorf("execution stream failed (%v) and its stop could not be confirmed: %w", out.err, err)
+		}
+		return t.Result, fmt.Errorf("%w (%v)", ErrIncompleteStream, out.err)
+	case <-ctx.Done():
+		t, err := c.confirmStop(res.ExecutionID)
+		if err != nil {
+			return nil, fmt.Errorf("cancelling: %w (stop not confirmed: %v)", ctx.Err(), err)
+		}
+		// Let the stream deliver the output written before the stop.
+		select {
+		case out := <-done:
+			if out.result != nil {
+				return out.result, fmt.Errorf("command cancelled: %w", ctx.Err())
+			}
+		case <-time.After(2 * time.Second):
+		}
+		return t.Result, fmt.Errorf("command cancelled: %w", ctx.Err())
+	}
+}
+
+func (c *Client) confirmStop(id string) (*wire.Terminal, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cancelWait)
+	defer cancel()
+	return c.Cancel(ctx, id)
+}
+
+// StdioWrite delivers bytes to a stdio-mode execution's stdin.
+func (c *Client) StdioWrite(ctx context.Context, id string, data []byte) error {
+	var r wire.StdioWriteResponse
+	return c.call(ctx, wire.RouteStdioWrite, wire.StdioWriteRequest{ExecutionID: id, Data: base64.StdEncoding.EncodeToString(data)}, &r)
+}
+
+// ReadFile reads a whole file.
+func (c *Client) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	return c.readFile(ctx, wire.ReadFileRequest{Path: path, Encoding: "base64"})
+}
+
+// ReadFileRange reads length bytes from offset (at most wire.FileRangeMaxBytes).
+func (c *Client) ReadFileRange(ctx context.Context, path string, offset, length int64) ([]byte, error) {
+	return c.readFile(ctx, wire.ReadFileRequest{Path: path, Encoding: "base64", Range: &wire.Range{Version: 1, Offset: offset, Length: &length}})
+}
+
+func (c *Client) readFile(ctx context.Context, req wire.ReadFileRequest) ([]byte, error) {
+	var r wire.ReadFileResponse
+	if err := c.call(ctx, wire.RouteReadFile, req, &r); err != nil {
+		return nil, err
+	}
+	return base64.StdEncoding.DecodeString(r.Content)
+}
+
+// WriteFile writes a whole file.
+func (c *Client) WriteFile(ctx context.Context, path string, data []byte) error {
+	content := base64.StdEncoding.EncodeToString(data)
+	var r wire.WriteFileResponse
+	return c.call(ctx, wire.RouteWriteFile, wire.WriteFileRequest{Path: path, Content: &content, Encoding: "base64"}, &r)
+}

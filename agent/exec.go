@@ -1,0 +1,562 @@
+//go:build linux
+
+package agent
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/wire"
+	"golang.org/x/sys/unix"
+)
+
+// Execution states. A reservation is inert: losing its response leaks one
+// bounded, expiring record, never a process. Only a live reservation can be
+// started, which is what makes cancel-before-start sound.
+const (
+	stateReserved = "reserved"
+	stateStarting = "starting"
+	stateRunning  = "running"
+	stateExited   = "exited" // leader gone, output or group not yet
+	stateTerminal = "terminal"
+)
+
+const (
+	causeCancelled = "cancelled"
+	causeTimeout   = "timeout"
+)
+
+var executionIDPattern = regexp.MustCompile(`^exec_[0-9a-f-]{36}$`)
+
+// execution is one command's record. Every field is guarded by Server.mu.
+type execution struct {
+	id        string
+	tracked   bool
+	state     string
+	expiresAt time.Time
+	startedAt time.Time
+	started   bool
+
+	outcome string
+	result  *wire.Result
+	errMsg  string
+
+	pgid     int
+	exitWS   unix.WaitStatus
+	cause    string
+	policy   string
+	handoff  bool
+	stdio    bool
+	stdin    *os.File
+	stdinMu  sync.Mutex
+	pipes    [2]uint64 // inodes of the stdout and stderr pipes
+	out      *eventStream
+	done     chan struct{}
+	term     *termination
+	settled  bool
+	deadline *time.Timer
+}
+
+type termination struct {
+	done    chan struct{}
+	payload wire.Terminal
+	err     error
+}
+
+func (e *execution) payload() wire.Terminal {
+	return wire.Terminal{OK: true, State: e.outcome, Started: e.started, Result: e.result, Error: e.errMsg}
+}
+
+func (s *Server) rememberTerminalLocked(e *execution, outcome string, res *wire.Result, errMsg string) {
+	e.state = stateTerminal
+	e.outcome, e.result, e.errMsg = outcome, res, errMsg
+	e.expiresAt = time.Now().Add(s.cfg.ExecutionTerminalTTL)
+	e.stdin = nil
+}
+
+func (s *Server) pruneLocked(now time.Time) {
+	for id, e := range s.executions {
+		if (e.state == stateReserved || e.state == stateTerminal) && !e.expiresAt.After(now) {
+			delete(s.executions, id)
+		}
+	}
+}
+
+// makeRoomLocked evicts the oldest terminal records until a new reservation
+// fits; live ones are never evicted.
+func (s *Server) makeRoomLocked() {
+	for len(s.executions) >= s.cfg.MaxTrackedExecutions {
+		var oldest *execution
+		for _, e := range s.executions {
+			if e.state == stateTerminal && (oldest == nil || e.expiresAt.Before(oldest.expiresAt)) {
+				oldest = e
+			}
+		}
+		if oldest == nil {
+			return
+		}
+		delete(s.executions, oldest.id)
+	}
+}
+
+func newExecutionID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("exec_%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	s.mu.Lock()
+	s.pruneLocked(now)
+	s.makeRoomLocked()
+	if len(s.executions) >= s.cfg.MaxTrackedExecutions {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusServiceUnavailable, wire.ErrorBody{Error: wire.CodeExecutionCapacity,
+			Message: fmt.Sprintf("agent already tracks %d execution leases", s.cfg.MaxTrackedExecutions)})
+		return
+	}
+	e := &execution{id: newExecutionID(), tracked: true, state: stateReserved, expiresAt: now.Add(s.cfg.ExecutionLeaseTTL)}
+	s.executions[e.id] = e
+	s.mu.Unlock()
+	writeJSON(w, http.StatusCreated, wire.Reservation{
+		OK: true, ProtocolVersion: wire.ProtocolVersion, ExecutionID: e.id,
+		LeaseExpiresAt: e.expiresAt.UnixMilli(), NormalExitPolicy: s.cfg.NormalExitPolicy,
+		Stdio: wire.StdioInfo{Version: 1, MaxLifetimeMs: s.cfg.MaxTimeout.Milliseconds()},
+	})
+}
+
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		ExecutionID any `json:"executionId"`
+	}
+	if err := s.readBody(r, &body); err != nil {
+		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
+		return
+	}
+	id, _ := body.ExecutionID.(string)
+	if !executionIDPattern.MatchString(id) {
+		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidExecutionID})
+		return
+	}
+	s.mu.Lock()
+	s.pruneLocked(time.Now())
+	e, ok := s.executions[id]
+	if !ok {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusNotFound, wire.ErrorBody{Error: wire.CodeUnknownExecution})
+		return
+	}
+	switch e.state {
+	case stateReserved, stateStarting:
+		start := e.startedAt
+		if start.IsZero() {
+			start = time.Now()
+		}
+		s.rememberTerminalLocked(e, wire.OutcomeCancelled, &wire.Result{ExitCode: 1, DurationMs: time.Since(start).Milliseconds()}, "")
+		fallthrough
+	case stateTerminal:
+		p := e.payload()
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, p)
+		return
+	}
+	s.mu.Unlock()
+	p, err := s.terminate(e, causeCancelled)
+	if err != nil {
+		writeJSON(w, http.StatusGatewayTimeout, wire.ErrorBody{Error: wire.CodeCancellationUnconfirmed, Message: err.Error()})
+		s.retire(err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// terminate stops a live execution's process group (SIGTERM, the grace
+// period, SIGKILL) and returns once its end is known. Concurrent callers
+// share one attempt; a failed attempt may be retried.
+func (s *Server) terminate(e *execution, cause string) (wire.Terminal, error) {
+	s.mu.Lock()
+	if e.state == stateTerminal {
+		p := e.payload()
+		s.mu.Unlock()
+		return p, nil
+	}
+	t := e.term
+	if t == nil {
+		t = &termination{done: make(chan struct{})}
+		e.term = t
+		go s.runTermination(e, cause, t)
+	}
+	s.mu.Unlock()
+	<-t.done
+	return t.payload, t.err
+}
+
+func (s *Server) runTermination(e *execution, cause string, t *termination) {
+	deadline := time.Now().Add(s.cfg.CancelConfirmTimeout)
+	s.mu.Lock()
+	signal := false
+	switch e.state {
+	case stateRunning:
+		signal = true
+	case stateExited:
+		// The leader is gone but members of its group live on. Until close
+		// commits a computer-lifetime handoff, cancellation wins.
+		signal = !e.handoff && groupAlive(e.pgid)
+	}
+	if signal && e.cause == "" {
+		e.cause = cause
+	}
+	pgid := e.pgid
+	s.mu.Unlock()
+
+	var err error
+	if signal {
+		err = s.stopGroup(pgid, deadline)
+	}
+	if err == nil {
+		err = s.awaitClose(e, deadline)
+	}
+	s.mu.Lock()
+	if err != nil {
+		e.term = nil
+	} else {
+		t.payload = e.payload()
+	}
+	t.err = err
+	close(t.done)
+	s.mu.Unlock()
+}
+
+// awaitClose waits for the execution to settle. Once its group is gone, what
+// can still hold it open is a process outside the group holding its output
+// pipes (one that called setsid), or a caller not reading the stream; both
+// are cut loose so the end can be confirmed.
+func (s *Server) awaitClose(e *execution, deadline time.Time) error {
+	select {
+	case <-e.done:
+		return nil
+	case <-time.After(min(100*time.Millisecond, time.Until(deadline))):
+	}
+	s.mu.Lock()
+	pipes, out := e.pipes, e.out
+	s.mu.Unlock()
+	for _, pid := range pipeHolders(pipes) {
+		_ = unix.Kill(pid, unix.SIGKILL)
+	}
+	if out != nil {
+		out.abandonAfter(time.Second)
+	}
+	select {
+	case <-e.done:
+		return nil
+	case <-time.After(time.Until(deadline)):
+		return errors.New("execution close was not observed before the deadline")
+	}
+}
+
+// stopGroup sends SIGTERM, waits out the grace period, escalates to SIGKILL
+// and confirms the group is empty. Signalling a group id is safe while the
+// group has members: the kernel does not reuse an id still in use as a
+// process group.
+func (s *Server) stopGroup(pgid int, deadline time.Time) error {
+	if err := signalGroup(pgid, unix.SIGTERM); err != nil {
+		return err
+	}
+	if waitGroupGone(pgid, minTime(deadline, time.Now().Add(s.cfg.CancelGrace))) {
+		return nil
+	}
+	if err := signalGroup(pgid, unix.SIGKILL); err != nil {
+		return err
+	}
+	if !waitGroupGone(pgid, deadline) {
+		return fmt.Errorf("process group %d remained live after SIGKILL", pgid)
+	}
+	return nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// executeBody is /execute's body, decoded loosely so that each field is
+// validated in the reference's order with the reference's error codes.
+type executeBody struct {
+	ExecutionID      json.RawMessage `json:"executionId"`
+	Command          json.RawMessage `json:"command"`
+	Args             json.RawMessage `json:"args"`
+	Cwd              json.RawMessage `json:"cwd"`
+	Env              json.RawMessage `json:"env"`
+	Stdin            json.RawMessage `json:"stdin"`
+	TimeoutMs        json.RawMessage `json:"timeoutMs"`
+	MaxOutputBytes   json.RawMessage `json:"maxOutputBytes"`
+	Stdio            json.RawMessage `json:"stdio"`
+	NormalExitPolicy json.RawMessage `json:"normalExitPolicy"`
+}
+
+func rawString(m json.RawMessage) (string, bool) {
+	var s string
+	if len(m) == 0 || json.Unmarshal(m, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// truthy is JavaScript's truthiness of a JSON value (absent is falsy).
+func truthy(m json.RawMessage) bool {
+	switch string(m) {
+	case "", "null", "false", "0", `""`:
+		return false
+	}
+	return true
+}
+
+// jsString renders a scalar JSON value the way JavaScript's String() would.
+func jsString(m json.RawMessage) (string, error) {
+	var v any
+	if err := json.Unmarshal(m, &v); err != nil {
+		return "", err
+	}
+	switch v := v.(type) {
+	case string:
+		return v, nil
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64), nil
+	case bool:
+		return strconv.FormatBool(v), nil
+	case nil:
+		return "null", nil
+	}
+	return "", errors.New("expected a string")
+}
+
+func (s *Server) timeoutFor(m json.RawMessage) (time.Duration, error) {
+	if len(m) == 0 {
+		return s.cfg.DefaultTimeout, nil
+	}
+	var ms float64
+	if err := json.Unmarshal(m, &ms); err != nil || math.IsNaN(ms) || ms <= 0 || ms > float64(s.cfg.MaxTimeout.Milliseconds()) {
+		return 0, fmt.Errorf("timeoutMs must be a finite number in (0, %d]; the ceiling is CORDON_AGENT_MAX_TIMEOUT_MS", s.cfg.MaxTimeout.Milliseconds())
+	}
+	return time.Duration(ms * float64(time.Millisecond)), nil
+}
+
+func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
+	var b executeBody
+	if err := s.readBody(r, &b); err != nil {
+		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
+		return
+	}
+	bad := func(code, msg string) {
+		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: code, Message: msg})
+	}
+	command, ok := rawString(b.Command)
+	if !ok || command == "" {
+		bad(wire.CodeMissingCommand, "")
+		return
+	}
+	stdio := len(b.Stdio) > 0
+	if stdio && string(b.Stdio) != "true" {
+		bad(wire.CodeInvalidStdio, "")
+		return
+	}
+	policy := wire.PolicyStrict
+	if len(b.NormalExitPolicy) > 0 {
+		if p, ok := rawString(b.NormalExitPolicy); ok {
+			policy = p
+		} else {
+			policy = string(b.NormalExitPolicy) // refused below
+		}
+	}
+	if stdio && (len(b.ExecutionID) == 0 || len(b.Stdin) > 0 || policy == wire.PolicyComputerLifetime) {
+		bad(wire.CodeStdioRequiresReserved, "")
+		return
+	}
+	if policy != wire.PolicyStrict && policy != wire.PolicyComputerLifetime {
+		bad(wire.CodeInvalidNormalExitPolicy, "")
+		return
+	}
+	if policy == wire.PolicyComputerLifetime && s.cfg.NormalExitPolicy != wire.PolicyComputerLifetime {
+		bad(wire.CodeComputerLifetimeDisabled, "")
+		return
+	}
+	id, _ := rawString(b.ExecutionID)
+	if len(b.ExecutionID) > 0 && !executionIDPattern.MatchString(id) {
+		bad(wire.CodeInvalidExecutionID, "")
+		return
+	}
+	ws := s.cfg.Workspace
+	cwd := ws
+	if c, ok := rawString(b.Cwd); ok && c != "" {
+		cwd = filepath.Join(ws, c)
+		if filepath.IsAbs(c) {
+			cwd = filepath.Clean(c)
+		}
+		if !within(cwd, ws) || strings.IndexByte(c, 0) >= 0 {
+			bad(wire.CodeInvalidCwd, errEscapes.Error())
+			return
+		}
+	} else if !ok && truthy(b.Cwd) {
+		bad(wire.CodeInvalidCwd, "cwd must be a string")
+		return
+	}
+	timeout, err := s.timeoutFor(b.TimeoutMs)
+	if err != nil {
+		bad(wire.CodeInvalidTimeout, err.Error())
+		return
+	}
+	maxOut := s.cfg.DefaultMaxOutputBytes
+	if len(b.MaxOutputBytes) > 0 {
+		var n float64
+		if json.Unmarshal(b.MaxOutputBytes, &n) == nil && n != 0 && !math.IsNaN(n) {
+			maxOut = int64(max(min(n, math.MaxInt64/2), math.MinInt64/2))
+		}
+	}
+	start := time.Now()
+
+	e := &execution{state: stateStarting, startedAt: start, policy: policy, stdio: stdio, done: make(chan struct{})}
+	if id != "" {
+		s.mu.Lock()
+		s.pruneLocked(start)
+		t, ok := s.executions[id]
+		if !ok {
+			s.mu.Unlock()
+			writeJSON(w, http.StatusNotFound, wire.ErrorBody{Error: wire.CodeUnknownExecution})
+			return
+		}
+		if t.state != stateReserved {
+			st := t.state
+			if st == stateTerminal {
+				st = t.outcome
+			}
+			s.mu.Unlock()
+			writeJSON(w, http.StatusConflict, wire.ErrorBody{Error: wire.CodeExecutionNotReserved, State: st})
+			return
+		}
+		t.state, t.startedAt, t.expiresAt = stateStarting, start, time.Time{}
+		t.policy, t.stdio, t.done = policy, stdio, e.done
+		e = t
+		s.mu.Unlock()
+	}
+	fail := func(status int, code, msg string) {
+		s.mu.Lock()
+		if e.tracked && e.state == stateStarting {
+			s.rememberTerminalLocked(e, wire.OutcomeFailed, nil, msg)
+		}
+		s.mu.Unlock()
+		writeJSON(w, status, wire.ErrorBody{Error: code, Message: msg})
+	}
+
+	realCwd, err := mkdirIn(cwd, ws)
+	if err != nil {
+		fail(http.StatusBadRequest, wire.CodeMkdirFailed, err.Error())
+		return
+	}
+	argv, env, stdin, err := s.commandLine(command, b)
+	if err != nil {
+		fail(http.StatusBadRequest, wire.CodeSpawnFailed, err.Error())
+		return
+	}
+	s.run(w, r, e, command, argv, env, realCwd, stdin, timeout, maxOut)
+}
+
+// commandLine turns the request into argv, environment and stdin, refusing
+// what the reference refuses synchronously at spawn.
+func (s *Server) commandLine(command string, b executeBody) (argv, env []string, stdin *string, err error) {
+	argv = []string{command}
+	if len(b.Args) > 0 && b.Args[0] == '[' {
+		var args []any
+		if err := json.Unmarshal(b.Args, &args); err != nil {
+			return nil, nil, nil, err
+		}
+		for i, a := range args {
+			str, ok := a.(string)
+			if !ok {
+				return nil, nil, nil, fmt.Errorf("args[%d] must be a string", i)
+			}
+			argv = append(argv, str)
+		}
+	}
+	env = s.env
+	if len(b.Env) > 0 && string(b.Env) != "null" {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b.Env, &m); err != nil {
+			return nil, nil, nil, errors.New("env must be an object of strings")
+		}
+		over := make(map[string]string, len(m))
+		for k, raw := range m {
+			v, err := jsString(raw)
+			if err != nil || strings.ContainsAny(k, "=\x00") || k == "" || strings.IndexByte(v, 0) >= 0 {
+				return nil, nil, nil, fmt.Errorf("env %q is not a valid variable", k)
+			}
+			over[k] = v
+		}
+		env = make([]string, 0, len(s.env)+len(over))
+		for _, kv := range s.env {
+			k, _, _ := strings.Cut(kv, "=")
+			if _, ok := over[k]; !ok {
+				env = append(env, kv)
+			}
+		}
+		for k, v := range over {
+			env = append(env, k+"="+v)
+		}
+	}
+	for _, a := range argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, nil, nil, errors.New("command and args must not contain NUL bytes")
+		}
+	}
+	if len(b.Stdin) > 0 {
+		v, err := jsString(b.Stdin)
+		if err != nil {
+			return nil, nil, nil, errors.New("stdin must be a string")
+		}
+		stdin = &v
+	}
+	return argv, env, stdin, nil
+}
+
+// lookPath finds command the way execvp does, in the PATH of the command's
+// own environment.
+func lookPath(command string, env []string, dir string) (string, error) {
+	if strings.Contains(command, "/") {
+		return command, nil
+	}
+	path := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			d = "."
+		}
+		p := filepath.Join(d, command)
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		var st unix.Stat_t
+		if unix.Stat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && unix.Access(p, unix.X_OK) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("spawn %s ENOENT: no such file or directory", command)
+}

@@ -1,0 +1,298 @@
+//go:build linux
+
+package agent
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/cordon-sandbox/cordon/agent/wire"
+)
+
+func fileError(w http.ResponseWriter, err error) {
+	writeJSON(w, http.StatusBadRequest, wire.FileError{OK: false, Error: err.Error()})
+}
+
+func (s *Server) handleReadFile(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Path             json.RawMessage `json:"path"`
+		Encoding         json.RawMessage `json:"encoding"`
+		Range            json.RawMessage `json:"range"`
+		CapabilitiesOnly json.RawMessage `json:"capabilitiesOnly"`
+	}
+	if err := s.readBody(r, &body); err != nil {
+		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
+		return
+	}
+	if string(body.CapabilitiesOnly) == "true" {
+		var c wire.ReadCapabilities
+		c.OK = true
+		c.ReadFileRanges.Version = 1
+		c.ReadFileRanges.MaxBytes = wire.FileRangeMaxBytes
+		writeJSON(w, http.StatusOK, c)
+		return
+	}
+	if !truthy(body.Path) {
+		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeMissingPath})
+		return
+	}
+	p, ok := rawString(body.Path)
+	if !ok {
+		fileError(w, errors.New("path must be a string"))
+		return
+	}
+	encoding := "utf8"
+	if e, _ := rawString(body.Encoding); e == "base64" {
+		encoding = "base64"
+	}
+	target, root, err := place(p, s.cfg.Workspace, s.cfg.ReadRoots)
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	f, err := openForRead(target, root)
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	var src io.Reader = f
+	var rng *wire.Range
+	if len(body.Range) > 0 {
+		offset, length, err := parseRange(body.Range)
+		if err != nil {
+			fileError(w, err)
+			return
+		}
+		want := max(0, info.Size()-offset)
+		if length != nil {
+			want = *length
+		}
+		if want > wire.FileRangeMaxBytes {
+			fileError(w, errors.New("file read range exceeds the agent limit; specify a bounded length"))
+			return
+		}
+		src = io.NewSectionReader(f, offset, want)
+		rng = &wire.Range{Version: 1, Offset: offset, Length: length}
+	}
+	streamFileJSON(w, src, encoding, rng)
+}
+
+// parseRange validates a range object: version exactly 1, offset and length
+// whole non-negative numbers, length at most FileRangeMaxBytes.
+func parseRange(raw json.RawMessage) (offset int64, length *int64, err error) {
+	bad := errors.New("invalid or oversized file read range")
+	var m map[string]json.RawMessage
+	if raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
+		return 0, nil, bad
+	}
+	var v float64
+	if json.Unmarshal(m["version"], &v) != nil || v != 1 {
+		return 0, nil, bad
+	}
+	num := func(key string, limit float64) (*int64, bool) {
+		raw, ok := m[key]
+		if !ok {
+			return nil, true
+		}
+		if string(raw) == "null" {
+			return nil, false
+		}
+		var n float64
+		if json.Unmarshal(raw, &n) != nil || n < 0 || n != math.Trunc(n) || n > limit {
+			return nil, false
+		}
+		i := int64(n)
+		return &i, true
+	}
+	off, ok1 := num("offset", 1<<53-1)
+	length, ok2 := num("length", wire.FileRangeMaxBytes)
+	if !ok1 || !ok2 {
+		return 0, nil, bad
+	}
+	if off != nil {
+		offset = *off
+	}
+	return offset, length, nil
+}
+
+// streamFileJSON writes {"ok":true,"content":...,"sizeBytes":N,"encoding":E}
+// while reading, so a large file costs constant memory. The first read
+// happens before the status is committed; a later failure aborts the
+// connection, so a caller never mistakes a cut-off reply for a whole file.
+func streamFileJSON(w http.ResponseWriter, src io.Reader, encoding string, rng *wire.Range) {
+	buf := make([]byte, 256<<10)
+	n, err := io.ReadFull(src, buf)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		fileError(w, err)
+		return
+	}
+	more := err == nil
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, `{"ok":true,"content":"`)
+	var total int64
+	var enc io.WriteCloser
+	var text jsonStringWriter
+	if encoding == "base64" {
+		enc = base64.NewEncoder(base64.StdEncoding, w)
+	} else {
+		text.w = w
+	}
+	put := func(b []byte) {
+		total += int64(len(b))
+		if enc != nil {
+			_, _ = enc.Write(b)
+		} else {
+			text.write(b)
+		}
+	}
+	put(buf[:n])
+	for more {
+		n, err = io.ReadFull(src, buf)
+		put(buf[:n])
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			panic(http.ErrAbortHandler)
+		}
+	}
+	if enc != nil {
+		_ = enc.Close()
+	} else {
+		text.flush()
+	}
+	tail := `","sizeBytes":` + strconv.FormatInt(total, 10) + `,"encoding":"` + encoding + `"`
+	if rng != nil {
+		r, _ := json.Marshal(rng)
+		tail += `,"range":` + string(r)
+	}
+	_, _ = io.WriteString(w, tail+"}")
+}
+
+// jsonStringWriter writes bytes as the inside of a JSON string, decoding
+// UTF-8 across chunk boundaries and replacing invalid bytes with U+FFFD.
+type jsonStringWriter struct {
+	w     io.Writer
+	carry []byte
+	out   []byte
+}
+
+func (j *jsonStringWriter) write(b []byte) {
+	if len(j.carry) > 0 {
+		b = append(j.carry, b...)
+		j.carry = nil
+	}
+	cut := completeUTF8(b)
+	j.carry = append(j.carry, b[cut:]...)
+	j.emit(b[:cut])
+}
+
+func (j *jsonStringWriter) flush() {
+	j.emit(j.carry)
+	j.carry = nil
+}
+
+func (j *jsonStringWriter) emit(b []byte) {
+	out := j.out[:0]
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		b = b[size:]
+		switch {
+		case r == '"':
+			out = append(out, '\\', '"')
+		case r == '\\':
+			out = append(out, '\\', '\\')
+		case r == '\n':
+			out = append(out, '\\', 'n')
+		case r == '\r':
+			out = append(out, '\\', 'r')
+		case r == '\t':
+			out = append(out, '\\', 't')
+		case r < 0x20, r == 0x2028, r == 0x2029:
+			out = fmt.Appendf(out, `\u%04x`, r)
+		default:
+			out = utf8.AppendRune(out, r)
+		}
+	}
+	j.out = out
+	_, _ = j.w.Write(out)
+}
+
+func (s *Server) handleWriteFile(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Path     json.RawMessage `json:"path"`
+		Content  json.RawMessage `json:"content"`
+		Encoding json.RawMessage `json:"encoding"`
+	}
+	if err := s.readBody(r, &body); err != nil {
+		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
+		return
+	}
+	if !truthy(body.Path) || len(body.Content) == 0 {
+		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeMissingPathOrContent})
+		return
+	}
+	p, ok := rawString(body.Path)
+	if !ok {
+		fileError(w, errors.New("path must be a string"))
+		return
+	}
+	content, err := jsString(body.Content)
+	if err != nil {
+		fileError(w, errors.New("content must be a string"))
+		return
+	}
+	data := []byte(content)
+	if e, _ := rawString(body.Encoding); e == "base64" {
+		if data, err = decodeBase64(content); err != nil {
+			fileError(w, err)
+			return
+		}
+	}
+	target, root, err := place(p, s.cfg.Workspace, s.cfg.WriteRoots)
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	if err := writeFileIn(target, root, data); err != nil {
+		fileError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.WriteFileResponse{OK: true, BytesWritten: len(data)})
+}
+
+// decodeBase64 accepts standard or URL-safe base64, padded or not, with
+// whitespace ignored; anything else is refused rather than half-decoded.
+func decodeBase64(s string) ([]byte, error) {
+	s = strings.Map(func(r rune) rune {
+		switch r {
+		case ' ', '\t', '\n', '\r':
+			return -1
+		case '-':
+			return '+'
+		case '_':
+			return '/'
+		}
+		return r
+	}, s)
+	b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(s, "="))
+	if err != nil {
+		return nil, fmt.Errorf("content is not valid base64: %v", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,135 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// MaxConnections bounds the connections the agent serves at once.
+const MaxConnections = 1024
+
+// Main runs cordon-agent with the process's environment and returns its exit
+// status: 1 for a refused configuration or a retired agent, 0 for a clean
+// stop (SIGTERM, idle timeout).
+func Main(stdout, stderr io.Writer) int {
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	env := os.Environ()
+	cfg, err := FromEnv(env)
+	if err != nil {
+		fmt.Fprintf(stderr, "cordon-agent: refusing to start: %v\n", err)
+		return 1
+	}
+	if err := hardenSelf([]string{EnvPrefix + "TOKEN"}); err != nil {
+		fmt.Fprintf(stderr, "cordon-agent: refusing to start: cannot protect the agent token: %v\n", err)
+		return 1
+	}
+	os.Unsetenv(EnvPrefix + "TOKEN")
+
+	ln, err := listen(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "cordon-agent: could not listen: %v\n", err)
+		return 1
+	}
+	s, err := New(cfg, env, log, true)
+	if err != nil {
+		fmt.Fprintf(stderr, "cordon-agent: %v\n", err)
+		return 1
+	}
+	exit := make(chan int, 1)
+	s.exit = func(code int) {
+		select {
+		case exit <- code:
+		default:
+		}
+	}
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	s.onRetire = func() { ln.Close() }
+	go func() {
+		if err := srv.Serve(limitListener(ln, MaxConnections)); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			log.Error("serve", "err", err)
+			s.exit(1)
+		}
+	}()
+	fmt.Fprintf(stdout, "cordon-agent listening on %s workspace=%s auth=%v\n", ln.Addr(), cfg.Workspace, cfg.Token != "")
+	s.ArmIdle()
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	select {
+	case <-sig:
+		ln.Close()
+		s.Shutdown()
+		return 0
+	case code := <-exit:
+		return code
+	}
+}
+
+func listen(cfg Config) (net.Listener, error) {
+	if cfg.Socket == "" {
+		return net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
+	}
+	// A stale socket from an earlier run is replaced; anything else at the
+	// path is left alone.
+	if st, err := os.Lstat(cfg.Socket); err == nil {
+		if st.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("%s exists and is not a socket", cfg.Socket)
+		}
+		_ = os.Remove(cfg.Socket)
+	}
+	old := unix.Umask(0o077)
+	ln, err := net.Listen("unix", cfg.Socket)
+	unix.Umask(old)
+	return ln, err
+}
+
+// limitListener admits at most n connections at once; further ones wait in
+// the kernel's accept queue.
+func limitListener(ln net.Listener, n int) net.Listener {
+	return &limited{Listener: ln, sem: make(chan struct{}, n)}
+}
+
+type limited struct {
+	net.Listener
+	sem chan struct{}
+}
+
+func (l *limited) Accept() (net.Conn, error) {
+	l.sem <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}

@@ -1,0 +1,15 @@
+//go:build !linux
+
+package agent
+
+import (
+	"fmt"
+	"io"
+)
+
+// Main refuses to run: the agent's process ownership and path jail are
+// built on Linux interfaces (subreaper, openat2, /proc).
+func Main(stdout, stderr io.Writer) int {
+	fmt.Fprintln(stderr, "cordon-agent: runs only on Linux")
+	return 1
+}

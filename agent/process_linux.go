@@ -1,0 +1,247 @@
+package agent
+
+import (
+	"errors"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// reaper owns every wait on this process's children. The agent is PID 1 or a
+// child subreaper, so orphans of every command land here; reaping them all
+// in one place means a process group is never kept "alive" by a zombie and
+// no exit status is stolen from the execution that owns it.
+type reaper struct {
+	mu      sync.Mutex
+	waiters map[int]chan unix.WaitStatus
+	// all reaps every child (wait4(-1)); otherwise only registered pids, for
+	// a process that shares its children with other code (tests).
+	all bool
+}
+
+func newReaper(all bool) *reaper {
+	r := &reaper{waiters: map[int]chan unix.WaitStatus{}, all: all}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGCHLD)
+	go func() {
+		for range sig {
+			r.reap()
+		}
+	}()
+	return r
+}
+
+func (r *reaper) reap() {
+	if !r.all {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for pid, ch := range r.waiters {
+			var ws unix.WaitStatus
+			if got, _ := unix.Wait4(pid, &ws, unix.WNOHANG, nil); got == pid {
+				ch <- ws
+				delete(r.waiters, pid)
+			}
+		}
+		return
+	}
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if pid <= 0 {
+			return
+		}
+		// The lock is held across spawn and registration, so a child reaped
+		// before its registration finishes is matched once the lock frees.
+		r.mu.Lock()
+		if ch, ok := r.waiters[pid]; ok {
+			ch <- ws
+			delete(r.waiters, pid)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// spawn starts argv[0] as the leader of a new process group with the given
+// stdio, and returns a channel that receives its wait status exactly once.
+func (r *reaper) spawn(path string, argv, env []string, dir string, files []uintptr) (int, <-chan unix.WaitStatus, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
+		Dir:   dir,
+		Env:   env,
+		Files: files,
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	ch := make(chan unix.WaitStatus, 1)
+	r.waiters[pid] = ch
+	return pid, ch, nil
+}
+
+// groupAlive reports whether any process (zombies included) is still in the
+// process group. EPERM proves existence as well as success does.
+func groupAlive(pgid int) bool {
+	if pgid <= 0 {
+		return false
+	}
+	err := unix.Kill(-pgid, 0)
+	return err == nil || !errors.Is(err, unix.ESRCH)
+}
+
+func signalGroup(pgid int, sig syscall.Signal) error {
+	if pgid <= 0 {
+		return nil
+	}
+	if err := unix.Kill(-pgid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		return err
+	}
+	return nil
+}
+
+// waitGroupGone polls until the group is empty or the deadline passes.
+func waitGroupGone(pgid int, deadline time.Time) bool {
+	wait := time.Millisecond
+	for groupAlive(pgid) {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		time.Sleep(min(wait, left))
+		wait = min(wait*2, 25*time.Millisecond)
+	}
+	return true
+}
+
+// descendants lists every live process below self, found through /proc. A
+// subreaper inherits the orphans of its whole tree, so this also finds
+// processes that left their group with setsid or double-forked.
+func descendants(self int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	parent := map[int]int{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The command name may hold spaces and parentheses: fields start
+		// after the last ')'.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 || f[0] == "Z" {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		parent[pid] = ppid
+	}
+	var out []int
+	for pid := range parent {
+		for p, hops := parent[pid], 0; p != 0 && hops < 4096; p, hops = parent[p], hops+1 {
+			if p == self {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// killDescendants SIGKILLs everything below self until nothing is left or
+// the deadline passes, and reports whether the tree is empty.
+func killDescendants(self int, deadline time.Time) bool {
+	for {
+		pids := descendants(self)
+		if len(pids) == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		for _, pid := range pids {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// hardenSelf makes the agent non-dumpable (so /proc/<agent>/environ and
+// /proc/<agent>/mem are closed to same-uid processes), overwrites the token
+// in the environment block the kernel shows, and makes the agent a child
+// subreaper when it is not already PID 1.
+func hardenSelf(secretVars []string) error {
+	if err := scrubEnvironBlock(secretVars); err != nil {
+		return err
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return err
+	}
+	if os.Getpid() != 1 {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scrubEnvironBlock overwrites the values of the named variables in the
+// initial environment block (what /proc/self/environ shows) with 'x'.
+func scrubEnvironBlock(names []string) error {
+	block, err := os.ReadFile("/proc/self/environ")
+	if err != nil {
+		return err
+	}
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return err
+	}
+	s := string(stat)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	// env_start is field 50 of stat; fields here start at field 3.
+	if len(fields) < 48 {
+		return errors.New("scrub environment: /proc/self/stat has no env_start")
+	}
+	start, err := strconv.ParseUint(fields[47], 10, 64)
+	if err != nil {
+		return err
+	}
+	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer mem.Close()
+	off := 0
+	for _, kv := range strings.Split(string(block), "\x00") {
+		for _, n := range names {
+			if strings.HasPrefix(kv, n+"=") {
+				v := len(n) + 1
+				pad := []byte(strings.Repeat("x", len(kv)-v))
+				if _, err := mem.WriteAt(pad, int64(start)+int64(off+v)); err != nil {
+					return err
+				}
+			}
+		}
+		off += len(kv) + 1
+	}
+	return nil
+}

@@ -1,0 +1,366 @@
+package agent
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/wire"
+	"golang.org/x/sys/unix"
+)
+
+// run spawns the command, streams its output and settles its result. It
+// runs on the /execute handler's goroutine, which therefore owns the
+// response until the last event is written.
+func (s *Server) run(w http.ResponseWriter, r *http.Request, e *execution, command string, argv, env []string, dir string, stdinText *string, timeout time.Duration, maxOut int64) {
+	out := newEventStream(w)
+	fail := func(err error) {
+		s.mu.Lock()
+		if e.state == stateTerminal { // cancelled while it was starting
+			st := e.outcome
+			s.mu.Unlock()
+			writeJSON(w, http.StatusConflict, wire.ErrorBody{Error: wire.CodeExecutionCancelled, State: st})
+			return
+		}
+		if e.tracked {
+			s.rememberTerminalLocked(e, wire.OutcomeFailed, nil, err.Error())
+		}
+		e.state = stateTerminal
+		close(e.done)
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-ndjson; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+		out.send(wire.Event{Type: wire.EventError, Error: err.Error()})
+	}
+	path, err := lookPath(command, env, dir)
+	if err != nil {
+		fail(err)
+		return
+	}
+
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer stdoutR.Close()
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		stdoutW.Close()
+		fail(err)
+		return
+	}
+	defer stderrR.Close()
+	stdin := s.devNull
+	var stdinW *os.File
+	if e.stdio || stdinText != nil {
+		var stdinR *os.File
+		if stdinR, stdinW, err = os.Pipe(); err != nil {
+			stdoutW.Close()
+			stderrW.Close()
+			fail(err)
+			return
+		}
+		defer stdinR.Close()
+		stdin = stdinR
+	}
+	inodes := [2]uint64{pipeInode(stdoutW), pipeInode(stderrW)}
+
+	// Admission and spawn are one step under the lock, so a cancel lands
+	// either before (the reservation ends, nothing runs) or after (the
+	// process exists and is stopped).
+	s.mu.Lock()
+	if e.state == stateTerminal {
+		st := e.outcome
+		s.mu.Unlock()
+		stdoutW.Close()
+		stderrW.Close()
+		if stdinW != nil {
+			stdinW.Close()
+		}
+		writeJSON(w, http.StatusConflict, wire.ErrorBody{Error: wire.CodeExecutionCancelled, State: st})
+		return
+	}
+	pid, exited, err := s.reaper.spawn(path, argv, env, dir, []uintptr{stdin.Fd(), stdoutW.Fd(), stderrW.Fd()})
+	if err != nil {
+		s.mu.Unlock()
+		stdoutW.Close()
+		stderrW.Close()
+		if stdinW != nil {
+			stdinW.Close()
+		}
+		fail(&os.PathError{Op: "spawn " + command, Path: path, Err: err})
+		return
+	}
+	e.state, e.started, e.pgid, e.pipes, e.out = stateRunning, true, pid, inodes, out
+	if e.stdio {
+		e.stdin = stdinW
+	}
+	s.running[e] = struct{}{}
+	s.mu.Unlock()
+	stdoutW.Close()
+	stderrW.Close()
+	// The command holds a lease of its own until it settles.
+	release := s.acquireActivity()
+	defer release()
+
+	w.Header().Set("Content-Type", "application/x-ndjson; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+
+	timer := time.AfterFunc(timeout, func() {
+		if _, err := s.terminate(e, causeTimeout); err != nil {
+			s.retire(err)
+		}
+	})
+	defer timer.Stop()
+
+	stopHeartbeat := make(chan struct{})
+	if e.stdio {
+		out.send(wire.Event{Type: wire.EventStdioStarted, Version: 1})
+		go s.stdioWatch(r, e, out, stopHeartbeat)
+	} else if stdinText != nil {
+		go func() {
+			_, _ = stdinW.Write([]byte(*stdinText))
+			stdinW.Close()
+		}()
+	}
+
+	var pumps sync.WaitGroup
+	clips := [2]*outputClip{{max: maxOut}, {max: maxOut}}
+	for i, f := range []*os.File{stdoutR, stderrR} {
+		pumps.Add(1)
+		go func() {
+			defer pumps.Done()
+			s.pump(f, i, e.stdio, clips[i], out)
+		}()
+	}
+
+	ws := <-exited
+	s.mu.Lock()
+	e.exitWS = ws
+	if e.state == stateRunning {
+		e.state = stateExited
+	}
+	s.mu.Unlock()
+	pumps.Wait()
+	close(stopHeartbeat)
+
+	if err := s.confirmGroupAfterClose(e); err != nil {
+		s.retire(err)
+		// Never report a result for a command whose end is unknown.
+		return
+	}
+	res := &wire.Result{
+		ExitCode:        -1,
+		DurationMs:      time.Since(e.startedAt).Milliseconds(),
+		StdoutTruncated: clips[0].truncated,
+		StderrTruncated: clips[1].truncated,
+	}
+	if ws.Exited() {
+		res.ExitCode = ws.ExitStatus()
+	} else if ws.Signaled() {
+		res.Signal = signalName(ws.Signal())
+	}
+	s.mu.Lock()
+	res.TimedOut = e.cause == causeTimeout
+	outcome := wire.OutcomeCompleted
+	if e.cause == causeCancelled {
+		outcome = wire.OutcomeCancelled
+	}
+	s.settleLocked(e, outcome, res)
+	stdinToClose := stdinW
+	s.mu.Unlock()
+	if e.stdio && stdinToClose != nil {
+		e.stdinMu.Lock()
+		stdinToClose.Close()
+		e.stdinMu.Unlock()
+	}
+	out.send(wire.Event{Type: wire.EventResult, Result: res})
+}
+
+func (s *Server) settleLocked(e *execution, outcome string, res *wire.Result) {
+	if e.settled {
+		return
+	}
+	e.settled = true
+	delete(s.running, e)
+	if e.tracked {
+		s.rememberTerminalLocked(e, outcome, res, "")
+	} else {
+		e.state, e.outcome, e.result = stateTerminal, outcome, res
+	}
+	close(e.done)
+}
+
+// confirmGroupAfterClose runs once the leader has exited and both pipes are
+// at EOF. Members of the group that outlive their leader belong to the
+// execution: a computer-lifetime command that succeeded hands them over;
+// otherwise they are stopped here, rather than left running.
+func (s *Server) confirmGroupAfterClose(e *execution) error {
+	pgid := e.pgid
+	if !groupAlive(pgid) {
+		return nil
+	}
+	s.mu.Lock()
+	ws := e.exitWS
+	if e.policy == wire.PolicyComputerLifetime && e.cause == "" && ws.Exited() && ws.ExitStatus() == 0 {
+		e.handoff = true
+	}
+	handoff, cause := e.handoff, e.cause
+	s.mu.Unlock()
+	if handoff {
+		return nil
+	}
+	deadline := time.Now().Add(s.cfg.CancelConfirmTimeout)
+	if cause != "" {
+		// A termination is already signalling this group.
+		if waitGroupGone(pgid, deadline) {
+			return nil
+		}
+	} else if waitGroupGone(pgid, time.Now().Add(25*time.Millisecond)) {
+		return nil
+	}
+	return s.stopGroup(pgid, deadline)
+}
+
+// pump copies one output pipe to the stream until EOF.
+func (s *Server) pump(f *os.File, stream int, stdio bool, clip *outputClip, out *eventStream) {
+	names := [2]string{"stdout", "stderr"}
+	types := [2]string{wire.EventStdout, wire.EventStderr}
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			if stdio {
+				out.send(wire.Event{Type: wire.EventStdioData, Stream: names[stream], Data: base64.StdEncoding.EncodeToString(buf[:n])})
+			} else if text := clip.take(buf[:n]); text != "" {
+				out.send(wire.Event{Type: types[stream], Data: text})
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if text := clip.flush(); text != "" && !stdio {
+		out.send(wire.Event{Type: types[stream], Data: text})
+	}
+}
+
+// stdioWatch sends heartbeats on a stdio stream and treats the caller going
+// away as a cancel: in stdio mode the stream is the session.
+func (s *Server) stdioWatch(r *http.Request, e *execution, out *eventStream, stop <-chan struct{}) {
+	beat, _ := json.Marshal(wire.Event{Type: wire.EventStdioHeartbeat, Version: 1})
+	beat = append(beat, '\n')
+	t := time.NewTicker(s.cfg.StdioHeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			out.heartbeat(beat)
+		case <-r.Context().Done():
+			if _, err := s.terminate(e, causeCancelled); err != nil {
+				s.retire(err)
+			}
+			return
+		}
+	}
+}
+
+func (s *Server) handleStdioWrite(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		ExecutionID any `json:"executionId"`
+		Data        any `json:"data"`
+	}
+	if err := s.readBody(r, &body); err != nil {
+		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
+		return
+	}
+	id, _ := body.ExecutionID.(string)
+	data, ok := body.Data.(string)
+	if !executionIDPattern.MatchString(id) || !ok || len(data) > wire.StdioWriteMaxChars {
+		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidStdioWrite})
+		return
+	}
+	bytes, err := base64.StdEncoding.DecodeString(data)
+	if err != nil || base64.StdEncoding.EncodeToString(bytes) != data {
+		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidStdioBytes})
+		return
+	}
+	s.mu.Lock()
+	e := s.executions[id]
+	var stdin *os.File
+	if e != nil && e.stdio && e.state == stateRunning {
+		stdin = e.stdin
+	}
+	s.mu.Unlock()
+	if stdin == nil {
+		writeJSON(w, http.StatusConflict, wire.ErrorBody{Error: wire.CodeStdioNotRunning})
+		return
+	}
+	e.stdinMu.Lock()
+	// A command that stops reading cannot hold this request forever.
+	_ = stdin.SetWriteDeadline(time.Now().Add(s.cfg.CancelConfirmTimeout))
+	_, err = stdin.Write(bytes)
+	e.stdinMu.Unlock()
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, wire.ErrorBody{Error: wire.CodeStdioDeliveryUnknown})
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.StdioWriteResponse{OK: true, BytesWritten: len(bytes)})
+}
+
+func pipeInode(f *os.File) uint64 {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return 0
+	}
+	return st.Ino
+}
+
+// pipeHolders lists processes that hold one of the given pipes open: the
+// holders of a command's output belong to that command even after they
+// leave its process group.
+func pipeHolders(inodes [2]uint64) []int {
+	want := map[string]bool{}
+	for _, ino := range inodes {
+		if ino != 0 {
+			want["pipe:["+strconv.FormatUint(ino, 10)+"]"] = true
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	self := os.Getpid()
+	procs, _ := os.ReadDir("/proc")
+	var out []int
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		fds, _ := os.ReadDir("/proc/" + p.Name() + "/fd")
+		for _, fd := range fds {
+			if link, err := os.Readlink("/proc/" + p.Name() + "/fd/" + fd.Name()); err == nil && want[link] {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func signalName(sig syscall.Signal) string {
+	if n := unix.SignalName(sig); n != "" {
+		return n
+	}
+	return "SIG" + strconv.Itoa(int(sig))
+}

@@ -1,0 +1,299 @@
+//go:build linux
+
+// Package agent is cordon-agent: the process that runs inside every sandbox,
+// on every tier, and serves the agent wire (protocol version 2) to the host.
+// It runs commands, reads and writes files inside its roots, and owns every
+// process it starts until that process is confirmed gone.
+package agent
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/wire"
+)
+
+// Features are cordon's additions to protocol version 2, announced in
+// GET /healthz so that a host can tell what this agent offers.
+var Features = []string{
+	// Every command's orphans are reaped and a strict command's leftover
+	// group is stopped instead of retiring the agent.
+	"group-reap",
+	// write-file lands through a temporary sibling, fsync and rename.
+	"write-file-atomic",
+}
+
+// Server serves the agent wire. Build one with New; it is an http.Handler.
+type Server struct {
+	cfg         Config
+	log         *slog.Logger
+	env         []string // base environment for commands
+	tokenDigest []byte   // nil when unauthenticated
+	reaper      *reaper
+	devNull     *os.File
+
+	mu         sync.Mutex
+	executions map[string]*execution
+	running    map[*execution]struct{} // every live execution, tracked or not
+	active     int                     // activity leases held
+	idleTimer  *time.Timer
+	retiring   bool
+
+	// exit ends the process; tests and Run replace it.
+	exit     func(code int)
+	onRetire func()
+}
+
+// New builds a server from a validated configuration. env is the agent's own
+// environment, from which commands inherit everything but CORDON_AGENT_*.
+func New(cfg Config, env []string, log *slog.Logger, reapAll bool) (*Server, error) {
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:        cfg,
+		log:        log,
+		env:        childEnvironment(env),
+		reaper:     newReaper(reapAll),
+		devNull:    devNull,
+		executions: map[string]*execution{},
+		running:    map[*execution]struct{}{},
+		exit:       os.Exit,
+	}
+	if cfg.Token != "" {
+		d := sha256.Sum256([]byte(cfg.Token))
+		s.tokenDigest = d[:]
+	}
+	return s, nil
+}
+
+var bearer = regexp.MustCompile(`(?i)^Bearer +(.+)$`)
+
+func (s *Server) authorized(r *http.Request) bool {
+	if s.tokenDigest == nil {
+		return true
+	}
+	m := bearer.FindStringSubmatch(jsTrim(latin1(r.Header.Get("Authorization"))))
+	if m == nil {
+		return false
+	}
+	d := sha256.Sum256([]byte(m[1]))
+	return subtle.ConstantTimeCompare(d[:], s.tokenDigest) == 1
+}
+
+// latin1 reads header bytes the way an HTTP peer sends them, one byte per
+// character, so a token with characters in U+0080-U+00FF matches.
+func latin1(b string) string {
+	for i := 0; i < len(b); i++ {
+		if b[i] >= 0x80 {
+			r := make([]rune, len(b))
+			for j := 0; j < len(b); j++ {
+				r[j] = rune(b[j])
+			}
+			return string(r)
+		}
+	}
+	return b
+}
+
+// ServeHTTP is the router. The credential gate runs first, ahead of the
+// retiring check and every route, so an unauthenticated caller learns
+// nothing about which routes exist. GET /healthz, matched on the whole URI,
+// is the one exemption: it is the host's readiness probe.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	healthz := r.Method == http.MethodGet && r.RequestURI == wire.RouteHealthz
+	if !healthz && !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="cordon-agent"`)
+		writeJSON(w, http.StatusUnauthorized, wire.ErrorBody{Error: wire.CodeUnauthorized})
+		return
+	}
+	s.mu.Lock()
+	retiring := s.retiring
+	s.mu.Unlock()
+	if retiring {
+		writeJSON(w, http.StatusServiceUnavailable, wire.ErrorBody{Error: wire.CodeWorkerRetiring})
+		return
+	}
+	if healthz {
+		writeJSON(w, http.StatusOK, wire.Health{OK: true, ProtocolVersion: wire.ProtocolVersion, Features: Features})
+		return
+	}
+	var h func(http.ResponseWriter, *http.Request)
+	if r.Method == http.MethodPost {
+		switch r.RequestURI {
+		case wire.RouteExecute:
+			h = s.handleExecute
+		case wire.RouteReserve:
+			h = s.handleReserve
+		case wire.RouteCancel:
+			h = s.handleCancel
+		case wire.RouteStdioWrite:
+			h = s.handleStdioWrite
+		case wire.RouteReadFile:
+			h = s.handleReadFile
+		case wire.RouteWriteFile:
+			h = s.handleWriteFile
+		}
+	}
+	if h == nil {
+		writeJSON(w, http.StatusNotFound, wire.ErrorBody{Error: wire.CodeNotFound})
+		return
+	}
+	release := s.acquireActivity()
+	defer release()
+	defer func() {
+		// A handler bug answers 500 and leaves the agent serving.
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("handler panic", "route", r.RequestURI, "panic", p)
+			writeJSON(w, http.StatusInternalServerError, wire.ErrorBody{Error: wire.CodeInternal, Message: fmt.Sprint(p)})
+		}
+	}()
+	h(w, r)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"internal"}`)
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+var errBodyTooLarge = errors.New("request body too large")
+
+// readBody reads a JSON object body of at most MaxBodyBytes. A declared
+// length over the cap is refused before a byte is read; an undeclared one is
+// cut off at the cap. An empty body is {}.
+func (s *Server) readBody(r *http.Request, dst any) error {
+	limit := s.cfg.MaxBodyBytes
+	if r.ContentLength > limit {
+		return fmt.Errorf("request body exceeds %d bytes", limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return err
+	}
+	if int64(len(b)) > limit {
+		return fmt.Errorf("request body exceeds %d bytes", limit)
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		b = []byte("{}")
+	}
+	if err := json.Unmarshal(b, dst); err != nil {
+		return fmt.Errorf("request body is not a JSON object: %v", err)
+	}
+	return nil
+}
+
+// acquireActivity takes an activity lease: while any is held the idle timer
+// is disarmed. The returned release is idempotent.
+func (s *Server) acquireActivity() func() {
+	s.mu.Lock()
+	s.active++
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+		s.idleTimer = nil
+	}
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.active--
+			s.armIdleLocked()
+			s.mu.Unlock()
+		})
+	}
+}
+
+// ArmIdle starts the idle timer if nothing holds the agent; call it once the
+// listener is up.
+func (s *Server) ArmIdle() {
+	s.mu.Lock()
+	s.armIdleLocked()
+	s.mu.Unlock()
+}
+
+func (s *Server) armIdleLocked() {
+	if s.cfg.IdleTimeout <= 0 || s.active > 0 || s.retiring {
+		return
+	}
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+	}
+	s.idleTimer = time.AfterFunc(s.cfg.IdleTimeout, func() {
+		s.mu.Lock()
+		idle := s.active == 0 && !s.retiring
+		s.mu.Unlock()
+		if idle {
+			s.log.Info("idle timeout reached; exiting", "idleTimeout", s.cfg.IdleTimeout)
+			s.Shutdown()
+			s.exit(0)
+		}
+	})
+}
+
+// retire is what the agent does when it cannot prove a command is gone:
+// it stops answering work (503 worker_retiring), stops what it can, and
+// exits 1 so the tier tears down the whole sandbox.
+func (s *Server) retire(err error) {
+	s.mu.Lock()
+	if s.retiring {
+		s.mu.Unlock()
+		return
+	}
+	s.retiring = true
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+	}
+	s.mu.Unlock()
+	s.log.Error("termination could not be confirmed; retiring", "err", err)
+	if s.onRetire != nil {
+		s.onRetire()
+	}
+	time.AfterFunc(50*time.Millisecond, func() {
+		killDescendants(os.Getpid(), time.Now().Add(time.Second))
+		s.exit(1)
+	})
+}
+
+// Shutdown stops every command the agent started: each live group gets
+// SIGTERM, the grace period, then SIGKILL, and finally everything still
+// below the agent (setsid escapees included) is killed.
+func (s *Server) Shutdown() {
+	s.mu.Lock()
+	s.retiring = true
+	live := make([]*execution, 0, len(s.running))
+	for e := range s.running {
+		live = append(live, e)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, e := range live {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = s.terminate(e, causeCancelled)
+		}()
+	}
+	wg.Wait()
+	killDescendants(os.Getpid(), time.Now().Add(s.cfg.CancelConfirmTimeout))
+}

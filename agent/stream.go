@@ -1,0 +1,132 @@
+//go:build linux
+
+package agent
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// eventStream writes NDJSON events to one /execute response. Writes block
+// when the caller stops reading, which is the backpressure that stops the
+// command's pipes; a broken caller turns every later write into a no-op so
+// output is still drained.
+type eventStream struct {
+	mu     sync.Mutex
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	broken bool
+}
+
+func newEventStream(w http.ResponseWriter) *eventStream {
+	return &eventStream{w: w, rc: http.NewResponseController(w)}
+}
+
+func (s *eventStream) send(ev any) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	b = append(b, '\n')
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writeLocked(b)
+}
+
+func (s *eventStream) writeLocked(b []byte) {
+	if s.broken {
+		return
+	}
+	if _, err := s.w.Write(b); err != nil {
+		s.broken = true
+		return
+	}
+	if err := s.rc.Flush(); err != nil {
+		s.broken = true
+	}
+}
+
+// heartbeat sends b unless a write is already in progress (a blocked write
+// means the caller is not reading; piling frames on it helps nobody).
+func (s *eventStream) heartbeat(b []byte) {
+	if !s.mu.TryLock() {
+		return
+	}
+	defer s.mu.Unlock()
+	s.writeLocked(b)
+}
+
+// abandonAfter bounds how long a blocked write may still take, so that a
+// caller who stopped reading cannot hold a finished command open.
+func (s *eventStream) abandonAfter(d time.Duration) {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(d))
+}
+
+// outputClip applies maxOutputBytes to one stream and keeps a multi-byte
+// UTF-8 character whole across chunk boundaries.
+type outputClip struct {
+	max       int64
+	bytes     int64
+	truncated bool
+	carry     []byte
+}
+
+// take returns the text to emit for chunk, or "" when there is none yet.
+func (c *outputClip) take(chunk []byte) string {
+	if c.truncated {
+		return ""
+	}
+	remaining := c.max - c.bytes
+	if remaining <= 0 {
+		c.truncated = true
+		return ""
+	}
+	if int64(len(chunk)) > remaining {
+		chunk = chunk[:remaining]
+		c.truncated = true
+	}
+	c.bytes += int64(len(chunk))
+	buf := append(c.carry, chunk...)
+	cut := completeUTF8(buf)
+	c.carry = append([]byte(nil), buf[cut:]...)
+	return string(buf[:cut])
+}
+
+// flush returns what is still carried; at the end of a stream an incomplete
+// character is emitted as is and shows as U+FFFD.
+func (c *outputClip) flush() string {
+	s := string(c.carry)
+	c.carry = nil
+	return s
+}
+
+// completeUTF8 returns the length of the longest prefix of b that does not
+// end inside a multi-byte character that could still be completed.
+func completeUTF8(b []byte) int {
+	n := len(b)
+	for i := 1; i <= 3 && i <= n; i++ {
+		c := b[n-i]
+		if c < 0x80 {
+			return n // ASCII: nothing pending
+		}
+		if c >= 0xc0 { // a lead byte i bytes from the end
+			need := 0
+			switch {
+			case c >= 0xf0:
+				need = 4
+			case c >= 0xe0:
+				need = 3
+			default:
+				need = 2
+			}
+			if need > i && !utf8.FullRune(b[n-i:]) {
+				return n - i
+			}
+			return n
+		}
+	}
+	return n
+}

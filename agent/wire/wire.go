@@ -1,0 +1,238 @@
+// Package wire holds the request, response and event shapes of the agent
+// wire, protocol version 2: the HTTP/1.1 + NDJSON protocol that cordon-agent
+// speaks inside every sandbox and that agent/client speaks from the host.
+//
+// The shapes are exactly those of the reference worker (docs/protocol.md);
+// cordon's additions are optional fields or new routes, each announced in the
+// Features list of GET /healthz.
+package wire
+
+// ProtocolVersion is the one version this release speaks. A host admits only
+// an agent that reports exactly this number.
+const ProtocolVersion = 2
+
+// Routes of the agent wire. Matching is on the whole request URI: a query
+// string or a trailing slash is a different (missing) route.
+const (
+	RouteHealthz    = "/healthz"
+	RouteExecute    = "/execute"
+	RouteReserve    = "/executions/reserve"
+	RouteCancel     = "/cancel"
+	RouteStdioWrite = "/executions/write"
+	RouteReadFile   = "/read-file"
+	RouteWriteFile  = "/write-file"
+)
+
+// Error codes carried in the "error" field of a JSON error body.
+const (
+	CodeUnauthorized             = "unauthorized"
+	CodeWorkerRetiring           = "worker_retiring"
+	CodeNotFound                 = "not_found"
+	CodeInternal                 = "internal"
+	CodeInvalidBody              = "invalid_body"
+	CodeMissingCommand           = "missing_command"
+	CodeInvalidStdio             = "invalid_stdio"
+	CodeStdioRequiresReserved    = "stdio_requires_reserved_strict_execution"
+	CodeInvalidNormalExitPolicy  = "invalid_normal_exit_policy"
+	CodeComputerLifetimeDisabled = "computer_lifetime_not_enabled"
+	CodeInvalidExecutionID       = "invalid_execution_id"
+	CodeInvalidCwd               = "invalid_cwd"
+	CodeInvalidTimeout           = "invalid_timeout"
+	CodeUnknownExecution         = "unknown_execution"
+	CodeExecutionNotReserved     = "execution_not_reserved"
+	CodeMkdirFailed              = "mkdir_failed"
+	CodeExecutionCancelled       = "execution_cancelled"
+	CodeSpawnFailed              = "spawn_failed"
+	CodeExecutionCapacity        = "execution_capacity"
+	CodeCancellationUnconfirmed  = "cancellation_unconfirmed"
+	CodeInvalidStdioWrite        = "invalid_stdio_write"
+	CodeInvalidStdioBytes        = "invalid_stdio_bytes"
+	CodeStdioNotRunning          = "stdio_not_running"
+	CodeStdioDeliveryUnknown     = "stdio_delivery_unknown"
+	CodeMissingPath              = "missing_path"
+	CodeMissingPathOrContent     = "missing_path_or_content"
+)
+
+// Normal-exit policies of an execution.
+const (
+	PolicyStrict           = "strict"
+	PolicyComputerLifetime = "computer-lifetime"
+)
+
+// Execution outcomes, as reported in a terminal payload's State.
+const (
+	OutcomeCompleted = "completed"
+	OutcomeCancelled = "cancelled"
+	OutcomeFailed    = "failed"
+)
+
+// NDJSON event types on an /execute stream.
+const (
+	EventStdout         = "stdout_delta"
+	EventStderr         = "stderr_delta"
+	EventResult         = "result"
+	EventError          = "error"
+	EventStdioStarted   = "stdio_started"
+	EventStdioData      = "stdio_data"
+	EventStdioHeartbeat = "stdio_heartbeat"
+)
+
+// FileRangeMaxBytes is the largest slice one ranged read may ask for.
+const FileRangeMaxBytes = 32 << 20
+
+// StdioWriteMaxChars bounds the base64 text of one /executions/write call.
+const StdioWriteMaxChars = 2 << 20
+
+// ErrorBody is every JSON error answer: a snake_case code and, where useful,
+// a sentence saying what went wrong.
+type ErrorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message,omitempty"`
+	// State accompanies execution_not_reserved and execution_cancelled.
+	State string `json:"state,omitempty"`
+}
+
+// Health is the body of GET /healthz.
+type Health struct {
+	OK              bool `json:"ok"`
+	ProtocolVersion int  `json:"protocolVersion"`
+	// Features names cordon's additive capabilities. The reference worker
+	// sends none; a host uses an addition only when it sees its name here.
+	Features []string `json:"features,omitempty"`
+}
+
+// ExecuteRequest is the body of POST /execute.
+type ExecuteRequest struct {
+	ExecutionID      string            `json:"executionId,omitempty"`
+	Command          string            `json:"command"`
+	Args             []string          `json:"args,omitempty"`
+	Cwd              string            `json:"cwd,omitempty"`
+	Env              map[string]string `json:"env,omitempty"`
+	Stdin            *string           `json:"stdin,omitempty"`
+	TimeoutMs        int64             `json:"timeoutMs,omitempty"`
+	MaxOutputBytes   int64             `json:"maxOutputBytes,omitempty"`
+	Stdio            bool              `json:"stdio,omitempty"`
+	NormalExitPolicy string            `json:"normalExitPolicy,omitempty"`
+}
+
+// Event is one NDJSON line of an /execute stream. Which fields are set
+// depends on Type.
+type Event struct {
+	Type string `json:"type"`
+	// stdout_delta, stderr_delta: text; stdio_data: base64 bytes.
+	Data string `json:"data,omitempty"`
+	// stdio_data: "stdout" or "stderr".
+	Stream string `json:"stream,omitempty"`
+	// stdio_started, stdio_heartbeat.
+	Version int `json:"version,omitempty"`
+	// error: what went wrong before or while spawning.
+	Error string `json:"error,omitempty"`
+	// result: embedded so that the line is flat, as on the wire.
+	*Result
+}
+
+// Result is how an execution ended.
+type Result struct {
+	ExitCode        int    `json:"exitCode"`
+	TimedOut        bool   `json:"timedOut"`
+	DurationMs      int64  `json:"durationMs"`
+	Signal          string `json:"signal,omitempty"`
+	StdoutTruncated bool   `json:"stdoutTruncated"`
+	StderrTruncated bool   `json:"stderrTruncated"`
+}
+
+// StdioInfo describes stdio mode in a reservation.
+type StdioInfo struct {
+	Version       int   `json:"version"`
+	MaxLifetimeMs int64 `json:"maxLifetimeMs"`
+}
+
+// Reservation is the body of a 201 from POST /executions/reserve.
+type Reservation struct {
+	OK               bool      `json:"ok"`
+	ProtocolVersion  int       `json:"protocolVersion"`
+	ExecutionID      string    `json:"executionId"`
+	LeaseExpiresAt   int64     `json:"leaseExpiresAt"`
+	NormalExitPolicy string    `json:"normalExitPolicy"`
+	Stdio            StdioInfo `json:"stdio"`
+}
+
+// CancelRequest is the body of POST /cancel.
+type CancelRequest struct {
+	ExecutionID string `json:"executionId"`
+}
+
+// Terminal is what POST /cancel answers once an execution's end is known.
+type Terminal struct {
+	OK      bool    `json:"ok"`
+	State   string  `json:"state"`
+	Started bool    `json:"started"`
+	Result  *Result `json:"result,omitempty"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// StdioWriteRequest is the body of POST /executions/write.
+type StdioWriteRequest struct {
+	ExecutionID string `json:"executionId"`
+	Data        string `json:"data"`
+}
+
+// StdioWriteResponse answers a delivered /executions/write.
+type StdioWriteResponse struct {
+	OK           bool `json:"ok"`
+	BytesWritten int  `json:"bytesWritten"`
+}
+
+// Range asks for a slice of a file. Length nil means "to the end", bounded
+// by FileRangeMaxBytes.
+type Range struct {
+	Version int    `json:"version"`
+	Offset  int64  `json:"offset"`
+	Length  *int64 `json:"length"`
+}
+
+// ReadFileRequest is the body of POST /read-file.
+type ReadFileRequest struct {
+	Path             string `json:"path,omitempty"`
+	Encoding         string `json:"encoding,omitempty"`
+	Range            *Range `json:"range,omitempty"`
+	CapabilitiesOnly bool   `json:"capabilitiesOnly,omitempty"`
+}
+
+// ReadFileResponse answers a successful /read-file.
+type ReadFileResponse struct {
+	OK        bool   `json:"ok"`
+	Content   string `json:"content"`
+	SizeBytes int64  `json:"sizeBytes"`
+	Encoding  string `json:"encoding"`
+	Range     *Range `json:"range,omitempty"`
+}
+
+// ReadCapabilities answers /read-file with capabilitiesOnly.
+type ReadCapabilities struct {
+	OK             bool `json:"ok"`
+	ReadFileRanges struct {
+		Version  int   `json:"version"`
+		MaxBytes int64 `json:"maxBytes"`
+	} `json:"readFileRanges"`
+}
+
+// WriteFileRequest is the body of POST /write-file.
+type WriteFileRequest struct {
+	Path     string  `json:"path"`
+	Content  *string `json:"content"`
+	Encoding string  `json:"encoding,omitempty"`
+}
+
+// WriteFileResponse answers a successful /write-file.
+type WriteFileResponse struct {
+	OK           bool `json:"ok"`
+	BytesWritten int  `json:"bytesWritten"`
+}
+
+// FileError is how /read-file and /write-file refuse: a human sentence in
+// "error", not a code.
+type FileError struct {
+	OK    bool   `json:"ok"`
+	Error string `json:"error"`
+}

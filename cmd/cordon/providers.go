@@ -1,0 +1,15 @@
+package main
+
+import (
+	"github.com/cordon-sandbox/cordon/backend/passthrough"
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+// defaultTier is the tier `cordon run` uses when --tier is not given.
+const defaultTier = passthrough.Name
+
+func newProvider() *sandbox.Provider {
+	return sandbox.NewProvider([]sandbox.Backend{
+		passthrough.New(passthrough.Config{}),
+	}, sandbox.WithDefaultTier(defaultTier))
+}

@@ -1,0 +1,272 @@
+// Package sandbox is cordon's public Go SDK: create a sandbox from a Spec on
+// any registered tier, run commands and move files through its agent, and
+// tear it down with confirmation. It holds the contracts every tier
+// implements (Backend, Instance); it imports no backend.
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/agent/wire"
+)
+
+// Provider creates sandboxes on the backends it was given.
+type Provider struct {
+	backends    map[string]Backend
+	defaultTier string
+	log         *slog.Logger
+	readyWait   time.Duration
+}
+
+// Option configures a Provider.
+type Option func(*Provider)
+
+// WithDefaultTier sets the tier used when a Spec names none.
+func WithDefaultTier(name string) Option { return func(p *Provider) { p.defaultTier = name } }
+
+// WithLogger sets the provider's logger.
+func WithLogger(l *slog.Logger) Option { return func(p *Provider) { p.log = l } }
+
+// WithReadyTimeout bounds how long Create waits for the agent to be ready.
+func WithReadyTimeout(d time.Duration) Option { return func(p *Provider) { p.readyWait = d } }
+
+// NewProvider returns a provider over the given backends. The first backend
+// is the default tier unless WithDefaultTier says otherwise.
+func NewProvider(backends []Backend, opts ...Option) *Provider {
+	p := &Provider{backends: map[string]Backend{}, log: slog.New(slog.DiscardHandler), readyWait: 30 * time.Second}
+	for i, b := range backends {
+		p.backends[b.Name()] = b
+		if i == 0 {
+			p.defaultTier = b.Name()
+		}
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Tiers lists the registered tier names.
+func (p *Provider) Tiers() []string {
+	var out []string
+	for n := range p.backends {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Backend returns the backend registered under name.
+func (p *Provider) Backend(name string) (Backend, error) {
+	if name == "" {
+		name = p.defaultTier
+	}
+	b, ok := p.backends[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownTier, name, p.Tiers())
+	}
+	return b, nil
+}
+
+// NewToken mints a 256-bit per-instance agent credential.
+func NewToken() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "sbx_" + hex.EncodeToString(b[:])
+}
+
+// Create starts a sandbox and returns once its agent is admitted (it reports
+// exactly wire.ProtocolVersion). Anything that fails on the way is torn
+// down before Create returns.
+func (p *Provider) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := p.Backend(spec.Tier)
+	if err != nil {
+		return nil, err
+	}
+	spec.Tier = b.Name()
+	if err := b.Capabilities().Check(spec.Tier, &spec); err != nil {
+		return nil, err
+	}
+	token, err := NewToken()
+	if err != nil {
+		return nil, err
+	}
+	agentEnv := map[string]string{
+		"IDLE_TIMEOUT_MS": strconv.FormatInt(spec.IdleTimeout.Milliseconds(), 10),
+	}
+	if spec.MaxTimeout > 0 {
+		agentEnv["MAX_TIMEOUT_MS"] = strconv.FormatInt(spec.MaxTimeout.Milliseconds(), 10)
+	}
+	inst, err := b.Start(ctx, Launch{Spec: spec, Token: token, AgentEnv: agentEnv})
+	if err != nil {
+		return nil, err
+	}
+	c := client.New(inst.Endpoint())
+	readyCtx, cancel := context.WithTimeout(ctx, p.readyWait)
+	defer cancel()
+	health, err := waitReady(readyCtx, c, inst)
+	if err != nil {
+		c.Close()
+		diag := inst.Diagnostics()
+		derr := inst.Destroy(context.WithoutCancel(ctx))
+		err = fmt.Errorf("%w: %v", ErrAgent, err)
+		if diag != "" {
+			err = fmt.Errorf("%w; agent said: %s", err, diag)
+		}
+		return nil, errors.Join(err, derr)
+	}
+	s := &Sandbox{id: newID(), spec: spec, inst: inst, client: c, health: health}
+	p.log.Debug("sandbox created", "id", s.id, "tier", spec.Tier)
+	return s, nil
+}
+
+func waitReady(ctx context.Context, c *client.Client, inst Instance) (*wire.Health, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-inst.Exited():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	h, err := c.WaitReady(ctx)
+	if err != nil {
+		select {
+		case <-inst.Exited():
+			return nil, errors.New("the agent exited before it was ready")
+		default:
+		}
+	}
+	return h, err
+}
+
+// Sandbox is one live sandbox. Its methods are safe for concurrent use.
+type Sandbox struct {
+	id     string
+	spec   Spec
+	inst   Instance
+	client *client.Client
+	health *wire.Health
+
+	mu        sync.Mutex
+	destroyed bool
+	teardown  *teardown
+}
+
+type teardown struct {
+	done chan struct{}
+	err  error
+}
+
+// ID is the sandbox's identifier.
+func (s *Sandbox) ID() string { return s.id }
+
+// Tier is the backend the sandbox runs on.
+func (s *Sandbox) Tier() string { return s.spec.Tier }
+
+// Spec returns the spec the sandbox was created from.
+func (s *Sandbox) Spec() Spec { return s.spec }
+
+// Features lists the agent's additive capabilities (healthz features).
+func (s *Sandbox) Features() []string { return s.health.Features }
+
+// Client is the agent client, for the wire routes the SDK does not wrap.
+func (s *Sandbox) Client() *client.Client { return s.client }
+
+func (s *Sandbox) live() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.destroyed {
+		return ErrDestroyed
+	}
+	return nil
+}
+
+// ExecOptions shapes one command; see client.ExecOptions.
+type ExecOptions = client.ExecOptions
+
+// Result is how a command ended.
+type Result = wire.Result
+
+// Exec runs a command in the sandbox. When ctx ends, the command is
+// cancelled through the agent and Exec returns once the stop is confirmed.
+func (s *Sandbox) Exec(ctx context.Context, command string, o ExecOptions) (*Result, error) {
+	if err := s.live(); err != nil {
+		return nil, err
+	}
+	return s.client.Exec(ctx, command, o)
+}
+
+// ReadFile reads a file inside the sandbox's read roots.
+func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	if err := s.live(); err != nil {
+		return nil, err
+	}
+	return s.client.ReadFile(ctx, path)
+}
+
+// WriteFile atomically writes a file inside the sandbox's write roots.
+func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	return s.client.WriteFile(ctx, path, data)
+}
+
+// Destroy tears the sandbox down and returns once teardown is confirmed.
+// Concurrent calls share one teardown; after a failed one, Destroy may be
+// called again. Destroying a destroyed sandbox returns nil.
+func (s *Sandbox) Destroy(ctx context.Context) error {
+	s.mu.Lock()
+	if s.destroyed {
+		s.mu.Unlock()
+		return nil
+	}
+	t := s.teardown
+	if t == nil {
+		t = &teardown{done: make(chan struct{})}
+		s.teardown = t
+		go func() {
+			s.client.Close()
+			err := s.inst.Destroy(context.WithoutCancel(ctx))
+			s.mu.Lock()
+			t.err = err
+			if err == nil {
+				s.destroyed = true
+			}
+			s.teardown = nil
+			s.mu.Unlock()
+			close(t.done)
+		}()
+	}
+	s.mu.Unlock()
+	select {
+	case <-t.done:
+		return t.err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrTeardown, ctx.Err())
+	}
+}

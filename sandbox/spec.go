@@ -1,0 +1,125 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/client"
+)
+
+// Spec describes the sandbox to create.
+type Spec struct {
+	// Tier names the backend; empty means the provider's default.
+	Tier string
+	// Env is the environment every command inherits (per-command Env is
+	// applied on top).
+	Env map[string]string
+	// Workspace is a host directory to use as the workspace, where the tier
+	// supports one; empty means a fresh, private one removed at Destroy.
+	Workspace string
+	// Limits the tier must enforce; a zero field means no limit.
+	Limits Limits
+	// MaxTimeout is the longest timeout a command may ask for; zero means the
+	// agent's default (30 minutes).
+	MaxTimeout time.Duration
+	// IdleTimeout makes the agent exit after this long without work; zero
+	// disables it.
+	IdleTimeout time.Duration
+}
+
+// Limits are per-sandbox resource limits.
+type Limits struct {
+	MemoryBytes int64   // memory, including swap
+	Pids        int64   // processes and threads
+	CPUs        float64 // CPU bandwidth in cores
+}
+
+// IsZero reports whether no limit is asked for.
+func (l Limits) IsZero() bool { return l == Limits{} }
+
+// Validate checks the spec's own consistency (not what a tier supports).
+func (s *Spec) Validate() error {
+	if s.Limits.MemoryBytes < 0 || s.Limits.Pids < 0 || s.Limits.CPUs < 0 {
+		return fmt.Errorf("%w: limits must not be negative", ErrInvalidSpec)
+	}
+	if s.MaxTimeout < 0 || s.IdleTimeout < 0 {
+		return fmt.Errorf("%w: timeouts must not be negative", ErrInvalidSpec)
+	}
+	for k := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("%w: environment variable name %q", ErrInvalidSpec, k)
+		}
+		if strings.HasPrefix(k, "CORDON_AGENT_") {
+			return fmt.Errorf("%w: %q: the CORDON_AGENT_ prefix is reserved for the agent's own settings", ErrInvalidSpec, k)
+		}
+	}
+	return nil
+}
+
+// Capabilities is what a backend can enforce. Create checks a spec against
+// it before anything starts.
+type Capabilities struct {
+	// Isolated is false only for passthrough: commands run as host processes.
+	Isolated bool
+	// Limits the backend can enforce.
+	MemoryLimit, PidsLimit, CPULimit bool
+	// HostWorkspace: the backend can use a caller-given host directory.
+	HostWorkspace bool
+}
+
+// Check refuses a spec that asks for something these capabilities lack.
+func (c Capabilities) Check(tier string, s *Spec) error {
+	switch {
+	case s.Limits.MemoryBytes > 0 && !c.MemoryLimit:
+		return &UnsupportedError{Tier: tier, What: "a memory limit"}
+	case s.Limits.Pids > 0 && !c.PidsLimit:
+		return &UnsupportedError{Tier: tier, What: "a pids limit"}
+	case s.Limits.CPUs > 0 && !c.CPULimit:
+		return &UnsupportedError{Tier: tier, What: "a CPU limit"}
+	case s.Workspace != "" && !c.HostWorkspace:
+		return &UnsupportedError{Tier: tier, What: "a host workspace directory"}
+	}
+	return nil
+}
+
+// Launch is what the provider hands a backend: the spec, and the agent's
+// settings (the per-instance token among them) to pass into the sandbox's
+// agent environment only, never argv or disk.
+type Launch struct {
+	Spec  Spec
+	Token string
+	// AgentEnv holds CORDON_AGENT_* settings beyond the token, socket and
+	// workspace, which the backend chooses.
+	AgentEnv map[string]string
+}
+
+// Backend starts isolated environments that run cordon-agent. Exec, files
+// and terminals come from the agent, so they behave the same on every tier.
+type Backend interface {
+	// Name is the tier name, e.g. "passthrough" or "process".
+	Name() string
+	// Capabilities reports what the backend can enforce.
+	Capabilities() Capabilities
+	// Probe checks the host prerequisites; an error wraps ErrUnavailable.
+	Probe(ctx context.Context) error
+	// Start brings up one environment with its agent starting, and returns
+	// how to reach it. It need not wait for the agent to be ready. A failed
+	// Start leaves nothing behind.
+	Start(ctx context.Context, l Launch) (Instance, error)
+}
+
+// Instance is one running environment.
+type Instance interface {
+	// Endpoint says how to reach the agent (token included).
+	Endpoint() client.Endpoint
+	// Exited is closed when the environment's agent has exited.
+	Exited() <-chan struct{}
+	// Diagnostics returns what the environment said about itself (the
+	// agent's own log), for error messages.
+	Diagnostics() string
+	// Destroy tears the environment down and returns only once that is
+	// confirmed; an error wraps ErrTeardown and Destroy may be retried.
+	Destroy(ctx context.Context) error
+}
