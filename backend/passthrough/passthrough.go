@@ -117,7 +117,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	cmd.Stdout, cmd.Stderr = logs, logs
 	// The agent gets SIGTERM if cordon dies, and then stops every command
 	// it started before it exits: nothing outlives its creator.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("%w: start cordon-agent: %v", sandbox.ErrAgent, err)

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package passthrough
+
+import "syscall"
+
+func procAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
