@@ -213,11 +213,12 @@ func (s *Server) runTermination(e *execution, cause string, t *termination) {
 	case stateRunning:
 		signal = true
 	case stateExited:
-		// The leader is gone but members of its group live on. Until close
-		// commits a computer-lifetime handoff, cancellation wins.
+		// The leader is gone but members of its group, or holders of its
+		// output, live on. Until close commits a computer-lifetime
+		// handoff, cancellation wins.
 		signal = !e.handoff && groupAlive(e.pgid)
 	}
-	if signal && e.cause == "" {
+	if e.cause == "" && !e.handoff && (e.state == stateRunning || e.state == stateExited) {
 		e.cause = cause
 	}
 	pgid := e.pgid

@@ -1,0 +1,176 @@
+package agent_test
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/agent/conformance"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+)
+
+// proc is an agent process started by a test.
+type proc struct {
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan struct{}
+	code   int
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startProc(t *testing.T, argv []string, env []string) *proc {
+	t.Helper()
+	p := &proc{out: &syncBuffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(argv[0], argv[1:]...)
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		p.code = p.cmd.ProcessState.ExitCode()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.exited
+		}
+		// Whatever a test left behind in the agent's group goes too.
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		if t.Failed() {
+			t.Logf("agent output:\n%s", p.out.String())
+		}
+	})
+	return p
+}
+
+func (p *proc) target(ep client.Endpoint, prefix string, reference bool) *conformance.Target {
+	return &conformance.Target{
+		Endpoint:  ep,
+		EnvPrefix: prefix,
+		Reference: reference,
+		Signal: func(sig string) error {
+			s := map[string]syscall.Signal{"TERM": syscall.SIGTERM, "INT": syscall.SIGINT}[sig]
+			return p.cmd.Process.Signal(s)
+		},
+		Exited:   p.exited,
+		ExitCode: func() int { return p.code },
+	}
+}
+
+func waitReady(t *testing.T, p *proc, ep client.Endpoint) {
+	t.Helper()
+	c := client.New(ep)
+	defer c.Close()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if _, err := c.Admit(t.Context()); err == nil {
+			return
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("agent exited before it was ready:\n%s", p.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent not ready:\n%s", p.out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func baseEnv(workspace string) []string {
+	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + workspace, "LANG=C.UTF-8"}
+}
+
+// startCordonAgent runs cordon-agent on a unix socket.
+func startCordonAgent(t *testing.T, s conformance.Settings) *conformance.Target {
+	bin := testutil.BuildAgent(t)
+	dir, err := os.MkdirTemp("", "cag-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	ep := client.Endpoint{Network: "unix", Address: filepath.Join(dir, "a.sock"), Token: "tok-" + t.Name()}
+	ep.Token = strings.NewReplacer("/", "-", " ", "-").Replace(ep.Token)
+	env := append(baseEnv(ws), "CORDON_AGENT_TOKEN="+ep.Token, "CORDON_AGENT_SOCKET="+ep.Address, "CORDON_AGENT_WORKSPACE="+ws, "CORDON_AGENT_IDLE_TIMEOUT_MS=0")
+	for k, v := range s {
+		env = append(env, "CORDON_AGENT_"+k+"="+v)
+	}
+	p := startProc(t, []string{bin}, env)
+	waitReady(t, p, ep)
+	return p.target(ep, "CORDON_AGENT_", false)
+}
+
+// startReference runs the reference worker under node, behind tini as a
+// subreaper, on a loopback port.
+func startReference(t *testing.T, s conformance.Settings) *conformance.Target {
+	paths := testutil.Requires(t, "node", "tini")
+	script := filepath.Join(testutil.SharedDir(t), "reference", "worker-server.js")
+	if _, err := os.Stat(script); err != nil {
+		testutil.Missing(t, "reference worker not found: %v", err)
+	}
+	ws := t.TempDir()
+	port := freePort(t)
+	ep := client.Endpoint{Network: "tcp", Address: fmt.Sprintf("127.0.0.1:%d", port), Token: "ref-token"}
+	env := append(baseEnv(ws), "NAMZU_SANDBOX_TOKEN="+ep.Token, "NAMZU_SANDBOX_BIND=127.0.0.1", fmt.Sprintf("NAMZU_SANDBOX_PORT=%d", port), "NAMZU_SANDBOX_WORKSPACE="+ws, "NAMZU_SANDBOX_IDLE_TIMEOUT_MS=0")
+	for k, v := range s {
+		if k == "STDIO_HEARTBEAT_MS" {
+			continue // a cordon-only setting
+		}
+		env = append(env, "NAMZU_SANDBOX_"+k+"="+v)
+	}
+	p := startProc(t, []string{paths[1], "-s", "--", paths[0], script}, env)
+	waitReady(t, p, ep)
+	return p.target(ep, "NAMZU_SANDBOX_", true)
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestConformanceCordonAgent(t *testing.T) {
+	conformance.Run(t, startCordonAgent)
+}
+
+func TestConformanceReference(t *testing.T) {
+	conformance.Run(t, startReference)
+}

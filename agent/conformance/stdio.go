@@ -1,0 +1,153 @@
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/wire"
+)
+
+// openStream starts an /execute stream and delivers its events on a channel,
+// which is closed when the stream ends. Cancelling ctx drops the connection.
+func (h *harness) openStream(t *testing.T, ctx context.Context, req any) <-chan wire.Event {
+	t.Helper()
+	b, _ := json.Marshal(req)
+	hr, _ := http.NewRequestWithContext(ctx, http.MethodPost, baseURL(h.Endpoint)+wire.RouteExecute, bytes.NewReader(b))
+	hr.Header.Set("Authorization", "Bearer "+h.Endpoint.Token)
+	resp, err := h.hc.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		resp.Body.Close()
+		t.Fatalf("execute: %d", resp.StatusCode)
+	}
+	ch := make(chan wire.Event, 64)
+	go func() {
+		defer close(ch)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 8<<20)
+		for sc.Scan() {
+			var ev wire.Event
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				ch <- ev
+			}
+		}
+	}()
+	return ch
+}
+
+func next(t *testing.T, ch <-chan wire.Event, want string) wire.Event {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				t.Fatalf("stream ended waiting for %s", want)
+			}
+			if ev.Type == want {
+				return ev
+			}
+			if ev.Type != wire.EventStdioHeartbeat && ev.Type != wire.EventStdioData {
+				t.Fatalf("event %+v while waiting for %s", ev, want)
+			}
+		case <-timeout:
+			t.Fatalf("no %s event", want)
+		}
+	}
+}
+
+func testStdio(t *testing.T, h *harness, start Factory) {
+	t.Run("Refusals", func(t *testing.T) {
+		wantError(t, h.post(t, "/execute", map[string]any{"command": "cat", "stdio": true}), 400, wire.CodeStdioRequiresReserved)
+		wantError(t, h.post(t, "/execute", map[string]any{"command": "cat", "stdio": "yes"}), 400, wire.CodeInvalidStdio)
+		id := h.reserve(t)
+		wantError(t, h.post(t, "/execute", map[string]any{"executionId": id, "command": "cat", "stdio": true, "stdin": "x"}), 400, wire.CodeStdioRequiresReserved)
+		wantError(t, h.post(t, wire.RouteStdioWrite, map[string]any{"executionId": id, "data": "aGk="}), 409, wire.CodeStdioNotRunning)
+		wantError(t, h.post(t, wire.RouteStdioWrite, map[string]any{"executionId": id, "data": "not base64!"}), 400, wire.CodeInvalidStdioBytes)
+		wantError(t, h.post(t, wire.RouteStdioWrite, map[string]any{"executionId": "x", "data": "aGk="}), 400, wire.CodeInvalidStdioWrite)
+	})
+	t.Run("RoundTrip", func(t *testing.T) {
+		id := h.reserve(t)
+		ch := h.openStream(t, context.Background(), map[string]any{"executionId": id, "command": "cat", "stdio": true})
+		next(t, ch, wire.EventStdioStarted)
+		payload := []byte("hello\x00\xff binary\n")
+		m := wantError(t, h.post(t, wire.RouteStdioWrite, map[string]any{"executionId": id, "data": base64.StdEncoding.EncodeToString(payload)}), 200, "")
+		if m["bytesWritten"] != float64(len(payload)) {
+			t.Fatalf("write answer %v", m)
+		}
+		var got []byte
+		for len(got) < len(payload) {
+			ev := next(t, ch, wire.EventStdioData)
+			if ev.Stream != "stdout" {
+				t.Fatalf("stream %q", ev.Stream)
+			}
+			b, err := base64.StdEncoding.DecodeString(ev.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, b...)
+		}
+		if !bytes.Equal(got, payload) {
+			t.Fatalf("echoed %q, want %q", got, payload)
+		}
+		wantError(t, h.post(t, wire.RouteCancel, map[string]any{"executionId": id}), 200, "")
+		res := next(t, ch, wire.EventResult)
+		if res.Result == nil {
+			t.Fatal("no result")
+		}
+	})
+	t.Run("DisconnectCancels", func(t *testing.T) {
+		id := h.reserve(t)
+		ctx, drop := context.WithCancel(context.Background())
+		ch := h.openStream(t, ctx, map[string]any{"executionId": id, "command": "sleep", "args": []string{"300"}, "stdio": true})
+		next(t, ch, wire.EventStdioStarted)
+		drop()
+		var state string
+		eventually(5*time.Second, func() bool {
+			m := h.post(t, wire.RouteCancel, map[string]any{"executionId": id}).json(t)
+			state, _ = m["state"].(string)
+			return state == "cancelled"
+		})
+		if state != "cancelled" {
+			t.Fatalf("dropping a stdio stream must cancel its command; state %q", state)
+		}
+	})
+	t.Run("Heartbeat", func(t *testing.T) {
+		h.improvement(t, "the stdio heartbeat interval is configurable (CORDON_AGENT_STDIO_HEARTBEAT_MS)")
+		h2 := for2(t, Settings{"STDIO_HEARTBEAT_MS": "50"}, start)
+		id := h2.reserve(t)
+		ch := h2.openStream(t, context.Background(), map[string]any{"executionId": id, "command": "sleep", "args": []string{"300"}, "stdio": true})
+		next(t, ch, wire.EventStdioStarted)
+		next(t, ch, wire.EventStdioHeartbeat)
+		wantError(t, h2.post(t, wire.RouteCancel, map[string]any{"executionId": id}), 200, "")
+	})
+}
+
+func testExitPolicy(t *testing.T, h *harness, start Factory) {
+	t.Run("ComputerLifetimeNeedsOptIn", func(t *testing.T) {
+		wantError(t, h.post(t, "/execute", map[string]any{"command": "true", "normalExitPolicy": "computer-lifetime"}), 400, wire.CodeComputerLifetimeDisabled)
+		wantError(t, h.post(t, "/execute", map[string]any{"command": "true", "normalExitPolicy": "forever"}), 400, wire.CodeInvalidNormalExitPolicy)
+	})
+	t.Run("ComputerLifetimeHandsOver", func(t *testing.T) {
+		h2 := for2(t, Settings{"NORMAL_EXIT_POLICY": "computer-lifetime"}, start)
+		r := h2.execute(t, map[string]any{"command": "sh", "args": []string{"-c", "sleep 300 >/dev/null 2>&1 & echo $!"}, "normalExitPolicy": "computer-lifetime"})
+		if r.result == nil || r.result.ExitCode != 0 {
+			t.Fatalf("result %+v %q", r.result, r.errMsg)
+		}
+		pid := strings.TrimSpace(r.stdout)
+		if !h2.alive(t, pid) {
+			t.Fatal("a successful computer-lifetime command's application was stopped")
+		}
+		h2.sh(t, "kill -9 "+pid)
+	})
+}
