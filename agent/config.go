@@ -24,6 +24,7 @@ type Config struct {
 	Token                string
 	tokenSet             bool
 	AllowUnauthenticated bool
+	allowRaw             string
 
 	Bind   string // TCP bind address; ignored when Socket is set
 	Port   int    // TCP port; 0 picks a free one
@@ -90,12 +91,10 @@ func FromEnv(env []string) (Config, error) {
 		}
 	}
 	c.Token, c.tokenSet = vars["TOKEN"]
-	switch strings.ToLower(vars["ALLOW_UNAUTHENTICATED"]) {
+	c.allowRaw = vars["ALLOW_UNAUTHENTICATED"]
+	switch strings.ToLower(c.allowRaw) {
 	case "1", "true", "yes", "on":
 		c.AllowUnauthenticated = true
-	case "":
-	default:
-		return c, refuse("CORDON_AGENT_ALLOW_UNAUTHENTICATED=%q is not a recognised spelling; it turns unauthenticated serving on only as exactly 1, true, yes or on (any case, no surrounding whitespace). Unset it, or set CORDON_AGENT_TOKEN instead.", vars["ALLOW_UNAUTHENTICATED"])
 	}
 	if v, ok := vars["BIND"]; ok && v != "" {
 		c.Bind = v
@@ -175,6 +174,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Socket != "" || isLoopbackBind(c.Bind) || c.AllowUnauthenticated {
 		return nil
+	}
+	if c.allowRaw != "" {
+		return refuse("CORDON_AGENT_ALLOW_UNAUTHENTICATED=%q is not a recognised spelling, so it is read as off, and no CORDON_AGENT_TOKEN is set for CORDON_AGENT_BIND=%s. It turns unauthenticated serving on only as exactly 1, true, yes or on (any case, no surrounding whitespace); better, set CORDON_AGENT_TOKEN.", c.allowRaw, c.Bind)
 	}
 	return refuse("no CORDON_AGENT_TOKEN is set, and CORDON_AGENT_BIND=%s accepts connections from anything that can route to it, where every route but /healthz runs commands or touches files. Set CORDON_AGENT_TOKEN to a per-instance secret and present it as \"Authorization: Bearer <token>\"; or bind 127.0.0.1 or a unix socket (CORDON_AGENT_SOCKET); or set CORDON_AGENT_ALLOW_UNAUTHENTICATED=1 (exactly 1, true, yes or on) to serve without any credential on purpose.", c.Bind)
 }

@@ -358,84 +358,99 @@ func (s *Server) timeoutFor(m json.RawMessage) (time.Duration, error) {
 	return time.Duration(ms * float64(time.Millisecond)), nil
 }
 
+// execRequest is a validated /execute body.
+type execRequest struct {
+	id       string
+	command  string
+	cwd      string // lexical, inside the workspace
+	timeout  time.Duration
+	maxOut   int64
+	stdio    bool
+	policy   string
+	argv     []string
+	env      []string
+	stdin    *string
+	spawnErr error // refused at spawn time, after admission, as the reference does
+}
+
+// parseExecute validates an /execute body in the reference's order, with
+// its error codes. It does no I/O.
+func (s *Server) parseExecute(b executeBody) (*execRequest, *wire.ErrorBody) {
+	bad := func(code, msg string) (*execRequest, *wire.ErrorBody) {
+		return nil, &wire.ErrorBody{Error: code, Message: msg}
+	}
+	q := &execRequest{policy: wire.PolicyStrict, cwd: s.cfg.Workspace, maxOut: s.cfg.DefaultMaxOutputBytes}
+	var ok bool
+	if q.command, ok = rawString(b.Command); !ok || q.command == "" {
+		return bad(wire.CodeMissingCommand, "")
+	}
+	q.stdio = len(b.Stdio) > 0
+	if q.stdio && string(b.Stdio) != "true" {
+		return bad(wire.CodeInvalidStdio, "")
+	}
+	if len(b.NormalExitPolicy) > 0 {
+		if p, ok := rawString(b.NormalExitPolicy); ok {
+			q.policy = p
+		} else {
+			q.policy = string(b.NormalExitPolicy) // refused below
+		}
+	}
+	if q.stdio && (len(b.ExecutionID) == 0 || len(b.Stdin) > 0 || q.policy == wire.PolicyComputerLifetime) {
+		return bad(wire.CodeStdioRequiresReserved, "")
+	}
+	if q.policy != wire.PolicyStrict && q.policy != wire.PolicyComputerLifetime {
+		return bad(wire.CodeInvalidNormalExitPolicy, "")
+	}
+	if q.policy == wire.PolicyComputerLifetime && s.cfg.NormalExitPolicy != wire.PolicyComputerLifetime {
+		return bad(wire.CodeComputerLifetimeDisabled, "")
+	}
+	q.id, _ = rawString(b.ExecutionID)
+	if len(b.ExecutionID) > 0 && !executionIDPattern.MatchString(q.id) {
+		return bad(wire.CodeInvalidExecutionID, "")
+	}
+	ws := s.cfg.Workspace
+	if c, ok := rawString(b.Cwd); ok && c != "" {
+		q.cwd = filepath.Join(ws, c)
+		if filepath.IsAbs(c) {
+			q.cwd = filepath.Clean(c)
+		}
+		if !within(q.cwd, ws) || strings.IndexByte(c, 0) >= 0 {
+			return bad(wire.CodeInvalidCwd, errEscapes.Error())
+		}
+	} else if !ok && truthy(b.Cwd) {
+		return bad(wire.CodeInvalidCwd, "cwd must be a string")
+	}
+	var err error
+	if q.timeout, err = s.timeoutFor(b.TimeoutMs); err != nil {
+		return bad(wire.CodeInvalidTimeout, err.Error())
+	}
+	if len(b.MaxOutputBytes) > 0 {
+		var n float64
+		if json.Unmarshal(b.MaxOutputBytes, &n) == nil && n != 0 && !math.IsNaN(n) {
+			q.maxOut = int64(max(min(n, math.MaxInt64/2), math.MinInt64/2))
+		}
+	}
+	q.argv, q.env, q.stdin, q.spawnErr = s.commandLine(q.command, b)
+	return q, nil
+}
+
 func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 	var b executeBody
 	if err := s.readBody(r, &b); err != nil {
 		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
 		return
 	}
-	bad := func(code, msg string) {
-		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: code, Message: msg})
-	}
-	command, ok := rawString(b.Command)
-	if !ok || command == "" {
-		bad(wire.CodeMissingCommand, "")
+	q, refusal := s.parseExecute(b)
+	if refusal != nil {
+		writeJSON(w, http.StatusBadRequest, refusal)
 		return
-	}
-	stdio := len(b.Stdio) > 0
-	if stdio && string(b.Stdio) != "true" {
-		bad(wire.CodeInvalidStdio, "")
-		return
-	}
-	policy := wire.PolicyStrict
-	if len(b.NormalExitPolicy) > 0 {
-		if p, ok := rawString(b.NormalExitPolicy); ok {
-			policy = p
-		} else {
-			policy = string(b.NormalExitPolicy) // refused below
-		}
-	}
-	if stdio && (len(b.ExecutionID) == 0 || len(b.Stdin) > 0 || policy == wire.PolicyComputerLifetime) {
-		bad(wire.CodeStdioRequiresReserved, "")
-		return
-	}
-	if policy != wire.PolicyStrict && policy != wire.PolicyComputerLifetime {
-		bad(wire.CodeInvalidNormalExitPolicy, "")
-		return
-	}
-	if policy == wire.PolicyComputerLifetime && s.cfg.NormalExitPolicy != wire.PolicyComputerLifetime {
-		bad(wire.CodeComputerLifetimeDisabled, "")
-		return
-	}
-	id, _ := rawString(b.ExecutionID)
-	if len(b.ExecutionID) > 0 && !executionIDPattern.MatchString(id) {
-		bad(wire.CodeInvalidExecutionID, "")
-		return
-	}
-	ws := s.cfg.Workspace
-	cwd := ws
-	if c, ok := rawString(b.Cwd); ok && c != "" {
-		cwd = filepath.Join(ws, c)
-		if filepath.IsAbs(c) {
-			cwd = filepath.Clean(c)
-		}
-		if !within(cwd, ws) || strings.IndexByte(c, 0) >= 0 {
-			bad(wire.CodeInvalidCwd, errEscapes.Error())
-			return
-		}
-	} else if !ok && truthy(b.Cwd) {
-		bad(wire.CodeInvalidCwd, "cwd must be a string")
-		return
-	}
-	timeout, err := s.timeoutFor(b.TimeoutMs)
-	if err != nil {
-		bad(wire.CodeInvalidTimeout, err.Error())
-		return
-	}
-	maxOut := s.cfg.DefaultMaxOutputBytes
-	if len(b.MaxOutputBytes) > 0 {
-		var n float64
-		if json.Unmarshal(b.MaxOutputBytes, &n) == nil && n != 0 && !math.IsNaN(n) {
-			maxOut = int64(max(min(n, math.MaxInt64/2), math.MinInt64/2))
-		}
 	}
 	start := time.Now()
-
-	e := &execution{state: stateStarting, startedAt: start, policy: policy, stdio: stdio, done: make(chan struct{})}
-	if id != "" {
+	e := &execution{state: stateStarting, startedAt: start, policy: q.policy, stdio: q.stdio, done: make(chan struct{})}
+	if q.id != "" {
 		s.mu.Lock()
 		s.pruneLocked(start)
-		t, ok := s.executions[id]
+		t, ok := s.executions[q.id]
 		if !ok {
 			s.mu.Unlock()
 			writeJSON(w, http.StatusNotFound, wire.ErrorBody{Error: wire.CodeUnknownExecution})
@@ -450,31 +465,30 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusConflict, wire.ErrorBody{Error: wire.CodeExecutionNotReserved, State: st})
 			return
 		}
+		// Validation is done, so admission is one atomic transition.
 		t.state, t.startedAt, t.expiresAt = stateStarting, start, time.Time{}
-		t.policy, t.stdio, t.done = policy, stdio, e.done
+		t.policy, t.stdio, t.done = q.policy, q.stdio, e.done
 		e = t
 		s.mu.Unlock()
 	}
-	fail := func(status int, code, msg string) {
+	fail := func(code string, err error) {
 		s.mu.Lock()
 		if e.tracked && e.state == stateStarting {
-			s.rememberTerminalLocked(e, wire.OutcomeFailed, nil, msg)
+			s.rememberTerminalLocked(e, wire.OutcomeFailed, nil, err.Error())
 		}
 		s.mu.Unlock()
-		writeJSON(w, status, wire.ErrorBody{Error: code, Message: msg})
+		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: code, Message: err.Error()})
 	}
-
-	realCwd, err := mkdirIn(cwd, ws)
+	realCwd, err := mkdirIn(q.cwd, s.cfg.Workspace)
 	if err != nil {
-		fail(http.StatusBadRequest, wire.CodeMkdirFailed, err.Error())
+		fail(wire.CodeMkdirFailed, err)
 		return
 	}
-	argv, env, stdin, err := s.commandLine(command, b)
-	if err != nil {
-		fail(http.StatusBadRequest, wire.CodeSpawnFailed, err.Error())
+	if q.spawnErr != nil {
+		fail(wire.CodeSpawnFailed, q.spawnErr)
 		return
 	}
-	s.run(w, r, e, command, argv, env, realCwd, stdin, timeout, maxOut)
+	s.run(w, r, e, q, realCwd)
 }
 
 // commandLine turns the request into argv, environment and stdin, refusing

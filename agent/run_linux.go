@@ -17,7 +17,8 @@ import (
 // run spawns the command, streams its output and settles its result. It
 // runs on the /execute handler's goroutine, which therefore owns the
 // response until the last event is written.
-func (s *Server) run(w http.ResponseWriter, r *http.Request, e *execution, command string, argv, env []string, dir string, stdinText *string, timeout time.Duration, maxOut int64) {
+func (s *Server) run(w http.ResponseWriter, r *http.Request, e *execution, q *execRequest, dir string) {
+	command, argv, env, stdinText, timeout, maxOut := q.command, q.argv, q.env, q.stdin, q.timeout, q.maxOut
 	out := newEventStream(w)
 	fail := func(err error) {
 		s.mu.Lock()
