@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -84,8 +85,9 @@ func (p *proc) target(ep client.Endpoint, prefix string, reference bool) *confor
 			s := map[string]syscall.Signal{"TERM": syscall.SIGTERM, "INT": syscall.SIGINT}[sig]
 			return p.cmd.Process.Signal(s)
 		},
-		Exited:   p.exited,
-		ExitCode: func() int { return p.code },
+		Exited:      p.exited,
+		ExitCode:    func() int { return p.code },
+		HostPIDGone: hostPIDGone,
 	}
 }
 
@@ -173,4 +175,15 @@ func TestConformanceCordonAgent(t *testing.T) {
 
 func TestConformanceReference(t *testing.T) {
 	conformance.Run(t, startReference)
+}
+
+// hostPIDGone: the agent runs unnamespaced here, so its pids are ours.
+func hostPIDGone(pid string) bool {
+	n, err := strconv.Atoi(pid)
+	if err != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(n) + "/stat")
+	// A zombie is gone for every purpose but its parent's wait.
+	return err != nil || strings.Contains(string(b), ") Z ")
 }

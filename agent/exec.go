@@ -573,5 +573,5 @@ func lookPath(command string, env []string, dir string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("spawn %s ENOENT: no such file or directory", command)
+	return "", spawnError(command, unix.ENOENT)
 }

@@ -3,6 +3,8 @@ package agent
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strconv"
@@ -96,7 +98,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, e *execution, q *ex
 		if stdinW != nil {
 			stdinW.Close()
 		}
-		fail(&os.PathError{Op: "spawn " + command, Path: path, Err: err})
+		fail(spawnError(command, err))
 		return
 	}
 	e.state, e.started, e.pgid, e.pipes, e.out = stateRunning, true, pid, inodes, out
@@ -357,6 +359,16 @@ func pipeHolders(inodes [2]uint64) []int {
 		}
 	}
 	return out
+}
+
+// spawnError words a failed exec as "spawn CMD ENOENT: no such file or
+// directory", the shape callers of the reference already match on.
+func spawnError(command string, err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return fmt.Errorf("spawn %s %s: %v", command, unix.ErrnoName(errno), errno)
+	}
+	return fmt.Errorf("spawn %s: %v", command, err)
 }
 
 func signalName(sig syscall.Signal) string {

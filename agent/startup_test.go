@@ -111,4 +111,3 @@ func launch(t *testing.T, argv, env []string) (started bool, code int, out strin
 		}
 	}
 }
-

@@ -131,7 +131,7 @@ func (p *Provider) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		c.Close()
 		diag := inst.Diagnostics()
 		derr := inst.Destroy(context.WithoutCancel(ctx))
-		err = fmt.Errorf("%w: %v", ErrAgent, err)
+		err = fmt.Errorf("%w: %w", ErrAgent, err)
 		if diag != "" {
 			err = fmt.Errorf("%w; agent said: %s", err, diag)
 		}

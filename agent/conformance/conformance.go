@@ -42,6 +42,9 @@ type Target struct {
 	// valid after that. Nil if the tier cannot observe the agent.
 	Exited   <-chan struct{}
 	ExitCode func() int
+	// HostPIDGone reports whether a pid seen inside the sandbox is gone,
+	// checked from outside (nil where the tier cannot map pids).
+	HostPIDGone func(pid string) bool
 }
 
 // Factory starts a fresh agent with the given settings; it registers its

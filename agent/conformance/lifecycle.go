@@ -35,8 +35,8 @@ func testBodies(t *testing.T, start Factory) {
 func testLifecycle(t *testing.T, start Factory) {
 	t.Run("UnconfirmedStopRetires", func(t *testing.T) {
 		h := for2(t, Settings{"CANCEL_CONFIRM_TIMEOUT_MS": "1", "CANCEL_GRACE_MS": "250"}, start)
-		if h.Exited == nil {
-			t.Skip("this target cannot observe its agent's exit")
+		if h.Exited == nil || h.ExitCode == nil {
+			t.Skip("this target cannot observe its agent's exit status")
 		}
 		id := h.reserve(t)
 		go h.executeNoFatal(map[string]any{"executionId": id, "command": "sh", "args": []string{"-c", "trap '' TERM; while :; do sleep 0.05; done"}})
@@ -53,8 +53,8 @@ func testLifecycle(t *testing.T, start Factory) {
 	})
 	t.Run("IdleExit", func(t *testing.T) {
 		h := for2(t, Settings{"IDLE_TIMEOUT_MS": "400"}, start)
-		if h.Exited == nil {
-			t.Skip("this target cannot observe its agent's exit")
+		if h.Exited == nil || h.ExitCode == nil {
+			t.Skip("this target cannot observe its agent's exit status")
 		}
 		// Work holds the agent; healthz does not.
 		r := h.execute(t, map[string]any{"command": "sleep", "args": []string{"0.8"}})
@@ -76,14 +76,13 @@ func testLifecycle(t *testing.T, start Factory) {
 	})
 	t.Run("SIGTERMStopsEverything", func(t *testing.T) {
 		h := for2(t, Settings{}, start)
-		if h.Exited == nil || h.Signal == nil {
+		if h.Exited == nil || h.Signal == nil || h.ExitCode == nil {
 			t.Skip("this target cannot signal its agent")
 		}
 		if h.Reference {
 			t.Skip("cordon improvement over the reference: SIGTERM stops every command before the agent exits")
 		}
 		pids := strings.Fields(h.sh(t, "sleep 300 >/dev/null 2>&1 & echo $!; setsid sleep 300 >/dev/null 2>&1 & echo $!"))
-		_ = pids
 		go h.executeNoFatal(map[string]any{"command": "sh", "args": []string{"-c", "trap '' TERM; sleep 300"}})
 		time.Sleep(200 * time.Millisecond)
 		if err := h.Signal("TERM"); err != nil {
@@ -96,6 +95,13 @@ func testLifecycle(t *testing.T, start Factory) {
 		}
 		if c := h.ExitCode(); c != 0 {
 			t.Fatalf("exit code %d, want 0", c)
+		}
+		if h.HostPIDGone != nil {
+			for _, pid := range pids {
+				if !eventually(2*time.Second, func() bool { return h.HostPIDGone(pid) }) {
+					t.Errorf("process %s outlived its agent", pid)
+				}
+			}
 		}
 	})
 }

@@ -1,0 +1,108 @@
+package main_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+)
+
+// buildCLI builds cordon beside cordon-agent, as `make build` lays them out.
+func buildCLI(t *testing.T) string {
+	agent := testutil.BuildAgent(t)
+	bin := filepath.Join(filepath.Dir(agent), "cordon")
+	if _, err := os.Stat(bin); err != nil {
+		cmd := exec.Command("go", "build", "-o", bin, "./cmd/cordon")
+		cmd.Dir = testutil.RepoRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build cordon: %v\n%s", err, out)
+		}
+	}
+	return bin
+}
+
+func cordon(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	cmd := exec.Command(buildCLI(t), args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	_ = cmd.Run()
+	return o.String(), e.String(), cmd.ProcessState.ExitCode()
+}
+
+func TestRun(t *testing.T) {
+	cases := []struct {
+		name   string
+		args   []string
+		stdout string
+		code   int
+		stderr string
+	}{
+		{"Output", []string{"--", "sh", "-c", "echo out; echo err >&2"}, "out\n", 0, "err\n"},
+		{"ExitCode", []string{"--", "sh", "-c", "exit 3"}, "", 3, ""},
+		{"Signal", []string{"--", "sh", "-c", "kill -KILL $$"}, "", 137, "SIGKILL"},
+		{"Timeout", []string{"--timeout", "300ms", "--", "sleep", "30"}, "", 124, "timed out"},
+		{"Env", []string{"--env", "A=1", "--", "sh", "-c", "echo $A"}, "1\n", 0, ""},
+		{"NoSuchProgram", []string{"--", "/no/such/program"}, "", 125, "ENOENT"},
+		{"UnknownTier", []string{"--tier", "nope", "--", "true"}, "", 125, "unknown sandbox tier"},
+		{"Passthrough", []string{"--tier", "passthrough", "--", "true"}, "", 0, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := cordon(t, append([]string{"run"}, c.args...)...)
+			if out != c.stdout || code != c.code || !strings.Contains(errOut, c.stderr) {
+				t.Fatalf("stdout %q exit %d stderr %q; want %q, %d, stderr containing %q", out, code, errOut, c.stdout, c.code, c.stderr)
+			}
+		})
+	}
+}
+
+func TestRunStdin(t *testing.T) {
+	cmd := exec.Command(buildCLI(t), "run", "-i", "--", "tr", "a-z", "A-Z")
+	cmd.Stdin = strings.NewReader("shout")
+	out, err := cmd.Output()
+	if err != nil || string(out) != "SHOUT" {
+		t.Fatalf("%q %v", out, err)
+	}
+}
+
+// TestRunInterrupt: Ctrl-C stops the command through the wire, waits for the
+// stop, tears the sandbox down and exits 130.
+func TestRunInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(buildCLI(t), "run", "--workspace", dir, "--", "sh", "-c", "trap '' INT TERM; echo $$ > pid; sleep 300")
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid string
+	for i := 0; i < 200 && pid == ""; i++ {
+		time.Sleep(25 * time.Millisecond)
+		b, _ := os.ReadFile(filepath.Join(dir, "pid"))
+		pid = strings.TrimSpace(string(b))
+	}
+	if pid == "" {
+		t.Fatal("command never started")
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("exit %d, want 130; stderr %s", code, e.String())
+	}
+	if b, err := os.ReadFile("/proc/" + pid + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
+		t.Fatalf("command %s still running after cordon run exited", pid)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, code := cordon(t, "version")
+	if code != 0 || !strings.Contains(out, "protocol 2") {
+		t.Fatalf("%q %d", out, code)
+	}
+}

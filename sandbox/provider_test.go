@@ -1,0 +1,124 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+// fakeBackend serves a healthz with a chosen protocol version and can be
+// told to fail its teardown.
+type fakeBackend struct {
+	version      int
+	caps         sandbox.Capabilities
+	failDestroys atomic.Int32
+	destroys     atomic.Int32
+	started      atomic.Int32
+}
+
+func (f *fakeBackend) Name() string                       { return "fake" }
+func (f *fakeBackend) Capabilities() sandbox.Capabilities { return f.caps }
+func (f *fakeBackend) Probe(ctx context.Context) error    { return nil }
+func (f *fakeBackend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance, error) {
+	f.started.Add(1)
+	dir, err := os.MkdirTemp("", "fake-")
+	if err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(dir, "s")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"ok":true,"protocolVersion":%d}`, f.version)
+	})}
+	go srv.Serve(ln)
+	return &fakeInstance{f: f, srv: srv, dir: dir, ep: client.Endpoint{Network: "unix", Address: sock, Token: l.Token}, exited: make(chan struct{})}, nil
+}
+
+type fakeInstance struct {
+	f      *fakeBackend
+	srv    *http.Server
+	dir    string
+	ep     client.Endpoint
+	exited chan struct{}
+}
+
+func (i *fakeInstance) Endpoint() client.Endpoint { return i.ep }
+func (i *fakeInstance) Exited() <-chan struct{}   { return i.exited }
+func (i *fakeInstance) Diagnostics() string       { return "" }
+func (i *fakeInstance) Destroy(ctx context.Context) error {
+	i.f.destroys.Add(1)
+	if i.f.failDestroys.Add(-1) >= 0 {
+		return fmt.Errorf("%w: told to fail", sandbox.ErrTeardown)
+	}
+	i.srv.Close()
+	return os.RemoveAll(i.dir)
+}
+
+func TestCreateChecks(t *testing.T) {
+	fb := &fakeBackend{version: 2}
+	p := sandbox.NewProvider([]sandbox.Backend{fb})
+	if _, err := p.Create(t.Context(), sandbox.Spec{Tier: "nope"}); !errors.Is(err, sandbox.ErrUnknownTier) {
+		t.Errorf("unknown tier: %v", err)
+	}
+	for _, s := range []sandbox.Spec{
+		{Limits: sandbox.Limits{Pids: -1}},
+		{Env: map[string]string{"A=B": "x"}},
+		{Env: map[string]string{"CORDON_AGENT_TOKEN": "x"}},
+	} {
+		if _, err := p.Create(t.Context(), s); !errors.Is(err, sandbox.ErrInvalidSpec) {
+			t.Errorf("spec %+v: %v", s, err)
+		}
+	}
+	if _, err := p.Create(t.Context(), sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 1}}); !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Errorf("unsupported limit: %v", err)
+	}
+	if n := fb.started.Load(); n != 0 {
+		t.Fatalf("a refused spec started %d instances", n)
+	}
+}
+
+func TestProtocolMismatchIsRefusedAndTornDown(t *testing.T) {
+	for _, v := range []int{0, 1, 3} {
+		fb := &fakeBackend{version: v}
+		_, err := sandbox.NewProvider([]sandbox.Backend{fb}).Create(t.Context(), sandbox.Spec{})
+		if !errors.Is(err, sandbox.ErrAgent) || !errors.Is(err, client.ErrProtocolMismatch) {
+			t.Errorf("version %d: %v", v, err)
+		}
+		if fb.destroys.Load() != 1 {
+			t.Errorf("version %d: %d destroys, want 1", v, fb.destroys.Load())
+		}
+	}
+}
+
+func TestFailedTeardownIsRetried(t *testing.T) {
+	fb := &fakeBackend{version: 2}
+	fb.failDestroys.Store(1)
+	sb, err := sandbox.NewProvider([]sandbox.Backend{fb}).Create(t.Context(), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Destroy(t.Context()); !errors.Is(err, sandbox.ErrTeardown) {
+		t.Fatalf("first destroy: %v, want ErrTeardown", err)
+	}
+	if _, err := sb.ReadFile(t.Context(), "x"); errors.Is(err, sandbox.ErrDestroyed) {
+		t.Fatal("a sandbox whose teardown failed was reported destroyed")
+	}
+	if err := sb.Destroy(t.Context()); err != nil {
+		t.Fatalf("retried destroy: %v", err)
+	}
+	if _, err := sb.ReadFile(t.Context(), "x"); !errors.Is(err, sandbox.ErrDestroyed) {
+		t.Fatalf("after destroy: %v", err)
+	}
+}
