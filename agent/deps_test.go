@@ -1,0 +1,31 @@
+package agent_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+)
+
+// TestAgentDependencies pins what cordon-agent links beyond the standard
+// library: it runs in every sandbox, so host-side libraries stay out.
+func TestAgentDependencies(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./cmd/cordon-agent")
+	cmd.Dir = testutil.RepoRoot(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{
+		"github.com/cordon-sandbox/cordon/cmd/cordon-agent": true,
+		"github.com/cordon-sandbox/cordon/agent":            true,
+		"github.com/cordon-sandbox/cordon/agent/wire":       true,
+		"golang.org/x/sys/unix":                             true,
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if !allowed[dep] {
+			t.Errorf("cordon-agent links %s; the agent may link only the standard library, golang.org/x/sys and its own packages", dep)
+		}
+	}
+}

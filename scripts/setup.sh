@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what cordon's build, demo and tests need on a fresh Debian 12
+# machine, and builds bin/cordon and bin/cordon-agent. Idempotent: a second
+# run installs nothing and rebuilds only what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v tini >/dev/null 2>&1 || need_apt+=(tini)          # subreaper for the reference worker
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)        # runs the reference worker
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)    # the demo and the tests' workloads
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+if [ "${#need_apt[@]}" -gt 0 ]; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "setup: need root to install: ${need_apt[*]}" >&2
+		exit 1
+	fi
+	echo "setup: installing ${need_apt[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+if ! command -v go >/dev/null 2>&1; then
+	if [ -x /usr/local/go/bin/go ]; then
+		export PATH="/usr/local/go/bin:$PATH"
+	else
+		echo "setup: Go is not installed (expected /usr/local/go)" >&2
+		exit 1
+	fi
+fi
+
+mkdir -p bin
+export CGO_ENABLED=0
+go build -trimpath -o bin/cordon-agent ./cmd/cordon-agent
+go build -trimpath -o bin/cordon ./cmd/cordon
