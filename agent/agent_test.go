@@ -44,7 +44,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func startProc(t *testing.T, argv []string, env []string) *proc {
+func startProc(t testing.TB, argv []string, env []string) *proc {
 	t.Helper()
 	p := &proc{out: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(argv[0], argv[1:]...)
@@ -91,7 +91,7 @@ func (p *proc) target(ep client.Endpoint, prefix string, reference bool) *confor
 	}
 }
 
-func waitReady(t *testing.T, p *proc, ep client.Endpoint) {
+func waitReady(t testing.TB, p *proc, ep client.Endpoint) {
 	t.Helper()
 	c := client.New(ep)
 	defer c.Close()
@@ -118,6 +118,12 @@ func baseEnv(workspace string) []string {
 
 // startCordonAgent runs cordon-agent on a unix socket.
 func startCordonAgent(t *testing.T, s conformance.Settings) *conformance.Target {
+	tg, _ := startCordon(t, s, false)
+	return tg
+}
+
+// startCordon runs cordon-agent on a unix socket, or on a loopback port.
+func startCordon(t testing.TB, s conformance.Settings, tcp bool) (*conformance.Target, *proc) {
 	bin := testutil.BuildAgent(t)
 	dir, err := os.MkdirTemp("", "cag-")
 	if err != nil {
@@ -126,20 +132,32 @@ func startCordonAgent(t *testing.T, s conformance.Settings) *conformance.Target 
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	ws := filepath.Join(dir, "ws")
 	os.Mkdir(ws, 0o755)
-	ep := client.Endpoint{Network: "unix", Address: filepath.Join(dir, "a.sock"), Token: "tok-" + t.Name()}
-	ep.Token = strings.NewReplacer("/", "-", " ", "-").Replace(ep.Token)
-	env := append(baseEnv(ws), "CORDON_AGENT_TOKEN="+ep.Token, "CORDON_AGENT_SOCKET="+ep.Address, "CORDON_AGENT_WORKSPACE="+ws, "CORDON_AGENT_IDLE_TIMEOUT_MS=0")
+	token := strings.NewReplacer("/", "-", " ", "-").Replace("tok-" + t.Name())
+	ep := client.Endpoint{Network: "unix", Address: filepath.Join(dir, "a.sock"), Token: token}
+	env := append(baseEnv(ws), "CORDON_AGENT_TOKEN="+ep.Token, "CORDON_AGENT_WORKSPACE="+ws, "CORDON_AGENT_IDLE_TIMEOUT_MS=0")
+	if tcp {
+		port := freePort(t)
+		ep = client.Endpoint{Network: "tcp", Address: fmt.Sprintf("127.0.0.1:%d", port), Token: token}
+		env = append(env, "CORDON_AGENT_BIND=127.0.0.1", fmt.Sprintf("CORDON_AGENT_PORT=%d", port))
+	} else {
+		env = append(env, "CORDON_AGENT_SOCKET="+ep.Address)
+	}
 	for k, v := range s {
 		env = append(env, "CORDON_AGENT_"+k+"="+v)
 	}
 	p := startProc(t, []string{bin}, env)
 	waitReady(t, p, ep)
-	return p.target(ep, "CORDON_AGENT_", false)
+	return p.target(ep, "CORDON_AGENT_", false), p
 }
 
 // startReference runs the reference worker under node, behind tini as a
 // subreaper, on a loopback port.
 func startReference(t *testing.T, s conformance.Settings) *conformance.Target {
+	tg, _ := startRef(t, s)
+	return tg
+}
+
+func startRef(t testing.TB, s conformance.Settings) (*conformance.Target, *proc) {
 	paths := testutil.Requires(t, "node", "tini")
 	script := filepath.Join(testutil.SharedDir(t), "reference", "worker-server.js")
 	if _, err := os.Stat(script); err != nil {
@@ -157,10 +175,10 @@ func startReference(t *testing.T, s conformance.Settings) *conformance.Target {
 	}
 	p := startProc(t, []string{paths[1], "-s", "--", paths[0], script}, env)
 	waitReady(t, p, ep)
-	return p.target(ep, "NAMZU_SANDBOX_", true)
+	return p.target(ep, "NAMZU_SANDBOX_", true), p
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

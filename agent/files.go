@@ -3,6 +3,8 @@
 package agent
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -143,14 +145,16 @@ func streamFileJSON(w http.ResponseWriter, src io.Reader, encoding string, rng *
 	more := err == nil
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
-	_, _ = io.WriteString(w, `{"ok":true,"content":"`)
+	bw := bufio.NewWriterSize(w, 256<<10)
+	defer bw.Flush()
+	_, _ = io.WriteString(bw, `{"ok":true,"content":"`)
 	var total int64
 	var enc io.WriteCloser
 	var text jsonStringWriter
 	if encoding == "base64" {
-		enc = base64.NewEncoder(base64.StdEncoding, w)
+		enc = base64.NewEncoder(base64.StdEncoding, bw)
 	} else {
-		text.w = w
+		text.w = bw
 	}
 	put := func(b []byte) {
 		total += int64(len(b))
@@ -181,7 +185,7 @@ func streamFileJSON(w http.ResponseWriter, src io.Reader, encoding string, rng *
 		r, _ := json.Marshal(rng)
 		tail += `,"range":` + string(r)
 	}
-	_, _ = io.WriteString(w, tail+"}")
+	_, _ = io.WriteString(bw, tail+"}")
 }
 
 // jsonStringWriter writes bytes as the inside of a JSON string, decoding
@@ -252,14 +256,13 @@ func (s *Server) handleWriteFile(w http.ResponseWriter, r *http.Request) {
 		fileError(w, errors.New("path must be a string"))
 		return
 	}
-	content, err := jsString(body.Content)
+	data, err := contentBytes(body.Content)
 	if err != nil {
 		fileError(w, errors.New("content must be a string"))
 		return
 	}
-	data := []byte(content)
 	if e, _ := rawString(body.Encoding); e == "base64" {
-		if data, err = decodeBase64(content); err != nil {
+		if data, err = decodeBase64(data); err != nil {
 			fileError(w, err)
 			return
 		}
@@ -276,10 +279,24 @@ func (s *Server) handleWriteFile(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.WriteFileResponse{OK: true, BytesWritten: len(data)})
 }
 
+// contentBytes is the text of a JSON scalar (as JavaScript's String() would
+// render it). A plain string, the common and large case, is used in place.
+func contentBytes(raw json.RawMessage) ([]byte, error) {
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return raw[1 : len(raw)-1], nil
+	}
+	s, err := jsString(raw)
+	return []byte(s), err
+}
+
 // decodeBase64 accepts standard or URL-safe base64, padded or not, with
 // whitespace ignored; anything else is refused rather than half-decoded.
-func decodeBase64(s string) ([]byte, error) {
-	s = strings.Map(func(r rune) rune {
+func decodeBase64(b []byte) ([]byte, error) {
+	out := make([]byte, base64.StdEncoding.DecodedLen(len(b)))
+	if n, err := base64.StdEncoding.Decode(out, b); err == nil {
+		return out[:n], nil
+	}
+	s := strings.Map(func(r rune) rune {
 		switch r {
 		case ' ', '\t', '\n', '\r':
 			return -1
@@ -289,10 +306,10 @@ func decodeBase64(s string) ([]byte, error) {
 			return '/'
 		}
 		return r
-	}, s)
-	b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(s, "="))
+	}, string(b))
+	out, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(s, "="))
 	if err != nil {
 		return nil, fmt.Errorf("content is not valid base64: %v", err)
 	}
-	return b, nil
+	return out, nil
 }

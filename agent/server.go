@@ -7,6 +7,7 @@
 package agent
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -187,10 +188,14 @@ func (s *Server) readBody(r *http.Request, dst any) error {
 	if r.ContentLength > limit {
 		return fmt.Errorf("request body exceeds %d bytes", limit)
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil {
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + 1)
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1)); err != nil {
 		return err
 	}
+	b := buf.Bytes()
 	if int64(len(b)) > limit {
 		return fmt.Errorf("request body exceeds %d bytes", limit)
 	}

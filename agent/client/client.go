@@ -379,16 +379,89 @@ func (c *Client) ReadFileRange(ctx context.Context, path string, offset, length 
 }
 
 func (c *Client) readFile(ctx context.Context, req wire.ReadFileRequest) ([]byte, error) {
-	var r wire.ReadFileResponse
-	if err := c.call(ctx, wire.RouteReadFile, req, &r); err != nil {
+	resp, err := c.do(ctx, http.MethodPost, wire.RouteReadFile, req)
+	if err != nil {
 		return nil, err
 	}
-	return base64.StdEncoding.DecodeString(r.Content)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return nil, errorFrom(resp.StatusCode, b)
+	}
+	return decodeContent(resp.Body)
 }
 
-// WriteFile writes a whole file.
+// decodeContent finds "content" in a read-file answer and decodes its base64
+// straight from the raw JSON, without an intermediate string.
+func decodeContent(r io.Reader) ([]byte, error) {
+	dec := json.NewDecoder(r)
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, fmt.Errorf("agent answered malformed JSON: %v", err)
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("agent answered malformed JSON: %w", err)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("agent answered malformed JSON: %w", err)
+		}
+		if key != "content" {
+			continue
+		}
+		if len(raw) < 2 || raw[0] != '"' {
+			return nil, errors.New("agent answered a content that is not a string")
+		}
+		body := raw[1 : len(raw)-1]
+		if bytes.IndexByte(body, '\\') >= 0 {
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return nil, err
+			}
+			body = []byte(s)
+		}
+		out := make([]byte, base64.StdEncoding.DecodedLen(len(body)))
+		n, err := base64.StdEncoding.Decode(out, body)
+		return out[:n], err
+	}
+	return nil, errors.New("agent answered without content")
+}
+
+// WriteFile writes a whole file. The base64 body is streamed with an exact
+// Content-Length, so a large file is never held twice in memory.
 func (c *Client) WriteFile(ctx context.Context, path string, data []byte) error {
-	content := base64.StdEncoding.EncodeToString(data)
+	p, err := json.Marshal(path)
+	if err != nil {
+		return err
+	}
+	head := []byte(`{"path":` + string(p) + `,"encoding":"base64","content":"`)
+	tail := []byte(`"}`)
+	pr, pw := io.Pipe()
+	go func() {
+		enc := base64.NewEncoder(base64.StdEncoding, pw)
+		_, err := enc.Write(data)
+		if err == nil {
+			err = enc.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	defer pr.Close()
+	body := io.MultiReader(bytes.NewReader(head), pr, bytes.NewReader(tail))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+wire.RouteWriteFile, body)
+	if err != nil {
+		return err
+	}
+	req.ContentLength = int64(len(head) + base64.StdEncoding.EncodedLen(len(data)) + len(tail))
+	req.Header.Set("Content-Type", "application/json")
+	if c.ep.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.ep.Token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
 	var r wire.WriteFileResponse
-	return c.call(ctx, wire.RouteWriteFile, wire.WriteFileRequest{Path: path, Content: &content, Encoding: "base64"}, &r)
+	return decode(resp, &r)
 }

@@ -1,0 +1,140 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/agent/conformance"
+	"github.com/cordon-sandbox/cordon/agent/wire"
+)
+
+// BenchmarkAgents measures cordon-agent and the reference worker side by
+// side, in one process: both over TCP loopback (the reference's only
+// transport), and cordon-agent over its unix socket too.
+func BenchmarkAgents(b *testing.B) {
+	settings := conformance.Settings{"MAX_BODY_BYTES": strconv.Itoa(128 << 20)}
+	agents := []struct {
+		name  string
+		start func(b *testing.B) (*conformance.Target, *proc)
+		rss   func(p *proc) int64
+	}{
+		{"cordon-unix", func(b *testing.B) (*conformance.Target, *proc) { return startCordon(b, settings, false) }, selfRSS},
+		{"cordon-tcp", func(b *testing.B) (*conformance.Target, *proc) { return startCordon(b, settings, true) }, selfRSS},
+		{"reference-tcp", func(b *testing.B) (*conformance.Target, *proc) { return startRef(b, settings) }, childRSS},
+	}
+	for _, a := range agents {
+		b.Run(a.name, func(b *testing.B) {
+			tg, p := a.start(b)
+			c := client.New(tg.Endpoint)
+			defer c.Close()
+			b.Run("IdleRSS", func(b *testing.B) {
+				// One exec and one file round trip first, so the figure is
+				// of a warmed-up, idle agent.
+				execTrue(b, c)
+				for b.Loop() {
+					time.Sleep(100 * time.Millisecond)
+				}
+				b.ReportMetric(float64(a.rss(p))/(1<<20), "idle-RSS-MiB")
+			})
+			b.Run("ExecTrue", func(b *testing.B) {
+				var lat []time.Duration
+				for b.Loop() {
+					start := time.Now()
+					execTrue(b, c)
+					lat = append(lat, time.Since(start))
+				}
+				reportPercentiles(b, lat)
+			})
+			b.Run("ExecParallel", func(b *testing.B) {
+				var n atomic.Int64
+				start := time.Now()
+				b.SetParallelism(4)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						execTrue(b, c)
+						n.Add(1)
+					}
+				})
+				b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "execs/s")
+			})
+			b.Run("File64MiB", func(b *testing.B) {
+				data := make([]byte, 64<<20)
+				rand.Read(data)
+				ctx := context.Background()
+				for b.Loop() {
+					if err := c.WriteFile(ctx, "big.bin", data); err != nil {
+						b.Fatal(err)
+					}
+					got, err := c.ReadFile(ctx, "big.bin")
+					if err != nil || !bytes.Equal(got, data) {
+						b.Fatalf("round trip: %v", err)
+					}
+				}
+				b.SetBytes(2 * int64(len(data)))
+				b.ReportMetric(float64(a.rss(p))/(1<<20), "RSS-after-MiB")
+			})
+		})
+	}
+}
+
+func execTrue(b *testing.B, c *client.Client) {
+	var result *wire.Result
+	err := c.Execute(context.Background(), wire.ExecuteRequest{Command: "true"}, func(ev wire.Event) error {
+		if ev.Type == wire.EventResult {
+			result = ev.Result
+		}
+		return nil
+	})
+	if err != nil || result == nil || result.ExitCode != 0 {
+		b.Fatalf("exec true: %v %+v", err, result)
+	}
+}
+
+func reportPercentiles(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+}
+
+func rss(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func selfRSS(p *proc) int64 { return rss(p.cmd.Process.Pid) }
+
+// childRSS is the RSS of the process under tini (node itself).
+func childRSS(p *proc) int64 {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/task/" + strconv.Itoa(p.cmd.Process.Pid) + "/children")
+	var total int64
+	for _, f := range strings.Fields(string(b)) {
+		pid, _ := strconv.Atoi(f)
+		total += rss(pid)
+	}
+	return total
+}
+
