@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,3 +139,22 @@ func childRSS(p *proc) int64 {
 	return total
 }
 
+
+// BenchmarkSpawnFloor is the machine's own cost of fork, exec and wait of
+// /bin/true, without any agent: the floor under every ExecTrue figure.
+func BenchmarkSpawnFloor(b *testing.B) {
+	var lat []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Setpgid: true}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	reportPercentiles(b, lat)
+}
