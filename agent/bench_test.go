@@ -139,7 +139,6 @@ func childRSS(p *proc) int64 {
 	return total
 }
 
-
 // BenchmarkSpawnFloor is the machine's own cost of fork, exec and wait of
 // /bin/true, without any agent: the floor under every ExecTrue figure.
 func BenchmarkSpawnFloor(b *testing.B) {
