@@ -192,24 +192,22 @@ func testCancel(t *testing.T, h *harness) {
 			t.Fatalf("leftover %s still running", pid)
 		}
 	})
-	t.Run("TimeoutReachesChildHoldingOutput", func(t *testing.T) {
-		h.improvement(t, "a timeout stops the group even after its leader exited")
-		r := h.execute(t, map[string]any{"command": "sh", "args": []string{"-c", "sleep 300 & echo $!"}, "timeoutMs": 500})
-		if r.result == nil || !r.result.TimedOut {
-			t.Fatalf("result %+v err %q", r.result, r.errMsg)
-		}
-		if pid := strings.TrimSpace(r.stdout); h.alive(t, pid) {
-			t.Fatalf("child %s survived the timeout", pid)
-		}
-	})
-	t.Run("SetsidChildHoldingOutput", func(t *testing.T) {
-		h.improvement(t, "a timeout also stops processes that left the group but hold its output")
-		r := h.execute(t, map[string]any{"command": "sh", "args": []string{"-c", "setsid sleep 300 & echo $!"}, "timeoutMs": 500})
-		if r.result == nil || !r.result.TimedOut {
-			t.Fatalf("result %+v err %q", r.result, r.errMsg)
-		}
-		if pid := strings.TrimSpace(r.stdout); h.alive(t, pid) {
-			t.Fatalf("setsid child %s survived the timeout", pid)
-		}
-	})
+	// A timeout ends everything that belongs to the command, even after its
+	// leader exited: members of its group, and processes that left the
+	// group but still hold its output.
+	for _, c := range []struct{ name, script, why string }{
+		{"TimeoutReachesChildHoldingOutput", "sleep 300 & echo $!", "a timeout stops the group even after its leader exited"},
+		{"SetsidChildHoldingOutput", "setsid sleep 300 & echo $!", "a timeout also stops processes that left the group but hold its output"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h.improvement(t, c.why)
+			r := h.execute(t, map[string]any{"command": "sh", "args": []string{"-c", c.script}, "timeoutMs": 500})
+			if r.result == nil || !r.result.TimedOut {
+				t.Fatalf("result %+v err %q", r.result, r.errMsg)
+			}
+			if pid := strings.TrimSpace(r.stdout); h.alive(t, pid) {
+				t.Fatalf("child %s survived the timeout", pid)
+			}
+		})
+	}
 }

@@ -181,23 +181,9 @@ type run struct {
 // execute posts /execute and collects the whole stream.
 func (h *harness) execute(t *testing.T, req any) *run {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	b, _ := json.Marshal(req)
-	hr, _ := http.NewRequestWithContext(ctx, http.MethodPost, baseURL(h.Endpoint)+wire.RouteExecute, bytes.NewReader(b))
-	hr.Header.Set("Authorization", "Bearer "+h.Endpoint.Token)
-	resp, err := h.hc.Do(hr)
-	if err != nil {
-		t.Fatalf("execute: %v", err)
-	}
-	defer resp.Body.Close()
-	r := &run{status: resp.StatusCode}
-	if resp.StatusCode != http.StatusOK {
-		r.body, _ = io.ReadAll(resp.Body)
-		return r
-	}
-	if err := readStream(resp.Body, r); err != nil {
-		t.Fatalf("reading stream: %v", err)
+	r := h.executeNoFatal(req)
+	if r.status == 0 || (r.status == http.StatusOK && r.errMsg != "" && r.result == nil && len(r.events) == 0) {
+		t.Fatalf("execute: %s", r.errMsg)
 	}
 	return r
 }
@@ -244,8 +230,10 @@ func eventually(d time.Duration, cond func() bool) bool {
 // executeNoFatal is execute for goroutines other than the test's: failures
 // come back as a run with status 0 and the error in errMsg.
 func (h *harness) executeNoFatal(req any) *run {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	b, _ := json.Marshal(req)
-	hr, _ := http.NewRequest(http.MethodPost, baseURL(h.Endpoint)+wire.RouteExecute, bytes.NewReader(b))
+	hr, _ := http.NewRequestWithContext(ctx, http.MethodPost, baseURL(h.Endpoint)+wire.RouteExecute, bytes.NewReader(b))
 	hr.Header.Set("Authorization", "Bearer "+h.Endpoint.Token)
 	resp, err := h.hc.Do(hr)
 	if err != nil {
@@ -257,9 +245,9 @@ func (h *harness) executeNoFatal(req any) *run {
 		r.body, _ = io.ReadAll(resp.Body)
 		return r
 	}
-	err = readStream(resp.Body, r)
-	if err != nil && r.errMsg == "" {
-		r.errMsg = err.Error()
+	if err := readStream(resp.Body, r); err != nil {
+		r.errMsg = "reading stream: " + err.Error()
+		r.events = nil
 	}
 	return r
 }

@@ -42,14 +42,7 @@ func testLifecycle(t *testing.T, start Factory) {
 		go h.executeNoFatal(map[string]any{"executionId": id, "command": "sh", "args": []string{"-c", "trap '' TERM; while :; do sleep 0.05; done"}})
 		time.Sleep(300 * time.Millisecond)
 		wantError(t, h.post(t, wire.RouteCancel, map[string]any{"executionId": id}), http.StatusGatewayTimeout, wire.CodeCancellationUnconfirmed)
-		select {
-		case <-h.Exited:
-		case <-time.After(10 * time.Second):
-			t.Fatal("a retiring agent did not exit")
-		}
-		if c := h.ExitCode(); c != 1 {
-			t.Fatalf("exit code %d, want 1", c)
-		}
+		h.wantExit(t, 1, 10*time.Second)
 	})
 	t.Run("IdleExit", func(t *testing.T) {
 		h := for2(t, Settings{"IDLE_TIMEOUT_MS": "400"}, start)
@@ -65,14 +58,7 @@ func testLifecycle(t *testing.T, start Factory) {
 			h.raw(t, http.MethodGet, "/healthz", "", nil)
 			time.Sleep(50 * time.Millisecond)
 		}
-		select {
-		case <-h.Exited:
-		case <-time.After(5 * time.Second):
-			t.Fatal("idle agent did not exit")
-		}
-		if c := h.ExitCode(); c != 0 {
-			t.Fatalf("idle exit code %d, want 0", c)
-		}
+		h.wantExit(t, 0, 5*time.Second)
 	})
 	t.Run("SIGTERMStopsEverything", func(t *testing.T) {
 		h := for2(t, Settings{}, start)
@@ -88,14 +74,7 @@ func testLifecycle(t *testing.T, start Factory) {
 		if err := h.Signal("TERM"); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-h.Exited:
-		case <-time.After(10 * time.Second):
-			t.Fatal("agent did not exit on SIGTERM")
-		}
-		if c := h.ExitCode(); c != 0 {
-			t.Fatalf("exit code %d, want 0", c)
-		}
+		h.wantExit(t, 0, 10*time.Second)
 		if h.HostPIDGone != nil {
 			for _, pid := range pids {
 				if !eventually(2*time.Second, func() bool { return h.HostPIDGone(pid) }) {
@@ -104,4 +83,17 @@ func testLifecycle(t *testing.T, start Factory) {
 			}
 		}
 	})
+}
+
+// wantExit waits for the agent to exit with code.
+func (h *harness) wantExit(t *testing.T, code int, within time.Duration) {
+	t.Helper()
+	select {
+	case <-h.Exited:
+	case <-time.After(within):
+		t.Fatalf("agent did not exit within %v", within)
+	}
+	if c := h.ExitCode(); c != code {
+		t.Fatalf("agent exit code %d, want %d", c, code)
+	}
 }
