@@ -107,8 +107,13 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, e *execution, q *ex
 	}
 	s.running[e] = struct{}{}
 	s.mu.Unlock()
+	// The child holds its own copies; dropping ours lets EOF and EPIPE
+	// arrive when it exits.
 	stdoutW.Close()
 	stderrW.Close()
+	if stdin != s.devNull {
+		stdin.Close()
+	}
 	// The command holds a lease of its own until it settles.
 	release := s.acquireActivity()
 	defer release()

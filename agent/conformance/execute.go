@@ -29,6 +29,13 @@ func testExecute(t *testing.T, h *harness) {
 			t.Fatalf("stdout %q", r.stdout)
 		}
 	})
+	t.Run("UnreadStdin", func(t *testing.T) {
+		// More stdin than a pipe holds, to a command that never reads it.
+		r := h.execute(t, map[string]any{"command": "true", "stdin": strings.Repeat("x", 1<<20)})
+		if r.result == nil || r.result.ExitCode != 0 {
+			t.Fatalf("result %+v err %q", r.result, r.errMsg)
+		}
+	})
 	t.Run("EnvironmentIsScrubbed", func(t *testing.T) {
 		r := h.execute(t, map[string]any{"command": "env", "env": map[string]string{"CALL_VAR": "v1"}})
 		if !strings.Contains(r.stdout, "CALL_VAR=v1\n") {
