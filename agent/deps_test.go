@@ -18,10 +18,11 @@ func TestAgentDependencies(t *testing.T) {
 		t.Fatal(err)
 	}
 	allowed := map[string]bool{
-		"github.com/cordon-sandbox/cordon/cmd/cordon-agent": true,
-		"github.com/cordon-sandbox/cordon/agent":            true,
-		"github.com/cordon-sandbox/cordon/agent/wire":       true,
-		"golang.org/x/sys/unix":                             true,
+		"github.com/cordon-sandbox/cordon/cmd/cordon-agent":  true,
+		"github.com/cordon-sandbox/cordon/agent":             true,
+		"github.com/cordon-sandbox/cordon/agent/wire":        true,
+		"github.com/cordon-sandbox/cordon/agent/sandboxinit": true,
+		"golang.org/x/sys/unix":                              true,
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		if !allowed[dep] {

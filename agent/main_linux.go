@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -25,13 +26,18 @@ const MaxConnections = 1024
 // stop (SIGTERM, idle timeout).
 func Main(stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	env := os.Environ()
+	env, err := tokenFromFD(os.Environ())
+	if err != nil {
+		fmt.Fprintf(stderr, "cordon-agent: refusing to start: %v\n", err)
+		return 1
+	}
 	cfg, err := FromEnv(env)
 	if err != nil {
 		fmt.Fprintf(stderr, "cordon-agent: refusing to start: %v\n", err)
 		return 1
 	}
-	if err := hardenSelf([]string{EnvPrefix + "TOKEN"}); err != nil {
+	_, inEnv := os.LookupEnv(EnvPrefix + "TOKEN")
+	if err := hardenSelf(inEnv, []string{EnvPrefix + "TOKEN"}); err != nil {
 		fmt.Fprintf(stderr, "cordon-agent: refusing to start: cannot protect the agent token: %v\n", err)
 		return 1
 	}
@@ -132,4 +138,33 @@ func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// tokenFromFD reads the token from the descriptor CORDON_AGENT_TOKEN_FD
+// names, when it does, and closes it: a token handed over that way never
+// appears in any environment block. It returns env with the token added.
+func tokenFromFD(env []string) ([]string, error) {
+	var fdText string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, EnvPrefix+"TOKEN_FD="); ok {
+			fdText = v
+		}
+		if strings.HasPrefix(kv, EnvPrefix+"TOKEN=") && fdText != "" {
+			return nil, fmt.Errorf("set CORDON_AGENT_TOKEN or CORDON_AGENT_TOKEN_FD, not both")
+		}
+	}
+	if fdText == "" {
+		return env, nil
+	}
+	fd, err := strconv.Atoi(fdText)
+	if err != nil || fd < 3 {
+		return nil, fmt.Errorf("CORDON_AGENT_TOKEN_FD=%q is not a descriptor above 2", fdText)
+	}
+	f := os.NewFile(uintptr(fd), "token")
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading the token from CORDON_AGENT_TOKEN_FD: %w", err)
+	}
+	return append(env, EnvPrefix+"TOKEN="+string(b)), nil
 }

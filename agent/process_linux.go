@@ -189,9 +189,11 @@ func killDescendants(self int, deadline time.Time) bool {
 // /proc/<agent>/mem are closed to same-uid processes), overwrites the token
 // in the environment block the kernel shows, and makes the agent a child
 // subreaper when it is not already PID 1.
-func hardenSelf(secretVars []string) error {
-	if err := scrubEnvironBlock(secretVars); err != nil {
-		return err
+func hardenSelf(scrub bool, secretVars []string) error {
+	if scrub {
+		if err := scrubEnvironBlock(secretVars); err != nil {
+			return err
+		}
 	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return err

@@ -27,6 +27,16 @@ type Spec struct {
 	// IdleTimeout makes the agent exit after this long without work; zero
 	// disables it.
 	IdleTimeout time.Duration
+	// RootFS is a directory to use as the read-only root filesystem; empty
+	// means the tier's default (on the process tier, the host's system
+	// directories with secrets masked).
+	RootFS string
+	// User is the uid (and gid) commands run as inside; nil means the
+	// tier's default sandbox user (1000).
+	User *int
+	// RequireLandlock refuses to create the sandbox unless Landlock backs
+	// the mount table (tiers that use it apply it whenever they can).
+	RequireLandlock bool
 }
 
 // Limits are per-sandbox resource limits.
@@ -43,6 +53,9 @@ func (l Limits) IsZero() bool { return l == Limits{} }
 func (s *Spec) Validate() error {
 	if s.Limits.MemoryBytes < 0 || s.Limits.Pids < 0 || s.Limits.CPUs < 0 {
 		return fmt.Errorf("%w: limits must not be negative", ErrInvalidSpec)
+	}
+	if s.User != nil && (*s.User < 0 || *s.User > 65534) {
+		return fmt.Errorf("%w: user %d is not a uid in 0-65534", ErrInvalidSpec, *s.User)
 	}
 	if s.MaxTimeout < 0 || s.IdleTimeout < 0 {
 		return fmt.Errorf("%w: timeouts must not be negative", ErrInvalidSpec)
@@ -67,6 +80,12 @@ type Capabilities struct {
 	MemoryLimit, PidsLimit, CPULimit bool
 	// HostWorkspace: the backend can use a caller-given host directory.
 	HostWorkspace bool
+	// Landlock: the backend applies Landlock under its mount table.
+	Landlock bool
+	// RootFS: the backend can use a caller-given root filesystem.
+	RootFS bool
+	// User: the backend can run commands as a caller-chosen uid.
+	User bool
 }
 
 // Check refuses a spec that asks for something these capabilities lack.
@@ -80,6 +99,12 @@ func (c Capabilities) Check(tier string, s *Spec) error {
 		return &UnsupportedError{Tier: tier, What: "a CPU limit"}
 	case s.Workspace != "" && !c.HostWorkspace:
 		return &UnsupportedError{Tier: tier, What: "a host workspace directory"}
+	case s.RequireLandlock && !c.Landlock:
+		return &UnsupportedError{Tier: tier, What: "Landlock"}
+	case s.RootFS != "" && !c.RootFS:
+		return &UnsupportedError{Tier: tier, What: "a root filesystem directory"}
+	case s.User != nil && !c.User:
+		return &UnsupportedError{Tier: tier, What: "a chosen user"}
 	}
 	return nil
 }

@@ -1,13 +1,19 @@
 // Command cordon-agent runs inside every cordon sandbox and serves the agent
 // wire to the host. It is configured only through CORDON_AGENT_* variables.
+// Started with the argument "sandbox-init" (by the process tier), it first
+// builds the sandbox around itself, then runs as the agent.
 package main
 
 import (
 	"os"
 
 	"github.com/cordon-sandbox/cordon/agent"
+	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == sandboxinit.Arg {
+		os.Exit(sandboxinit.Main())
+	}
 	os.Exit(agent.Main(os.Stdout, os.Stderr))
 }

@@ -84,6 +84,12 @@ func BuildAgent(t testing.TB) string {
 			agentErr = err
 			return
 		}
+		// Sandboxes run it as an unprivileged mapped user: it must be
+		// reachable by everyone, as an installed binary is.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			agentErr = err
+			return
+		}
 		agentPath = filepath.Join(dir, "cordon-agent")
 		cmd := exec.Command("go", "build", "-o", agentPath, "./cmd/cordon-agent")
 		cmd.Dir = RepoRoot(t)

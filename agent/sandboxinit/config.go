@@ -1,0 +1,58 @@
+// Package sandboxinit is the first stage of cordon-agent on the process tier.
+// The backend starts cordon-agent in fresh user, mount, PID, network, IPC,
+// UTS and cgroup namespaces with the argument "sandbox-init"; this package
+// builds the sandbox's filesystem view, drops every privilege, installs
+// Landlock and seccomp, and executes the same binary again as the agent,
+// which becomes PID 1 of the sandbox.
+package sandboxinit
+
+// Arg is the argument that selects the init stage.
+const Arg = "sandbox-init"
+
+// ConfigFD is the descriptor the init reads its Config from (JSON, to EOF).
+const ConfigFD = 3
+
+// Config is everything the init needs, sent by the host over ConfigFD.
+type Config struct {
+	// Stage is an empty host directory the new root is assembled on.
+	Stage string `json:"stage"`
+	// RootFS is the directory whose contents become the (read-only) root:
+	// "/" for the host's own, with only system directories kept.
+	RootFS string `json:"rootfs"`
+	// HostRoot is true when RootFS is the host's own root: then only the
+	// system directories are kept and secrets are masked.
+	HostRoot bool `json:"hostRoot"`
+	// Tmpfs mounts, writable and executable.
+	Tmpfs []Tmpfs `json:"tmpfs"`
+	// Binds are host directories bound into the sandbox.
+	Binds []Bind `json:"binds"`
+	// SocketDir is the path inside where the agent may create sockets.
+	SocketDir string `json:"socketDir"`
+	// UID and GID the agent and every command run as, inside.
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+	// Hostname inside the UTS namespace.
+	Hostname string `json:"hostname"`
+	// Landlock: "require" refuses to start without it, "auto" uses it when
+	// the kernel has it, "off" does not.
+	Landlock string `json:"landlock"`
+	// Env is the agent's environment (its CORDON_AGENT_* settings, token
+	// included, and what commands inherit).
+	Env []string `json:"env"`
+	// Workdir is where the agent starts.
+	Workdir string `json:"workdir"`
+}
+
+// Tmpfs is one tmpfs mount inside the sandbox.
+type Tmpfs struct {
+	Path  string `json:"path"`
+	Mode  uint32 `json:"mode"`
+	Owned bool   `json:"owned"` // owned by UID/GID rather than root
+}
+
+// Bind is one host directory bound into the sandbox.
+type Bind struct {
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readOnly"`
+}

@@ -1,0 +1,492 @@
+package sandboxinit
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// systemDirs are the top-level directories of the host's root that a
+// sandbox sees (read-only). Everything else at the top (home directories,
+// /root, /mnt, /srv, /run, unknown directories) is left out.
+var systemDirs = map[string]bool{
+	"bin": true, "sbin": true, "lib": true, "lib32": true, "lib64": true, "libx32": true,
+	"usr": true, "etc": true, "opt": true, "var": true,
+}
+
+// emptyDirs exist in every sandbox root, empty unless a mount lands there.
+var emptyDirs = []string{"proc", "dev", "sys", "tmp", "run", "home", "root", "mnt", "media", "srv"}
+
+// maskedPaths hide secrets under the kept system directories: files are
+// covered with /dev/null, directories with an empty read-only tmpfs.
+var maskedPaths = []string{
+	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
+	"/etc/ssh", "/etc/ssl/private", "/etc/docker", "/etc/containerd", "/etc/kubernetes",
+	"/etc/cordon", "/var/run", "/var/lib/docker", "/var/lib/containerd", "/var/lib/kubelet",
+	"/var/lib/cloud", "/var/lib/cordon", "/var/log", "/var/mail", "/var/spool", "/var/backups",
+	"/var/cache/private", "/var/lib/private", "/var/lib/sudo", "/var/lib/systemd/credential.secret",
+}
+
+// procMasked are /proc entries no sandbox reads; procReadOnly are made
+// read-only (as runc does).
+var (
+	procMasked   = []string{"kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug", "latency_stats", "acpi", "asound", "scsi", "interrupts", "kallsyms", "kpagecount", "kpageflags", "kpagecgroup", "sysrq-trigger", "config.gz", "vmallocinfo", "slabinfo", "pagetypeinfo", "zoneinfo", "buddyinfo"}
+	procReadOnly = []string{"bus", "fs", "irq", "sys"}
+)
+
+// devices are bound from the host's /dev (a user namespace cannot mknod).
+var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// Main runs the init stage and never returns on success: it executes the
+// agent. On failure it prints why and returns 1.
+func Main() int {
+	runtime.LockOSThread()
+	cfg, err := readConfig()
+	if err == nil {
+		err = run(cfg)
+	}
+	fmt.Fprintf(os.Stderr, "cordon-agent sandbox-init: %v\n", err)
+	return 1
+}
+
+func readConfig() (*Config, error) {
+	f := os.NewFile(ConfigFD, "config")
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading the configuration: %w", err)
+	}
+	var cfg Config
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return nil, fmt.Errorf("decoding the configuration: %w", err)
+	}
+	return &cfg, nil
+}
+
+func run(cfg *Config) error {
+	// The host placed this process in the sandbox's cgroups before sending
+	// the configuration: make them the root of what the sandbox can see.
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return fmt.Errorf("cgroup namespace: %w", err)
+	}
+	// Open ourselves now: after pivot_root the host path is gone.
+	self, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open self: %w", err)
+	}
+	abi := LandlockABI()
+	if cfg.Landlock == "require" && abi < 1 {
+		return fmt.Errorf("landlock required but this kernel does not provide it")
+	}
+	if err := buildRoot(cfg); err != nil {
+		return err
+	}
+	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
+		return fmt.Errorf("sethostname: %w", err)
+	}
+	if err := loopbackUp(); err != nil {
+		return err
+	}
+	if err := enterRoot(cfg.Stage); err != nil {
+		return err
+	}
+	if err := os.Chdir(cfg.Workdir); err != nil {
+		return err
+	}
+	// Nested user namespaces: refused by seccomp, and by this limit too.
+	_ = os.WriteFile("/proc/sys/user/max_user_namespaces", []byte("0"), 0)
+	if err := readOnlyProcSys(); err != nil {
+		return err
+	}
+	// The workload, not the agent, is what an OOM kill should pick.
+	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("500"), 0)
+	if err := dropPrivileges(cfg.UID, cfg.GID); err != nil {
+		return err
+	}
+	if abi >= 1 && cfg.Landlock != "off" {
+		if err := restrictWrites(abi, landlockRules(cfg, abi)); err != nil {
+			return err
+		}
+	}
+	if err := installSeccomp(); err != nil {
+		return fmt.Errorf("seccomp: %w", err)
+	}
+	env, err := handOverToken(cfg.Env)
+	if err != nil {
+		return err
+	}
+	argv := []string{"cordon-agent"}
+	return fmt.Errorf("exec agent: %w", execveat(self, argv, env))
+}
+
+func mount(src, dst, fstype string, flags uintptr, data string) error {
+	if err := unix.Mount(src, dst, fstype, flags, data); err != nil {
+		return fmt.Errorf("mount %s on %s (%s): %w", src, dst, fstype, err)
+	}
+	return nil
+}
+
+// buildRoot assembles the sandbox's root on cfg.Stage.
+func buildRoot(cfg *Config) error {
+	if err := mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return err
+	}
+	st := cfg.Stage
+	if err := mount("tmpfs", st, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m"); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(cfg.RootFS)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if cfg.HostRoot && !systemDirs[name] {
+			continue
+		}
+		if slices.Contains(emptyDirs, name) {
+			continue
+		}
+		src, dst := filepath.Join(cfg.RootFS, name), filepath.Join(st, name)
+		switch {
+		case e.Type()&os.ModeSymlink != 0:
+			to, err := os.Readlink(src)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(to, dst); err != nil {
+				return err
+			}
+		case e.IsDir():
+			if err := bindReadOnly(src, dst, true); err != nil {
+				return err
+			}
+		case e.Type().IsRegular():
+			if err := bindReadOnly(src, dst, false); err != nil {
+				return err
+			}
+		}
+	}
+	for _, d := range emptyDirs {
+		if err := os.MkdirAll(filepath.Join(st, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if cfg.HostRoot {
+		for _, p := range maskedPaths {
+			if err := mask(filepath.Join(st, p)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := mountProc(filepath.Join(st, "proc")); err != nil {
+		return err
+	}
+	if err := mountDev(filepath.Join(st, "dev")); err != nil {
+		return err
+	}
+	own := fmt.Sprintf(",uid=%d,gid=%d", cfg.UID, cfg.GID)
+	for _, t := range cfg.Tmpfs {
+		dst := filepath.Join(st, t.Path)
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("mountpoint %s: %w", t.Path, err)
+		}
+		data := fmt.Sprintf("mode=%o", t.Mode)
+		if t.Owned {
+			data += own
+		}
+		if err := mount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+			return err
+		}
+	}
+	for _, b := range cfg.Binds {
+		dst := filepath.Join(st, b.Target)
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("mountpoint %s: %w", b.Target, err)
+		}
+		if err := mount(b.Source, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return err
+		}
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+		if b.ReadOnly {
+			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+		}
+		if err := unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, &attr); err != nil {
+			return fmt.Errorf("mount_setattr %s: %w", dst, err)
+		}
+	}
+	return nil
+}
+
+// bindReadOnly binds src (a whole tree) at dst, read-only throughout, with
+// no setuid and no devices.
+func bindReadOnly(src, dst string, dir bool) error {
+	if dir {
+		if err := os.Mkdir(dst, 0o755); err != nil && !os.IsExist(err) {
+			return err
+		}
+	} else if err := os.WriteFile(dst, nil, 0o644); err != nil {
+		return err
+	}
+	if err := mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, &attr); err != nil {
+		return fmt.Errorf("mount_setattr %s: %w", dst, err)
+	}
+	return nil
+}
+
+// mask covers p: a file with /dev/null, a directory with an empty
+// read-only tmpfs. A path that does not exist needs no mask. A symlink is
+// left alone: it resolves inside the sandbox's own tree.
+func mask(p string) error {
+	st, err := os.Lstat(p)
+	if err != nil || st.Mode()&os.ModeSymlink != 0 {
+		return nil
+	}
+	if st.IsDir() {
+		return mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555")
+	}
+	if err := mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	return mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, "")
+}
+
+func mountProc(p string) error {
+	if err := mount("proc", p, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return err
+	}
+	for _, name := range procMasked {
+		if err := mask(filepath.Join(p, name)); err != nil {
+			return err
+		}
+	}
+	for _, name := range procReadOnly {
+		q := filepath.Join(p, name)
+		if _, err := os.Stat(q); err != nil {
+			continue
+		}
+		if name == "sys" {
+			continue // after the user-namespace limit is written; see readOnlyProcSys
+		}
+		if err := mount(q, q, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return err
+		}
+		if err := mount("", q, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readOnlyProcSys() error {
+	if err := mount("/proc/sys", "/proc/sys", "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	return mount("", "/proc/sys", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+}
+
+func mountDev(p string) error {
+	if err := mount("tmpfs", p, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return err
+	}
+	for _, d := range devices {
+		dst := filepath.Join(p, d)
+		if err := os.WriteFile(dst, nil, 0o666); err != nil {
+			return err
+		}
+		if err := mount("/dev/"+d, dst, "", unix.MS_BIND, ""); err != nil {
+			return err
+		}
+	}
+	pts := filepath.Join(p, "pts")
+	if err := os.Mkdir(pts, 0o755); err != nil {
+		return err
+	}
+	if err := mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return err
+	}
+	shm := filepath.Join(p, "shm")
+	if err := os.Mkdir(shm, 0o1777); err != nil {
+		return err
+	}
+	if err := mount("shm", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m"); err != nil {
+		return err
+	}
+	for link, to := range map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
+		if err := os.Symlink(to, filepath.Join(p, link)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// enterRoot makes stage the root: pivot_root onto itself, then detach the
+// old root, so nothing of the host's tree stays reachable; finally the
+// root's own tmpfs turns read-only.
+func enterRoot(stage string) error {
+	if err := unix.Chdir(stage); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach the old root: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return err
+	}
+	return mount("", "/", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+}
+
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback up: %w", err)
+	}
+	return nil
+}
+
+// dropPrivileges empties the bounding set, switches to uid/gid with no
+// supplementary groups, clears every capability set, and sets no_new_privs.
+func dropPrivileges(uid, gid int) error {
+	last := 40
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		last, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	for c := 0; c <= last; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	// setgroups is denied in user namespaces the caller mapped without
+	// privilege; there the process has no supplementary groups anyway.
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); errno != 0 && errno != unix.EPERM {
+		return fmt.Errorf("setgroups: %w", errno)
+	}
+	// Raw syscalls: this thread alone is what execs.
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); errno != 0 {
+		return fmt.Errorf("setresgid %d: %w", gid, errno)
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); errno != 0 {
+		return fmt.Errorf("setresuid %d: %w", uid, errno)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("clear capabilities: %w", err)
+	}
+	// The credential change cleared the parent-death signal; set it again.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return err
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	return nil
+}
+
+// landlockRules: full write rights under the writable mounts, file writes
+// on the terminal and null devices, and sockets only in the socket dir.
+func landlockRules(cfg *Config, abi int) []landlockRule {
+	all, file := writeRights(abi), fileRights(abi)
+	var rules []landlockRule
+	for _, t := range cfg.Tmpfs {
+		rules = append(rules, landlockRule{t.Path, all})
+	}
+	for _, b := range cfg.Binds {
+		if !b.ReadOnly {
+			rules = append(rules, landlockRule{b.Target, all})
+		}
+	}
+	rules = append(rules, landlockRule{"/dev/shm", all}, landlockRule{"/dev/pts", file})
+	for _, d := range devices {
+		rules = append(rules, landlockRule{"/dev/" + d, file})
+	}
+	if cfg.SocketDir != "" {
+		rules = append(rules, landlockRule{cfg.SocketDir, unix.LANDLOCK_ACCESS_FS_MAKE_SOCK | unix.LANDLOCK_ACCESS_FS_REMOVE_FILE})
+	}
+	return rules
+}
+
+func execveat(fd int, argv, env []string) error {
+	argvp, err := cStrings(argv)
+	if err != nil {
+		return err
+	}
+	envp, err := cStrings(env)
+	if err != nil {
+		return err
+	}
+	empty, _ := unix.BytePtrFromString("")
+	_, _, errno := unix.RawSyscall6(unix.SYS_EXECVEAT, uintptr(fd), uintptr(unsafePointer(empty)), uintptr(unsafePointer(&argvp[0])), uintptr(unsafePointer(&envp[0])), unix.AT_EMPTY_PATH, 0)
+	return errno
+}
+
+// cStrings is a NULL-terminated array of C strings.
+func cStrings(ss []string) ([]*byte, error) {
+	out := make([]*byte, 0, len(ss)+1)
+	for _, s := range ss {
+		p, err := unix.BytePtrFromString(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return append(out, nil), nil
+}
+
+// handOverToken moves CORDON_AGENT_TOKEN out of the environment into a pipe
+// the agent reads once (CORDON_AGENT_TOKEN_FD), so the token is in no
+// environment block inside the sandbox.
+func handOverToken(env []string) ([]string, error) {
+	var token string
+	out := env[:0:0]
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "CORDON_AGENT_TOKEN="); ok {
+			token = v
+			continue
+		}
+		out = append(out, kv)
+	}
+	if token == "" {
+		return env, nil
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], 0); err != nil {
+		return nil, err
+	}
+	if _, err := unix.Write(p[1], []byte(token)); err != nil {
+		return nil, err
+	}
+	unix.Close(p[1])
+	// p[0] is the one descriptor without close-on-exec besides stdio.
+	return append(out, fmt.Sprintf("CORDON_AGENT_TOKEN_FD=%d", p[0])), nil
+}

@@ -1,0 +1,325 @@
+package process
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+// cgroups places a sandbox in its own cgroups, enforces its limits and
+// tracks every process in it. Two layouts are supported behind one type:
+//   - v2: one cgroup under the unified hierarchy with memory, pids and cpu.
+//   - v1: one cgroup per controller (memory, pids, cpu); where a cgroup2
+//     hierarchy is also mounted (even with no controllers), a cgroup there
+//     too, for cgroup.kill and the populated event.
+type cgroups struct {
+	v2      string            // unified cgroup (v2 mode, or v1 tracking); "" if none
+	v1      map[string]string // controller → cgroup directory
+	unified bool              // v2 mode: limits live in v2
+}
+
+// cgroupSupport is what the host can do, probed once.
+type cgroupSupport struct {
+	unified   bool   // /sys/fs/cgroup is cgroup2 with the controllers we need
+	v2Root    string // a cgroup2 mount usable for tracking ("" if none)
+	v1Roots   map[string]string
+	writeable bool
+	why       string // why limits are unavailable
+}
+
+const cgroup2Magic = 0x63677270
+
+func probeCgroups() cgroupSupport {
+	var s cgroupSupport
+	var st unix.Statfs_t
+	if unix.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == cgroup2Magic {
+		ctrl, _ := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
+		have := strings.Fields(string(ctrl))
+		need := map[string]bool{"memory": false, "pids": false, "cpu": false}
+		for _, c := range have {
+			if _, ok := need[c]; ok {
+				need[c] = true
+			}
+		}
+		s.unified, s.v2Root = true, "/sys/fs/cgroup"
+		for c, ok := range need {
+			if !ok {
+				s.unified, s.why = false, "the cgroup2 hierarchy has no "+c+" controller"
+			}
+		}
+	} else {
+		s.v1Roots = map[string]string{}
+		own := ownCgroups()
+		for _, c := range []string{"memory", "pids", "cpu"} {
+			root := filepath.Join("/sys/fs/cgroup", c)
+			if unix.Statfs(root, &st) != nil || st.Type == cgroup2Magic {
+				s.why = "no cgroup v1 " + c + " hierarchy"
+				s.v1Roots = nil
+				break
+			}
+			s.v1Roots[c] = filepath.Join(root, own[c], "cordon")
+		}
+		if unix.Statfs("/sys/fs/cgroup/unified", &st) == nil && st.Type == cgroup2Magic {
+			s.v2Root = filepath.Join("/sys/fs/cgroup/unified", own[""], "cordon")
+		}
+	}
+	if s.unified {
+		s.v2Root = filepath.Join(s.v2Root, "cordon")
+	}
+	if s.unified || s.v1Roots != nil {
+		// Limits need a cgroup of our own: root, or a delegated subtree.
+		probe := s.v2Root
+		if !s.unified {
+			probe = s.v1Roots["memory"]
+		}
+		if err := os.MkdirAll(probe, 0o755); err != nil {
+			s.why = fmt.Sprintf("cannot create cgroups under %s: %v", filepath.Dir(probe), err)
+		} else {
+			s.writeable = true
+		}
+	}
+	return s
+}
+
+// ownCgroups maps controller → this process's cgroup path (v2 under "").
+func ownCgroups() map[string]string {
+	out := map[string]string{}
+	f, err := os.Open("/proc/self/cgroup")
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			out[c] = parts[2]
+		}
+	}
+	return out
+}
+
+func (s cgroupSupport) limits() bool { return s.writeable }
+
+// newCgroups creates the sandbox's cgroups and writes its limits.
+func (s cgroupSupport) create(id string, l sandbox.Limits) (*cgroups, error) {
+	cg := &cgroups{v1: map[string]string{}, unified: s.unified}
+	fail := func(err error) (*cgroups, error) {
+		cg.remove()
+		return nil, err
+	}
+	if s.v2Root != "" && (s.unified || s.writeable) {
+		if s.unified {
+			// Controllers must be enabled on the way down.
+			_ = os.MkdirAll(s.v2Root, 0o755)
+			_ = os.WriteFile(filepath.Join(filepath.Dir(s.v2Root), "cgroup.subtree_control"), []byte("+memory +pids +cpu"), 0)
+			_ = os.WriteFile(filepath.Join(s.v2Root, "cgroup.subtree_control"), []byte("+memory +pids +cpu"), 0)
+		}
+		dir := filepath.Join(s.v2Root, id)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			if s.unified {
+				return fail(err)
+			}
+		} else {
+			cg.v2 = dir
+		}
+	}
+	for c, root := range s.v1Roots {
+		dir := filepath.Join(root, id)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fail(err)
+		}
+		cg.v1[c] = dir
+	}
+	if err := cg.setLimits(l); err != nil {
+		return fail(err)
+	}
+	return cg, nil
+}
+
+func write(dir, file, value string) error {
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0); err != nil {
+		return fmt.Errorf("cgroup %s: %w", file, err)
+	}
+	return nil
+}
+
+func (cg *cgroups) setLimits(l sandbox.Limits) error {
+	if cg.unified {
+		if l.MemoryBytes > 0 {
+			if err := write(cg.v2, "memory.max", strconv.FormatInt(l.MemoryBytes, 10)); err != nil {
+				return err
+			}
+			if err := write(cg.v2, "memory.swap.max", "0"); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+		if l.Pids > 0 {
+			if err := write(cg.v2, "pids.max", strconv.FormatInt(l.Pids, 10)); err != nil {
+				return err
+			}
+		}
+		if l.CPUs > 0 {
+			if err := write(cg.v2, "cpu.max", fmt.Sprintf("%d 100000", int64(l.CPUs*100000))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if l.MemoryBytes > 0 {
+		mem := cg.v1["memory"]
+		if err := write(mem, "memory.limit_in_bytes", strconv.FormatInt(l.MemoryBytes, 10)); err != nil {
+			return err
+		}
+		// Swap counts against the limit where the kernel accounts it; a
+		// host with no swap has none to limit.
+		if _, err := os.Stat(filepath.Join(mem, "memory.memsw.limit_in_bytes")); err == nil {
+			if err := write(mem, "memory.memsw.limit_in_bytes", strconv.FormatInt(l.MemoryBytes, 10)); err != nil {
+				return err
+			}
+		} else if swapTotal() > 0 {
+			_ = write(mem, "memory.swappiness", "0")
+		}
+	}
+	if l.Pids > 0 {
+		if err := write(cg.v1["pids"], "pids.max", strconv.FormatInt(l.Pids, 10)); err != nil {
+			return err
+		}
+	}
+	if l.CPUs > 0 {
+		if err := write(cg.v1["cpu"], "cpu.cfs_period_us", "100000"); err != nil {
+			return err
+		}
+		if err := write(cg.v1["cpu"], "cpu.cfs_quota_us", strconv.FormatInt(int64(l.CPUs*100000), 10)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func swapTotal() int64 {
+	b, _ := os.ReadFile("/proc/meminfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "SwapTotal:"); ok {
+			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// add moves pid into every cgroup of the sandbox.
+func (cg *cgroups) add(pid int) error {
+	p := strconv.Itoa(pid)
+	for _, dir := range cg.dirs() {
+		if err := write(dir, "cgroup.procs", p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (cg *cgroups) dirs() []string {
+	var out []string
+	if cg.v2 != "" {
+		out = append(out, cg.v2)
+	}
+	for _, d := range cg.v1 {
+		out = append(out, d)
+	}
+	return out
+}
+
+// procs lists the processes still in the sandbox's cgroups.
+func (cg *cgroups) procs() []int {
+	seen := map[int]bool{}
+	for _, dir := range cg.dirs() {
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				seen[pid] = true
+			}
+		}
+	}
+	out := make([]int, 0, len(seen))
+	for pid := range seen {
+		out = append(out, pid)
+	}
+	return out
+}
+
+// killAll ends every process in the cgroups (cgroup.kill where there is
+// one, SIGKILL to each member otherwise) and waits until they are empty.
+func (cg *cgroups) killAll(deadline time.Time) error {
+	if cg.v2 != "" {
+		_ = write(cg.v2, "cgroup.kill", "1")
+	}
+	for {
+		pids := cg.procs()
+		if len(pids) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes %v remain in the sandbox's cgroups", pids)
+		}
+		for _, pid := range pids {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// oomKills counts the OOM kills in the sandbox so far.
+func (cg *cgroups) oomKills() uint64 {
+	var file, key string
+	switch {
+	case cg.unified:
+		file, key = filepath.Join(cg.v2, "memory.events"), "oom_kill"
+	case cg.v1["memory"] != "":
+		file, key = filepath.Join(cg.v1["memory"], "memory.oom_control"), "oom_kill"
+	default:
+		return 0
+	}
+	b, _ := os.ReadFile(file)
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == key {
+			n, _ := strconv.ParseUint(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// remove deletes the cgroups; they must be empty.
+func (cg *cgroups) remove() error {
+	var errs []error
+	for _, dir := range cg.dirs() {
+		var err error
+		for i := 0; i < 100; i++ {
+			if err = unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
+				err = nil
+				break
+			}
+			time.Sleep(10 * time.Millisecond) // an exiting task may still be charged
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}

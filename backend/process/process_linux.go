@@ -1,0 +1,390 @@
+// Package process is the process tier: native Linux sandboxes built from
+// user, mount, PID, network, IPC, UTS and cgroup namespaces, pivot_root,
+// seccomp, Landlock and cgroup limits, with no external binary. cordon-agent
+// starts as the sandbox's init (agent/sandboxinit), builds the sandbox
+// around itself, and becomes its PID 1.
+package process
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
+	"github.com/cordon-sandbox/cordon/internal/agentbin"
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+// Name is the tier name.
+const Name = "process"
+
+// Paths inside every process-tier sandbox.
+const (
+	Workspace = "/workspace"
+	Home      = "/home/sandbox"
+	SocketDir = "/run/cordon"
+	agentSock = SocketDir + "/agent.sock"
+)
+
+// DefaultUID is the sandbox user's uid and gid inside.
+const DefaultUID = 1000
+
+// Config configures the backend.
+type Config struct {
+	// AgentPath is the cordon-agent binary; empty means agentbin.Find.
+	AgentPath string
+	// StateDir holds each sandbox's host-side directory; empty means
+	// /run/cordon when root, else a directory under the system temp dir.
+	StateDir string
+}
+
+// Backend is the process tier.
+type Backend struct {
+	cfg      Config
+	once     sync.Once
+	cgroups  cgroupSupport
+	landlock int
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// New returns the process backend.
+func New(cfg Config) *Backend {
+	if cfg.StateDir == "" {
+		cfg.StateDir = "/run/cordon"
+		if os.Geteuid() != 0 {
+			cfg.StateDir = filepath.Join(os.TempDir(), fmt.Sprintf("cordon-%d", os.Geteuid()))
+		}
+	}
+	return &Backend{cfg: cfg}
+}
+
+func (b *Backend) Name() string { return Name }
+
+func (b *Backend) probe() {
+	b.once.Do(func() {
+		b.cgroups = probeCgroups()
+		b.landlock = sandboxinit.LandlockABI()
+	})
+}
+
+func (b *Backend) Capabilities() sandbox.Capabilities {
+	b.probe()
+	lim := b.cgroups.limits()
+	return sandbox.Capabilities{
+		Isolated: true, MemoryLimit: lim, PidsLimit: lim, CPULimit: lim,
+		Landlock: b.landlock >= 1, RootFS: true, User: true,
+	}
+}
+
+// Probe checks that user namespaces can be created here.
+func (b *Backend) Probe(ctx context.Context) error {
+	if _, err := agentbin.Find(b.cfg.AgentPath); err != nil {
+		return fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
+	}
+	cmd := exec.CommandContext(ctx, "/bin/true")
+	cmd.SysProcAttr, _ = sysProcAttr()
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%w: cannot create the sandbox namespaces (user namespaces disabled?): %v", sandbox.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// idRange is the block of host ids the sandbox's ids 0-65535 map to. As
+// root every sandbox gets its own block, from a range no ordinary account
+// uses; without privilege only the caller's own id can be mapped, to the
+// sandbox's root (which holds no capabilities once the sandbox is built).
+func idRange() (hostBase, size int) {
+	if os.Geteuid() != 0 {
+		return os.Geteuid(), 1
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return 1<<30 + int(binary.BigEndian.Uint32(b[:])%(1<<14))<<16, 1 << 16
+}
+
+// sysProcAttr creates the namespaces. The init starts as root of its user
+// namespace so that it keeps the capabilities it needs to build the
+// sandbox; it drops them all before the agent runs.
+func sysProcAttr() (*syscall.SysProcAttr, int) {
+	base, size := idRange()
+	gbase := base
+	if os.Geteuid() != 0 {
+		gbase = os.Getegid()
+	}
+	return &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
+			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: base, Size: size}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gbase, Size: size}},
+		GidMappingsEnableSetgroups: false,
+		Credential:                 &syscall.Credential{Uid: 0, Gid: 0},
+		Pdeathsig:                  syscall.SIGKILL,
+		Setsid:                     true,
+	}, size
+}
+
+func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance, error) {
+	b.probe()
+	spec := l.Spec
+	agent, err := agentbin.Find(b.cfg.AgentPath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
+	}
+	if spec.RequireLandlock && b.landlock < 1 {
+		return nil, &sandbox.UnsupportedError{Tier: Name, What: "Landlock (the kernel does not provide it)"}
+	}
+	attr, size := sysProcAttr()
+	uid, gid := DefaultUID, DefaultUID
+	if spec.User != nil {
+		uid, gid = *spec.User, *spec.User
+	}
+	if size == 1 {
+		// Unprivileged: only one id exists inside.
+		if spec.User != nil && *spec.User != 0 {
+			return nil, &sandbox.UnsupportedError{Tier: Name, What: fmt.Sprintf("user %d without root (only the caller's own id can be mapped)", *spec.User)}
+		}
+		uid, gid = 0, 0
+	}
+	if err := os.MkdirAll(b.cfg.StateDir, 0o711); err != nil {
+		return nil, err
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	id := "sb-" + hex.EncodeToString(rnd[:])
+	dir := filepath.Join(b.cfg.StateDir, id)
+	inst := &instance{dir: dir, exited: make(chan struct{}), logs: &boundedBuffer{max: 64 << 10}}
+	cleanup := []func(){}
+	fail := func(err error) (sandbox.Instance, error) {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+		return nil, err
+	}
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, func() { os.RemoveAll(dir) })
+	stage, sock := filepath.Join(dir, "root"), filepath.Join(dir, "sock")
+	for _, d := range []string{stage, sock} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return fail(err)
+		}
+	}
+	// The agent (the mapped sandbox user) creates its socket here.
+	if err := os.Chown(sock, attr.UidMappings[0].HostID+uid, attr.GidMappings[0].HostID+gid); err != nil {
+		return fail(err)
+	}
+
+	if !spec.Limits.IsZero() {
+		cg, err := b.cgroups.create(id, spec.Limits)
+		if err != nil {
+			return fail(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
+		}
+		inst.cg = cg
+		cleanup = append(cleanup, func() { cg.killAll(time.Now().Add(5 * time.Second)); cg.remove() })
+	} else if b.cgroups.writeable {
+		// No limits, but a cgroup still tracks every process for teardown.
+		if cg, err := b.cgroups.create(id, sandbox.Limits{}); err == nil {
+			inst.cg = cg
+			cleanup = append(cleanup, func() { cg.killAll(time.Now().Add(5 * time.Second)); cg.remove() })
+		}
+	}
+
+	rootfs, hostRoot := "/", true
+	if spec.RootFS != "" {
+		if rootfs, err = filepath.Abs(spec.RootFS); err != nil {
+			return fail(err)
+		}
+		hostRoot = false
+	}
+	landlock := "auto"
+	if spec.RequireLandlock {
+		landlock = "require"
+	}
+	icfg := sandboxinit.Config{
+		Stage: stage, RootFS: rootfs, HostRoot: hostRoot,
+		Tmpfs: []sandboxinit.Tmpfs{
+			{Path: "/tmp", Mode: 0o1777}, {Path: "/var/tmp", Mode: 0o1777},
+			{Path: Workspace, Mode: 0o755, Owned: true}, {Path: Home, Mode: 0o700, Owned: true},
+		},
+		Binds:     []sandboxinit.Bind{{Source: sock, Target: SocketDir}},
+		SocketDir: SocketDir,
+		UID:       uid, GID: gid,
+		Hostname: "cordon",
+		Landlock: landlock,
+		Env:      agentEnv(l, uid),
+		Workdir:  Workspace,
+	}
+	cfgJSON, err := json.Marshal(icfg)
+	if err != nil {
+		return fail(err)
+	}
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	cmd := exec.Command(agent, sandboxinit.Arg)
+	cmd.Args[0] = "cordon-agent"
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = inst.logs, inst.logs
+	cmd.ExtraFiles = []*os.File{cfgR}
+	cmd.SysProcAttr = attr
+	if err := cmd.Start(); err != nil {
+		cfgR.Close()
+		cfgW.Close()
+		return fail(fmt.Errorf("%w: start the sandbox: %v", sandbox.ErrUnavailable, err))
+	}
+	cfgR.Close()
+	inst.cmd = cmd
+	go func() {
+		_ = cmd.Wait()
+		close(inst.exited)
+	}()
+	cleanup = append(cleanup, func() {
+		_ = cmd.Process.Kill()
+		<-inst.exited
+	})
+	// The init waits for its configuration, so it has started nothing yet
+	// when it joins its cgroups.
+	if inst.cg != nil {
+		if err := inst.cg.add(cmd.Process.Pid); err != nil {
+			cfgW.Close()
+			return fail(err)
+		}
+	}
+	_, err = cfgW.Write(cfgJSON)
+	cfgW.Close()
+	if err != nil {
+		return fail(fmt.Errorf("%w: configure the sandbox: %v; it said: %s", sandbox.ErrAgent, err, inst.logs.String()))
+	}
+	inst.ep = client.Endpoint{Network: "unix", Address: filepath.Join(sock, "agent.sock"), Token: l.Token}
+	return inst, nil
+}
+
+// agentEnv is the agent's environment: its settings and what commands inherit.
+func agentEnv(l sandbox.Launch, uid int) []string {
+	user := "sandbox"
+	if uid == 0 {
+		user = "root"
+	}
+	env := map[string]string{
+		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME": Home, "USER": user, "LOGNAME": user, "LANG": "C.UTF-8", "TERM": "xterm-256color",
+	}
+	for k, v := range l.Spec.Env {
+		env[k] = v
+	}
+	for k, v := range l.AgentEnv {
+		env["CORDON_AGENT_"+k] = v
+	}
+	env["CORDON_AGENT_TOKEN"] = l.Token
+	env["CORDON_AGENT_SOCKET"] = agentSock
+	env["CORDON_AGENT_WORKSPACE"] = Workspace
+	env["CORDON_AGENT_WRITE_ROOTS"] = strings.Join([]string{"/tmp", "/var/tmp", Home}, ":")
+	env["CORDON_AGENT_READ_ROOTS"] = env["CORDON_AGENT_WRITE_ROOTS"]
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+type instance struct {
+	dir    string
+	cmd    *exec.Cmd
+	cg     *cgroups
+	ep     client.Endpoint
+	logs   *boundedBuffer
+	exited chan struct{}
+	mu     sync.Mutex
+	gone   bool
+}
+
+func (i *instance) Endpoint() client.Endpoint { return i.ep }
+func (i *instance) Exited() <-chan struct{}   { return i.exited }
+func (i *instance) Diagnostics() string       { return strings.TrimSpace(i.logs.String()) }
+
+// OOMKills counts OOM kills inside the sandbox so far.
+func (i *instance) OOMKills() uint64 {
+	if i.cg == nil {
+		return 0
+	}
+	return i.cg.oomKills()
+}
+
+// Destroy stops the agent (it stops its commands first), kills the PID
+// namespace if it does not exit in time, confirms that no process of the
+// sandbox remains, and removes its cgroups and host directory.
+func (i *instance) Destroy(ctx context.Context) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.gone {
+		return nil
+	}
+	_ = i.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-i.exited:
+	case <-time.After(7 * time.Second):
+		// SIGKILL to PID 1 of the namespace ends every process in it.
+		_ = i.cmd.Process.Kill()
+		select {
+		case <-i.exited:
+		case <-time.After(5 * time.Second):
+			return fmt.Errorf("%w: sandbox init (pid %d) did not exit after SIGKILL", sandbox.ErrTeardown, i.cmd.Process.Pid)
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", sandbox.ErrTeardown, ctx.Err())
+	}
+	if i.cg != nil {
+		if err := i.cg.killAll(time.Now().Add(5 * time.Second)); err != nil {
+			return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
+		}
+		if err := i.cg.remove(); err != nil {
+			return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
+		}
+	}
+	if err := os.RemoveAll(i.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: remove %s: %v", sandbox.ErrTeardown, i.dir, err)
+	}
+	i.gone = true
+	return nil
+}
+
+// boundedBuffer keeps the first max bytes written to it.
+type boundedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	max int
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.max - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (b *boundedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
