@@ -8,8 +8,10 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v tini >/dev/null 2>&1 || need_apt+=(tini)          # subreaper for the reference worker
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)        # runs the reference worker
-command -v python3 >/dev/null 2>&1 || need_apt+=(python3)    # the demo and the tests' workloads
+[ -x /usr/bin/python3 ] || need_apt+=(python3)                # the demo and the tests' workloads, inside sandboxes
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+command -v busybox >/dev/null 2>&1 || need_apt+=(busybox-static)   # tiny root filesystems for tests
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)         # the process tier's benchmark baseline
 if [ "${#need_apt[@]}" -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "setup: need root to install: ${need_apt[*]}" >&2

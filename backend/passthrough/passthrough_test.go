@@ -2,7 +2,6 @@ package passthrough_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"os"
 	"strconv"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/conformance"
 	"github.com/cordon-sandbox/cordon/backend/passthrough"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
@@ -23,31 +21,7 @@ func backend(t *testing.T) *passthrough.Backend {
 }
 
 func TestConformance(t *testing.T) {
-	conformance.Run(t, func(t *testing.T, s conformance.Settings) *conformance.Target {
-		b := backend(t)
-		token, _ := sandbox.NewToken()
-		env := map[string]string{"IDLE_TIMEOUT_MS": "0"}
-		for k, v := range s {
-			env[k] = v
-		}
-		inst, err := b.Start(t.Context(), sandbox.Launch{Token: token, AgentEnv: env})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := inst.Destroy(context.Background()); err != nil {
-				t.Error(err)
-			}
-		})
-		c := client.New(inst.Endpoint())
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
-		defer cancel()
-		if _, err := c.WaitReady(ctx); err != nil {
-			t.Fatalf("%v: %s", err, inst.Diagnostics())
-		}
-		return &conformance.Target{Endpoint: inst.Endpoint(), EnvPrefix: "CORDON_AGENT_", Exited: inst.Exited()}
-	})
+	conformance.Run(t, conformance.FromBackend(backend(t), sandbox.Spec{}))
 }
 
 func provider(t *testing.T) *sandbox.Provider {

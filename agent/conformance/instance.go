@@ -1,0 +1,54 @@
+package conformance
+
+import (
+	"context"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+// FromBackend is the Factory for a tier: each target is one instance
+// started directly from the backend, with the settings as agent
+// configuration.
+func FromBackend(b sandbox.Backend, spec sandbox.Spec) Factory {
+	return func(t *testing.T, s Settings) *Target {
+		token, err := sandbox.NewToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := map[string]string{"IDLE_TIMEOUT_MS": "0"}
+		for k, v := range s {
+			env[k] = v
+		}
+		inst, err := b.Start(t.Context(), sandbox.Launch{Spec: spec, Token: token, AgentEnv: env})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := inst.Destroy(context.Background()); err != nil {
+				t.Errorf("destroy: %v", err)
+			}
+		})
+		c := client.New(inst.Endpoint())
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		if _, err := c.WaitReady(ctx); err != nil {
+			t.Fatalf("%v: %s", err, inst.Diagnostics())
+		}
+		tg := &Target{Endpoint: inst.Endpoint(), EnvPrefix: "CORDON_AGENT_", Exited: inst.Exited()}
+		if x, ok := inst.(interface{ ExitCode() int }); ok {
+			tg.ExitCode = x.ExitCode
+		}
+		if x, ok := inst.(interface{ Signal(os.Signal) error }); ok {
+			tg.Signal = func(sig string) error {
+				return x.Signal(map[string]syscall.Signal{"TERM": syscall.SIGTERM, "INT": syscall.SIGINT}[sig])
+			}
+		}
+		return tg
+	}
+}

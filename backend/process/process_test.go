@@ -1,0 +1,97 @@
+package process_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/conformance"
+	"github.com/cordon-sandbox/cordon/backend/process"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+func backend(t *testing.T) *process.Backend {
+	testutil.RequiresRoot(t)
+	b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: stateDir(t)})
+	if err := b.Probe(t.Context()); err != nil {
+		testutil.Missing(t, "process tier unavailable: %v", err)
+	}
+	return b
+}
+
+// stateDir is one per test binary, so posture checks can look in it.
+func stateDir(t *testing.T) string {
+	d := filepath.Join(os.TempDir(), "cordon-process-test")
+	if err := os.MkdirAll(d, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.FromBackend(backend(t), sandbox.Spec{}))
+}
+
+func create(t *testing.T, spec sandbox.Spec) *sandbox.Sandbox {
+	t.Helper()
+	p := sandbox.NewProvider([]sandbox.Backend{backend(t)})
+	sb, err := p.Create(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sb.Destroy(context.Background()); err != nil {
+			t.Errorf("destroy: %v", err)
+		}
+	})
+	return sb
+}
+
+// sh runs script inside and returns stdout, stderr and the result.
+func sh(t *testing.T, sb *sandbox.Sandbox, script string) (string, string, *sandbox.Result) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	res, err := sb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", script}, Stdout: &out, Stderr: &errb, Timeout: 60 * time.Second})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	return out.String(), errb.String(), res
+}
+
+func TestRefusals(t *testing.T) {
+	p := sandbox.NewProvider([]sandbox.Backend{backend(t)})
+	if _, err := p.Create(t.Context(), sandbox.Spec{Workspace: t.TempDir()}); !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Errorf("host workspace: %v", err)
+	}
+}
+
+func TestRootFS(t *testing.T) {
+	bb := testutil.Requires(t, "busybox")[0]
+	root := t.TempDir()
+	for _, d := range []string{"bin", "etc"} {
+		os.Mkdir(filepath.Join(root, d), 0o755)
+	}
+	data, err := os.ReadFile(bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "bin", "busybox"), data, 0o755)
+	for _, applet := range []string{"sh", "cat", "ls", "touch", "id"} {
+		os.Symlink("busybox", filepath.Join(root, "bin", applet))
+	}
+	os.WriteFile(filepath.Join(root, "etc", "marker"), []byte("from the rootfs\n"), 0o644)
+	// The sandbox's init reads the root as an unprivileged mapped user.
+	os.Chmod(root, 0o755)
+	os.Chmod(filepath.Dir(root), 0o755)
+	sb := create(t, sandbox.Spec{RootFS: root})
+	out, errOut, res := sh(t, sb, "cat /etc/marker; ls /bin | wc -l; touch /etc/x; test -e /usr/bin/python3 || echo no-host-usr")
+	if !strings.HasPrefix(out, "from the rootfs\n") || !strings.Contains(out, "no-host-usr") || !strings.Contains(errOut, "Read-only") || res.ExitCode != 0 {
+		t.Fatalf("stdout %q stderr %q res %+v", out, errOut, res)
+	}
+}
