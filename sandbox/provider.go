@@ -209,7 +209,18 @@ func (s *Sandbox) live() error {
 type ExecOptions = client.ExecOptions
 
 // Result is how a command ended.
-type Result = wire.Result
+type Result struct {
+	wire.Result
+	// OOMKilled: the command was killed because the sandbox reached its
+	// memory limit (Signal is then SIGKILL).
+	OOMKilled bool
+}
+
+// OOMCounter is implemented by instances that can count OOM kills inside
+// the sandbox.
+type OOMCounter interface {
+	OOMKills() uint64
+}
 
 // Exec runs a command in the sandbox. When ctx ends, the command is
 // cancelled through the agent and Exec returns once the stop is confirmed.
@@ -217,7 +228,20 @@ func (s *Sandbox) Exec(ctx context.Context, command string, o ExecOptions) (*Res
 	if err := s.live(); err != nil {
 		return nil, err
 	}
-	return s.client.Exec(ctx, command, o)
+	oc, counts := s.inst.(OOMCounter)
+	var before uint64
+	if counts {
+		before = oc.OOMKills()
+	}
+	res, err := s.client.Exec(ctx, command, o)
+	if res == nil {
+		return nil, err
+	}
+	out := &Result{Result: *res}
+	// The kernel counts the kill before the process is reaped, so a
+	// SIGKILL reported after the count rose is an OOM kill.
+	out.OOMKilled = counts && res.Signal == "SIGKILL" && oc.OOMKills() > before
+	return out, err
 }
 
 // ReadFile reads a file inside the sandbox's read roots.

@@ -146,13 +146,14 @@ type instance struct {
 
 func (i *instance) Endpoint() client.Endpoint { return i.ep }
 func (i *instance) Exited() <-chan struct{}   { return i.exited }
+
 // ExitCode is the agent's exit status once Exited is closed.
 func (i *instance) ExitCode() int { return i.cmd.ProcessState.ExitCode() }
 
 // Signal delivers sig to the agent.
 func (i *instance) Signal(sig os.Signal) error { return i.cmd.Process.Signal(sig) }
 
-func (i *instance) Diagnostics() string       { return i.logs.String() }
+func (i *instance) Diagnostics() string { return i.logs.String() }
 
 // Destroy asks the agent to stop (it stops its commands first), escalates to
 // SIGKILL of its whole group if it does not exit in time, confirms the exit

@@ -20,6 +20,7 @@ import (
 const (
 	exitTimeout = 124 // the command ran past --timeout (as timeout(1))
 	exitCordon  = 125 // cordon itself failed (as docker run)
+	exitOOM     = 137 // the sandbox ran out of memory (as docker and Kubernetes report it)
 )
 
 type envFlag map[string]string
@@ -50,6 +51,12 @@ func runCmd(args []string) int {
 	timeout := fs.Duration("timeout", 0, "stop the command after this long (0: the agent's default, 5m)")
 	workspace := fs.String("workspace", "", "host `DIR` to use as the workspace (default: a fresh one, removed afterwards)")
 	interactive := fs.Bool("i", false, "pass cordon's standard input to the command")
+	memory := fs.String("memory", "", "memory limit, e.g. 512m or 2g (the command is OOM-killed past it)")
+	pids := fs.Int64("pids", 0, "limit on processes and threads")
+	cpus := fs.Float64("cpus", 0, "CPU limit in cores, e.g. 0.5")
+	rootfs := fs.String("rootfs", "", "use `DIR` as the read-only root filesystem (default: the host's system directories)")
+	user := fs.Int("user", -1, "run as this uid inside (default 1000)")
+	requireLandlock := fs.Bool("require-landlock", false, "refuse to run unless Landlock backs the filesystem rules")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -58,7 +65,19 @@ func runCmd(args []string) int {
 		fs.Usage()
 		return 2
 	}
-	spec := sandbox.Spec{Tier: *tier, Env: env, Workspace: *workspace}
+	spec := sandbox.Spec{Tier: *tier, Env: env, Workspace: *workspace, RootFS: *rootfs, RequireLandlock: *requireLandlock,
+		Limits: sandbox.Limits{Pids: *pids, CPUs: *cpus}}
+	if *memory != "" {
+		n, err := parseSize(*memory)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "cordon: --memory: %v\n", err)
+			return 2
+		}
+		spec.Limits.MemoryBytes = n
+	}
+	if *user >= 0 {
+		spec.User = user
+	}
 	if *timeout > 0 {
 		spec.MaxTimeout = *timeout
 	}
@@ -105,6 +124,9 @@ func runIn(spec sandbox.Spec, command string, opts sandbox.ExecOptions) int {
 	case execErr != nil:
 		fmt.Fprintf(os.Stderr, "cordon: %v\n", execErr)
 		return exitCordon
+	case res.OOMKilled:
+		fmt.Fprintf(os.Stderr, "cordon: the command was killed: the sandbox ran out of memory (--memory %s)\n", humanSize(spec.Limits.MemoryBytes))
+		return exitOOM
 	case res.TimedOut:
 		fmt.Fprintf(os.Stderr, "cordon: the command timed out after %s and was stopped\n", opts.Timeout)
 		return exitTimeout
@@ -113,4 +135,36 @@ func runIn(spec sandbox.Spec, command string, opts sandbox.ExecOptions) int {
 		return 128 + int(unix.SignalNum(res.Signal))
 	}
 	return res.ExitCode
+}
+
+// parseSize reads 512, 64k, 512m, 2g (binary units).
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	switch strings.ToLower(s[len(s)-1:]) {
+	case "k":
+		mult = 1 << 10
+	case "m":
+		mult = 1 << 20
+	case "g":
+		mult = 1 << 30
+	}
+	num := s
+	if mult > 1 {
+		num = s[:len(s)-1]
+	}
+	var n int64
+	if _, err := fmt.Sscanf(num, "%d", &n); err != nil || n <= 0 || fmt.Sprint(n) != num {
+		return 0, fmt.Errorf("%q is not a size like 512m or 2g", s)
+	}
+	return n * mult, nil
+}
+
+func humanSize(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dg", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dm", n>>20)
+	}
+	return fmt.Sprint(n)
 }

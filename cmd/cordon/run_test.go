@@ -36,6 +36,7 @@ func cordon(t *testing.T, args ...string) (stdout, stderr string, code int) {
 }
 
 func TestRun(t *testing.T) {
+	testutil.RequiresRoot(t) // the default tier maps users, which needs root here
 	cases := []struct {
 		name   string
 		args   []string
@@ -51,6 +52,10 @@ func TestRun(t *testing.T) {
 		{"NoSuchProgram", []string{"--", "/no/such/program"}, "", 125, "ENOENT"},
 		{"UnknownTier", []string{"--tier", "nope", "--", "true"}, "", 125, "unknown sandbox tier"},
 		{"Passthrough", []string{"--tier", "passthrough", "--", "true"}, "", 0, ""},
+		{"OOM", []string{"--memory", "64m", "--", "python3", "-c", "a = bytearray(512 << 20)"}, "", 137, "out of memory"},
+		{"User", []string{"--user", "4242", "--", "id", "-u"}, "4242\n", 0, ""},
+		{"BadMemory", []string{"--memory", "lots", "--", "true"}, "", 2, "not a size"},
+		{"PassthroughRefusesLimits", []string{"--tier", "passthrough", "--pids", "10", "--", "true"}, "", 125, "cannot enforce"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -75,7 +80,7 @@ func TestRunStdin(t *testing.T) {
 // stop, tears the sandbox down and exits 130.
 func TestRunInterrupt(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(buildCLI(t), "run", "--workspace", dir, "--", "sh", "-c", "trap '' INT TERM; echo $$ > pid; sleep 300")
+	cmd := exec.Command(buildCLI(t), "run", "--tier", "passthrough", "--workspace", dir, "--", "sh", "-c", "trap '' INT TERM; echo $$ > pid; sleep 300")
 	var e bytes.Buffer
 	cmd.Stderr = &e
 	if err := cmd.Start(); err != nil {
