@@ -229,6 +229,7 @@ func (s *Server) runTermination(e *execution, cause string, t *termination) {
 		err = s.stopGroup(pgid, deadline)
 	}
 	if err == nil {
+		s.sweepOrphans(e)
 		err = s.awaitClose(e, deadline)
 	}
 	s.mu.Lock()
@@ -280,13 +281,46 @@ func (s *Server) stopGroup(pgid int, deadline time.Time) error {
 	if waitGroupGone(pgid, minTime(deadline, time.Now().Add(s.cfg.CancelGrace))) {
 		return nil
 	}
-	if err := signalGroup(pgid, unix.SIGKILL); err != nil {
-		return err
+	// Keep killing until the group is empty: a member that forks while the
+	// first SIGKILL lands leaves a child in the group.
+	for {
+		if err := signalGroup(pgid, unix.SIGKILL); err != nil {
+			return err
+		}
+		if waitGroupGone(pgid, minTime(deadline, time.Now().Add(20*time.Millisecond))) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process group %d remained live after SIGKILL", pgid)
+		}
 	}
-	if !waitGroupGone(pgid, deadline) {
-		return fmt.Errorf("process group %d remained live after SIGKILL", pgid)
+}
+
+// sweepOrphans ends what a stopped execution left behind outside its group
+// (a daemon that called setsid, double-forked and closed its output), which
+// only the tree below the agent can show. It runs only while no other
+// command is live, since an orphan cannot tell whose it was, and spares the
+// processes handed over by computer-lifetime commands.
+func (s *Server) sweepOrphans(e *execution) {
+	s.mu.Lock()
+	alone := len(s.running) == 1
+	if _, ok := s.running[e]; !ok {
+		alone = len(s.running) == 0
 	}
-	return nil
+	spare := make(map[int]bool, len(s.handoffs))
+	for pg := range s.handoffs {
+		spare[pg] = true
+	}
+	s.mu.Unlock()
+	if !alone {
+		return
+	}
+	for _, pid := range descendants(os.Getpid()) {
+		if pg, err := unix.Getpgid(pid); err == nil && spare[pg] {
+			continue
+		}
+		_ = unix.Kill(pid, unix.SIGKILL)
+	}
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -31,6 +31,11 @@ func Main(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cordon-agent: refusing to start: %v\n", err)
 		return 1
 	}
+	// Whatever descriptors the agent inherited stay out of every command.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		fmt.Fprintf(stderr, "cordon-agent: refusing to start: close inherited descriptors: %v\n", err)
+		return 1
+	}
 	cfg, err := FromEnv(env)
 	if err != nil {
 		fmt.Fprintf(stderr, "cordon-agent: refusing to start: %v\n", err)

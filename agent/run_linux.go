@@ -220,6 +220,7 @@ func (s *Server) confirmGroupAfterClose(e *execution) error {
 	ws := e.exitWS
 	if e.policy == wire.PolicyComputerLifetime && e.cause == "" && ws.Exited() && ws.ExitStatus() == 0 {
 		e.handoff = true
+		s.handoffs[pgid] = struct{}{}
 	}
 	handoff, cause := e.handoff, e.cause
 	s.mu.Unlock()

@@ -47,6 +47,7 @@ type Server struct {
 	mu         sync.Mutex
 	executions map[string]*execution
 	running    map[*execution]struct{} // every live execution, tracked or not
+	handoffs   map[int]struct{}        // process groups computer-lifetime commands handed over
 	active     int                     // activity leases held
 	idleTimer  *time.Timer
 	retiring   bool
@@ -71,6 +72,7 @@ func New(cfg Config, env []string, log *slog.Logger, reapAll bool) (*Server, err
 		devNull:    devNull,
 		executions: map[string]*execution{},
 		running:    map[*execution]struct{}{},
+		handoffs:   map[int]struct{}{},
 		exit:       os.Exit,
 	}
 	if cfg.Token != "" {

@@ -36,6 +36,13 @@ func testExecute(t *testing.T, h *harness) {
 			t.Fatalf("result %+v err %q", r.result, r.errMsg)
 		}
 	})
+	t.Run("NoInheritedDescriptors", func(t *testing.T) {
+		h.improvement(t, "commands get descriptors 0-2 only, whatever the agent inherited")
+		// ls holds 3 open on the directory it lists.
+		if out := h.sh(t, "ls /proc/self/fd"); strings.Fields(out) == nil || strings.Join(strings.Fields(out), " ") != "0 1 2 3" {
+			t.Fatalf("open descriptors: %q", out)
+		}
+	})
 	t.Run("EnvironmentIsScrubbed", func(t *testing.T) {
 		r := h.execute(t, map[string]any{"command": "env", "env": map[string]string{"CALL_VAR": "v1"}})
 		if !strings.Contains(r.stdout, "CALL_VAR=v1\n") {

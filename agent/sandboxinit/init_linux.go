@@ -49,6 +49,12 @@ var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 // agent. On failure it prints why and returns 1.
 func Main() int {
 	runtime.LockOSThread()
+	// Descriptors inherited from the host (other than the configuration)
+	// must not reach the sandbox.
+	if err := unix.CloseRange(ConfigFD+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		fmt.Fprintf(os.Stderr, "cordon-agent sandbox-init: %v\n", err)
+		return 1
+	}
 	cfg, err := readConfig()
 	if err == nil {
 		err = run(cfg)
@@ -422,7 +428,7 @@ func landlockRules(cfg *Config, abi int) []landlockRule {
 		rules = append(rules, landlockRule{t.Path, all})
 	}
 	for _, b := range cfg.Binds {
-		if !b.ReadOnly {
+		if !b.ReadOnly && b.Target != cfg.SocketDir {
 			rules = append(rules, landlockRule{b.Target, all})
 		}
 	}
