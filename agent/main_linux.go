@@ -25,7 +25,6 @@ const MaxConnections = 1024
 // status: 1 for a refused configuration or a retired agent, 0 for a clean
 // stop (SIGTERM, idle timeout).
 func Main(stdout, stderr io.Writer) int {
-	log := slog.New(slog.NewTextHandler(stderr, nil))
 	env, err := tokenFromFD(os.Environ())
 	if err != nil {
 		fmt.Fprintf(stderr, "cordon-agent: refusing to start: %v\n", err)
@@ -36,13 +35,23 @@ func Main(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cordon-agent: refusing to start: close inherited descriptors: %v\n", err)
 		return 1
 	}
+	_, inEnv := os.LookupEnv(EnvPrefix + "TOKEN")
+	code := Run(env, inEnv, stdout, stderr)
+	return code
+}
+
+// Run validates the configuration in env (os.Environ's shape), protects
+// the token, and serves until stopped; it returns the exit status. scrub
+// says the token is in this process's initial environment block and must
+// be overwritten there.
+func Run(env []string, scrub bool, stdout, stderr io.Writer) int {
+	log := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg, err := FromEnv(env)
 	if err != nil {
 		fmt.Fprintf(stderr, "cordon-agent: refusing to start: %v\n", err)
 		return 1
 	}
-	_, inEnv := os.LookupEnv(EnvPrefix + "TOKEN")
-	if err := hardenSelf(inEnv, []string{EnvPrefix + "TOKEN"}); err != nil {
+	if err := hardenSelf(scrub, []string{EnvPrefix + "TOKEN"}); err != nil {
 		fmt.Fprintf(stderr, "cordon-agent: refusing to start: cannot protect the agent token: %v\n", err)
 		return 1
 	}

@@ -13,3 +13,6 @@ func Main(stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "cordon-agent: runs only on Linux")
 	return 1
 }
+
+// Run refuses likewise.
+func Run(env []string, scrub bool, stdout, stderr io.Writer) int { return Main(stdout, stderr) }

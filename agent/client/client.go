@@ -184,7 +184,8 @@ func (c *Client) Admit(ctx context.Context) (*wire.Health, error) {
 // WaitReady polls Admit until it succeeds, ctx ends, or the agent reports a
 // wrong version (which no amount of waiting fixes).
 func (c *Client) WaitReady(ctx context.Context) (*wire.Health, error) {
-	wait := 200 * time.Microsecond
+	// Agents start in milliseconds: poll tightly at first, then back off.
+	wait, tries := 500*time.Microsecond, 0
 	for {
 		h, err := c.Admit(ctx)
 		if err == nil || errors.Is(err, ErrProtocolMismatch) {
@@ -195,7 +196,9 @@ func (c *Client) WaitReady(ctx context.Context) (*wire.Health, error) {
 			return nil, fmt.Errorf("agent not ready: %w (last error: %v)", ctx.Err(), err)
 		case <-time.After(wait):
 		}
-		wait = min(wait*2, 50*time.Millisecond)
+		if tries++; tries > 200 {
+			wait = min(wait*2, 50*time.Millisecond)
+		}
 	}
 }
 

@@ -10,6 +10,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
+
+	"github.com/cordon-sandbox/cordon/agent"
 
 	"golang.org/x/sys/unix"
 )
@@ -114,16 +117,28 @@ func run(cfg *Config) error {
 	}
 	// The workload, not the agent, is what an OOM kill should pick.
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("500"), 0)
-	if err := dropPrivileges(cfg.UID, cfg.GID); err != nil {
+	// Becoming the agent in this very process saves a second program
+	// start; it needs every thread confined, which a cgo build cannot do.
+	// Then the confined thread execs the agent instead.
+	sc, inProcess := allThreads, true
+	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_GETPID, 0, 0, 0); errno == unix.ENOTSUP {
+		sc, inProcess = oneThread, false
+	}
+	if err := dropPrivileges(sc, cfg.UID, cfg.GID); err != nil {
 		return err
 	}
 	if abi >= 1 && cfg.Landlock != "off" {
-		if err := restrictWrites(abi, landlockRules(cfg, abi)); err != nil {
+		if err := restrictWrites(sc, abi, landlockRules(cfg, abi)); err != nil {
 			return err
 		}
 	}
-	if err := installSeccomp(); err != nil {
+	if err := installSeccomp(inProcess); err != nil {
 		return fmt.Errorf("seccomp: %w", err)
+	}
+	if inProcess {
+		unix.Close(self)
+		runtime.UnlockOSThread()
+		os.Exit(agent.Run(cfg.Env, false, os.Stdout, os.Stderr))
 	}
 	env, err := handOverToken(cfg.Env)
 	if err != nil {
@@ -377,43 +392,64 @@ func loopbackUp() error {
 	return nil
 }
 
+// syscaller runs a system call on the thread that will exec (oneThread) or
+// on every thread of the process (allThreads), since credentials, the
+// bounding set, no_new_privs and Landlock domains are all per thread.
+type syscaller func(trap, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, uintptr, syscall.Errno)
+
+var (
+	oneThread  syscaller = syscall.RawSyscall6
+	allThreads syscaller = syscall.AllThreadsSyscall6
+)
+
+func (sc syscaller) call(trap uintptr, args ...uintptr) error {
+	var a [6]uintptr
+	copy(a[:], args)
+	if _, _, errno := sc(trap, a[0], a[1], a[2], a[3], a[4], a[5]); errno != 0 {
+		return errno
+	}
+	return nil
+}
+
 // dropPrivileges empties the bounding set, switches to uid/gid with no
 // supplementary groups, clears every capability set, and sets no_new_privs.
-func dropPrivileges(uid, gid int) error {
+func dropPrivileges(sc syscaller, uid, gid int) error {
 	last := 40
 	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
 		last, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 	}
 	for c := 0; c <= last; c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+		if err := sc.call(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c)); err != nil && err != unix.EINVAL {
 			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
 		}
 	}
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+	if err := sc.call(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL); err != nil {
 		return fmt.Errorf("clear ambient capabilities: %w", err)
 	}
 	// setgroups is denied in user namespaces the caller mapped without
 	// privilege; there the process has no supplementary groups anyway.
-	if _, _, errno := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); errno != 0 && errno != unix.EPERM {
-		return fmt.Errorf("setgroups: %w", errno)
+	if err := sc.call(unix.SYS_SETGROUPS, 0, 0); err != nil && err != unix.EPERM {
+		return fmt.Errorf("setgroups: %w", err)
 	}
-	// Raw syscalls: this thread alone is what execs.
-	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); errno != 0 {
-		return fmt.Errorf("setresgid %d: %w", gid, errno)
+	if err := sc.call(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); err != nil {
+		return fmt.Errorf("setresgid %d: %w", gid, err)
 	}
-	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); errno != 0 {
-		return fmt.Errorf("setresuid %d: %w", uid, errno)
+	if err := sc.call(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); err != nil {
+		return fmt.Errorf("setresuid %d: %w", uid, err)
 	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
+	hdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := new([2]unix.CapUserData)
+	err := sc.call(unix.SYS_CAPSET, uintptr(unsafePointer(hdr)), uintptr(unsafePointer(&data[0])))
+	runtime.KeepAlive(hdr)
+	runtime.KeepAlive(data)
+	if err != nil {
 		return fmt.Errorf("clear capabilities: %w", err)
 	}
 	// The credential change cleared the parent-death signal; set it again.
-	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+	if err := sc.call(unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL)); err != nil {
 		return err
 	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+	if err := sc.call(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
 	return nil

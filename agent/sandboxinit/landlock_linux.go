@@ -52,7 +52,7 @@ type landlockRule struct {
 
 // restrictWrites confines the calling thread (and what it execs) to writing
 // only under the given paths.
-func restrictWrites(abi int, rules []landlockRule) error {
+func restrictWrites(sc syscaller, abi int, rules []landlockRule) error {
 	attr := unix.LandlockRulesetAttr{Handled_access_fs: writeRights(abi)}
 	// Only the first field is used; older kernels know no more.
 	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr.Handled_access_fs), 0)
@@ -72,8 +72,8 @@ func restrictWrites(abi int, rules []landlockRule) error {
 			return fmt.Errorf("landlock rule %s: %w", r.path, errno)
 		}
 	}
-	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); errno != 0 {
-		return fmt.Errorf("landlock_restrict_self: %w", errno)
+	if err := sc.call(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0); err != nil {
+		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package sandboxinit
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"unsafe"
 
@@ -131,16 +132,25 @@ func buildFilter() ([]unix.SockFilter, error) {
 	return p.ins, nil
 }
 
-// installSeccomp loads the filter on the calling thread, which must then
-// exec: the new program runs under it, as does everything it starts.
-func installSeccomp() error {
+// installSeccomp loads the filter on every thread (allThreads), or on the
+// calling thread alone when that thread then execs: either way, everything
+// the sandbox ever runs inherits it.
+func installSeccomp(allThreads bool) error {
 	ins, err := buildFilter()
 	if err != nil {
 		return err
 	}
+	var flags uintptr
+	if allThreads {
+		flags = unix.SECCOMP_FILTER_FLAG_TSYNC
+	}
 	fprog := unix.SockFprog{Len: uint16(len(ins)), Filter: &ins[0]}
-	if _, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); errno != 0 {
+	r, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
+	if errno != 0 {
 		return errno
+	}
+	if r != 0 {
+		return fmt.Errorf("thread %d could not take the filter", r)
 	}
 	return nil
 }

@@ -1,0 +1,147 @@
+package process_test
+
+import (
+	"context"
+	"os/exec"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/backend/process"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+func percentiles(b *testing.B, name string, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	slices.Sort(d)
+	at := func(p float64) float64 {
+		return float64(d[min(len(d)-1, int(p*float64(len(d))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(at(0.5), name+"-p50-ms")
+	b.ReportMetric(at(0.99), name+"-p99-ms")
+}
+
+func benchProvider(b *testing.B, limits bool) (*sandbox.Provider, sandbox.Spec) {
+	testutil.RequiresRoot(b)
+	be := process.New(process.Config{AgentPath: testutil.BuildAgent(b)})
+	if err := be.Probe(context.Background()); err != nil {
+		testutil.Missing(b, "process tier unavailable: %v", err)
+	}
+	spec := sandbox.Spec{}
+	if limits {
+		spec.Limits = sandbox.Limits{MemoryBytes: 256 << 20, Pids: 256}
+	}
+	return sandbox.NewProvider([]sandbox.Backend{be}), spec
+}
+
+// BenchmarkLifecycle: create → first exec result → destroy, per phase.
+func BenchmarkLifecycle(b *testing.B) {
+	for _, limits := range []bool{false, true} {
+		name := "NoLimits"
+		if limits {
+			name = "WithLimits"
+		}
+		b.Run(name, func(b *testing.B) {
+			p, spec := benchProvider(b, limits)
+			ctx := context.Background()
+			var create, exec, destroy, first []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				sb, err := p.Create(ctx, spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				res, err := sb.Exec(ctx, "true", sandbox.ExecOptions{})
+				if err != nil || res.ExitCode != 0 {
+					b.Fatalf("%+v %v", res, err)
+				}
+				t2 := time.Now()
+				if err := sb.Destroy(ctx); err != nil {
+					b.Fatal(err)
+				}
+				t3 := time.Now()
+				create, exec, destroy, first = append(create, t1.Sub(t0)), append(exec, t2.Sub(t1)), append(destroy, t3.Sub(t2)), append(first, t2.Sub(t0))
+			}
+			percentiles(b, "create", create)
+			percentiles(b, "exec", exec)
+			percentiles(b, "destroy", destroy)
+			percentiles(b, "create-to-result", first)
+		})
+	}
+}
+
+// BenchmarkConcurrentCreate: 50 sandboxes created at once.
+func BenchmarkConcurrentCreate(b *testing.B) {
+	p, spec := benchProvider(b, true)
+	ctx := context.Background()
+	var all []time.Duration
+	var wall []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sbs := make([]*sandbox.Sandbox, 50)
+		for i := range sbs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t0 := time.Now()
+				sb, err := p.Create(ctx, spec)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := sb.Exec(ctx, "true", sandbox.ExecOptions{}); err != nil {
+					b.Error(err)
+				}
+				mu.Lock()
+				all = append(all, time.Since(t0))
+				mu.Unlock()
+				sbs[i] = sb
+			}()
+		}
+		wg.Wait()
+		wall = append(wall, time.Since(start))
+		for _, sb := range sbs {
+			if sb != nil {
+				if err := sb.Destroy(ctx); err != nil {
+					b.Error(err)
+				}
+			}
+		}
+	}
+	percentiles(b, "create-to-result", all)
+	percentiles(b, "all-50", wall)
+}
+
+// BenchmarkBaselines: the same "start a namespaced process and run true"
+// with bubblewrap and unshare(1), for comparison in the same run.
+func BenchmarkBaselines(b *testing.B) {
+	testutil.RequiresRoot(b)
+	cases := []struct {
+		name string
+		argv []string
+	}{
+		{"bwrap", []string{"bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"}},
+		{"unshare", []string{"unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork", "--net", "--ipc", "--uts", "--mount-proc", "true"}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			testutil.Requires(b, c.argv[0])
+			var d []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				if out, err := exec.Command(c.argv[0], c.argv[1:]...).CombinedOutput(); err != nil {
+					b.Fatalf("%v: %s", err, out)
+				}
+				d = append(d, time.Since(t0))
+			}
+			percentiles(b, "run", d)
+		})
+	}
+}
