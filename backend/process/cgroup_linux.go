@@ -81,8 +81,12 @@ func probeCgroups() cgroupSupport {
 		if !s.unified {
 			probe = s.v1Roots["memory"]
 		}
-		if err := os.MkdirAll(probe, 0o755); err != nil {
-			s.why = fmt.Sprintf("cannot create cgroups under %s: %v", filepath.Dir(probe), err)
+		err := os.MkdirAll(probe, 0o755)
+		if err == nil {
+			err = unix.Access(probe, unix.W_OK|unix.X_OK)
+		}
+		if err != nil {
+			s.why = fmt.Sprintf("cannot create cgroups under %s: %v", probe, err)
 		} else {
 			s.writeable = true
 		}

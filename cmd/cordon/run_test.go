@@ -111,3 +111,26 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("%q %d", out, code)
 	}
 }
+
+// TestRunUnprivileged: an ordinary user gets a sandbox (no limits: those
+// need cgroups it cannot create, and are refused rather than ignored).
+func TestRunUnprivileged(t *testing.T) {
+	testutil.RequiresRoot(t) // to become the ordinary user
+	bin := buildCLI(t)
+	run := func(args ...string) (string, string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000}}
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		_ = cmd.Run()
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+	out, errOut, code := run("run", "--", "sh", "-c", "grep CapEff /proc/self/status; echo hi > /workspace/a && cat /workspace/a")
+	if code != 0 || out != "CapEff:\t0000000000000000\nhi\n" {
+		t.Fatalf("unprivileged run: exit %d stdout %q stderr %q", code, out, errOut)
+	}
+	if _, errOut, code := run("run", "--memory", "64m", "--", "true"); code != 125 || !strings.Contains(errOut, "cannot enforce") {
+		t.Fatalf("unprivileged --memory: exit %d stderr %q, want a refusal", code, errOut)
+	}
+}
