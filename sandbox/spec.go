@@ -37,7 +37,24 @@ type Spec struct {
 	// RequireLandlock refuses to create the sandbox unless Landlock backs
 	// the mount table (tiers that use it apply it whenever they can).
 	RequireLandlock bool
+	// Layout binds host directories at fixed paths inside (see Layout).
+	Layout Layout
 }
+
+// Layout names host directories to bind into the sandbox, each at a fixed
+// path under /mnt/user-data: outputs and scratch read-write, the others
+// read-only. They join the agent's write and read roots accordingly.
+type Layout struct {
+	Outputs     string
+	Uploads     string
+	Scratch     string
+	ToolResults string
+	Transcripts string
+	Skills      string
+}
+
+// IsZero reports whether no layout directory is given.
+func (l Layout) IsZero() bool { return l == Layout{} }
 
 // Limits are per-sandbox resource limits.
 type Limits struct {
@@ -86,6 +103,8 @@ type Capabilities struct {
 	RootFS bool
 	// User: the backend can run commands as a caller-chosen uid.
 	User bool
+	// Layout: the backend can bind layout directories.
+	Layout bool
 }
 
 // Check refuses a spec that asks for something these capabilities lack.
@@ -105,6 +124,8 @@ func (c Capabilities) Check(tier string, s *Spec) error {
 		return &UnsupportedError{Tier: tier, What: "a root filesystem directory"}
 	case s.User != nil && !c.User:
 		return &UnsupportedError{Tier: tier, What: "a chosen user"}
+	case !s.Layout.IsZero() && !c.Layout:
+		return &UnsupportedError{Tier: tier, What: "layout directories"}
 	}
 	return nil
 }

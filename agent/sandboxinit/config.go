@@ -55,4 +55,12 @@ type Bind struct {
 	Source   string `json:"source"`
 	Target   string `json:"target"`
 	ReadOnly bool   `json:"readOnly"`
+	// FD, when set, is a detached mount tree (already id-mapped and with
+	// its flags set by the host) that the init attaches at Target.
+	FD int `json:"fd,omitempty"`
 }
+
+// HoldArg makes cordon-agent hold a user namespace open for the host: it
+// waits until its standard input closes. The host reads the namespace's
+// mapping from it to build id-mapped mounts.
+const HoldArg = "userns-hold"

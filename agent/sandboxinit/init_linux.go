@@ -233,6 +233,13 @@ func buildRoot(cfg *Config) error {
 		if err := os.MkdirAll(dst, 0o755); err != nil {
 			return fmt.Errorf("mountpoint %s: %w", b.Target, err)
 		}
+		if b.FD > 0 {
+			if err := unix.MoveMount(b.FD, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+				return fmt.Errorf("attach %s: %w", b.Target, err)
+			}
+			unix.Close(b.FD)
+			continue
+		}
 		if err := mount(b.Source, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return err
 		}
@@ -531,4 +538,14 @@ func handOverToken(env []string) ([]string, error) {
 	unix.Close(p[1])
 	// p[0] is the one descriptor without close-on-exec besides stdio.
 	return append(out, fmt.Sprintf("CORDON_AGENT_TOKEN_FD=%d", p[0])), nil
+}
+
+// Hold blocks until standard input closes (see HoldArg).
+func Hold() int {
+	var b [1]byte
+	for {
+		if n, err := os.Stdin.Read(b[:]); n == 0 || err != nil {
+			return 0
+		}
+	}
 }

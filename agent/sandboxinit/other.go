@@ -15,3 +15,6 @@ func Main() int {
 
 // LandlockABI is 0 off Linux.
 func LandlockABI() int { return 0 }
+
+// Hold refuses likewise.
+func Hold() int { return Main() }

@@ -88,6 +88,8 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{
 		Isolated: true, MemoryLimit: lim, PidsLimit: lim, CPULimit: lim,
 		Landlock: b.landlock >= 1, RootFS: true, User: true,
+		// Layout directories are id-mapped mounts, which need root.
+		Layout: os.Geteuid() == 0,
 	}
 }
 
@@ -227,9 +229,26 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		UID:       uid, GID: gid,
 		Hostname: "cordon",
 		Landlock: landlock,
-		Env:      agentEnv(l, uid),
 		Workdir:  Workspace,
 	}
+	layout, err := layoutMounts(spec.Layout)
+	if err != nil {
+		return fail(err)
+	}
+	trees, err := idmappedTrees(agent, layout, attr.UidMappings[0].HostID+uid, attr.GidMappings[0].HostID+gid)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		for _, f := range trees {
+			f.Close()
+		}
+	}()
+	for i, m := range layout {
+		// ExtraFiles start at descriptor 3, the configuration's.
+		icfg.Binds = append(icfg.Binds, sandboxinit.Bind{Target: m.target, ReadOnly: m.readOnly, FD: sandboxinit.ConfigFD + 1 + i})
+	}
+	icfg.Env = agentEnv(l, uid, layout)
 	cfgJSON, err := json.Marshal(icfg)
 	if err != nil {
 		return fail(err)
@@ -243,7 +262,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = inst.logs, inst.logs
-	cmd.ExtraFiles = []*os.File{cfgR}
+	cmd.ExtraFiles = append([]*os.File{cfgR}, trees...)
 	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		cfgR.Close()
@@ -278,7 +297,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 }
 
 // agentEnv is the agent's environment: its settings and what commands inherit.
-func agentEnv(l sandbox.Launch, uid int) []string {
+func agentEnv(l sandbox.Launch, uid int, layout []layoutMount) []string {
 	user := "sandbox"
 	if uid == 0 {
 		user = "root"
@@ -296,8 +315,15 @@ func agentEnv(l sandbox.Launch, uid int) []string {
 	env["CORDON_AGENT_TOKEN"] = l.Token
 	env["CORDON_AGENT_SOCKET"] = agentSock
 	env["CORDON_AGENT_WORKSPACE"] = Workspace
-	env["CORDON_AGENT_WRITE_ROOTS"] = strings.Join([]string{"/tmp", "/var/tmp", Home}, ":")
-	env["CORDON_AGENT_READ_ROOTS"] = env["CORDON_AGENT_WRITE_ROOTS"]
+	write, read := []string{"/tmp", "/var/tmp", Home}, []string{"/tmp", "/var/tmp", Home}
+	for _, m := range layout {
+		read = append(read, m.target)
+		if !m.readOnly {
+			write = append(write, m.target)
+		}
+	}
+	env["CORDON_AGENT_WRITE_ROOTS"] = strings.Join(write, ":")
+	env["CORDON_AGENT_READ_ROOTS"] = strings.Join(read, ":")
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)

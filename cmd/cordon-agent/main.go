@@ -12,8 +12,13 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == sandboxinit.Arg {
-		os.Exit(sandboxinit.Main())
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case sandboxinit.Arg:
+			os.Exit(sandboxinit.Main())
+		case sandboxinit.HoldArg:
+			os.Exit(sandboxinit.Hold())
+		}
 	}
 	os.Exit(agent.Main(os.Stdout, os.Stderr))
 }

@@ -57,6 +57,8 @@ func runCmd(args []string) int {
 	rootfs := fs.String("rootfs", "", "use `DIR` as the read-only root filesystem (default: the host's system directories)")
 	user := fs.Int("user", -1, "run as this uid inside (default 1000)")
 	requireLandlock := fs.Bool("require-landlock", false, "refuse to run unless Landlock backs the filesystem rules")
+	var layout sandbox.Layout
+	fs.Var(layoutFlag{&layout}, "mount", "bind a layout directory, `NAME=DIR`, at /mnt/user-data/NAME: outputs and scratch read-write; uploads, tool-results, transcripts and skills read-only; repeatable")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -65,7 +67,7 @@ func runCmd(args []string) int {
 		fs.Usage()
 		return 2
 	}
-	spec := sandbox.Spec{Tier: *tier, Env: env, Workspace: *workspace, RootFS: *rootfs, RequireLandlock: *requireLandlock,
+	spec := sandbox.Spec{Tier: *tier, Env: env, Workspace: *workspace, RootFS: *rootfs, RequireLandlock: *requireLandlock, Layout: layout,
 		Limits: sandbox.Limits{Pids: *pids, CPUs: *cpus}}
 	if *memory != "" {
 		n, err := parseSize(*memory)
@@ -167,4 +169,23 @@ func humanSize(n int64) string {
 		return fmt.Sprintf("%dm", n>>20)
 	}
 	return fmt.Sprint(n)
+}
+
+type layoutFlag struct{ l *sandbox.Layout }
+
+func (f layoutFlag) String() string { return "" }
+func (f layoutFlag) Set(s string) error {
+	name, dir, ok := strings.Cut(s, "=")
+	if !ok || dir == "" {
+		return fmt.Errorf("want NAME=DIR")
+	}
+	dst := map[string]*string{
+		"outputs": &f.l.Outputs, "uploads": &f.l.Uploads, "scratch": &f.l.Scratch,
+		"tool-results": &f.l.ToolResults, "transcripts": &f.l.Transcripts, "skills": &f.l.Skills,
+	}[name]
+	if dst == nil {
+		return fmt.Errorf("%q is not a layout directory (outputs, uploads, scratch, tool-results, transcripts, skills)", name)
+	}
+	*dst = dir
+	return nil
 }

@@ -55,6 +55,8 @@ func TestRun(t *testing.T) {
 		{"OOM", []string{"--memory", "64m", "--", "python3", "-c", "a = bytearray(512 << 20)"}, "", 137, "out of memory"},
 		{"User", []string{"--user", "4242", "--", "id", "-u"}, "4242\n", 0, ""},
 		{"BadMemory", []string{"--memory", "lots", "--", "true"}, "", 2, "not a size"},
+		{"Mount", []string{"--mount", "uploads=/usr/share/common-licenses", "--", "sh", "-c", "test -r /mnt/user-data/uploads/GPL-3 && echo ok"}, "ok\n", 0, ""},
+		{"BadMount", []string{"--mount", "secrets=/etc", "--", "true"}, "", 2, "not a layout directory"},
 		{"PassthroughRefusesLimits", []string{"--tier", "passthrough", "--pids", "10", "--", "true"}, "", 125, "cannot enforce"},
 	}
 	for _, c := range cases {
