@@ -79,7 +79,9 @@ func (r *reaper) spawn(path string, argv, env []string, dir string, files []uint
 		Dir:   dir,
 		Env:   env,
 		Files: files,
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		// Its own session: no controlling terminal to inject into, and a
+		// process group (pgid = pid) that cancellation addresses.
+		Sys: &syscall.SysProcAttr{Setsid: true},
 	})
 	if err != nil {
 		return 0, nil, err

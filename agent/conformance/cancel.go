@@ -188,7 +188,7 @@ func testCancel(t *testing.T, h *harness) {
 		if r.result == nil || r.result.ExitCode != 0 {
 			t.Fatalf("result %+v err %q", r.result, r.errMsg)
 		}
-		if pid := strings.TrimSpace(r.stdout); h.alive(t, pid) {
+		if pid := strings.TrimSpace(r.stdout); !eventually(2*time.Second, func() bool { return !h.alive(t, pid) }) {
 			t.Fatalf("leftover %s still running", pid)
 		}
 	})
@@ -205,7 +205,7 @@ func testCancel(t *testing.T, h *harness) {
 			if r.result == nil || !r.result.TimedOut {
 				t.Fatalf("result %+v err %q", r.result, r.errMsg)
 			}
-			if pid := strings.TrimSpace(r.stdout); h.alive(t, pid) {
+			if pid := strings.TrimSpace(r.stdout); !eventually(2*time.Second, func() bool { return !h.alive(t, pid) }) {
 				t.Fatalf("child %s survived the timeout", pid)
 			}
 		})
