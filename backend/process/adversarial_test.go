@@ -3,12 +3,15 @@ package process_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -319,4 +322,57 @@ func cgroupDirs(id string) []string {
 		return nil
 	})
 	return out
+}
+
+// TestDiesWithCreator: when the cordon process that created a sandbox is
+// killed outright, the sandbox's processes die too.
+func TestDiesWithCreator(t *testing.T) {
+	testutil.RequiresRoot(t)
+	agent := testutil.BuildAgent(t)
+	cli := filepath.Join(filepath.Dir(agent), "cordon")
+	build := exec.Command("go", "build", "-o", cli, "./cmd/cordon")
+	build.Dir = testutil.RepoRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	cmd := exec.Command(cli, "run", "--", "sh", "-c", "(setsid sleep 303 >/dev/null 2>&1 &); echo ready; exec sleep 304")
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(stdout, buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("sandbox did not start: %q %v", buf, err)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	gone := func() bool {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && (strings.HasPrefix(string(b), "sleep\x00303") || strings.HasPrefix(string(b), "sleep\x00304")) {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !gone() {
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox outlived the cordon process that created it")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Its leftovers go the next time a backend starts on the same state.
+	before, _ := os.ReadDir("/run/cordon")
+	if len(before) == 0 {
+		t.Fatal("expected the killed sandbox's directory to remain until swept")
+	}
+	if out, err := exec.Command(cli, "run", "--", "true").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, e := range before {
+		if _, err := os.Stat(filepath.Join("/run/cordon", e.Name())); err == nil {
+			t.Errorf("leftover %s not swept", e.Name())
+		}
+	}
 }

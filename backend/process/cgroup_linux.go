@@ -327,3 +327,28 @@ func (cg *cgroups) remove() error {
 	}
 	return errors.Join(errs...)
 }
+
+// existing finds the cgroups a sandbox id was given, if any remain.
+func (s cgroupSupport) existing(id string) *cgroups {
+	cg := &cgroups{v1: map[string]string{}, unified: s.unified}
+	found := false
+	if s.v2Root != "" {
+		if d := filepath.Join(s.v2Root, id); isDir(d) {
+			cg.v2, found = d, true
+		}
+	}
+	for c, root := range s.v1Roots {
+		if d := filepath.Join(root, id); isDir(d) {
+			cg.v1[c], found = d, true
+		}
+	}
+	if !found {
+		return nil
+	}
+	return cg
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}

@@ -79,6 +79,7 @@ func (b *Backend) probe() {
 	b.once.Do(func() {
 		b.cgroups = probeCgroups()
 		b.landlock = sandboxinit.LandlockABI()
+		b.sweepStale()
 	})
 }
 
@@ -271,6 +272,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	}
 	cfgR.Close()
 	inst.cmd = cmd
+	_ = writeInitRecord(dir, cmd.Process.Pid)
 	go func() {
 		_ = cmd.Wait()
 		close(inst.exited)

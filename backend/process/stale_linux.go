@@ -1,0 +1,72 @@
+package process
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A sandbox whose creator was killed dies with it (parent-death signal),
+// but its host directory and cgroups stay behind. Each sandbox records its
+// init's pid and start time; the first Start of a backend removes the
+// leftovers of every recorded sandbox whose init is gone.
+
+const initRecord = "init"
+
+func procStart(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	// A zombie is dead for this purpose: nobody reaps orphans on hosts
+	// whose PID 1 is not an init.
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+		return ""
+	}
+	return f[19] // starttime, field 22
+}
+
+func writeInitRecord(dir string, pid int) error {
+	return os.WriteFile(filepath.Join(dir, initRecord), []byte(fmt.Sprintf("%d %s\n", pid, procStart(pid))), 0o600)
+}
+
+// recordAlive reports whether the init a record names still runs.
+func recordAlive(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, initRecord))
+	if err != nil {
+		// No record yet: a sandbox still starting, unless it is old.
+		st, err := os.Stat(dir)
+		return err == nil && time.Since(st.ModTime()) < time.Minute
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return false
+	}
+	pid, _ := strconv.Atoi(f[0])
+	return pid > 0 && procStart(pid) == f[1]
+}
+
+func (b *Backend) sweepStale() {
+	ents, err := os.ReadDir(b.cfg.StateDir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		dir := filepath.Join(b.cfg.StateDir, e.Name())
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "sb-") || recordAlive(dir) {
+			continue
+		}
+		cg := b.cgroups.existing(e.Name())
+		if cg != nil {
+			if cg.killAll(time.Now().Add(2*time.Second)) != nil || cg.remove() != nil {
+				continue
+			}
+		}
+		_ = os.RemoveAll(dir)
+	}
+}
