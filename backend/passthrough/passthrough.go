@@ -5,7 +5,6 @@
 package passthrough
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
+	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -110,7 +110,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		"CORDON_AGENT_READ_ROOTS="+home,
 	)
 
-	logs := &boundedBuffer{max: 64 << 10}
+	logs := logbuf.New(64 << 10)
 	cmd := exec.Command(agent)
 	cmd.Env = env
 	cmd.Dir = workspace
@@ -137,7 +137,7 @@ type instance struct {
 	cmd     *exec.Cmd
 	dir     string
 	ep      client.Endpoint
-	logs    *boundedBuffer
+	logs    *logbuf.Buffer
 	exited  chan struct{}
 	waitErr error
 	mu      sync.Mutex
@@ -182,26 +182,4 @@ func (i *instance) Destroy(ctx context.Context) error {
 	}
 	i.gone = true
 	return nil
-}
-
-// boundedBuffer keeps the first max bytes written to it.
-type boundedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-	max int
-}
-
-func (b *boundedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if room := b.max - b.buf.Len(); room > 0 {
-		b.buf.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (b *boundedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

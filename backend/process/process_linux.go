@@ -6,7 +6,6 @@
 package process
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -26,6 +25,7 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
+	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -170,7 +170,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	_, _ = rand.Read(rnd[:])
 	id := "sb-" + hex.EncodeToString(rnd[:])
 	dir := filepath.Join(b.cfg.StateDir, id)
-	inst := &instance{dir: dir, exited: make(chan struct{}), logs: &boundedBuffer{max: 64 << 10}}
+	inst := &instance{dir: dir, exited: make(chan struct{}), logs: logbuf.New(64 << 10)}
 	cleanup := []func(){}
 	fail := func(err error) (sandbox.Instance, error) {
 		for i := len(cleanup) - 1; i >= 0; i-- {
@@ -339,7 +339,7 @@ type instance struct {
 	cmd    *exec.Cmd
 	cg     *cgroups
 	ep     client.Endpoint
-	logs   *boundedBuffer
+	logs   *logbuf.Buffer
 	exited chan struct{}
 	mu     sync.Mutex
 	gone   bool
@@ -400,26 +400,4 @@ func (i *instance) Destroy(ctx context.Context) error {
 	}
 	i.gone = true
 	return nil
-}
-
-// boundedBuffer keeps the first max bytes written to it.
-type boundedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-	max int
-}
-
-func (b *boundedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if room := b.max - b.buf.Len(); room > 0 {
-		b.buf.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (b *boundedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
