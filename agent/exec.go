@@ -229,7 +229,6 @@ func (s *Server) runTermination(e *execution, cause string, t *termination) {
 		err = s.stopGroup(pgid, deadline)
 	}
 	if err == nil {
-		s.sweepOrphans(e)
 		err = s.awaitClose(e, deadline)
 	}
 	s.mu.Lock()
@@ -296,28 +295,21 @@ func (s *Server) stopGroup(pgid int, deadline time.Time) error {
 	}
 }
 
-// sweepOrphans ends what a stopped execution left behind outside its group
-// (a daemon that called setsid, double-forked and closed its output), which
-// only the tree below the agent can show. It runs only while no other
-// command is live, since an orphan cannot tell whose it was, and spares the
-// processes handed over by computer-lifetime commands.
-func (s *Server) sweepOrphans(e *execution) {
-	s.mu.Lock()
-	alone := len(s.running) == 1
-	if _, ok := s.running[e]; !ok {
-		alone = len(s.running) == 0
-	}
-	spare := make(map[int]bool, len(s.handoffs))
-	for pg := range s.handoffs {
-		spare[pg] = true
-	}
-	s.mu.Unlock()
-	if !alone {
+// sweepOrphansLocked ends what a stopped execution left behind outside its
+// group (a daemon that called setsid, double-forked and closed its output),
+// which only the tree below the agent can show. It runs as the execution
+// settles, and only when no other command is live, since an orphan cannot
+// tell whose it was; s.mu is held, so no command starts meanwhile. It
+// spares the processes that computer-lifetime commands handed over.
+func (s *Server) sweepOrphansLocked(e *execution) {
+	if _, ok := s.running[e]; !ok || len(s.running) != 1 {
 		return
 	}
 	for _, pid := range descendants(os.Getpid()) {
-		if pg, err := unix.Getpgid(pid); err == nil && spare[pg] {
-			continue
+		if pg, err := unix.Getpgid(pid); err == nil {
+			if _, spare := s.handoffs[pg]; spare {
+				continue
+			}
 		}
 		_ = unix.Kill(pid, unix.SIGKILL)
 	}

@@ -182,6 +182,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, e *execution, q *ex
 	if e.cause == causeCancelled {
 		outcome = wire.OutcomeCancelled
 	}
+	if e.cause != "" {
+		s.sweepOrphansLocked(e)
+	}
 	s.settleLocked(e, outcome, res)
 	stdinToClose := stdinW
 	s.mu.Unlock()
