@@ -1,0 +1,228 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// connect serves CONNECT host:port: decide, dial, then check the TLS
+// ClientHello's SNI against the CONNECT host before carrying bytes.
+func (b *Binding) connect(c net.Conn, br *bufio.Reader, req *http.Request, start time.Time) {
+	rec := Record{Time: start, Sandbox: b.sandbox, Method: "CONNECT"}
+	host, port, err := splitHostPort(req.Host, 0)
+	if err != nil {
+		rec.Host = req.Host
+		b.refuse(c, rec, "CONNECT needs host:port")
+		return
+	}
+	rec.Host, rec.Port = host, port
+	ctx, cancel := context.WithTimeout(context.Background(), b.p.cfg.MaxLifetime)
+	defer cancel()
+	up, addr, rule, err := b.dial(ctx, host, port)
+	rec.Rule = rule
+	if err != nil {
+		b.refuse(c, rec, err.Error())
+		return
+	}
+	rec.Addr = addr.String()
+	t := &tunnel{host: host, port: port, addr: addr, client: c, up: up}
+	if !b.track(t) {
+		up.Close()
+		return
+	}
+	defer b.untrack(t)
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		up.Close()
+		return
+	}
+	// A TLS client speaks first: its ClientHello must name the host the
+	// tunnel was allowed for. Other protocols pass as they are.
+	_ = c.SetReadDeadline(time.Now().Add(b.p.cfg.HeaderTimeout))
+	if first, err := br.Peek(1); err == nil && first[0] == 0x16 {
+		sni, err := readSNI(br)
+		if err != nil || (sni != "" && !sameHost(sni, host)) {
+			reason := "TLS server name " + sni + " differs from the CONNECT host"
+			if err != nil {
+				reason = "unreadable TLS ClientHello: " + err.Error()
+			}
+			up.Close()
+			rec.Decision, rec.Reason, rec.DurationMs = "refused", reason, time.Since(start).Milliseconds()
+			b.p.record(rec)
+			return
+		}
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	rec.BytesUp, rec.BytesDown = b.pipe(c, br, up)
+	rec.Decision, rec.DurationMs = "allowed", time.Since(start).Milliseconds()
+	b.p.record(rec)
+}
+
+func sameHost(sni, host string) bool {
+	n, err := NormalizeHost(sni)
+	return err == nil && n == host
+}
+
+func (b *Binding) track(t *tunnel) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed.Load() {
+		return false
+	}
+	b.tunnels[t] = struct{}{}
+	return true
+}
+
+func (b *Binding) untrack(t *tunnel) {
+	b.mu.Lock()
+	delete(b.tunnels, t)
+	b.mu.Unlock()
+	t.close()
+}
+
+// pipe carries bytes both ways until either side ends, the connection idles
+// past IdleTimeout, or MaxLifetime passes; it returns the bytes each way.
+func (b *Binding) pipe(c net.Conn, br *bufio.Reader, up net.Conn) (upN, downN int64) {
+	var last atomic.Int64
+	last.Store(time.Now().UnixNano())
+	deadline := time.Now().Add(b.p.cfg.MaxLifetime)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	copyOne := func(dst net.Conn, src io.Reader, n *int64) {
+		defer wg.Done()
+		buf := make([]byte, 64<<10)
+		for {
+			k, err := src.Read(buf)
+			if k > 0 {
+				last.Store(time.Now().UnixNano())
+				if _, werr := dst.Write(buf[:k]); werr != nil {
+					break
+				}
+				atomic.AddInt64(n, int64(k))
+			}
+			if err != nil {
+				break
+			}
+		}
+		// Half-close so the other direction can finish.
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		} else {
+			dst.Close()
+		}
+	}
+	wg.Add(2)
+	go copyOne(up, br, &upN)
+	go copyOne(c, up, &downN)
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				if now.After(deadline) || now.Sub(time.Unix(0, last.Load())) > b.p.cfg.IdleTimeout {
+					c.Close()
+					up.Close()
+					return
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	close(done)
+	return atomic.LoadInt64(&upN), atomic.LoadInt64(&downN)
+}
+
+// forward serves a plain-HTTP absolute-form request, one per connection.
+func (b *Binding) forward(c net.Conn, req *http.Request, start time.Time) {
+	rec := Record{Time: start, Sandbox: b.sandbox, Method: req.Method}
+	if req.URL.Scheme != "http" || req.URL.Host == "" {
+		rec.Host = req.Host
+		b.refuse(c, rec, "the proxy takes absolute http:// URLs and CONNECT; use HTTPS_PROXY for https")
+		return
+	}
+	host, port, err := splitHostPort(req.URL.Host, 80)
+	if err != nil {
+		rec.Host = req.URL.Host
+		b.refuse(c, rec, err.Error())
+		return
+	}
+	rec.Host, rec.Port = host, port
+	// The Host header must name the same host the URL does.
+	if req.Host != "" {
+		hh, hp, err := splitHostPort(req.Host, 80)
+		if err != nil || hh != host || hp != port {
+			b.refuse(c, rec, "the Host header "+req.Host+" does not match the request URL's host")
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.p.cfg.MaxLifetime)
+	defer cancel()
+	up, addr, rule, err := b.dial(ctx, host, port)
+	rec.Rule = rule
+	if err != nil {
+		b.refuse(c, rec, err.Error())
+		return
+	}
+	defer up.Close()
+	rec.Addr = addr.String()
+	out := req.Clone(ctx)
+	out.RequestURI = ""
+	removeHopHeaders(out.Header)
+	out.Header.Set("Connection", "close")
+	counter := &countingConn{Conn: up}
+	if err := out.Write(counter); err != nil {
+		writeStatus(c, http.StatusBadGateway, "cordon egress: upstream write failed")
+		return
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(counter), out)
+	if err != nil {
+		writeStatus(c, http.StatusBadGateway, "cordon egress: upstream answered malformed HTTP")
+		return
+	}
+	defer resp.Body.Close()
+	removeHopHeaders(resp.Header)
+	resp.Close = true
+	_ = resp.Write(c)
+	rec.BytesUp, rec.BytesDown = counter.written, counter.read
+	rec.Decision, rec.DurationMs = "allowed", time.Since(start).Milliseconds()
+	b.p.record(rec)
+}
+
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func removeHopHeaders(h http.Header) {
+	for _, f := range h.Values("Connection") {
+		for _, name := range strings.Split(f, ",") {
+			h.Del(strings.TrimSpace(name))
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+}
+
+type countingConn struct {
+	net.Conn
+	read, written int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read += int64(n)
+	return n, err
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written += int64(n)
+	return n, err
+}

@@ -1,0 +1,115 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"net"
+	"net/netip"
+	"testing"
+)
+
+func TestRuleValidation(t *testing.T) {
+	bad := []Rule{{Host: "*"}, {Host: "user:pw@example.com"}, {Host: "example.com/path"}, {Host: "http://example.com"},
+		{Host: "example.com", Ports: []int{0}}, {Host: "example.com", Ports: []int{70000}}, {Host: "a.*.example.com"},
+		{Host: "*.com"}, {Host: ""}, {Host: "0x7f000001"}, {Host: "example.com:443"}}
+	for _, r := range bad {
+		if _, err := compile(r); err == nil {
+			t.Errorf("rule %+v accepted", r)
+		}
+	}
+	good := map[string]string{"Example.COM.": "example.com", "*.Example.com": "*.example.com", "bücher.example": "xn--bcher-kva.example",
+		"192.0.2.1": "192.0.2.1", "10.0.0.0/8": "10.0.0.0/8", "2001:db8::/32": "2001:db8::/32", "::ffff:192.0.2.1": "192.0.2.1"}
+	for in, want := range good {
+		c, err := compile(Rule{Host: in})
+		if err != nil || c.rule.Host != want {
+			t.Errorf("rule %q: %v, %q; want %q", in, err, c.rule.Host, want)
+		}
+	}
+	if err := (Profile{Name: "p", Hosts: []Rule{{Host: "*"}}}).Validate(); err == nil {
+		t.Error("profile with a bare * accepted")
+	}
+	if err := (Profile{Hosts: []Rule{{Host: "a.example"}}}).Validate(); err == nil {
+		t.Error("profile without a name accepted")
+	}
+}
+
+func TestMatching(t *testing.T) {
+	m, err := compilePolicy(context.Background(), Policy{Mode: Static, Rules: []Rule{
+		{Host: "*.example.com"}, {Host: "api.test", Ports: []int{8443}}, {Host: "192.0.2.0/24", Ports: []int{80}}, {Host: "10.1.2.3", Ports: []int{80}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		host string
+		port int
+		want bool
+	}{
+		{"a.example.com", 443, true}, {"a.b.example.com", 80, true}, {"example.com", 443, false}, {"evilexample.com", 443, false},
+		{"a.example.com", 8080, false}, {"api.test", 8443, true}, {"api.test", 443, false}, {"192.0.2.9", 80, true},
+		{"192.0.2.9", 443, false}, {"10.1.2.3", 80, true}, {"10.1.2.4", 80, false}, {"0xc0000209", 80, true}, {"3221225993", 80, true},
+	}
+	for _, c := range cases {
+		if _, got := m.hostAllowed(c.host, c.port); got != c.want {
+			t.Errorf("%s:%d allowed=%v, want %v", c.host, c.port, got, c.want)
+		}
+	}
+	// A name rule never reaches special addresses; an address rule does.
+	for _, ip := range []string{"169.254.169.254", "10.0.0.1", "127.0.0.1", "::ffff:127.0.0.1", "fd00::1", "100.64.0.1", "::1", "64:ff9b::a00:1", "0.0.0.0", "224.0.0.1"} {
+		if _, ok := m.addrAllowed(netip.MustParseAddr(ip), 443); ok {
+			t.Errorf("%s reachable through a name rule", ip)
+		}
+	}
+	if _, ok := m.addrAllowed(netip.MustParseAddr("10.1.2.3"), 80); !ok {
+		t.Error("an address rule must admit its private address")
+	}
+	if _, ok := m.addrAllowed(netip.MustParseAddr("203.0.113.5"), 443); !ok {
+		t.Error("an ordinary address refused")
+	}
+	deny, _ := compilePolicy(context.Background(), Policy{})
+	if _, ok := deny.hostAllowed("a.example.com", 443); ok {
+		t.Error("the default policy allowed something")
+	}
+	empty, _ := compilePolicy(context.Background(), Policy{Mode: Static})
+	if _, ok := empty.hostAllowed("a.example.com", 443); ok {
+		t.Error("an empty allowlist allowed something")
+	}
+}
+
+func TestInetAton(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1": "127.0.0.1", "2130706433": "127.0.0.1", "0x7f000001": "127.0.0.1", "0177.0.0.1": "127.0.0.1",
+		"127.1": "127.0.0.1", "127.0.1": "127.0.0.1", "0x7f.1": "127.0.0.1", "0": "0.0.0.0", "169.254.43518": "169.254.169.254",
+	} {
+		got, ok := parseInetAton(in)
+		if !ok || got.String() != want {
+			t.Errorf("%q = %v %v, want %s", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"example.com", "1.2.3.4.5", "256.1.1.1", "0x", "08", "1.2.3.256", "a1"} {
+		if got, ok := parseInetAton(in); ok && in != "0x" {
+			t.Errorf("%q parsed as %v", in, got)
+		}
+	}
+}
+
+func TestSNI(t *testing.T) {
+	// A real ClientHello, from crypto/tls.
+	c1, c2 := net.Pipe()
+	go func() {
+		_ = tls.Client(c1, &tls.Config{ServerName: "api.example.com", InsecureSkipVerify: true}).Handshake()
+	}()
+	buf := make([]byte, 8192)
+	n, _ := c2.Read(buf)
+	c1.Close()
+	c2.Close()
+	sni, err := readSNI(bufio.NewReader(bytes.NewReader(buf[:n])))
+	if err != nil || sni != "api.example.com" {
+		t.Fatalf("sni %q err %v", sni, err)
+	}
+	if _, err := readSNI(bufio.NewReader(bytes.NewReader(buf[:n/2]))); err == nil {
+		t.Fatal("a truncated ClientHello was accepted")
+	}
+}

@@ -1,0 +1,370 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// LookupNetIP resolves names for the proxy; net.DefaultResolver is one.
+type LookupNetIP interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Config configures a Proxy. The zero value is usable.
+type Config struct {
+	// Resolver resolves names; nil means the host's resolver.
+	Resolver LookupNetIP
+	// NetNS, when set, is a network namespace file (/run/netns/NAME) that
+	// every upstream connection is made from.
+	NetNS string
+	// Audit receives one JSON line per decision; nil discards.
+	Audit io.Writer
+	// Registerer receives the proxy's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// MaxConns bounds a sandbox's simultaneous connections (default 256).
+	MaxConns int
+	// MaxHeaderBytes bounds a request head (default 64 KiB).
+	MaxHeaderBytes int
+	// HeaderTimeout bounds reading a request head (default 30 s).
+	HeaderTimeout time.Duration
+	// IdleTimeout closes a connection idle in both directions (default 5 min).
+	IdleTimeout time.Duration
+	// MaxLifetime bounds any one connection (default 1 h).
+	MaxLifetime time.Duration
+	// DialTimeout bounds an upstream connect (default 10 s).
+	DialTimeout time.Duration
+}
+
+// Proxy is the host-side egress proxy shared by a host's sandboxes.
+type Proxy struct {
+	cfg      Config
+	auditMu  sync.Mutex
+	audit    *json.Encoder
+	decided  *prometheus.CounterVec
+	bytes    *prometheus.CounterVec
+	attached atomic.Int64
+}
+
+// New returns a proxy.
+func New(cfg Config) *Proxy {
+	if cfg.Resolver == nil {
+		cfg.Resolver = net.DefaultResolver
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 256
+	}
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = 64 << 10
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = 30 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 5 * time.Minute
+	}
+	if cfg.MaxLifetime <= 0 {
+		cfg.MaxLifetime = time.Hour
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
+	p := &Proxy{cfg: cfg}
+	if cfg.Audit != nil {
+		p.audit = json.NewEncoder(cfg.Audit)
+	}
+	p.decided = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cordon_egress_decisions_total", Help: "Egress decisions, by outcome.",
+	}, []string{"decision"})
+	p.bytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cordon_egress_bytes_total", Help: "Bytes carried through the egress proxy, by direction.",
+	}, []string{"direction"})
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(p.decided, p.bytes)
+	}
+	return p
+}
+
+// Record is one audit line.
+type Record struct {
+	Time       time.Time `json:"time"`
+	Sandbox    string    `json:"sandbox"`
+	Method     string    `json:"method"`
+	Host       string    `json:"host"`
+	Port       int       `json:"port"`
+	Addr       string    `json:"addr,omitempty"`
+	Decision   string    `json:"decision"` // allowed, refused, closed
+	Rule       string    `json:"rule,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	BytesUp    int64     `json:"bytesUp"`
+	BytesDown  int64     `json:"bytesDown"`
+	DurationMs int64     `json:"durationMs"`
+}
+
+func (p *Proxy) record(r Record) {
+	p.decided.WithLabelValues(r.Decision).Inc()
+	p.bytes.WithLabelValues("up").Add(float64(r.BytesUp))
+	p.bytes.WithLabelValues("down").Add(float64(r.BytesDown))
+	if p.audit == nil {
+		return
+	}
+	p.auditMu.Lock()
+	defer p.auditMu.Unlock()
+	_ = p.audit.Encode(r)
+}
+
+// Binding is one sandbox's attachment to the proxy.
+type Binding struct {
+	p       *Proxy
+	sandbox string
+	ln      net.Listener
+	policy  atomic.Pointer[matcher]
+	sem     chan struct{}
+	mu      sync.Mutex
+	tunnels map[*tunnel]struct{}
+	wg      sync.WaitGroup
+	closed  atomic.Bool
+}
+
+type tunnel struct {
+	host   string
+	port   int
+	addr   netip.Addr
+	client net.Conn
+	up     net.Conn
+}
+
+func (t *tunnel) close() {
+	t.client.Close()
+	if t.up != nil {
+		t.up.Close()
+	}
+}
+
+// Attach serves sandbox's egress on ln (each sandbox has its own listener,
+// so the listener names the sandbox and no credential is needed) under
+// policy, until Close.
+func (p *Proxy) Attach(ctx context.Context, sandbox string, ln net.Listener, policy Policy) (*Binding, error) {
+	m, err := compilePolicy(ctx, policy)
+	if err != nil {
+		return nil, err
+	}
+	b := &Binding{p: p, sandbox: sandbox, ln: ln, sem: make(chan struct{}, p.cfg.MaxConns), tunnels: map[*tunnel]struct{}{}}
+	b.policy.Store(m)
+	p.attached.Add(1)
+	b.wg.Add(1)
+	go b.serve()
+	return b, nil
+}
+
+// SetPolicy changes the policy for new connections at once and closes open
+// tunnels the new policy no longer allows.
+func (b *Binding) SetPolicy(ctx context.Context, policy Policy) error {
+	m, err := compilePolicy(ctx, policy)
+	if err != nil {
+		return err
+	}
+	b.policy.Store(m)
+	b.mu.Lock()
+	var doomed []*tunnel
+	for t := range b.tunnels {
+		if _, ok := m.hostAllowed(t.host, t.port); !ok {
+			doomed = append(doomed, t)
+		} else if _, ok := m.addrAllowed(t.addr, t.port); !ok {
+			doomed = append(doomed, t)
+		}
+	}
+	b.mu.Unlock()
+	for _, t := range doomed {
+		t.close()
+		b.p.record(Record{Time: time.Now(), Sandbox: b.sandbox, Method: "CONNECT", Host: t.host, Port: t.port, Addr: t.addr.String(), Decision: "closed", Reason: "no longer allowed by the sandbox's egress policy"})
+	}
+	return nil
+}
+
+// Close stops serving and closes every open connection.
+func (b *Binding) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	err := b.ln.Close()
+	b.mu.Lock()
+	for t := range b.tunnels {
+		t.close()
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+	b.p.attached.Add(-1)
+	return err
+}
+
+func (b *Binding) serve() {
+	defer b.wg.Done()
+	for {
+		c, err := b.ln.Accept()
+		if err != nil {
+			if b.closed.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		select {
+		case b.sem <- struct{}{}:
+		default:
+			go refuseBusy(c, b.p.cfg.MaxConns)
+			continue
+		}
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			defer func() { <-b.sem }()
+			b.handle(c)
+		}()
+	}
+}
+
+func refuseBusy(c net.Conn, n int) {
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\ncordon egress: this sandbox already has %d connections open\n", n)
+	c.Close()
+}
+
+// refusal is a decision not to connect, answered with 403 and the reason.
+type refusal struct{ reason string }
+
+func (r *refusal) Error() string { return r.reason }
+
+func (b *Binding) handle(c net.Conn) {
+	defer c.Close()
+	start := time.Now()
+	_ = c.SetReadDeadline(start.Add(b.p.cfg.HeaderTimeout))
+	lr := &io.LimitedReader{R: c, N: int64(b.p.cfg.MaxHeaderBytes)}
+	br := bufio.NewReaderSize(lr, 16<<10)
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		status := http.StatusBadRequest
+		if lr.N <= 0 {
+			status = http.StatusRequestHeaderFieldsTooLarge
+		}
+		writeStatus(c, status, "cordon egress: malformed or oversized request")
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	lr.N = 1 << 62 // the head was bounded; bodies and tunnels are not headers
+	if req.Method == http.MethodConnect {
+		b.connect(c, br, req, start)
+		return
+	}
+	b.forward(c, req, start)
+}
+
+func writeStatus(c net.Conn, status int, msg string) {
+	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s\n",
+		status, http.StatusText(status), len(msg)+1, msg)
+}
+
+func (b *Binding) refuse(c net.Conn, rec Record, reason string) {
+	rec.Decision, rec.Reason, rec.DurationMs = "refused", reason, time.Since(rec.Time).Milliseconds()
+	b.p.record(rec)
+	writeStatus(c, http.StatusForbidden, fmt.Sprintf("cordon egress refused %s:%d: %s. The sandbox's egress policy must allow it (for example: cordon run --allow %s:%d).", rec.Host, rec.Port, reason, rec.Host, rec.Port))
+}
+
+// dial decides host:port under the current policy, resolves, screens every
+// address, and connects to an address it screened (screened again, as a
+// socket address, just before connect).
+func (b *Binding) dial(ctx context.Context, host string, port int) (net.Conn, netip.Addr, string, error) {
+	m := b.policy.Load()
+	rule, ok := m.hostAllowed(host, port)
+	if !ok {
+		if _, lit := literalIP(host); lit {
+			return nil, netip.Addr{}, "", &refusal{"no rule names this address and port"}
+		}
+		if m.mode == DenyAll {
+			return nil, netip.Addr{}, "", &refusal{"the sandbox's egress policy is deny-all"}
+		}
+		return nil, netip.Addr{}, "", &refusal{"no rule allows this host and port"}
+	}
+	var addrs []netip.Addr
+	if ip, lit := literalIP(host); lit {
+		addrs = []netip.Addr{ip}
+	} else {
+		rctx, cancel := context.WithTimeout(ctx, b.p.cfg.DialTimeout)
+		got, err := b.p.cfg.Resolver.LookupNetIP(rctx, "ip", host)
+		cancel()
+		if err != nil || len(got) == 0 {
+			return nil, netip.Addr{}, rule, &refusal{"the name does not resolve"}
+		}
+		addrs = got
+	}
+	var why string
+	for _, ip := range addrs {
+		if r, ok := m.addrAllowed(ip, port); !ok {
+			why = r
+			continue
+		} else if r != "" {
+			rule = r
+		}
+		conn, err := b.p.connect(ctx, ip, port, func(a netip.Addr) bool {
+			_, ok := b.policy.Load().addrAllowed(a, port)
+			return ok
+		})
+		if err != nil {
+			why = "connect: " + err.Error()
+			continue
+		}
+		return conn, ip, rule, nil
+	}
+	return nil, netip.Addr{}, rule, &refusal{why}
+}
+
+// connect dials ip:port exactly; control re-checks the socket address the
+// kernel is about to use.
+func (p *Proxy) connect(ctx context.Context, ip netip.Addr, port int, allowed func(netip.Addr) bool) (net.Conn, error) {
+	d := &net.Dialer{Timeout: p.cfg.DialTimeout, Control: func(network, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil || !allowed(ap.Addr()) {
+			return fmt.Errorf("address %s refused at connect", address)
+		}
+		return nil
+	}}
+	target := netip.AddrPortFrom(ip, uint16(port)).String()
+	if p.cfg.NetNS != "" {
+		return dialInNetNS(ctx, p.cfg.NetNS, d, target)
+	}
+	return d.DialContext(ctx, "tcp", target)
+}
+
+func splitHostPort(hostport string, defaultPort int) (string, int, error) {
+	host, portText, err := net.SplitHostPort(hostport)
+	if err != nil {
+		if defaultPort == 0 {
+			return "", 0, err
+		}
+		host, portText = strings.Trim(hostport, "[]"), strconv.Itoa(defaultPort)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", portText)
+	}
+	if _, lit := literalIP(host); !lit {
+		if host, err = NormalizeHost(host); err != nil {
+			return "", 0, err
+		}
+	}
+	return host, port, nil
+}
