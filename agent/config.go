@@ -30,6 +30,12 @@ type Config struct {
 	Port   int    // TCP port; 0 picks a free one
 	Socket string // unix socket path; when set, the agent listens only there
 
+	// EgressSocket is the host's egress proxy for this sandbox (a unix
+	// socket); when set, the agent bridges EgressListen to it and points
+	// commands' proxy variables there.
+	EgressSocket string
+	EgressListen string
+
 	Workspace  string
 	ReadRoots  []string // workspace first, then extra read-only roots
 	WriteRoots []string // workspace first, then extra writable roots
@@ -100,6 +106,11 @@ func FromEnv(env []string) (Config, error) {
 		c.Bind = v
 	}
 	c.Socket = vars["SOCKET"]
+	c.EgressSocket = vars["EGRESS_SOCKET"]
+	c.EgressListen = "127.0.0.1:3128"
+	if v := vars["EGRESS_LISTEN"]; v != "" {
+		c.EgressListen = v
+	}
 	if v, ok := vars["WORKSPACE"]; ok && v != "" {
 		c.Workspace = v
 	}

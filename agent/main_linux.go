@@ -62,10 +62,22 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cordon-agent: could not listen: %v\n", err)
 		return 1
 	}
+	var bridge net.Listener
+	if cfg.EgressSocket != "" {
+		if bridge, err = net.Listen("tcp", cfg.EgressListen); err != nil {
+			fmt.Fprintf(stderr, "cordon-agent: egress bridge: %v\n", err)
+			return 1
+		}
+		// Commands inherit the proxy settings; per-call env still wins.
+		env = withProxyEnv(env, cfg.EgressListen)
+	}
 	s, err := New(cfg, env, log, true)
 	if err != nil {
 		fmt.Fprintf(stderr, "cordon-agent: %v\n", err)
 		return 1
+	}
+	if bridge != nil {
+		go s.serveEgressBridge(bridge, cfg.EgressSocket)
 	}
 	exit := make(chan int, 1)
 	s.exit = func(code int) {

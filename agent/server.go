@@ -33,6 +33,9 @@ var Features = []string{
 	"group-reap",
 	// write-file lands through a temporary sibling, fsync and rename.
 	"write-file-atomic",
+	// 127.0.0.1:3128 inside bridges to the host's egress proxy when one
+	// is configured (CORDON_AGENT_EGRESS_SOCKET).
+	"egress-bridge",
 }
 
 // Server serves the agent wire. Build one with New; it is an http.Handler.

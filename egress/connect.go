@@ -142,7 +142,7 @@ func (b *Binding) pipe(c net.Conn, br *bufio.Reader, up net.Conn) (upN, downN in
 }
 
 // forward serves a plain-HTTP absolute-form request, one per connection.
-func (b *Binding) forward(c net.Conn, req *http.Request, start time.Time) {
+func (b *Binding) forward(c net.Conn, br *bufio.Reader, req *http.Request, hostHeader string, start time.Time) {
 	rec := Record{Time: start, Sandbox: b.sandbox, Method: req.Method}
 	if req.URL.Scheme != "http" || req.URL.Host == "" {
 		rec.Host = req.Host
@@ -157,12 +157,18 @@ func (b *Binding) forward(c net.Conn, req *http.Request, start time.Time) {
 	}
 	rec.Host, rec.Port = host, port
 	// The Host header must name the same host the URL does.
-	if req.Host != "" {
-		hh, hp, err := splitHostPort(req.Host, 80)
+	if hostHeader != "" {
+		hh, hp, err := splitHostPort(hostHeader, 80)
 		if err != nil || hh != host || hp != port {
-			b.refuse(c, rec, "the Host header "+req.Host+" does not match the request URL's host")
+			b.refuse(c, rec, "the Host header "+hostHeader+" does not match the request URL's host")
 			return
 		}
+	}
+	// The body follows the head on the client connection.
+	req.Body = io.NopCloser(io.LimitReader(br, max(req.ContentLength, 0)))
+	if req.ContentLength < 0 || len(req.TransferEncoding) > 0 {
+		b.refuse(c, rec, "request bodies must carry a Content-Length")
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.p.cfg.MaxLifetime)
 	defer cancel()

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -255,7 +256,14 @@ func (b *Binding) handle(c net.Conn) {
 	_ = c.SetReadDeadline(start.Add(b.p.cfg.HeaderTimeout))
 	lr := &io.LimitedReader{R: c, N: int64(b.p.cfg.MaxHeaderBytes)}
 	br := bufio.NewReaderSize(lr, 16<<10)
-	req, err := http.ReadRequest(br)
+	head, hosts, err := readHead(br)
+	var req *http.Request
+	if err == nil {
+		req, err = http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
+	}
+	if err == nil && len(hosts) > 1 {
+		err = errors.New("more than one Host header")
+	}
 	if err != nil {
 		status := http.StatusBadRequest
 		if lr.N <= 0 {
@@ -270,7 +278,33 @@ func (b *Binding) handle(c net.Conn) {
 		b.connect(c, br, req, start)
 		return
 	}
-	b.forward(c, req, start)
+	hostHeader := ""
+	if len(hosts) == 1 {
+		hostHeader = hosts[0]
+	}
+	b.forward(c, br, req, hostHeader, start)
+}
+
+// readHead reads a request head (through the blank line) and the values
+// of its Host headers: net/http drops the Host header of an absolute-form
+// request, and the proxy must compare it with the URL.
+func readHead(br *bufio.Reader) ([]byte, []string, error) {
+	var head []byte
+	var hosts []string
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return nil, nil, err
+		}
+		head = append(head, line...)
+		t := strings.TrimRight(string(line), "\r\n")
+		if t == "" {
+			return head, hosts, nil
+		}
+		if k, v, ok := strings.Cut(t, ":"); ok && strings.EqualFold(strings.TrimSpace(k), "host") {
+			hosts = append(hosts, strings.TrimSpace(v))
+		}
+	}
 }
 
 func writeStatus(c net.Conn, status int, msg string) {

@@ -19,10 +19,13 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/egress"
 )
 
 // Provider creates sandboxes on the backends it was given.
 type Provider struct {
+	egressOnce  sync.Once
+	egress      *egress.Proxy
 	backends    map[string]Backend
 	defaultTier string
 	log         *slog.Logger
@@ -37,6 +40,19 @@ func WithDefaultTier(name string) Option { return func(p *Provider) { p.defaultT
 
 // WithLogger sets the provider's logger.
 func WithLogger(l *slog.Logger) Option { return func(p *Provider) { p.log = l } }
+
+// WithEgressProxy sets the proxy that enforces sandboxes' egress policies
+// (by default the provider makes one with the host's resolver).
+func WithEgressProxy(p *egress.Proxy) Option { return func(pr *Provider) { pr.egress = p } }
+
+func (p *Provider) egressProxy() *egress.Proxy {
+	p.egressOnce.Do(func() {
+		if p.egress == nil {
+			p.egress = egress.New(egress.Config{})
+		}
+	})
+	return p.egress
+}
 
 // WithReadyTimeout bounds how long Create waits for the agent to be ready.
 func WithReadyTimeout(d time.Duration) Option { return func(p *Provider) { p.readyWait = d } }
@@ -138,6 +154,18 @@ func (p *Provider) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		return nil, errors.Join(err, derr)
 	}
 	s := &Sandbox{id: newID(), spec: spec, inst: inst, client: c, health: health}
+	if port, ok := inst.(EgressPort); ok {
+		policy := egress.Policy{Mode: egress.DenyAll}
+		if spec.Egress != nil {
+			policy = *spec.Egress
+		}
+		b, err := p.egressProxy().Attach(ctx, s.id, port.EgressListener(), policy)
+		if err != nil {
+			c.Close()
+			return nil, errors.Join(err, inst.Destroy(context.WithoutCancel(ctx)))
+		}
+		s.egress = b
+	}
 	p.log.Debug("sandbox created", "id", s.id, "tier", spec.Tier)
 	return s, nil
 }
@@ -171,9 +199,33 @@ type Sandbox struct {
 	client *client.Client
 	health *wire.Health
 
+	egress    *egress.Binding
+
 	mu        sync.Mutex
 	destroyed bool
 	teardown  *teardown
+}
+
+// ErrNoEgressBoundary: the sandbox's tier has no egress boundary to change.
+var ErrNoEgressBoundary = errors.New("this sandbox's tier has no egress boundary")
+
+// SetNetworkPolicy changes what the sandbox may reach: new connections
+// follow the new policy at once, and open tunnels it no longer allows are
+// closed.
+func (s *Sandbox) SetNetworkPolicy(ctx context.Context, policy egress.Policy) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	if s.egress == nil {
+		return ErrNoEgressBoundary
+	}
+	if err := s.egress.SetPolicy(ctx, policy); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.spec.Egress = &policy
+	s.mu.Unlock()
+	return nil
 }
 
 type teardown struct {
@@ -192,6 +244,10 @@ func (s *Sandbox) Spec() Spec { return s.spec }
 
 // Features lists the agent's additive capabilities (healthz features).
 func (s *Sandbox) Features() []string { return s.health.Features }
+
+// Diagnostics is what the sandbox's agent has logged (bounded), for error
+// reports.
+func (s *Sandbox) Diagnostics() string { return s.inst.Diagnostics() }
 
 // Client is the agent client, for the wire routes the SDK does not wrap.
 func (s *Sandbox) Client() *client.Client { return s.client }
@@ -275,6 +331,9 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		s.teardown = t
 		go func() {
 			s.client.Close()
+			if s.egress != nil {
+				s.egress.Close()
+			}
 			err := s.inst.Destroy(context.WithoutCancel(ctx))
 			s.mu.Lock()
 			t.err = err

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"net"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/egress"
 )
 
 // Spec describes the sandbox to create.
@@ -39,6 +41,10 @@ type Spec struct {
 	RequireLandlock bool
 	// Layout binds host directories at fixed paths inside (see Layout).
 	Layout Layout
+	// Egress is what the sandbox may reach. Nil is the tier's default:
+	// deny-all wherever the tier has an egress boundary (passthrough has
+	// none: it is a host process on the host's network).
+	Egress *egress.Policy
 }
 
 // Layout names host directories to bind into the sandbox, each at a fixed
@@ -105,6 +111,9 @@ type Capabilities struct {
 	User bool
 	// Layout: the backend can bind layout directories.
 	Layout bool
+	// Egress: instances implement EgressPort, so the egress boundary can
+	// be enforced.
+	Egress bool
 }
 
 // Check refuses a spec that asks for something these capabilities lack.
@@ -126,6 +135,8 @@ func (c Capabilities) Check(tier string, s *Spec) error {
 		return &UnsupportedError{Tier: tier, What: "a chosen user"}
 	case !s.Layout.IsZero() && !c.Layout:
 		return &UnsupportedError{Tier: tier, What: "layout directories"}
+	case s.Egress != nil && !c.Egress:
+		return &UnsupportedError{Tier: tier, What: "an egress policy (it has no network boundary)"}
 	}
 	return nil
 }
@@ -154,6 +165,12 @@ type Backend interface {
 	// how to reach it. It need not wait for the agent to be ready. A failed
 	// Start leaves nothing behind.
 	Start(ctx context.Context, l Launch) (Instance, error)
+}
+
+// EgressPort is implemented by instances whose sandbox's only way out is a
+// listener on the host, which the provider serves with the egress proxy.
+type EgressPort interface {
+	EgressListener() net.Listener
 }
 
 // Instance is one running environment.

@@ -29,6 +29,9 @@ func FromBackend(b sandbox.Backend, spec sandbox.Spec) Factory {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("agent said:\n%s", inst.Diagnostics())
+			}
 			if err := inst.Destroy(context.Background()); err != nil {
 				t.Errorf("destroy: %v", err)
 			}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
+	"github.com/cordon-sandbox/cordon/internal/spawnthread"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -118,7 +119,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	// The agent gets SIGTERM if cordon dies, and then stops every command
 	// it started before it exits: nothing outlives its creator.
 	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
+	if spawnthread.Do(func() { err = cmd.Start() }); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("%w: start cordon-agent: %v", sandbox.ErrAgent, err)
 	}

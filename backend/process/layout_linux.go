@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
+	"github.com/cordon-sandbox/cordon/internal/spawnthread"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -109,7 +110,7 @@ func holdUserns(agent string, uid, gid, kuid, kgid int) (*os.File, error) {
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: kgid, Size: 1}},
 		Pdeathsig:   syscall.SIGKILL,
 	}
-	if err := cmd.Start(); err != nil {
+	if spawnthread.Do(func() { err = cmd.Start() }); err != nil {
 		return nil, fmt.Errorf("%w: user namespace for an id-mapped mount: %v", sandbox.ErrUnavailable, err)
 	}
 	defer func() {

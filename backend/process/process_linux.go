@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
+	"github.com/cordon-sandbox/cordon/internal/spawnthread"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -88,7 +90,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	lim := b.cgroups.limits()
 	return sandbox.Capabilities{
 		Isolated: true, MemoryLimit: lim, PidsLimit: lim, CPULimit: lim,
-		Landlock: b.landlock >= 1, RootFS: true, User: true,
+		Landlock: b.landlock >= 1, RootFS: true, User: true, Egress: true,
 		// Layout directories are id-mapped mounts, which need root.
 		Layout: os.Geteuid() == 0,
 	}
@@ -192,6 +194,21 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	if err := os.Chown(sock, attr.UidMappings[0].HostID+uid, attr.GidMappings[0].HostID+gid); err != nil {
 		return fail(err)
 	}
+	// The sandbox's only way out: the host's egress proxy listens here,
+	// and the agent bridges 127.0.0.1:3128 to it.
+	egressPath := filepath.Join(sock, "egress.sock")
+	egressLn, err := net.Listen("unix", egressPath)
+	if err != nil {
+		return fail(err)
+	}
+	cleanup = append(cleanup, func() { egressLn.Close() })
+	inst.egress = egressLn
+	if err := os.Chown(egressPath, attr.UidMappings[0].HostID+uid, attr.GidMappings[0].HostID+gid); err != nil {
+		return fail(err)
+	}
+	if err := os.Chmod(egressPath, 0o600); err != nil {
+		return fail(err)
+	}
 
 	if !spec.Limits.IsZero() {
 		cg, err := b.cgroups.create(id, spec.Limits)
@@ -265,7 +282,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	cmd.Stdout, cmd.Stderr = inst.logs, inst.logs
 	cmd.ExtraFiles = append([]*os.File{cfgR}, trees...)
 	cmd.SysProcAttr = attr
-	if err := cmd.Start(); err != nil {
+	if spawnthread.Do(func() { err = cmd.Start() }); err != nil {
 		cfgR.Close()
 		cfgW.Close()
 		return fail(fmt.Errorf("%w: start the sandbox: %v", sandbox.ErrUnavailable, err))
@@ -316,6 +333,7 @@ func agentEnv(l sandbox.Launch, uid int, layout []layoutMount) []string {
 	}
 	env["CORDON_AGENT_TOKEN"] = l.Token
 	env["CORDON_AGENT_SOCKET"] = agentSock
+	env["CORDON_AGENT_EGRESS_SOCKET"] = SocketDir + "/egress.sock"
 	env["CORDON_AGENT_WORKSPACE"] = Workspace
 	write, read := []string{"/tmp", "/var/tmp", Home}, []string{"/tmp", "/var/tmp", Home}
 	for _, m := range layout {
@@ -335,6 +353,7 @@ func agentEnv(l sandbox.Launch, uid int, layout []layoutMount) []string {
 }
 
 type instance struct {
+	egress net.Listener
 	dir    string
 	cmd    *exec.Cmd
 	cg     *cgroups
@@ -356,6 +375,9 @@ func (i *instance) Signal(sig os.Signal) error { return i.cmd.Process.Signal(sig
 
 func (i *instance) Diagnostics() string { return strings.TrimSpace(i.logs.String()) }
 
+// EgressListener is where the sandbox's egress arrives on the host.
+func (i *instance) EgressListener() net.Listener { return i.egress }
+
 // OOMKills counts OOM kills inside the sandbox so far.
 func (i *instance) OOMKills() uint64 {
 	if i.cg == nil {
@@ -373,6 +395,7 @@ func (i *instance) Destroy(ctx context.Context) error {
 	if i.gone {
 		return nil
 	}
+	i.egress.Close()
 	_ = i.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-i.exited:

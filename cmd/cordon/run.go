@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -42,7 +44,7 @@ func (e envFlag) Set(s string) error {
 func runCmd(args []string) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: cordon run [flags] -- COMMAND [ARG...]\n\nRuns COMMAND in a fresh sandbox, streams its output, and exits with its\nexit status (128+N if it died of signal N, %d on timeout, %d if cordon\nitself failed). Ctrl-C stops the command, waits for the stop to be\nconfirmed and tears the sandbox down.\n\nflags:\n", exitTimeout, exitCordon)
+		fmt.Fprintf(fs.Output(), "usage: cordon run [flags] -- COMMAND [ARG...]\n\nRuns COMMAND in a fresh sandbox, streams its output, and exits with its\nexit status (128+N if it died of signal N, %d on timeout, %d out of memory,\n%d if cordon itself failed). Ctrl-C stops the command, waits for the stop\nto be confirmed and tears the sandbox down.\n\nNetwork: by default the sandbox reaches nothing (deny-all). Its commands\nsee HTTP_PROXY/HTTPS_PROXY pointing at cordon's egress proxy, which admits\nexactly the hosts and ports --allow or --egress-profile name and answers\n403 with the reason otherwise; a program that ignores the proxy variables\nhas no route at all.\n\nflags:\n", exitTimeout, exitOOM, exitCordon)
 		fs.PrintDefaults()
 	}
 	tier := fs.String("tier", defaultTier, "isolation tier")
@@ -57,6 +59,10 @@ func runCmd(args []string) int {
 	rootfs := fs.String("rootfs", "", "use `DIR` as the read-only root filesystem (default: the host's system directories)")
 	user := fs.Int("user", -1, "run as this uid inside (default 1000)")
 	requireLandlock := fs.Bool("require-landlock", false, "refuse to run unless Landlock backs the filesystem rules")
+	var allow allowFlag
+	fs.Var(&allow, "allow", "let the sandbox reach `HOST[:PORT,...]` (exact name, *.suffix, IP or CIDR; ports 80,443 when none); repeatable")
+	profile := fs.String("egress-profile", "", "read an egress profile (JSON: {\"name\": ..., \"hosts\": [{\"host\": ..., \"ports\": [...]}]}) from `FILE`")
+	allowAll := fs.Bool("allow-all-egress", false, "let the sandbox reach any public address (private, loopback, link-local and metadata addresses stay refused)")
 	var layout sandbox.Layout
 	fs.Var(layoutFlag{&layout}, "mount", "bind a layout directory, `NAME=DIR`, at /mnt/user-data/NAME: outputs and scratch read-write; uploads, tool-results, transcripts and skills read-only; repeatable")
 	if err := fs.Parse(args); err != nil {
@@ -80,6 +86,12 @@ func runCmd(args []string) int {
 	if *user >= 0 {
 		spec.User = user
 	}
+	policy, err := egressPolicy(allow, *profile, *allowAll)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+		return 2
+	}
+	spec.Egress = policy
 	if *timeout > 0 {
 		spec.MaxTimeout = *timeout
 	}
@@ -188,4 +200,46 @@ func (f layoutFlag) Set(s string) error {
 	}
 	*dst = dir
 	return nil
+}
+
+type allowFlag []egress.Rule
+
+func (a *allowFlag) String() string { return "" }
+func (a *allowFlag) Set(s string) error {
+	r, err := egress.ParseRule(s)
+	if err != nil {
+		return err
+	}
+	*a = append(*a, r)
+	return nil
+}
+
+// egressPolicy is the policy the flags ask for, or nil for the tier's
+// default (deny-all).
+func egressPolicy(allow []egress.Rule, profile string, allowAll bool) (*egress.Policy, error) {
+	if allowAll {
+		if len(allow) > 0 || profile != "" {
+			return nil, fmt.Errorf("--allow-all-egress goes alone, without --allow or --egress-profile")
+		}
+		return &egress.Policy{Mode: egress.AllowAll}, nil
+	}
+	rules := append([]egress.Rule(nil), allow...)
+	if profile != "" {
+		b, err := os.ReadFile(profile)
+		if err != nil {
+			return nil, err
+		}
+		var p egress.Profile
+		if err := json.Unmarshal(b, &p); err != nil {
+			return nil, fmt.Errorf("--egress-profile %s: %v", profile, err)
+		}
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("--egress-profile %s: %v", profile, err)
+		}
+		rules = append(rules, p.Hosts...)
+	}
+	if len(rules) == 0 {
+		return nil, nil
+	}
+	return &egress.Policy{Mode: egress.Static, Rules: rules}, nil
 }

@@ -1,0 +1,75 @@
+//go:build linux
+
+package agent
+
+import (
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"time"
+)
+
+// MaxEgressConnections bounds the bridge's simultaneous connections.
+const MaxEgressConnections = 512
+
+// withProxyEnv replaces any proxy settings in env with the bridge's.
+func withProxyEnv(env []string, listen string) []string {
+	out := make([]string, 0, len(env)+6)
+	for _, kv := range env {
+		switch strings.ToUpper(kv[:max(0, strings.IndexByte(kv, '='))]) {
+		case "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, proxyEnv(listen)...)
+}
+
+// proxyEnv points commands at the egress bridge. A program that ignores it
+// has no route anywhere: the sandbox's network has loopback only.
+func proxyEnv(listen string) []string {
+	u := "http://" + listen
+	return []string{
+		"HTTP_PROXY=" + u, "HTTPS_PROXY=" + u, "http_proxy=" + u, "https_proxy=" + u,
+		"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
+	}
+}
+
+// serveEgressBridge carries each connection to listen, unchanged, to the
+// host's egress proxy over its unix socket. The proxy knows the sandbox by
+// the socket, so nothing is added in band.
+func (s *Server) serveEgressBridge(ln net.Listener, socket string) {
+	sem := make(chan struct{}, MaxEgressConnections)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		default:
+			c.Close()
+			continue
+		}
+		go func() {
+			defer func() { <-sem }()
+			defer c.Close()
+			up, err := net.DialTimeout("unix", socket, 5*time.Second)
+			if err != nil {
+				io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\ncordon egress: the host's egress proxy is unreachable\n")
+				return
+			}
+			defer up.Close()
+			done := make(chan struct{}, 2)
+			go func() { io.Copy(up, c); up.(*net.UnixConn).CloseWrite(); done <- struct{}{} }()
+			go func() { io.Copy(c, up); c.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
+			<-done
+			<-done
+		}()
+	}
+}
