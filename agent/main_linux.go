@@ -36,15 +36,23 @@ func Main(stdout, stderr io.Writer) int {
 		return 1
 	}
 	_, inEnv := os.LookupEnv(EnvPrefix + "TOKEN")
-	code := Run(env, inEnv, stdout, stderr)
-	return code
+	return Run(env, inEnv, stdout, stderr, Options{})
+}
+
+// Options are what an embedding (the process tier's init) adds to Run.
+type Options struct {
+	// CommandThreadSetup runs once on the thread every command is forked
+	// from, before the first: confinement that the kernel applies per
+	// thread (Landlock without thread sync) reaches all commands there,
+	// while the agent's other threads stay able to inspect them.
+	CommandThreadSetup func() error
 }
 
 // Run validates the configuration in env (os.Environ's shape), protects
 // the token, and serves until stopped; it returns the exit status. scrub
 // says the token is in this process's initial environment block and must
 // be overwritten there.
-func Run(env []string, scrub bool, stdout, stderr io.Writer) int {
+func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg, err := FromEnv(env)
 	if err != nil {
@@ -75,6 +83,12 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "cordon-agent: %v\n", err)
 		return 1
+	}
+	if opts.CommandThreadSetup != nil {
+		if s.reaper.onThread, err = spawnThread(opts.CommandThreadSetup); err != nil {
+			fmt.Fprintf(stderr, "cordon-agent: refusing to start: confining the command thread: %v\n", err)
+			return 1
+		}
 	}
 	if bridge != nil {
 		go s.serveEgressBridge(bridge, cfg.EgressSocket)

@@ -15,4 +15,9 @@ func Main(stdout, stderr io.Writer) int {
 }
 
 // Run refuses likewise.
-func Run(env []string, scrub bool, stdout, stderr io.Writer) int { return Main(stdout, stderr) }
+func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
+	return Main(stdout, stderr)
+}
+
+// Options are what an embedding adds to Run.
+type Options struct{ CommandThreadSetup func() error }

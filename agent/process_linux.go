@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,36 @@ type reaper struct {
 	// all reaps every child (wait4(-1)); otherwise only registered pids, for
 	// a process that shares its children with other code (tests).
 	all bool
+	// onThread, when set, runs each fork on one dedicated thread: a
+	// thread-scoped confinement (Landlock) applied there reaches every
+	// command.
+	onThread func(func())
+}
+
+// spawnThread starts a goroutine locked to its own thread, runs setup
+// there, and returns a function that runs work on that thread.
+func spawnThread(setup func() error) (func(func()), error) {
+	work := make(chan func())
+	ready := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread carries setup's effects
+		if err := setup(); err != nil {
+			ready <- err
+			return
+		}
+		ready <- nil
+		for f := range work {
+			f()
+		}
+	}()
+	if err := <-ready; err != nil {
+		return nil, err
+	}
+	return func(f func()) {
+		done := make(chan struct{})
+		work <- func() { f(); close(done) }
+		<-done
+	}, nil
 }
 
 func newReaper(all bool) *reaper {
@@ -75,14 +106,21 @@ func (r *reaper) reap() {
 func (r *reaper) spawn(path string, argv, env []string, dir string, files []uintptr) (int, <-chan unix.WaitStatus, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
+	attr := &syscall.ProcAttr{
 		Dir:   dir,
 		Env:   env,
 		Files: files,
 		// Its own session: no controlling terminal to inject into, and a
 		// process group (pgid = pid) that cancellation addresses.
 		Sys: &syscall.SysProcAttr{Setsid: true},
-	})
+	}
+	var pid int
+	var err error
+	if r.onThread != nil {
+		r.onThread(func() { pid, err = syscall.ForkExec(path, argv, attr) })
+	} else {
+		pid, err = syscall.ForkExec(path, argv, attr)
+	}
 	if err != nil {
 		return 0, nil, err
 	}

@@ -127,9 +127,19 @@ func run(cfg *Config) error {
 	if err := dropPrivileges(sc, cfg.UID, cfg.GID); err != nil {
 		return err
 	}
+	// A Landlock domain is per thread, and each thread's own call makes a
+	// sibling domain that may not inspect the others' children. In place,
+	// the domain goes on the one thread every command is forked from; on
+	// the exec path, on the thread that execs.
+	ruleset := -1
 	if abi >= 1 && cfg.Landlock != "off" {
-		if err := restrictWrites(sc, abi, landlockRules(cfg, abi)); err != nil {
+		if ruleset, err = buildRuleset(abi, landlockRules(cfg, abi)); err != nil {
 			return err
+		}
+		if !inProcess {
+			if err := restrictSelf(ruleset); err != nil {
+				return err
+			}
 		}
 	}
 	if err := installSeccomp(inProcess); err != nil {
@@ -138,7 +148,11 @@ func run(cfg *Config) error {
 	if inProcess {
 		unix.Close(self)
 		runtime.UnlockOSThread()
-		os.Exit(agent.Run(cfg.Env, false, os.Stdout, os.Stderr))
+		var opts agent.Options
+		if ruleset >= 0 {
+			opts.CommandThreadSetup = func() error { return restrictSelf(ruleset) }
+		}
+		os.Exit(agent.Run(cfg.Env, false, os.Stdout, os.Stderr, opts))
 	}
 	env, err := handOverToken(cfg.Env)
 	if err != nil {

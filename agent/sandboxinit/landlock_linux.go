@@ -50,30 +50,38 @@ type landlockRule struct {
 	rights uint64
 }
 
-// restrictWrites confines the calling thread (and what it execs) to writing
-// only under the given paths.
-func restrictWrites(sc syscaller, abi int, rules []landlockRule) error {
+// buildRuleset makes a ruleset allowing writes only under the given paths.
+// It is made before seccomp closes landlock_create_ruleset.
+func buildRuleset(abi int, rules []landlockRule) (int, error) {
 	attr := unix.LandlockRulesetAttr{Handled_access_fs: writeRights(abi)}
 	// Only the first field is used; older kernels know no more.
 	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr.Handled_access_fs), 0)
 	if errno != 0 {
-		return fmt.Errorf("landlock_create_ruleset: %w", errno)
+		return -1, fmt.Errorf("landlock_create_ruleset: %w", errno)
 	}
-	defer unix.Close(int(fd))
 	for _, r := range rules {
 		pfd, err := unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return fmt.Errorf("landlock rule %s: %w", r.path, err)
+			unix.Close(int(fd))
+			return -1, fmt.Errorf("landlock rule %s: %w", r.path, err)
 		}
 		pb := unix.LandlockPathBeneathAttr{Allowed_access: r.rights & attr.Handled_access_fs, Parent_fd: int32(pfd)}
 		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, fd, unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(&pb)), 0, 0, 0)
 		unix.Close(pfd)
 		if errno != 0 {
-			return fmt.Errorf("landlock rule %s: %w", r.path, errno)
+			unix.Close(int(fd))
+			return -1, fmt.Errorf("landlock rule %s: %w", r.path, errno)
 		}
 	}
-	if err := sc.call(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0); err != nil {
-		return fmt.Errorf("landlock_restrict_self: %w", err)
+	return int(fd), nil
+}
+
+// restrictSelf confines the calling thread (and what it forks or execs)
+// with the ruleset, and closes it.
+func restrictSelf(fd int) error {
+	defer unix.Close(fd)
+	if _, _, errno := unix.RawSyscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0); errno != 0 {
+		return fmt.Errorf("landlock_restrict_self: %w", errno)
 	}
 	return nil
 }
