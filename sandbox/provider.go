@@ -199,7 +199,7 @@ type Sandbox struct {
 	client *client.Client
 	health *wire.Health
 
-	egress    *egress.Binding
+	egress *egress.Binding
 
 	mu        sync.Mutex
 	destroyed bool

@@ -3,8 +3,8 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"strings"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"

@@ -335,7 +335,12 @@ func TestDiesWithCreator(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
+	state := t.TempDir()
+	// The sandbox's mapped users must be able to pass through it.
+	os.Chmod(state, 0o711)
+	os.Chmod(filepath.Dir(state), 0o711)
 	cmd := exec.Command(cli, "run", "--", "sh", "-c", "(setsid sleep 303 >/dev/null 2>&1 &); echo ready; exec sleep 304")
+	cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+state)
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -363,16 +368,15 @@ func TestDiesWithCreator(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// Its leftovers go the next time a backend starts on the same state.
-	before, _ := os.ReadDir("/run/cordon")
-	if len(before) == 0 {
-		t.Fatal("expected the killed sandbox's directory to remain until swept")
+	if ents, _ := os.ReadDir(state); len(ents) != 1 {
+		t.Fatalf("expected the killed sandbox's directory to remain until swept, found %d entries", len(ents))
 	}
-	if out, err := exec.Command(cli, "run", "--", "true").CombinedOutput(); err != nil {
+	again := exec.Command(cli, "run", "--", "true")
+	again.Env = cmd.Env
+	if out, err := again.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	for _, e := range before {
-		if _, err := os.Stat(filepath.Join("/run/cordon", e.Name())); err == nil {
-			t.Errorf("leftover %s not swept", e.Name())
-		}
+	if ents, _ := os.ReadDir(state); len(ents) != 0 {
+		t.Errorf("leftover %s not swept", ents[0].Name())
 	}
 }

@@ -26,8 +26,8 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
-	"github.com/cordon-sandbox/cordon/internal/spawnthread"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
+	"github.com/cordon-sandbox/cordon/internal/spawnthread"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -149,6 +149,13 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	agent, err := agentbin.Find(b.cfg.AgentPath)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
+	}
+	// The sandbox's init runs as an unprivileged mapped user: it must be
+	// able to reach its state directory and the agent binary.
+	for _, p := range []string{b.cfg.StateDir, filepath.Dir(agent)} {
+		if err := traversable(p); err != nil {
+			return nil, fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
+		}
 	}
 	if spec.RequireLandlock && b.landlock < 1 {
 		return nil, &sandbox.UnsupportedError{Tier: Name, What: "Landlock (the kernel does not provide it)"}
@@ -423,4 +430,17 @@ func (i *instance) Destroy(ctx context.Context) error {
 	}
 	i.gone = true
 	return nil
+}
+
+// traversable checks that every directory from p up to / lets anyone pass.
+func traversable(p string) error {
+	for dir := p; ; dir = filepath.Dir(dir) {
+		st, err := os.Stat(dir)
+		if err == nil && st.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("%s is not searchable by other users (mode %v); sandboxes run as unprivileged mapped users and must pass through it", dir, st.Mode().Perm())
+		}
+		if dir == "/" || dir == "." {
+			return nil
+		}
+	}
 }

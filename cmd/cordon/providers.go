@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+
 	"github.com/cordon-sandbox/cordon/backend/passthrough"
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -11,7 +13,9 @@ const defaultTier = process.Name
 
 func newProvider() *sandbox.Provider {
 	return sandbox.NewProvider([]sandbox.Backend{
-		process.New(process.Config{}),
+		// CORDON_STATE_DIR moves the process tier's host-side state (default
+		// /run/cordon as root).
+		process.New(process.Config{StateDir: os.Getenv("CORDON_STATE_DIR")}),
 		passthrough.New(passthrough.Config{}),
 	}, sandbox.WithDefaultTier(defaultTier))
 }
