@@ -57,6 +57,12 @@ func TestRun(t *testing.T) {
 		{"BadMemory", []string{"--memory", "lots", "--", "true"}, "", 2, "not a size"},
 		{"Mount", []string{"--mount", "uploads=/usr/share/common-licenses", "--", "sh", "-c", "test -r /mnt/user-data/uploads/GPL-3 && echo ok"}, "ok\n", 0, ""},
 		{"BadMount", []string{"--mount", "secrets=/etc", "--", "true"}, "", 2, "not a layout directory"},
+		// Both are refused before any name is resolved: no traffic leaves.
+		{"EgressDenied", []string{"--", "curl", "-sS", "http://example.invalid/"}, "cordon egress refused example.invalid:80: the sandbox's egress policy is deny-all. The sandbox's egress policy must allow it (for example: cordon run --allow example.invalid:80).\n", 0, ""},
+		{"EgressAllowFlag", []string{"--allow", "a.test:8080", "--", "curl", "-sS", "http://a.test:9090/"}, "cordon egress refused a.test:9090: no rule allows this host and port. The sandbox's egress policy must allow it (for example: cordon run --allow a.test:9090).\n", 0, ""},
+		{"EgressBadRule", []string{"--allow", "*", "--", "true"}, "", 2, "bare *"},
+		{"EgressAllowAllAlone", []string{"--allow-all-egress", "--allow", "a.test", "--", "true"}, "", 2, "goes alone"},
+		{"PassthroughRefusesEgress", []string{"--tier", "passthrough", "--allow", "a.test", "--", "true"}, "", 125, "egress policy"},
 		{"PassthroughRefusesLimits", []string{"--tier", "passthrough", "--pids", "10", "--", "true"}, "", 125, "cannot enforce"},
 	}
 	for _, c := range cases {
@@ -134,5 +140,22 @@ func TestRunUnprivileged(t *testing.T) {
 	}
 	if _, errOut, code := run("run", "--memory", "64m", "--", "true"); code != 125 || !strings.Contains(errOut, "cannot enforce") {
 		t.Fatalf("unprivileged --memory: exit %d stderr %q, want a refusal", code, errOut)
+	}
+}
+
+func TestRunEgressProfile(t *testing.T) {
+	testutil.RequiresRoot(t)
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	os.WriteFile(good, []byte(`{"name":"docs","hosts":[{"host":"docs.test","ports":[443]}]}`), 0o644)
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"name":"bad","hosts":[{"host":"user:pw@docs.test"}]}`), 0o644)
+	// Port 80 is not in the profile: refused before any name is resolved.
+	out, _, code := cordon(t, "run", "--egress-profile", good, "--", "curl", "-sS", "http://docs.test/")
+	if code != 0 || !strings.Contains(out, "refused docs.test:80: no rule allows") {
+		t.Fatalf("profile: %q %d", out, code)
+	}
+	if _, errOut, code := cordon(t, "run", "--egress-profile", bad, "--", "true"); code != 2 || !strings.Contains(errOut, "credentials") {
+		t.Fatalf("bad profile: %q %d", errOut, code)
 	}
 }
