@@ -113,3 +113,44 @@ func TestSNI(t *testing.T) {
 		t.Fatal("a truncated ClientHello was accepted")
 	}
 }
+
+// TestResolverPolicy: a resolver is asked when the policy is set and on
+// every change, and its rules are validated like static ones.
+func TestResolverPolicy(t *testing.T) {
+	asked := 0
+	rules := []Rule{{Host: "first.test"}}
+	pol := Policy{Mode: Dynamic, Resolver: func(ctx context.Context) ([]Rule, error) {
+		asked++
+		return rules, nil
+	}}
+	ln, err := net.Listen("unix", t.TempDir()+"/e.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{}).Attach(context.Background(), "s", ln, pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, ok := b.policy.Load().hostAllowed("first.test", 443); !ok || asked != 1 {
+		t.Fatalf("after attach: asked %d", asked)
+	}
+	rules = []Rule{{Host: "second.test"}}
+	if err := b.SetPolicy(context.Background(), pol); err != nil {
+		t.Fatal(err)
+	}
+	m := b.policy.Load()
+	if _, ok := m.hostAllowed("first.test", 443); ok || asked != 2 {
+		t.Fatalf("after change: first still allowed, asked %d", asked)
+	}
+	if _, ok := m.hostAllowed("second.test", 443); !ok {
+		t.Fatal("the resolver's new rule is not in force")
+	}
+	rules = []Rule{{Host: "*"}}
+	if err := b.SetPolicy(context.Background(), pol); err == nil {
+		t.Fatal("a resolver's malformed rule was accepted")
+	}
+	if _, ok := b.policy.Load().hostAllowed("second.test", 443); !ok {
+		t.Fatal("a refused change replaced the policy in force")
+	}
+}
