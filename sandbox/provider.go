@@ -237,10 +237,14 @@ type teardown struct {
 func (s *Sandbox) ID() string { return s.id }
 
 // Tier is the backend the sandbox runs on.
-func (s *Sandbox) Tier() string { return s.spec.Tier }
+func (s *Sandbox) Tier() string { return s.Spec().Tier }
 
-// Spec returns the spec the sandbox was created from.
-func (s *Sandbox) Spec() Spec { return s.spec }
+// Spec returns the sandbox's spec (with its current egress policy).
+func (s *Sandbox) Spec() Spec {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.spec
+}
 
 // Features lists the agent's additive capabilities (healthz features).
 func (s *Sandbox) Features() []string { return s.health.Features }
