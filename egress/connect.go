@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,13 +26,10 @@ func (b *Binding) connect(c net.Conn, br *bufio.Reader, req *http.Request, start
 	rec.Host, rec.Port = host, port
 	ctx, cancel := context.WithTimeout(context.Background(), b.p.cfg.MaxLifetime)
 	defer cancel()
-	up, addr, rule, err := b.dial(ctx, host, port)
-	rec.Rule = rule
-	if err != nil {
-		b.refuse(c, rec, err.Error())
+	up, addr, ok := b.open(ctx, c, &rec)
+	if !ok {
 		return
 	}
-	rec.Addr = addr.String()
 	t := &tunnel{host: host, port: port, addr: addr, client: c, up: up}
 	if !b.track(t) {
 		up.Close()
@@ -62,6 +60,19 @@ func (b *Binding) connect(c net.Conn, br *bufio.Reader, req *http.Request, start
 	rec.BytesUp, rec.BytesDown = b.pipe(c, br, up)
 	rec.Decision, rec.DurationMs = "allowed", time.Since(start).Milliseconds()
 	b.p.record(rec)
+}
+
+// open dials rec's host and port under the policy, recording the rule and
+// address, or answers the refusal; ok says whether a connection was made.
+func (b *Binding) open(ctx context.Context, c net.Conn, rec *Record) (net.Conn, netip.Addr, bool) {
+	up, addr, rule, err := b.dial(ctx, rec.Host, rec.Port)
+	rec.Rule = rule
+	if err != nil {
+		b.refuse(c, *rec, err.Error())
+		return nil, netip.Addr{}, false
+	}
+	rec.Addr = addr.String()
+	return up, addr, true
 }
 
 func sameHost(sni, host string) bool {
@@ -172,14 +183,11 @@ func (b *Binding) forward(c net.Conn, br *bufio.Reader, req *http.Request, hostH
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.p.cfg.MaxLifetime)
 	defer cancel()
-	up, addr, rule, err := b.dial(ctx, host, port)
-	rec.Rule = rule
-	if err != nil {
-		b.refuse(c, rec, err.Error())
+	up, _, ok := b.open(ctx, c, &rec)
+	if !ok {
 		return
 	}
 	defer up.Close()
-	rec.Addr = addr.String()
 	out := req.Clone(ctx)
 	out.RequestURI = ""
 	removeHopHeaders(out.Header)

@@ -18,8 +18,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
-	"github.com/cordon-sandbox/cordon/internal/logbuf"
-	"github.com/cordon-sandbox/cordon/internal/spawnthread"
+	"github.com/cordon-sandbox/cordon/internal/agentproc"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -111,50 +110,27 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		"CORDON_AGENT_READ_ROOTS="+home,
 	)
 
-	logs := logbuf.New(64 << 10)
 	cmd := exec.Command(agent)
 	cmd.Env = env
 	cmd.Dir = workspace
-	cmd.Stdout, cmd.Stderr = logs, logs
 	// The agent gets SIGTERM if cordon dies, and then stops every command
 	// it started before it exits: nothing outlives its creator.
 	cmd.SysProcAttr = procAttr()
-	if spawnthread.Do(func() { err = cmd.Start() }); err != nil {
+	proc, err := agentproc.Start(cmd, client.Endpoint{Network: "unix", Address: socket, Token: l.Token})
+	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("%w: start cordon-agent: %v", sandbox.ErrAgent, err)
 	}
-	inst := &instance{
-		cmd: cmd, dir: dir, logs: logs, exited: make(chan struct{}),
-		ep: client.Endpoint{Network: "unix", Address: socket, Token: l.Token},
-	}
-	go func() {
-		inst.waitErr = cmd.Wait()
-		close(inst.exited)
-	}()
+	inst := &instance{Proc: proc, dir: dir}
 	return inst, nil
 }
 
 type instance struct {
-	cmd     *exec.Cmd
-	dir     string
-	ep      client.Endpoint
-	logs    *logbuf.Buffer
-	exited  chan struct{}
-	waitErr error
-	mu      sync.Mutex
-	gone    bool
+	*agentproc.Proc
+	dir  string
+	mu   sync.Mutex
+	gone bool
 }
-
-func (i *instance) Endpoint() client.Endpoint { return i.ep }
-func (i *instance) Exited() <-chan struct{}   { return i.exited }
-
-// ExitCode is the agent's exit status once Exited is closed.
-func (i *instance) ExitCode() int { return i.cmd.ProcessState.ExitCode() }
-
-// Signal delivers sig to the agent.
-func (i *instance) Signal(sig os.Signal) error { return i.cmd.Process.Signal(sig) }
-
-func (i *instance) Diagnostics() string { return i.logs.String() }
 
 // Destroy asks the agent to stop (it stops its commands first), escalates to
 // SIGKILL of its whole group if it does not exit in time, confirms the exit
@@ -165,15 +141,15 @@ func (i *instance) Destroy(ctx context.Context) error {
 	if i.gone {
 		return nil
 	}
-	_ = i.cmd.Process.Signal(syscall.SIGTERM)
+	_ = i.Signal(syscall.SIGTERM)
 	select {
-	case <-i.exited:
+	case <-i.Exited():
 	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-i.cmd.Process.Pid, syscall.SIGKILL)
+		_ = syscall.Kill(-i.Pid(), syscall.SIGKILL)
 		select {
-		case <-i.exited:
+		case <-i.Exited():
 		case <-time.After(5 * time.Second):
-			return fmt.Errorf("%w: cordon-agent (pid %d) did not exit after SIGKILL", sandbox.ErrTeardown, i.cmd.Process.Pid)
+			return fmt.Errorf("%w: cordon-agent (pid %d) did not exit after SIGKILL", sandbox.ErrTeardown, i.Pid())
 		}
 	case <-ctx.Done():
 		return fmt.Errorf("%w: %w", sandbox.ErrTeardown, ctx.Err())

@@ -26,8 +26,7 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
-	"github.com/cordon-sandbox/cordon/internal/logbuf"
-	"github.com/cordon-sandbox/cordon/internal/spawnthread"
+	"github.com/cordon-sandbox/cordon/internal/agentproc"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -179,7 +178,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	_, _ = rand.Read(rnd[:])
 	id := "sb-" + hex.EncodeToString(rnd[:])
 	dir := filepath.Join(b.cfg.StateDir, id)
-	inst := &instance{dir: dir, exited: make(chan struct{}), logs: logbuf.New(64 << 10)}
+	inst := &instance{dir: dir}
 	cleanup := []func(){}
 	fail := func(err error) (sandbox.Instance, error) {
 		for i := len(cleanup) - 1; i >= 0; i-- {
@@ -286,29 +285,24 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	cmd.Args[0] = "cordon-agent"
 	cmd.Env = []string{}
 	cmd.Dir = "/"
-	cmd.Stdout, cmd.Stderr = inst.logs, inst.logs
 	cmd.ExtraFiles = append([]*os.File{cfgR}, trees...)
 	cmd.SysProcAttr = attr
-	if spawnthread.Do(func() { err = cmd.Start() }); err != nil {
-		cfgR.Close()
+	proc, err := agentproc.Start(cmd, client.Endpoint{Network: "unix", Address: filepath.Join(sock, "agent.sock"), Token: l.Token})
+	cfgR.Close()
+	if err != nil {
 		cfgW.Close()
 		return fail(fmt.Errorf("%w: start the sandbox: %v", sandbox.ErrUnavailable, err))
 	}
-	cfgR.Close()
-	inst.cmd = cmd
-	_ = writeInitRecord(dir, cmd.Process.Pid)
-	go func() {
-		_ = cmd.Wait()
-		close(inst.exited)
-	}()
+	inst.Proc = proc
+	_ = writeInitRecord(dir, proc.Pid())
 	cleanup = append(cleanup, func() {
-		_ = cmd.Process.Kill()
-		<-inst.exited
+		_ = proc.Kill()
+		<-proc.Exited()
 	})
 	// The init waits for its configuration, so it has started nothing yet
 	// when it joins its cgroups.
 	if inst.cg != nil {
-		if err := inst.cg.add(cmd.Process.Pid); err != nil {
+		if err := inst.cg.add(proc.Pid()); err != nil {
 			cfgW.Close()
 			return fail(err)
 		}
@@ -316,9 +310,8 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	_, err = cfgW.Write(cfgJSON)
 	cfgW.Close()
 	if err != nil {
-		return fail(fmt.Errorf("%w: configure the sandbox: %v; it said: %s", sandbox.ErrAgent, err, inst.logs.String()))
+		return fail(fmt.Errorf("%w: configure the sandbox: %v; it said: %s", sandbox.ErrAgent, err, proc.Diagnostics()))
 	}
-	inst.ep = client.Endpoint{Network: "unix", Address: filepath.Join(sock, "agent.sock"), Token: l.Token}
 	return inst, nil
 }
 
@@ -360,27 +353,13 @@ func agentEnv(l sandbox.Launch, uid int, layout []layoutMount) []string {
 }
 
 type instance struct {
+	*agentproc.Proc
 	egress net.Listener
 	dir    string
-	cmd    *exec.Cmd
 	cg     *cgroups
-	ep     client.Endpoint
-	logs   *logbuf.Buffer
-	exited chan struct{}
 	mu     sync.Mutex
 	gone   bool
 }
-
-func (i *instance) Endpoint() client.Endpoint { return i.ep }
-func (i *instance) Exited() <-chan struct{}   { return i.exited }
-
-// ExitCode is the agent's exit status once Exited is closed.
-func (i *instance) ExitCode() int { return i.cmd.ProcessState.ExitCode() }
-
-// Signal delivers sig to the agent.
-func (i *instance) Signal(sig os.Signal) error { return i.cmd.Process.Signal(sig) }
-
-func (i *instance) Diagnostics() string { return strings.TrimSpace(i.logs.String()) }
 
 // EgressListener is where the sandbox's egress arrives on the host.
 func (i *instance) EgressListener() net.Listener { return i.egress }
@@ -403,16 +382,16 @@ func (i *instance) Destroy(ctx context.Context) error {
 		return nil
 	}
 	i.egress.Close()
-	_ = i.cmd.Process.Signal(syscall.SIGTERM)
+	_ = i.Signal(syscall.SIGTERM)
 	select {
-	case <-i.exited:
+	case <-i.Exited():
 	case <-time.After(7 * time.Second):
 		// SIGKILL to PID 1 of the namespace ends every process in it.
-		_ = i.cmd.Process.Kill()
+		_ = i.Kill()
 		select {
-		case <-i.exited:
+		case <-i.Exited():
 		case <-time.After(5 * time.Second):
-			return fmt.Errorf("%w: sandbox init (pid %d) did not exit after SIGKILL", sandbox.ErrTeardown, i.cmd.Process.Pid)
+			return fmt.Errorf("%w: sandbox init (pid %d) did not exit after SIGKILL", sandbox.ErrTeardown, i.Pid())
 		}
 	case <-ctx.Done():
 		return fmt.Errorf("%w: %w", sandbox.ErrTeardown, ctx.Err())
