@@ -7,14 +7,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net"
-	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/cordon-sandbox/cordon/internal/netns"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 )
 
@@ -55,32 +52,14 @@ func New(t testing.TB, addrs ...string) *Net {
 // Listen opens a TCP listener inside the namespace.
 func (n *Net) Listen(t testing.TB, addr string) net.Listener {
 	t.Helper()
-	type result struct {
-		ln  net.Listener
-		err error
+	var ln net.Listener
+	err := netns.Do(n.Path, func() (err error) {
+		ln, err = net.Listen("tcp", addr)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listen %s in %s: %v", addr, n.Name, err)
 	}
-	ch := make(chan result, 1)
-	go func() {
-		// This thread enters the namespace and is never unlocked, so the
-		// runtime discards it afterwards.
-		runtime.LockOSThread()
-		f, err := os.Open(n.Path)
-		if err != nil {
-			ch <- result{nil, err}
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- result{nil, err}
-			return
-		}
-		ln, err := net.Listen("tcp", addr)
-		ch <- result{ln, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		t.Fatalf("listen %s in %s: %v", addr, n.Name, r.err)
-	}
-	t.Cleanup(func() { r.ln.Close() })
-	return r.ln
+	t.Cleanup(func() { ln.Close() })
+	return ln
 }
