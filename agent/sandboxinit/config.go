@@ -58,6 +58,9 @@ type Bind struct {
 	// FD, when set, is a detached mount tree (already id-mapped and with
 	// its flags set by the host) that the init attaches at Target.
 	FD int `json:"fd,omitempty"`
+	// File binds a single file over an existing one, read-only; when the
+	// root has no file at Target it is skipped.
+	File bool `json:"file,omitempty"`
 }
 
 // HoldArg makes cordon-agent hold a user namespace open for the host: it

@@ -244,6 +244,18 @@ func buildRoot(cfg *Config) error {
 	}
 	for _, b := range cfg.Binds {
 		dst := filepath.Join(st, b.Target)
+		if b.File {
+			if fi, err := os.Lstat(dst); err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			if err := mount(b.Source, dst, "", unix.MS_BIND, ""); err != nil {
+				return err
+			}
+			if err := mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := os.MkdirAll(dst, 0o755); err != nil {
 			return fmt.Errorf("mountpoint %s: %w", b.Target, err)
 		}

@@ -66,6 +66,29 @@ func TestAdversarial(t *testing.T) {
 			t.Errorf("unexpected listing:\n%s", out)
 		}
 	})
+	t.Run("NoHostIdentity", func(t *testing.T) {
+		out, _, _ := sh(t, sb, "id -un; hostname; cat /etc/passwd /etc/group /etc/resolv.conf /etc/hosts")
+		if !strings.HasPrefix(out, "sandbox\ncordon\n") {
+			t.Fatalf("user and host: %q", out)
+		}
+		host, _ := os.ReadFile("/etc/resolv.conf")
+		for _, line := range strings.Split(string(host), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "nameserver" && f[1] != "127.0.0.1" && strings.Contains(out, f[1]) {
+				t.Errorf("the host's resolver %s shows inside", f[1])
+			}
+		}
+		for _, name := range []string{"cloudsdk", os.Getenv("USER")} {
+			if name != "" && name != "root" && strings.Contains(out, name) {
+				t.Errorf("host account %q shows inside:\n%s", name, out)
+			}
+		}
+		// A lookup fails at once, not after resolver timeouts.
+		start := time.Now()
+		py(t, sb, "import socket\ntry:\n  socket.getaddrinfo('cordon-test.invalid', 80)\nexcept OSError: pass")
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("a failing lookup took %v", d)
+		}
+	})
 	t.Run("WritesOutsideWritableMountsFail", func(t *testing.T) {
 		for _, p := range []string{"/etc/x", "/usr/x", "/x", "/var/x", "/bin/x", "/proc/sys/kernel/hostname", "/dev/x", "/run/cordon/x", "/home/x"} {
 			out, _, _ := sh(t, sb, "echo pwned > "+p+" 2>&1 && echo WROTE || echo refused")

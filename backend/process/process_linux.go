@@ -255,6 +255,11 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		Landlock: landlock,
 		Workdir:  Workspace,
 	}
+	files, err := identityFiles(dir, uid, hostRoot)
+	if err != nil {
+		return fail(err)
+	}
+	icfg.Binds = append(icfg.Binds, files...)
 	layout, err := layoutMounts(spec.Layout)
 	if err != nil {
 		return fail(err)
@@ -422,4 +427,41 @@ func traversable(p string) error {
 			return nil
 		}
 	}
+}
+
+// identityFiles writes the small files that say who and where the sandbox
+// is, so that nothing of the host's shows through: its users and groups
+// (with the host's own root, whose /etc would name the host's accounts),
+// hosts, hostname, and a resolver configuration naming no reachable
+// resolver (names resolve at the egress proxy; a lookup inside fails at
+// once).
+func identityFiles(dir string, uid int, hostRoot bool) ([]sandboxinit.Bind, error) {
+	etc := filepath.Join(dir, "etc")
+	if err := os.Mkdir(etc, 0o755); err != nil {
+		return nil, err
+	}
+	files := map[string]string{
+		"hosts":       "127.0.0.1\tlocalhost cordon\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+		"hostname":    "cordon\n",
+		"resolv.conf": "# cordon: no resolver is reachable from a sandbox; names resolve at the egress proxy.\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
+	}
+	if hostRoot {
+		passwd := "root:x:0:0:root:/root:/bin/sh\n"
+		group := "root:x:0:\n"
+		if uid != 0 {
+			passwd += fmt.Sprintf("sandbox:x:%d:%d:sandbox:%s:/bin/sh\n", uid, uid, Home)
+			group += fmt.Sprintf("sandbox:x:%d:\n", uid)
+		}
+		files["passwd"] = passwd + "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+		files["group"] = group + "nogroup:x:65534:\n"
+	}
+	var binds []sandboxinit.Bind
+	for name, content := range files {
+		src := filepath.Join(etc, name)
+		if err := os.WriteFile(src, []byte(content), 0o644); err != nil {
+			return nil, err
+		}
+		binds = append(binds, sandboxinit.Bind{Source: src, Target: "/etc/" + name, ReadOnly: true, File: true})
+	}
+	return binds, nil
 }
