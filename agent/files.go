@@ -238,22 +238,48 @@ func (j *jsonStringWriter) emit(b []byte) {
 }
 
 func (s *Server) handleWriteFile(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Path     json.RawMessage `json:"path"`
-		Content  json.RawMessage `json:"content"`
-		Encoding json.RawMessage `json:"encoding"`
+	if r.ContentLength < 0 || r.ContentLength > streamThreshold {
+		s.writeFileStreaming(w, r)
+		return
 	}
+	var body writeBody
 	if err := s.readBody(r, &body); err != nil {
 		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
 		return
 	}
+	s.writeBuffered(w, body)
+}
+
+// writeBody is /write-file's body, each field raw.
+type writeBody struct {
+	Path     json.RawMessage `json:"path"`
+	Content  json.RawMessage `json:"content"`
+	Encoding json.RawMessage `json:"encoding"`
+}
+
+// writeTarget validates the path and places it under a write root; a
+// refusal has been answered when ok is false.
+func (s *Server) writeTarget(w http.ResponseWriter, body writeBody) (target, root string, ok bool) {
 	if !truthy(body.Path) || len(body.Content) == 0 {
 		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeMissingPathOrContent})
-		return
+		return "", "", false
 	}
-	p, ok := rawString(body.Path)
-	if !ok {
+	p, isString := rawString(body.Path)
+	if !isString {
 		fileError(w, errors.New("path must be a string"))
+		return "", "", false
+	}
+	target, root, err := place(p, s.cfg.Workspace, s.cfg.WriteRoots)
+	if err != nil {
+		fileError(w, err)
+		return "", "", false
+	}
+	return target, root, true
+}
+
+func (s *Server) writeBuffered(w http.ResponseWriter, body writeBody) {
+	target, root, ok := s.writeTarget(w, body)
+	if !ok {
 		return
 	}
 	data, err := contentBytes(body.Content)
@@ -267,12 +293,7 @@ func (s *Server) handleWriteFile(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	target, root, err := place(p, s.cfg.Workspace, s.cfg.WriteRoots)
-	if err != nil {
-		fileError(w, err)
-		return
-	}
-	if err := writeFileIn(target, root, data); err != nil {
+	if _, err := writeFileIn(target, root, bytes.NewReader(data), nil); err != nil {
 		fileError(w, err)
 		return
 	}

@@ -88,7 +88,7 @@ func FuzzJail(f *testing.F) {
 					t.Fatalf("read %q leaked the outside secret", p)
 				}
 			}
-			_ = writeFileIn(target, root, data)
+			_, _ = writeFileIn(target, root, bytes.NewReader(data), nil)
 		}
 		if after := listTree(t, outside); after != before {
 			t.Fatalf("write %q changed the outside directory:\nbefore %s\nafter %s", p, before, after)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"crypto/rand"
+	"io"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -193,21 +194,22 @@ func mkdirIn(target, root string) (string, error) {
 	return real, nil
 }
 
-// writeFileIn atomically replaces target (inside root) with data: a
+// writeFileIn atomically replaces target (inside root) with what data
+// yields (beforeCommit, if set, may still veto the replacement): a
 // temporary sibling is written and fsynced, renamed over the target, and the
 // directory is fsynced. A failed write leaves the previous contents. An
 // existing symlink is written through only when its target is a regular
 // file inside the same root; a dangling one is refused, because following it
 // could create a file anywhere.
-func writeFileIn(target, root string, data []byte) error {
+func writeFileIn(target, root string, data io.Reader, beforeCommit func() error) (int64, error) {
 	rel, err := filepath.Rel(root, target)
 	if err != nil || rel == "." {
-		return fmt.Errorf("EISDIR: illegal operation on a directory, open %q", target)
+		return 0, fmt.Errorf("EISDIR: illegal operation on a directory, open %q", target)
 	}
 	dir, base := filepath.Split(rel)
 	dfd, _, err := openDirIn(root, dir, true)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer func() { unix.Close(dfd) }()
 
@@ -217,32 +219,32 @@ func writeFileIn(target, root string, data []byte) error {
 	switch {
 	case errors.Is(err, unix.ENOENT):
 	case err != nil:
-		return &os.PathError{Op: "stat", Path: target, Err: err}
+		return 0, &os.PathError{Op: "stat", Path: target, Err: err}
 	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
 		lfd, err := openPath(dfd, base, 0)
 		if errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("refusing to write through the dangling symlink %q", target)
+			return 0, fmt.Errorf("refusing to write through the dangling symlink %q", target)
 		}
 		if err != nil {
-			return &os.PathError{Op: "open", Path: target, Err: err}
+			return 0, &os.PathError{Op: "open", Path: target, Err: err}
 		}
 		realRoot, err := filepath.EvalSymlinks(root)
 		if err != nil {
 			unix.Close(lfd)
-			return err
+			return 0, err
 		}
 		real, err := checkInside(lfd, realRoot)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		unix.Close(lfd)
 		// Write where the link leads, by walking to it from the root again.
 		r, _ := filepath.Rel(realRoot, real)
-		return writeFileIn(filepath.Join(root, r), root, data)
+		return writeFileIn(filepath.Join(root, r), root, data, beforeCommit)
 	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		return fmt.Errorf("EISDIR: illegal operation on a directory, open %q", target)
+		return 0, fmt.Errorf("EISDIR: illegal operation on a directory, open %q", target)
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return fmt.Errorf("%q is not a regular file", target)
+		return 0, fmt.Errorf("%q is not a regular file", target)
 	default:
 		// Permission bits carry over; setuid and setgid never do, as with
 		// an ordinary write by an unprivileged writer.
@@ -252,7 +254,7 @@ func writeFileIn(target, root string, data []byte) error {
 	// An O_PATH descriptor cannot be fsynced; open the directory for real.
 	wdfd, err := unix.Openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer unix.Close(wdfd)
 	var rnd [6]byte
@@ -264,7 +266,7 @@ func writeFileIn(target, root string, data []byte) error {
 	tmp := "." + short + ".cordon-" + hex.EncodeToString(rnd[:])
 	fd, err := unix.Openat(wdfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
 	if err != nil {
-		return &os.PathError{Op: "open", Path: target, Err: err}
+		return 0, &os.PathError{Op: "open", Path: target, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), tmp)
 	ok := false
@@ -273,9 +275,10 @@ func writeFileIn(target, root string, data []byte) error {
 			_ = unix.Unlinkat(wdfd, tmp, 0)
 		}
 	}()
-	if _, err := f.Write(data); err != nil {
+	n, err := io.Copy(f, data)
+	if err != nil {
 		f.Close()
-		return err
+		return 0, err
 	}
 	if uid >= 0 {
 		_ = f.Chown(uid, gid)
@@ -283,14 +286,19 @@ func writeFileIn(target, root string, data []byte) error {
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return err
+		return 0, err
 	}
 	if err := f.Close(); err != nil {
-		return err
+		return 0, err
+	}
+	if beforeCommit != nil {
+		if err := beforeCommit(); err != nil {
+			return 0, err
+		}
 	}
 	if err := unix.Renameat(wdfd, tmp, wdfd, base); err != nil {
-		return &os.PathError{Op: "rename", Path: target, Err: err}
+		return 0, &os.PathError{Op: "rename", Path: target, Err: err}
 	}
 	ok = true
-	return unix.Fsync(wdfd)
+	return n, unix.Fsync(wdfd)
 }

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,6 +49,51 @@ func testFiles(t *testing.T, h *harness) {
 		}
 		if sum := strings.Fields(h.sh(t, "wc -c < bin.dat"))[0]; sum != "262147" {
 			t.Fatalf("size on disk %s", sum)
+		}
+	})
+	t.Run("LargeWrites", func(t *testing.T) {
+		// Past 1 MiB cordon-agent decodes as the body arrives; every body
+		// shape must still mean what it means to the reference.
+		data := make([]byte, 3<<20)
+		for i := range data {
+			data[i] = byte(i*31 + i>>8)
+		}
+		b64 := base64.StdEncoding.EncodeToString(data)
+		bodies := map[string]string{
+			"path first":    `{"path":"large1.bin","encoding":"base64","content":"` + b64 + `"}`,
+			"content first": `{"content":"` + b64 + `","encoding":"base64","path":"large2.bin"}`,
+			"extra fields":  `{"path":"large3.bin","encoding":"base64","content":"` + b64 + `","note":{"a":[1,2]}}`,
+		}
+		for name, body := range bodies {
+			r := h.raw(t, "POST", wire.RouteWriteFile, h.Endpoint.Token, []byte(body))
+			if r.status != 200 || r.json(t)["bytesWritten"] != float64(len(data)) {
+				t.Fatalf("%s: %d %s", name, r.status, r.body)
+			}
+		}
+		for _, f := range []string{"large1.bin", "large2.bin", "large3.bin"} {
+			_, m := h.read(t, map[string]any{"path": f, "encoding": "base64"})
+			if m["content"] != b64 {
+				t.Fatalf("%s differs after a large write", f)
+			}
+		}
+		text := strings.Repeat("é\"\n", 1<<19)
+		tb, _ := json.Marshal(map[string]string{"path": "large.txt", "content": text})
+		if r := h.raw(t, "POST", wire.RouteWriteFile, h.Endpoint.Token, tb); r.status != 200 {
+			t.Fatalf("large text: %d %s", r.status, r.body)
+		}
+		if _, m := h.read(t, map[string]any{"path": "large.txt"}); m["content"] != text {
+			t.Fatal("large text differs")
+		}
+	})
+	t.Run("LargeWriteFailureKeepsOldContent", func(t *testing.T) {
+		h.improvement(t, "invalid base64 is refused, not half-decoded; a failed write leaves the old file")
+		h.sh(t, "printf original > keep.bin")
+		body := `{"path":"keep.bin","encoding":"base64","content":"` + strings.Repeat("QUJD", 1<<19) + `!!!!` + strings.Repeat("QUJD", 100) + `"}`
+		if r := h.raw(t, "POST", wire.RouteWriteFile, h.Endpoint.Token, []byte(body)); r.status != 400 {
+			t.Fatalf("invalid base64: %d %s", r.status, r.body)
+		}
+		if got := h.sh(t, "cat keep.bin; ls -a | grep -c cordon- || true"); got != "original0\n" {
+			t.Fatalf("after a failed write: %q", got)
 		}
 	})
 	t.Run("Overwrite", func(t *testing.T) {
