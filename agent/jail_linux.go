@@ -2,10 +2,10 @@ package agent
 
 import (
 	"crypto/rand"
-	"io"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
