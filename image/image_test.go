@@ -1,0 +1,289 @@
+package image
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+type ent struct {
+	name, body, link string
+	typ              byte
+	mode             int64
+}
+
+func layer(t testing.TB, ents ...ent) v1.Layer {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range ents {
+		h := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: e.mode, Linkname: e.link, Size: int64(len(e.body))}
+		if h.Typeflag == 0 {
+			h.Typeflag = tar.TypeReg
+		}
+		if h.Mode == 0 {
+			h.Mode = 0o644
+			if h.Typeflag == tar.TypeDir {
+				h.Mode = 0o755
+			}
+		}
+		if h.Typeflag != tar.TypeReg {
+			h.Size = 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(tw, e.body)
+	}
+	tw.Close()
+	b := buf.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func img(t testing.TB, layers ...v1.Layer) v1.Image {
+	i, err := mutate.AppendLayers(empty.Image, layers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return i
+}
+
+func store(t testing.TB, limits Limits) *Store {
+	s, err := Open(t.TempDir(), limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func rootOf(t *testing.T, s *Store, r *Record) string {
+	p, release, err := s.Acquire(r.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	return p
+}
+
+func TestWhiteouts(t *testing.T) {
+	s := store(t, DefaultLimits)
+	l1 := layer(t, ent{name: "a/", typ: tar.TypeDir}, ent{name: "a/x", body: "x"}, ent{name: "a/y", body: "y"}, ent{name: "b.txt", body: "b"}, ent{name: "c/d", body: "d"})
+	l2 := layer(t, ent{name: "a/.wh..wh..opq"}, ent{name: "a/z", body: "z"}, ent{name: ".wh.b.txt"}, ent{name: "c/e", body: "e"})
+	r, err := s.add(context.Background(), img(t, l1, l2), "test/whiteouts:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := rootOf(t, s, r)
+	list := func(d string) string {
+		ents, _ := os.ReadDir(filepath.Join(root, d))
+		var n []string
+		for _, e := range ents {
+			n = append(n, e.Name())
+		}
+		return strings.Join(n, ",")
+	}
+	if got := list("a"); got != "z" {
+		t.Errorf("opaque dir holds %q, want z", got)
+	}
+	if got := list("."); got != "a,c" {
+		t.Errorf("root holds %q, want a,c", got)
+	}
+	if got := list("c"); got != "d,e" {
+		t.Errorf("c holds %q", got)
+	}
+}
+
+// TestHostileLayers: nothing lands outside the root, whatever the layer
+// says; what cannot be placed inside is refused.
+func TestHostileLayers(t *testing.T) {
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "keep"), []byte("keep"), 0o644)
+	before := listTree(outside)
+	s := store(t, DefaultLimits)
+	r, err := s.add(context.Background(), img(t, layer(t,
+		ent{name: "../../../" + outside + "/dotdot", body: "x"},
+		ent{name: outside + "/absolute", body: "x"},
+		ent{name: "rootlink", typ: tar.TypeSymlink, link: "/"},
+		ent{name: "rootlink" + outside + "/viaroot", body: "x"},
+		ent{name: "outlink", typ: tar.TypeSymlink, link: outside},
+		ent{name: "outlink/viaout", body: "x"},
+		ent{name: "up", typ: tar.TypeSymlink, link: "../../../../.."},
+		ent{name: "up/viaup", body: "x"},
+	)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := listTree(outside); after != before {
+		t.Fatalf("a layer wrote outside its root:\n%s", after)
+	}
+	root := rootOf(t, s, r)
+	for _, p := range []string{outside + "/dotdot", outside + "/absolute", outside + "/viaroot", outside + "/viaout", "viaup"} {
+		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+			t.Errorf("%s was not placed inside the root: %v", p, err)
+		}
+	}
+	// A hard link to something outside the image is refused outright.
+	_, err = s.add(context.Background(), img(t, layer(t, ent{name: "hl", typ: tar.TypeLink, link: "../../../../" + outside + "/keep"})), "")
+	if !errors.Is(err, ErrHostileLayer) {
+		t.Fatalf("hard link out: %v", err)
+	}
+	if after := listTree(outside); after != before {
+		t.Fatal("the refused hard link changed the outside")
+	}
+}
+
+func listTree(dir string) string {
+	var b strings.Builder
+	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err == nil {
+			b.WriteString(p + "\n")
+		}
+		return nil
+	})
+	return b.String()
+}
+
+func TestLayerBomb(t *testing.T) {
+	s := store(t, Limits{MaxBytes: 1 << 20, MaxEntries: 100})
+	_, err := s.add(context.Background(), img(t, layer(t, ent{name: "big", body: strings.Repeat("x", 2<<20)})), "")
+	if !errors.Is(err, ErrHostileLayer) {
+		t.Fatalf("bytes bomb: %v", err)
+	}
+	var many []ent
+	for i := 0; i < 200; i++ {
+		many = append(many, ent{name: "f" + strings.Repeat("x", i%10) + string(rune('a'+i%26)) + "-" + string(rune('a'+i/26))})
+	}
+	if _, err := s.add(context.Background(), img(t, layer(t, many...)), ""); !errors.Is(err, ErrHostileLayer) {
+		t.Fatalf("entries bomb: %v", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(s.dir, "tmp")); len(ents) > 2 {
+		t.Fatalf("failed unpacks left %d entries behind", len(ents))
+	}
+}
+
+// TestPull: a registry on loopback, behind basic auth; concurrent pulls of
+// one image unpack it once.
+func TestPull(t *testing.T) {
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "cordon" || p != "s3cret" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	ref := host + "/test/app:1"
+	auth := remote.WithAuth(&authn.Basic{Username: "cordon", Password: "s3cret"})
+	tag, _ := name.ParseReference(ref)
+	image := img(t, layer(t, ent{name: "etc/marker", body: "pulled\n"}))
+	if err := remote.Write(tag, image, auth); err != nil {
+		t.Fatal(err)
+	}
+	s := store(t, DefaultLimits)
+	if _, err := s.Pull(context.Background(), ref); err == nil {
+		t.Fatal("pulled without credentials")
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 5)
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.Pull(context.Background(), ref, auth)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Unpacked != 1 {
+		t.Fatalf("unpacked %d times, want once", s.Unpacked)
+	}
+	r, err := s.Resolve(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := image.ConfigName()
+	if r.Digest != want.String() {
+		t.Fatalf("digest %s, want %s", r.Digest, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(rootOf(t, s, r), "etc/marker")); string(b) != "pulled\n" {
+		t.Fatalf("marker %q", b)
+	}
+}
+
+func TestImportAndLifecycle(t *testing.T) {
+	s := store(t, DefaultLimits)
+	image := img(t, layer(t, ent{name: "hello", body: "hi"}))
+	tarPath := filepath.Join(t.TempDir(), "img.tar")
+	tag, _ := name.NewTag("example.test/saved:1")
+	if err := tarball.WriteToFile(tarPath, tag, image); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.Import(context.Background(), tarPath, "saved")
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("tarball import: %v", err)
+	}
+	lp, err := layout.Write(filepath.Join(t.TempDir(), "layout"), empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := img(t, layer(t, ent{name: "other", body: "o"}))
+	if err := lp.AppendImage(other); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := s.Import(context.Background(), string(lp), "from-layout"); err != nil || len(recs) != 1 {
+		t.Fatalf("layout import: %v", err)
+	}
+	all, _ := s.List()
+	if len(all) != 2 {
+		t.Fatalf("%d images listed", len(all))
+	}
+	_, release, err := s.Acquire("saved")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove("saved"); err == nil {
+		t.Fatal("removed an image in use")
+	}
+	if removed, _ := s.GC(0); len(removed) != 1 || removed[0].Names[0] != "from-layout" {
+		t.Fatalf("GC removed %v, want only the unused image", removed)
+	}
+	release()
+	if err := s.Remove("saved"); err != nil {
+		t.Fatal(err)
+	}
+	if all, _ := s.List(); len(all) != 0 {
+		t.Fatalf("%d images left", len(all))
+	}
+}

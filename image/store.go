@@ -1,0 +1,455 @@
+// Package image brings OCI images to sandboxes: from a registry, an OCI
+// image layout directory or a `docker save`/OCI tarball, unpacked safely
+// once into a content-addressed cache of root filesystems that every
+// sandbox using the image shares read-only.
+package image
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"golang.org/x/sys/unix"
+)
+
+// Store is the cache. Safe for concurrent use, and across processes.
+type Store struct {
+	dir    string
+	limits Limits
+	mu     sync.Mutex
+	busy   map[string]*sync.WaitGroup // unpacks in flight, by digest
+	// Unpacked counts unpacks this store performed (tests read it).
+	Unpacked int
+}
+
+// Record describes a cached image.
+type Record struct {
+	Digest   string    `json:"digest"` // the image config's digest
+	Names    []string  `json:"names"`
+	Bytes    int64     `json:"bytes"`
+	Created  time.Time `json:"created"`
+	LastUsed time.Time `json:"lastUsed"`
+}
+
+// ErrNotFound: no cached image by that name or digest.
+var ErrNotFound = errors.New("image not found in the cache")
+
+// Open opens (creating) a store in dir.
+func Open(dir string, limits Limits) (*Store, error) {
+	for _, d := range []string{dir, filepath.Join(dir, "images"), filepath.Join(dir, "tmp")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	return &Store{dir: dir, limits: limits, busy: map[string]*sync.WaitGroup{}}, nil
+}
+
+// DefaultDir is /var/lib/cordon/images as root, else the user cache.
+func DefaultDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/cordon/images"
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "cordon", "images")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("cordon-images-%d", os.Geteuid()))
+}
+
+// Pull fetches ref from its registry and unpacks it. With no options the
+// credentials come from the Docker config file; options replace that.
+func (s *Store) Pull(ctx context.Context, ref string, opts ...remote.Option) (*Record, error) {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return nil, err
+	}
+	if len(opts) == 0 {
+		opts = []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)}
+	}
+	opts = append([]remote.Option{remote.WithContext(ctx)}, opts...)
+	img, err := remote.Image(r, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	return s.add(ctx, img, r.Name())
+}
+
+// Import reads a `docker save`/OCI tarball or an OCI image layout directory
+// and unpacks every image in it under name (or the tarball's own tags).
+func (s *Store) Import(ctx context.Context, path, as string) ([]*Record, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	var imgs []v1.Image
+	var names []string
+	if st.IsDir() {
+		idx, err := layout.ImageIndexFromPath(path)
+		if err != nil {
+			return nil, fmt.Errorf("%s is not an OCI image layout: %w", path, err)
+		}
+		m, err := idx.IndexManifest()
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range m.Manifests {
+			img, err := idx.Image(d.Digest)
+			if err != nil {
+				return nil, err
+			}
+			imgs = append(imgs, img)
+			names = append(names, d.Annotations["org.opencontainers.image.ref.name"])
+		}
+	} else {
+		img, err := tarball.ImageFromPath(path, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s is not an image tarball: %w", path, err)
+		}
+		imgs = append(imgs, img)
+		names = append(names, "")
+	}
+	var out []*Record
+	for i, img := range imgs {
+		n := as
+		if n == "" {
+			n = names[i]
+		}
+		r, err := s.add(ctx, img, n)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (s *Store) imageDir(digest string) string {
+	return filepath.Join(s.dir, "images", strings.ReplaceAll(digest, ":", "-"))
+}
+
+// add unpacks img unless its root filesystem is already cached; concurrent
+// adds of one image (in this process or others) unpack it once.
+func (s *Store) add(ctx context.Context, img v1.Image, ref string) (*Record, error) {
+	cfg, err := img.ConfigName()
+	if err != nil {
+		return nil, err
+	}
+	digest := cfg.String()
+	dir := s.imageDir(digest)
+	unlock, err := s.lock(digest)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	rec, err := s.record(digest)
+	if errors.Is(err, ErrNotFound) {
+		rec, err = s.unpack(ctx, img, digest, dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ref != "" && !contains(rec.Names, ref) {
+		// A name points at one image: take it from any other.
+		if err := s.untag(ref); err != nil {
+			return nil, err
+		}
+		rec.Names = append(rec.Names, ref)
+		sort.Strings(rec.Names)
+		if err := s.writeRecord(rec); err != nil {
+			return nil, err
+		}
+	}
+	return rec, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// lock serialises work on one digest, within and across processes.
+func (s *Store) lock(digest string) (func(), error) {
+	s.mu.Lock()
+	for s.busy[digest] != nil {
+		wg := s.busy[digest]
+		s.mu.Unlock()
+		wg.Wait()
+		s.mu.Lock()
+	}
+	wg := &sync.WaitGroup{}
+	wg.Add(1)
+	s.busy[digest] = wg
+	s.mu.Unlock()
+	f, err := os.OpenFile(filepath.Join(s.dir, "tmp", strings.ReplaceAll(digest, ":", "-")+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err == nil {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+	}
+	release := func() {
+		if f != nil {
+			f.Close()
+		}
+		s.mu.Lock()
+		delete(s.busy, digest)
+		s.mu.Unlock()
+		wg.Done()
+	}
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return release, nil
+}
+
+func (s *Store) unpack(ctx context.Context, img v1.Image, digest, dir string) (*Record, error) {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(s.dir, "tmp", hex.EncodeToString(rnd[:]))
+	rootfs := filepath.Join(tmp, "rootfs")
+	if err := os.MkdirAll(rootfs, 0o755); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	u, err := newUnpacker(rootfs, s.limits)
+	if err != nil {
+		return nil, err
+	}
+	defer u.close()
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range layers {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rc, err := l.Uncompressed()
+		if err != nil {
+			return nil, err
+		}
+		err = u.apply(rc)
+		rc.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	// Sandboxes run as unprivileged mapped users: the root must be
+	// reachable by them.
+	if err := os.Chmod(rootfs, 0o755); err != nil {
+		return nil, err
+	}
+	rec := &Record{Digest: digest, Bytes: u.bytes, Created: time.Now().UTC(), LastUsed: time.Now().UTC()}
+	b, _ := json.Marshal(rec)
+	if err := os.WriteFile(filepath.Join(tmp, "image.json"), b, 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return nil, err
+	}
+	s.Unpacked++
+	return rec, nil
+}
+
+func (s *Store) record(digest string) (*Record, error) {
+	b, err := os.ReadFile(filepath.Join(s.imageDir(digest), "image.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Record
+	return &r, json.Unmarshal(b, &r)
+}
+
+func (s *Store) writeRecord(r *Record) error {
+	b, _ := json.Marshal(r)
+	p := filepath.Join(s.imageDir(r.Digest), "image.json")
+	if err := os.WriteFile(p+".new", b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(p+".new", p)
+}
+
+// List returns every cached image.
+func (s *Store) List() ([]*Record, error) {
+	ents, err := os.ReadDir(filepath.Join(s.dir, "images"))
+	if err != nil {
+		return nil, err
+	}
+	var out []*Record
+	for _, e := range ents {
+		if r, err := s.record(strings.Replace(e.Name(), "-", ":", 1)); err == nil {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out, nil
+}
+
+// Resolve finds a cached image by name or digest (a unique prefix will do).
+func (s *Store) Resolve(ref string) (*Record, error) {
+	all, err := s.List()
+	if err != nil {
+		return nil, err
+	}
+	var found *Record
+	for _, r := range all {
+		if contains(r.Names, ref) || contains(r.Names, normalizeName(ref)) || strings.HasPrefix(r.Digest, ref) || strings.HasPrefix(strings.TrimPrefix(r.Digest, "sha256:"), ref) {
+			if found != nil && found.Digest != r.Digest {
+				return nil, fmt.Errorf("%q names more than one cached image", ref)
+			}
+			found = r
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, ref)
+	}
+	return found, nil
+}
+
+func normalizeName(ref string) string {
+	if r, err := name.ParseReference(ref); err == nil {
+		return r.Name()
+	}
+	return ref
+}
+
+func (s *Store) untag(ref string) error {
+	all, err := s.List()
+	if err != nil {
+		return err
+	}
+	for _, r := range all {
+		if contains(r.Names, ref) {
+			var keep []string
+			for _, n := range r.Names {
+				if n != ref {
+					keep = append(keep, n)
+				}
+			}
+			r.Names = keep
+			if err := s.writeRecord(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Acquire returns an image's root filesystem for a sandbox and a release
+// function; while held (by any process), the image is never removed.
+func (s *Store) Acquire(ref string) (string, func(), error) {
+	r, err := s.Resolve(ref)
+	if err != nil {
+		return "", nil, err
+	}
+	dir := s.imageDir(r.Digest)
+	leases := filepath.Join(dir, "leases")
+	if err := os.MkdirAll(leases, 0o755); err != nil {
+		return "", nil, err
+	}
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	lease := filepath.Join(leases, fmt.Sprintf("%d-%s-%s", os.Getpid(), procStart(os.Getpid()), hex.EncodeToString(rnd[:])))
+	if err := os.WriteFile(lease, nil, 0o644); err != nil {
+		return "", nil, err
+	}
+	r.LastUsed = time.Now().UTC()
+	_ = s.writeRecord(r)
+	return filepath.Join(dir, "rootfs"), func() { os.Remove(lease) }, nil
+}
+
+// Remove deletes a cached image unless a sandbox holds it.
+func (s *Store) Remove(ref string) error {
+	r, err := s.Resolve(ref)
+	if err != nil {
+		return err
+	}
+	unlock, err := s.lock(r.Digest)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if s.inUse(r.Digest) {
+		return fmt.Errorf("image %s is in use by a sandbox", ref)
+	}
+	return os.RemoveAll(s.imageDir(r.Digest))
+}
+
+// GC removes least recently used images no sandbox holds until the cache
+// is under maxBytes; it returns what it removed.
+func (s *Store) GC(maxBytes int64) ([]*Record, error) {
+	all, err := s.List()
+	if err != nil {
+		return nil, err
+	}
+	var total int64
+	for _, r := range all {
+		total += r.Bytes
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].LastUsed.Before(all[j].LastUsed) })
+	var removed []*Record
+	for _, r := range all {
+		if total <= maxBytes {
+			break
+		}
+		if s.inUse(r.Digest) {
+			continue
+		}
+		if err := s.Remove(r.Digest); err != nil {
+			continue
+		}
+		total -= r.Bytes
+		removed = append(removed, r)
+	}
+	return removed, nil
+}
+
+// inUse reports whether a live process holds a lease on the image.
+func (s *Store) inUse(digest string) bool {
+	ents, _ := os.ReadDir(filepath.Join(s.imageDir(digest), "leases"))
+	for _, e := range ents {
+		f := strings.SplitN(e.Name(), "-", 3)
+		if len(f) != 3 {
+			continue
+		}
+		pid, _ := strconv.Atoi(f[0])
+		if procStart(pid) == f[1] && f[1] != "" {
+			return true
+		}
+		os.Remove(filepath.Join(s.imageDir(digest), "leases", e.Name()))
+	}
+	return false
+}
+
+func procStart(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	st := string(b)
+	f := strings.Fields(st[strings.LastIndexByte(st, ')')+1:])
+	if len(f) < 20 || f[0] == "Z" {
+		return ""
+	}
+	return f[19]
+}
