@@ -20,12 +20,16 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/image"
 )
 
 // Provider creates sandboxes on the backends it was given.
 type Provider struct {
 	egressOnce  sync.Once
 	egress      *egress.Proxy
+	imagesOnce  sync.Once
+	images      *image.Store
+	imagesErr   error
 	backends    map[string]Backend
 	defaultTier string
 	log         *slog.Logger
@@ -52,6 +56,36 @@ func (p *Provider) egressProxy() *egress.Proxy {
 		}
 	})
 	return p.egress
+}
+
+// WithImageStore sets the image cache sandboxes' images come from (by
+// default image.DefaultDir()).
+func WithImageStore(s *image.Store) Option { return func(p *Provider) { p.images = s } }
+
+func (p *Provider) imageStore() (*image.Store, error) {
+	p.imagesOnce.Do(func() {
+		if p.images == nil {
+			p.images, p.imagesErr = image.Open(image.DefaultDir(), image.DefaultLimits)
+		}
+	})
+	return p.images, p.imagesErr
+}
+
+// rootFromImage resolves spec.Image to a cached root filesystem (pulling it
+// when it is not cached) and holds it until release is called.
+func (p *Provider) rootFromImage(ctx context.Context, ref string) (string, func(), error) {
+	st, err := p.imageStore()
+	if err != nil {
+		return "", nil, err
+	}
+	root, release, err := st.Acquire(ref)
+	if errors.Is(err, image.ErrNotFound) {
+		if _, err = st.Pull(ctx, ref); err != nil {
+			return "", nil, err
+		}
+		root, release, err = st.Acquire(ref)
+	}
+	return root, release, err
 }
 
 // WithReadyTimeout bounds how long Create waits for the agent to be ready.
@@ -125,6 +159,24 @@ func (p *Provider) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if err := b.Capabilities().Check(spec.Tier, &spec); err != nil {
 		return nil, err
 	}
+	release := func() {}
+	if spec.Image != "" {
+		root, rel, err := p.rootFromImage(ctx, spec.Image)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", spec.Image, err)
+		}
+		spec.RootFS, release = root, rel
+	}
+	s, err := p.start(ctx, b, spec)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	s.releaseImage = release
+	return s, nil
+}
+
+func (p *Provider) start(ctx context.Context, b Backend, spec Spec) (*Sandbox, error) {
 	token, err := NewToken()
 	if err != nil {
 		return nil, err
@@ -199,7 +251,8 @@ type Sandbox struct {
 	client *client.Client
 	health *wire.Health
 
-	egress *egress.Binding
+	egress       *egress.Binding
+	releaseImage func() // the image lease, held until teardown is confirmed
 
 	mu        sync.Mutex
 	destroyed bool
@@ -343,6 +396,9 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 			t.err = err
 			if err == nil {
 				s.destroyed = true
+				if s.releaseImage != nil {
+					s.releaseImage()
+				}
 			}
 			s.teardown = nil
 			s.mu.Unlock()

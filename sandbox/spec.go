@@ -33,6 +33,10 @@ type Spec struct {
 	// means the tier's default (on the process tier, the host's system
 	// directories with secrets masked).
 	RootFS string
+	// Image names an OCI image (a cached name or digest, or a registry
+	// reference, pulled when not cached) whose root filesystem the sandbox
+	// uses; it excludes RootFS.
+	Image string
 	// User is the uid (and gid) commands run as inside; nil means the
 	// tier's default sandbox user (1000).
 	User *int
@@ -76,6 +80,9 @@ func (l Limits) IsZero() bool { return l == Limits{} }
 func (s *Spec) Validate() error {
 	if s.Limits.MemoryBytes < 0 || s.Limits.Pids < 0 || s.Limits.CPUs < 0 {
 		return fmt.Errorf("%w: limits must not be negative", ErrInvalidSpec)
+	}
+	if s.Image != "" && s.RootFS != "" {
+		return fmt.Errorf("%w: give an image or a root filesystem directory, not both", ErrInvalidSpec)
 	}
 	if s.User != nil && (*s.User < 0 || *s.User > 65534) {
 		return fmt.Errorf("%w: user %d is not a uid in 0-65534", ErrInvalidSpec, *s.User)
@@ -129,8 +136,8 @@ func (c Capabilities) Check(tier string, s *Spec) error {
 		return &UnsupportedError{Tier: tier, What: "a host workspace directory"}
 	case s.RequireLandlock && !c.Landlock:
 		return &UnsupportedError{Tier: tier, What: "Landlock"}
-	case s.RootFS != "" && !c.RootFS:
-		return &UnsupportedError{Tier: tier, What: "a root filesystem directory"}
+	case (s.RootFS != "" || s.Image != "") && !c.RootFS:
+		return &UnsupportedError{Tier: tier, What: "a root filesystem directory or image"}
 	case s.User != nil && !c.User:
 		return &UnsupportedError{Tier: tier, What: "a chosen user"}
 	case !s.Layout.IsZero() && !c.Layout:

@@ -14,6 +14,7 @@ type verb struct {
 
 var verbs = map[string]verb{
 	"run":     {"run one command in a fresh sandbox", runCmd},
+	"image":   {"pull, import, list and remove images", imageCmd},
 	"version": {"print version information", versionCmd},
 }
 
@@ -35,7 +36,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: cordon <command> [flags]\n\ncommands:")
-	for _, name := range []string{"run", "version"} {
+	for _, name := range []string{"run", "image", "version"} {
 		fmt.Fprintf(os.Stderr, "  %-8s %s\n", name, verbs[name].summary)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/backend/passthrough"
 	"github.com/cordon-sandbox/cordon/backend/process"
+	"github.com/cordon-sandbox/cordon/image"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -17,5 +18,15 @@ func newProvider() *sandbox.Provider {
 		// /run/cordon as root).
 		process.New(process.Config{StateDir: os.Getenv("CORDON_STATE_DIR")}),
 		passthrough.New(passthrough.Config{}),
-	}, sandbox.WithDefaultTier(defaultTier))
+	}, sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()))
+}
+
+// imageStore is the CLI's image cache, or nil (the provider's default)
+// when it cannot be opened; a sandbox that names an image then reports why.
+func imageStore() *image.Store {
+	st, err := image.Open(imageDir(), image.DefaultLimits)
+	if err != nil {
+		return nil
+	}
+	return st
 }

@@ -57,6 +57,7 @@ func runCmd(args []string) int {
 	pids := fs.Int64("pids", 0, "limit on processes and threads")
 	cpus := fs.Float64("cpus", 0, "CPU limit in cores, e.g. 0.5")
 	rootfs := fs.String("rootfs", "", "use `DIR` as the read-only root filesystem (default: the host's system directories)")
+	imageRef := fs.String("image", "", "use an image's root filesystem: a cached `NAME` or digest (cordon image ls), or a registry reference, pulled if missing")
 	user := fs.Int("user", -1, "run as this uid inside (default 1000)")
 	requireLandlock := fs.Bool("require-landlock", false, "refuse to run unless Landlock backs the filesystem rules")
 	var allow allowFlag
@@ -73,7 +74,7 @@ func runCmd(args []string) int {
 		fs.Usage()
 		return 2
 	}
-	spec := sandbox.Spec{Tier: *tier, Env: env, Workspace: *workspace, RootFS: *rootfs, RequireLandlock: *requireLandlock, Layout: layout,
+	spec := sandbox.Spec{Tier: *tier, Env: env, Workspace: *workspace, RootFS: *rootfs, Image: *imageRef, RequireLandlock: *requireLandlock, Layout: layout,
 		Limits: sandbox.Limits{Pids: *pids, CPUs: *cpus}}
 	if *memory != "" {
 		n, err := parseSize(*memory)

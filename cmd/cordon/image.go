@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/image"
+)
+
+// imageDir is where `cordon image` and `cordon run --image` keep images
+// (CORDON_IMAGE_DIR overrides the default).
+func imageDir() string {
+	if d := os.Getenv("CORDON_IMAGE_DIR"); d != "" {
+		return d
+	}
+	return image.DefaultDir()
+}
+
+func imageCmd(args []string) int {
+	usage := func() int {
+		fmt.Fprintln(os.Stderr, "usage: cordon image pull REF | import PATH [--name NAME] | ls | rm NAME|DIGEST | gc --max SIZE")
+		return 2
+	}
+	if len(args) == 0 {
+		return usage()
+	}
+	st, err := image.Open(imageDir(), image.DefaultLimits)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+		return exitCordon
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	fs := flag.NewFlagSet("image "+args[0], flag.ContinueOnError)
+	asName := fs.String("name", "", "name the imported image")
+	maxSize := fs.String("max", "", "collect least recently used images until the cache is under `SIZE`")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	rest := fs.Args()
+	report := func(verb string, recs ...*image.Record) {
+		for _, r := range recs {
+			fmt.Printf("%s %s %s (%s)\n", verb, strings.Join(r.Names, ","), short(r.Digest), humanBytes(r.Bytes))
+		}
+	}
+	switch args[0] {
+	case "pull":
+		if len(rest) != 1 {
+			return usage()
+		}
+		start := time.Now()
+		fmt.Fprintf(os.Stderr, "pulling %s...\n", rest[0])
+		r, err := st.Pull(ctx, rest[0])
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+			return exitCordon
+		}
+		report(fmt.Sprintf("pulled in %s:", time.Since(start).Round(time.Millisecond)), r)
+	case "import":
+		if len(rest) != 1 {
+			return usage()
+		}
+		recs, err := st.Import(ctx, rest[0], *asName)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+			return exitCordon
+		}
+		report("imported", recs...)
+	case "ls":
+		recs, err := st.List()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+			return exitCordon
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAMES\tDIGEST\tSIZE\tLAST USED")
+		for _, r := range recs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", strings.Join(r.Names, ","), short(r.Digest), humanBytes(r.Bytes), r.LastUsed.Local().Format(time.DateTime))
+		}
+		tw.Flush()
+	case "rm":
+		if len(rest) != 1 {
+			return usage()
+		}
+		if err := st.Remove(rest[0]); err != nil {
+			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+			return exitCordon
+		}
+		fmt.Printf("removed %s\n", rest[0])
+	case "gc":
+		n, err := parseSize(*maxSize)
+		if *maxSize == "0" {
+			n, err = 0, nil
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "cordon: --max: %v\n", err)
+			return 2
+		}
+		removed, err := st.GC(n)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+			return exitCordon
+		}
+		report("removed", removed...)
+	default:
+		return usage()
+	}
+	return 0
+}
+
+func short(digest string) string {
+	d := strings.TrimPrefix(digest, "sha256:")
+	return d[:min(12, len(d))]
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,95 @@
+package main_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+)
+
+// busyboxTarball writes a `docker save` tarball of a one-layer image: a
+// static busybox, its applets, and a marker file.
+func busyboxTarball(t *testing.T) string {
+	bb := testutil.Requires(t, "busybox")[0]
+	data, err := os.ReadFile(bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(h *tar.Header, body []byte) {
+		h.Size = int64(len(body))
+		tw.WriteHeader(h)
+		tw.Write(body)
+	}
+	add(&tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755}, nil)
+	add(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755}, data)
+	for _, a := range []string{"sh", "cat", "ls", "id", "echo"} {
+		add(&tar.Header{Name: "bin/" + a, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777}, nil)
+	}
+	add(&tar.Header{Name: "etc/marker", Typeflag: tar.TypeReg, Mode: 0o644}, []byte("from the image\n"))
+	tw.Close()
+	b := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "busybox.tar")
+	tag, _ := name.NewTag("cordon.test/busybox:1")
+	if err := tarball.WriteToFile(path, tag, img); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestImages(t *testing.T) {
+	testutil.RequiresRoot(t)
+	bin := buildCLI(t)
+	dir := t.TempDir()
+	// Sandboxes read image roots as unprivileged mapped users.
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755)
+	run := func(args ...string) (string, string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "CORDON_IMAGE_DIR="+dir)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		_ = cmd.Run()
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+	if out, errOut, code := run("image", "import", "--name", "bb", busyboxTarball(t)); code != 0 || !strings.HasPrefix(out, "imported bb") {
+		t.Fatalf("import: %q %q %d", out, errOut, code)
+	}
+	if out, _, _ := run("image", "ls"); !strings.Contains(out, "bb") {
+		t.Fatalf("ls: %q", out)
+	}
+	out, errOut, code := run("run", "--image", "bb", "--", "sh", "-c", "cat /etc/marker; id -u; ls /bin | wc -l; test -e /usr/bin/python3 || echo no-host-root")
+	if code != 0 || out != "from the image\n1000\n6\nno-host-root\n" {
+		t.Fatalf("run --image: %q %q %d", out, errOut, code)
+	}
+	// Neither cached nor a valid reference: refused before any network.
+	if _, errOut, code := run("run", "--image", "NOT A REFERENCE!", "--", "true"); code != 125 || !strings.Contains(errOut, "image") {
+		t.Fatalf("missing image: %q %d", errOut, code)
+	}
+	if out, _, code := run("image", "rm", "bb"); code != 0 || !strings.Contains(out, "removed") {
+		t.Fatalf("rm: %q %d", out, code)
+	}
+	if out, _, _ := run("image", "ls"); strings.Contains(out, "bb") {
+		t.Fatalf("ls after rm: %q", out)
+	}
+}
