@@ -83,6 +83,25 @@ func BenchmarkAgents(b *testing.B) {
 				b.SetBytes(2 * int64(len(data)))
 				b.ReportMetric(float64(a.rss(p))/(1<<20), "RSS-after-MiB")
 			})
+			b.Run("File64MiBRaw", func(b *testing.B) {
+				if !c.HasFeature(context.Background(), "raw-files") {
+					b.Skip("no raw file routes")
+				}
+				data := make([]byte, 64<<20)
+				rand.Read(data)
+				ctx := context.Background()
+				for b.Loop() {
+					if err := c.Upload(ctx, "big.bin", bytes.NewReader(data), int64(len(data))); err != nil {
+						b.Fatal(err)
+					}
+					var got bytes.Buffer
+					if _, err := c.Download(ctx, "big.bin", 0, 0, &got); err != nil || !bytes.Equal(got.Bytes(), data) {
+						b.Fatalf("round trip: %v", err)
+					}
+				}
+				b.SetBytes(2 * int64(len(data)))
+				b.ReportMetric(float64(a.rss(p))/(1<<20), "RSS-after-MiB")
+			})
 		})
 	}
 }

@@ -36,6 +36,9 @@ var Features = []string{
 	// 127.0.0.1:3128 inside bridges to the host's egress proxy when one
 	// is configured (CORDON_AGENT_EGRESS_SOCKET).
 	"egress-bridge",
+	// GET and PUT /files?path=P carry files as raw bodies: Range on GET,
+	// an atomic replace on PUT.
+	"raw-files",
 }
 
 // Server serves the agent wire. Build one with New; it is an http.Handler.
@@ -151,6 +154,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h = s.handleReadFile
 		case wire.RouteWriteFile:
 			h = s.handleWriteFile
+		}
+	}
+	// cordon's raw file route takes its path in the query.
+	if r.URL.Path == wire.RouteFiles && r.URL.RawQuery != "" && r.RequestURI == r.URL.RequestURI() {
+		switch r.Method {
+		case http.MethodGet:
+			h = s.handleGetFile
+		case http.MethodPut:
+			h = s.handlePutFile
 		}
 	}
 	if h == nil {

@@ -5,12 +5,14 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -357,10 +359,24 @@ func (s *Sandbox) Exec(ctx context.Context, command string, o ExecOptions) (*Res
 	return out, err
 }
 
+func (s *Sandbox) hasFeature(name string) bool {
+	for _, f := range s.health.Features {
+		if f == name {
+			return true
+		}
+	}
+	return false
+}
+
 // ReadFile reads a file inside the sandbox's read roots.
 func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	if err := s.live(); err != nil {
 		return nil, err
+	}
+	if s.hasFeature("raw-files") {
+		var b bytes.Buffer
+		_, err := s.client.Download(ctx, path, 0, 0, &b)
+		return b.Bytes(), err
 	}
 	return s.client.ReadFile(ctx, path)
 }
@@ -370,7 +386,33 @@ func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte) error
 	if err := s.live(); err != nil {
 		return err
 	}
+	if s.hasFeature("raw-files") {
+		return s.client.Upload(ctx, path, bytes.NewReader(data), int64(len(data)))
+	}
 	return s.client.WriteFile(ctx, path, data)
+}
+
+// Download streams a file to w in constant memory; with length > 0, only
+// that many bytes from offset. It needs an agent with raw file routes.
+func (s *Sandbox) Download(ctx context.Context, path string, offset, length int64, w io.Writer) (int64, error) {
+	if err := s.live(); err != nil {
+		return 0, err
+	}
+	if !s.hasFeature("raw-files") {
+		return 0, fmt.Errorf("%w: this sandbox's agent has no raw file routes", ErrUnsupported)
+	}
+	return s.client.Download(ctx, path, offset, length, w)
+}
+
+// Upload streams size bytes from r into a file, replacing it atomically.
+func (s *Sandbox) Upload(ctx context.Context, path string, r io.Reader, size int64) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	if !s.hasFeature("raw-files") {
+		return fmt.Errorf("%w: this sandbox's agent has no raw file routes", ErrUnsupported)
+	}
+	return s.client.Upload(ctx, path, r, size)
 }
 
 // Destroy tears the sandbox down and returns once teardown is confirmed.

@@ -13,6 +13,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -109,9 +111,7 @@ func (c *Client) do(ctx context.Context, method, route string, body any) (*http.
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.ep.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.ep.Token)
-	}
+	c.auth(req)
 	return c.hc.Do(req)
 }
 
@@ -457,9 +457,7 @@ func (c *Client) WriteFile(ctx context.Context, path string, data []byte) error 
 	}
 	req.ContentLength = int64(len(head) + base64.StdEncoding.EncodedLen(len(data)) + len(tail))
 	req.Header.Set("Content-Type", "application/json")
-	if c.ep.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.ep.Token)
-	}
+	c.auth(req)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return err
@@ -467,4 +465,77 @@ func (c *Client) WriteFile(ctx context.Context, path string, data []byte) error 
 	defer resp.Body.Close()
 	var r wire.WriteFileResponse
 	return decode(resp, &r)
+}
+
+// HasFeature reports whether the agent's healthz lists feature.
+func (c *Client) HasFeature(ctx context.Context, feature string) bool {
+	h, err := c.Health(ctx)
+	if err != nil {
+		return false
+	}
+	for _, f := range h.Features {
+		if f == feature {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Client) filesURL(path string) string {
+	return c.base + wire.RouteFiles + "?path=" + url.QueryEscape(path)
+}
+
+// Download copies a file to w as a raw stream (feature "raw-files"); with
+// length > 0 only that many bytes from offset.
+func (c *Client) Download(ctx context.Context, path string, offset, length int64, w io.Writer) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.filesURL(path), nil)
+	if err != nil {
+		return 0, err
+	}
+	if offset > 0 || length > 0 {
+		end := ""
+		if length > 0 {
+			end = strconv.FormatInt(offset+length-1, 10)
+		}
+		req.Header.Set("Range", "bytes="+strconv.FormatInt(offset, 10)+"-"+end)
+	}
+	c.auth(req)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return 0, errorFrom(resp.StatusCode, b)
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// Upload replaces a file with size bytes from r (feature "raw-files"); the
+// agent swaps it in atomically, so a failed upload leaves the old file.
+func (c *Client) Upload(ctx context.Context, path string, r io.Reader, size int64) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.filesURL(path), io.NopCloser(r))
+	if err != nil {
+		return err
+	}
+	req.ContentLength = size
+	c.auth(req)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var out wire.WriteFileResponse
+	return decode(resp, &out)
+}
+
+func (c *Client) auth(req *http.Request) {
+	if c.ep.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.ep.Token)
+	}
 }

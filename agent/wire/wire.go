@@ -21,6 +21,9 @@ const (
 	RouteStdioWrite = "/executions/write"
 	RouteReadFile   = "/read-file"
 	RouteWriteFile  = "/write-file"
+	// RouteFiles is cordon's raw file route (feature "raw-files"): GET and
+	// PUT /files?path=P, bodies as raw bytes.
+	RouteFiles = "/files"
 )
 
 // Error codes carried in the "error" field of a JSON error body.

@@ -1,0 +1,111 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/wire"
+)
+
+// testRawFiles covers cordon's raw file route (feature "raw-files").
+func testRawFiles(t *testing.T, h *harness) {
+	if !h.c.HasFeature(context.Background(), "raw-files") {
+		if h.Reference {
+			t.Skip("cordon addition: the reference worker has no raw file route")
+		}
+		t.Fatal("cordon-agent does not advertise raw-files")
+	}
+	ctx := context.Background()
+	data := make([]byte, 5<<20+7)
+	for i := range data {
+		data[i] = byte(i*7 + i>>12)
+	}
+	t.Run("RoundTrip", func(t *testing.T) {
+		if err := h.c.Upload(ctx, "raw/big.bin", bytes.NewReader(data), int64(len(data))); err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if n, err := h.c.Download(ctx, "raw/big.bin", 0, 0, &got); err != nil || n != int64(len(data)) || !bytes.Equal(got.Bytes(), data) {
+			t.Fatalf("download: %d %v", n, err)
+		}
+	})
+	t.Run("Ranges", func(t *testing.T) {
+		var got bytes.Buffer
+		if _, err := h.c.Download(ctx, "raw/big.bin", 1000, 24, &got); err != nil || !bytes.Equal(got.Bytes(), data[1000:1024]) {
+			t.Fatalf("range: %v", err)
+		}
+		for _, bad := range []string{"bytes=99999999-", "bytes=5-2", "lines=1-2", "bytes=0-1,4-5"} {
+			req, _ := http.NewRequest("GET", baseURL(h.Endpoint)+wire.RouteFiles+"?path=raw/big.bin", nil)
+			req.Header.Set("Authorization", "Bearer "+h.Endpoint.Token)
+			req.Header.Set("Range", bad)
+			resp, err := h.hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestedRangeNotSatisfiable {
+				t.Errorf("Range %q: %d", bad, resp.StatusCode)
+			}
+		}
+	})
+	t.Run("Refusals", func(t *testing.T) {
+		outside := strings.TrimSpace(h.sh(t, "d=$(mktemp -d /tmp/cordon-raw-XXXXXX) && echo secret > $d/s && ln -sfn $d/s rawlink && echo $d"))
+		if _, err := h.c.Download(ctx, "rawlink", 0, 0, io.Discard); err == nil {
+			t.Error("download through a symlink out")
+		}
+		for _, p := range []string{"../x", "/etc/passwd", "rawlink"} {
+			if err := h.c.Upload(ctx, p, strings.NewReader("x"), 1); err == nil {
+				t.Errorf("upload to %q accepted", p)
+			}
+		}
+		if got := h.sh(t, "cat "+outside+"/s"); got != "secret\n" {
+			t.Fatalf("outside changed: %q", got)
+		}
+		// No token, or no path: the same refusals as every route.
+		if r := h.raw(t, "GET", wire.RouteFiles+"?path=raw/big.bin", "", nil); r.status != 401 {
+			t.Errorf("no token: %d", r.status)
+		}
+		if r := h.raw(t, "GET", wire.RouteFiles, h.Endpoint.Token, nil); r.status != 404 {
+			t.Errorf("no query: %d", r.status)
+		}
+		req, _ := http.NewRequest("PUT", baseURL(h.Endpoint)+wire.RouteFiles+"?path=raw/chunked", struct{ io.Reader }{strings.NewReader("x")})
+		req.Header.Set("Authorization", "Bearer "+h.Endpoint.Token)
+		resp, err := h.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusLengthRequired {
+			t.Errorf("chunked PUT: %d", resp.StatusCode)
+		}
+	})
+	t.Run("InterruptedUploadKeepsOldFile", func(t *testing.T) {
+		if err := h.c.Upload(ctx, "raw/keep.txt", strings.NewReader("old"), 3); err != nil {
+			t.Fatal(err)
+		}
+		// Promise a megabyte, send a little, hang up.
+		c, err := dial(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "PUT %s?path=raw/keep.txt HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer %s\r\nContent-Length: 1048576\r\n\r\n%s", wire.RouteFiles, h.Endpoint.Token, strings.Repeat("n", 1000))
+		time.Sleep(100 * time.Millisecond)
+		c.Close()
+		if !eventually(5*time.Second, func() bool {
+			return h.sh(t, "cat raw/keep.txt; ls -a raw | grep -c cordon- || true") == "old0\n"
+		}) {
+			t.Fatalf("after an interrupted upload: %q", h.sh(t, "cat raw/keep.txt; ls -a raw"))
+		}
+	})
+}
+
+func dial(h *harness) (net.Conn, error) {
+	return net.DialTimeout(h.Endpoint.Network, h.Endpoint.Address, 5*time.Second)
+}

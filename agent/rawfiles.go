@@ -1,0 +1,139 @@
+//go:build linux
+
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/cordon-sandbox/cordon/agent/wire"
+)
+
+// MaxRawFileBytes bounds one PUT /files body.
+const MaxRawFileBytes = 64 << 30
+
+// handleGetFile serves GET /files?path=P: the file as a raw body, or the
+// single byte range a Range header names (206). The path jail is the one
+// /read-file uses.
+func (s *Server) handleGetFile(w http.ResponseWriter, r *http.Request) {
+	target, root, err := place(r.URL.Query().Get("path"), s.cfg.Workspace, s.cfg.ReadRoots)
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	f, err := openForRead(target, root)
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	size := info.Size()
+	offset, length, status := int64(0), size, http.StatusOK
+	if rh := r.Header.Get("Range"); rh != "" {
+		var ok bool
+		if offset, length, ok = parseByteRange(rh, size); !ok {
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", size))
+			writeJSON(w, http.StatusRequestedRangeNotSatisfiable, wire.FileError{Error: "the range " + rh + " is not within the file's " + strconv.FormatInt(size, 10) + " bytes"})
+			return
+		}
+		status = http.StatusPartialContent
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", offset, offset+length-1, size))
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(length, 10))
+	w.Header().Set("Accept-Ranges", "bytes")
+	w.WriteHeader(status)
+	if _, err := io.Copy(w, io.NewSectionReader(f, offset, length)); err != nil {
+		panic(http.ErrAbortHandler) // a cut-off body must not look whole
+	}
+}
+
+// parseByteRange reads "bytes=a-b", "bytes=a-" or "bytes=-n" for one range.
+func parseByteRange(h string, size int64) (offset, length int64, ok bool) {
+	spec, found := strings.CutPrefix(h, "bytes=")
+	if !found || strings.Contains(spec, ",") {
+		return 0, 0, false
+	}
+	a, b, found := strings.Cut(spec, "-")
+	if !found {
+		return 0, 0, false
+	}
+	switch {
+	case a == "":
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n <= 0 {
+			return 0, 0, false
+		}
+		n = min(n, size)
+		return size - n, n, size > 0
+	default:
+		start, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || start < 0 || start >= size {
+			return 0, 0, false
+		}
+		end := size - 1
+		if b != "" {
+			if end, err = strconv.ParseInt(b, 10, 64); err != nil || end < start {
+				return 0, 0, false
+			}
+			end = min(end, size-1)
+		}
+		return start, end - start + 1, true
+	}
+}
+
+// handlePutFile serves PUT /files?path=P: the raw body (Content-Length
+// required) replaces the file atomically; an upload cut short leaves the
+// previous file intact.
+func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength < 0 {
+		writeJSON(w, http.StatusLengthRequired, wire.FileError{Error: "PUT /files needs a Content-Length"})
+		return
+	}
+	if r.ContentLength > MaxRawFileBytes {
+		writeJSON(w, http.StatusRequestEntityTooLarge, wire.FileError{Error: fmt.Sprintf("a file may be at most %d bytes", MaxRawFileBytes)})
+		return
+	}
+	target, root, err := place(r.URL.Query().Get("path"), s.cfg.Workspace, s.cfg.WriteRoots)
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	want := r.ContentLength
+	body := &countReader{r: io.LimitReader(r.Body, want)}
+	n, err := writeFileIn(target, root, body, func() error {
+		if body.n != want {
+			return io.ErrUnexpectedEOF
+		}
+		return nil
+	})
+	if err != nil {
+		n = body.n
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			err = fmt.Errorf("the upload ended after %d of %d bytes; the file was left as it was", n, want)
+		}
+		fileError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.WriteFileResponse{OK: true, BytesWritten: int(n)})
+}
+
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	return k, err
+}
