@@ -25,9 +25,14 @@ func percentiles(b *testing.B, name string, d []time.Duration) {
 	b.ReportMetric(at(0.99), name+"-p99-ms")
 }
 
-func benchProvider(b *testing.B, limits bool) (*sandbox.Provider, sandbox.Spec) {
+func benchProvider(b *testing.B, limits bool, prestart ...int) (*sandbox.Provider, sandbox.Spec) {
 	testutil.RequiresRoot(b)
-	be := process.New(process.Config{AgentPath: testutil.BuildAgent(b)})
+	cfg := process.Config{AgentPath: testutil.BuildAgent(b)}
+	if len(prestart) > 0 {
+		cfg.Prestart = prestart[0]
+	}
+	be := process.New(cfg)
+	b.Cleanup(func() { be.Close() })
 	if err := be.Probe(context.Background()); err != nil {
 		testutil.Missing(b, "process tier unavailable: %v", err)
 	}
@@ -40,13 +45,13 @@ func benchProvider(b *testing.B, limits bool) (*sandbox.Provider, sandbox.Spec) 
 
 // BenchmarkLifecycle: create → first exec result → destroy, per phase.
 func BenchmarkLifecycle(b *testing.B) {
-	for _, limits := range []bool{false, true} {
-		name := "NoLimits"
-		if limits {
-			name = "WithLimits"
-		}
-		b.Run(name, func(b *testing.B) {
-			p, spec := benchProvider(b, limits)
+	for _, c := range []struct {
+		name     string
+		limits   bool
+		prestart int
+	}{{"NoLimits", false, 0}, {"WithLimits", true, 0}, {"WithLimitsPrestart2", true, 2}} {
+		b.Run(c.name, func(b *testing.B) {
+			p, spec := benchProvider(b, c.limits, c.prestart)
 			ctx := context.Background()
 			var create, exec, destroy, first []time.Duration
 			for b.Loop() {

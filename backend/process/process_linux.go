@@ -51,11 +51,20 @@ type Config struct {
 	// StateDir holds each sandbox's host-side directory; empty means
 	// /run/cordon when root, else a directory under the system temp dir.
 	StateDir string
+	// Prestart keeps this many sandbox inits started and waiting for
+	// their configuration, so that a create skips the process start. Worth
+	// it for hosts that create many sandboxes (a daemon); each waiting init
+	// costs a few MiB. Zero starts every sandbox from scratch.
+	Prestart int
 }
 
 // Backend is the process tier.
 type Backend struct {
 	cfg      Config
+	poolMu   sync.Mutex
+	pool     []*slot
+	filling  int
+	closed   bool
 	once     sync.Once
 	cgroups  cgroupSupport
 	landlock int
@@ -159,80 +168,174 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	if spec.RequireLandlock && b.landlock < 1 {
 		return nil, &sandbox.UnsupportedError{Tier: Name, What: "Landlock (the kernel does not provide it)"}
 	}
-	attr, size := sysProcAttr()
 	uid, gid := DefaultUID, DefaultUID
 	if spec.User != nil {
 		uid, gid = *spec.User, *spec.User
 	}
-	if size == 1 {
+	if os.Geteuid() != 0 {
 		// Unprivileged: only one id exists inside.
 		if spec.User != nil && *spec.User != 0 {
 			return nil, &sandbox.UnsupportedError{Tier: Name, What: fmt.Sprintf("user %d without root (only the caller's own id can be mapped)", *spec.User)}
 		}
 		uid, gid = 0, 0
 	}
+	layout, err := layoutMounts(spec.Layout)
+	if err != nil {
+		return nil, err
+	}
+	// A started init waiting for its configuration is most of a sandbox's
+	// start-up; take one from the pool when the spec needs nothing passed
+	// at start (layout trees are).
+	sl := (*slot)(nil)
+	if len(layout) == 0 {
+		sl = b.takeSlot(agent)
+	}
+	if sl == nil {
+		attr, _ := sysProcAttr()
+		trees, err := idmappedTrees(agent, layout, attr.UidMappings[0].HostID+uid, attr.GidMappings[0].HostID+gid)
+		if err != nil {
+			return nil, err
+		}
+		sl, err = b.newSlot(agent, attr, trees)
+		for _, f := range trees {
+			f.Close()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	inst, err := b.configure(sl, l, layout, uid, gid)
+	if err != nil {
+		sl.discard()
+		return nil, err
+	}
+	return inst, nil
+}
+
+// slot is a started sandbox init waiting for its configuration: all of a
+// sandbox that does not depend on its spec.
+type slot struct {
+	id, dir, stage, sock string
+	uidBase, gidBase     int // host ids of the sandbox's ids 0
+	egress               net.Listener
+	proc                 *agentproc.Proc
+	cfgW                 *os.File
+}
+
+// newSlot makes a sandbox's host directory and egress socket and starts its
+// init, which waits on its configuration pipe; trees are layout mounts the
+// init will attach.
+func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, trees []*os.File) (*slot, error) {
 	if err := os.MkdirAll(b.cfg.StateDir, 0o711); err != nil {
 		return nil, err
 	}
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	id := "sb-" + hex.EncodeToString(rnd[:])
-	dir := filepath.Join(b.cfg.StateDir, id)
-	inst := &instance{dir: dir}
-	cleanup := []func(){}
-	fail := func(err error) (sandbox.Instance, error) {
-		for i := len(cleanup) - 1; i >= 0; i-- {
-			cleanup[i]()
-		}
+	sl := &slot{id: id, dir: filepath.Join(b.cfg.StateDir, id), uidBase: attr.UidMappings[0].HostID, gidBase: attr.GidMappings[0].HostID}
+	sl.stage, sl.sock = filepath.Join(sl.dir, "root"), filepath.Join(sl.dir, "sock")
+	if err := os.Mkdir(sl.dir, 0o711); err != nil {
 		return nil, err
 	}
-	if err := os.Mkdir(dir, 0o711); err != nil {
-		return nil, err
-	}
-	cleanup = append(cleanup, func() { os.RemoveAll(dir) })
-	stage, sock := filepath.Join(dir, "root"), filepath.Join(dir, "sock")
-	for _, d := range []string{stage, sock} {
+	for _, d := range []string{sl.stage, sl.sock} {
 		if err := os.Mkdir(d, 0o700); err != nil {
-			return fail(err)
+			sl.discard()
+			return nil, err
 		}
-	}
-	// The agent (the mapped sandbox user) creates its socket here.
-	if err := os.Chown(sock, attr.UidMappings[0].HostID+uid, attr.GidMappings[0].HostID+gid); err != nil {
-		return fail(err)
 	}
 	// The sandbox's only way out: the host's egress proxy listens here,
 	// and the agent bridges 127.0.0.1:3128 to it.
-	egressPath := filepath.Join(sock, "egress.sock")
-	egressLn, err := net.Listen("unix", egressPath)
-	if err != nil {
-		return fail(err)
+	var err error
+	if sl.egress, err = net.Listen("unix", filepath.Join(sl.sock, "egress.sock")); err != nil {
+		sl.discard()
+		return nil, err
 	}
-	cleanup = append(cleanup, func() { egressLn.Close() })
-	inst.egress = egressLn
-	if err := os.Chown(egressPath, attr.UidMappings[0].HostID+uid, attr.GidMappings[0].HostID+gid); err != nil {
-		return fail(err)
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		sl.discard()
+		return nil, err
+	}
+	cmd := exec.Command(agent, sandboxinit.Arg)
+	cmd.Args[0] = "cordon-agent"
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.ExtraFiles = append([]*os.File{cfgR}, trees...)
+	cmd.SysProcAttr = attr
+	sl.proc, err = agentproc.Start(cmd, client.Endpoint{Network: "unix", Address: filepath.Join(sl.sock, "agent.sock")})
+	cfgR.Close()
+	if err != nil {
+		cfgW.Close()
+		sl.discard()
+		return nil, fmt.Errorf("%w: start the sandbox: %v", sandbox.ErrUnavailable, err)
+	}
+	sl.cfgW = cfgW
+	_ = writeInitRecord(sl.dir, sl.proc.Pid())
+	return sl, nil
+}
+
+// discard ends a slot that did not become a sandbox.
+func (sl *slot) discard() {
+	if sl.cfgW != nil {
+		sl.cfgW.Close()
+	}
+	if sl.proc != nil {
+		_ = sl.proc.Kill()
+		<-sl.proc.Exited()
+	}
+	if sl.egress != nil {
+		sl.egress.Close()
+	}
+	os.RemoveAll(sl.dir)
+}
+
+// configure turns a slot into the sandbox spec describes: ownership of its
+// sockets, cgroups, identity files, then the configuration the init waits
+// for.
+func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []layoutMount, uid, gid int) (*instance, error) {
+	spec := l.Spec
+	inst := &instance{Proc: sl.proc, egress: sl.egress, dir: sl.dir}
+	sl.proc.SetEndpoint(client.Endpoint{Network: "unix", Address: filepath.Join(sl.sock, "agent.sock"), Token: l.Token})
+	// The agent (the mapped sandbox user) creates its socket here and
+	// connects to the egress socket.
+	hu, hg := sl.uidBase+uid, sl.gidBase+gid
+	egressPath := filepath.Join(sl.sock, "egress.sock")
+	for _, p := range []string{sl.sock, egressPath} {
+		if err := os.Chown(p, hu, hg); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.Chmod(egressPath, 0o600); err != nil {
-		return fail(err)
+		return nil, err
 	}
-
-	if !spec.Limits.IsZero() {
-		cg, err := b.cgroups.create(id, spec.Limits)
-		if err != nil {
-			return fail(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
+	cgLimits := spec.Limits
+	if !cgLimits.IsZero() || b.cgroups.writeable {
+		// Even without limits a cgroup tracks every process for teardown.
+		cg, err := b.cgroups.create(sl.id, cgLimits)
+		if err != nil && !cgLimits.IsZero() {
+			return nil, fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
 		}
-		inst.cg = cg
-		cleanup = append(cleanup, func() { cg.killAll(time.Now().Add(5 * time.Second)); cg.remove() })
-	} else if b.cgroups.writeable {
-		// No limits, but a cgroup still tracks every process for teardown.
-		if cg, err := b.cgroups.create(id, sandbox.Limits{}); err == nil {
+		if err == nil {
 			inst.cg = cg
-			cleanup = append(cleanup, func() { cg.killAll(time.Now().Add(5 * time.Second)); cg.remove() })
+			// The init waits for its configuration, so it has started
+			// nothing yet when it joins its cgroups.
+			if err := cg.add(sl.proc.Pid()); err != nil {
+				cg.remove()
+				return nil, err
+			}
 		}
 	}
-
+	fail := func(err error) (*instance, error) {
+		if inst.cg != nil {
+			_ = sl.proc.Kill()
+			<-sl.proc.Exited()
+			inst.cg.killAll(time.Now().Add(5 * time.Second))
+			inst.cg.remove()
+		}
+		return nil, err
+	}
 	rootfs, hostRoot := "/", true
 	if spec.RootFS != "" {
+		var err error
 		if rootfs, err = filepath.Abs(spec.RootFS); err != nil {
 			return fail(err)
 		}
@@ -243,81 +346,91 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		landlock = "require"
 	}
 	icfg := sandboxinit.Config{
-		Stage: stage, RootFS: rootfs, HostRoot: hostRoot,
+		Stage: sl.stage, RootFS: rootfs, HostRoot: hostRoot,
 		Tmpfs: []sandboxinit.Tmpfs{
 			{Path: "/tmp", Mode: 0o1777}, {Path: "/var/tmp", Mode: 0o1777},
 			{Path: Workspace, Mode: 0o755, Owned: true}, {Path: Home, Mode: 0o700, Owned: true},
 		},
-		Binds:     []sandboxinit.Bind{{Source: sock, Target: SocketDir}},
+		Binds:     []sandboxinit.Bind{{Source: sl.sock, Target: SocketDir}},
 		SocketDir: SocketDir,
 		UID:       uid, GID: gid,
 		Hostname: "cordon",
 		Landlock: landlock,
 		Workdir:  Workspace,
+		Env:      agentEnv(l, uid, layout),
 	}
-	files, err := identityFiles(dir, uid, hostRoot)
+	files, err := identityFiles(sl.dir, uid, hostRoot)
 	if err != nil {
 		return fail(err)
 	}
 	icfg.Binds = append(icfg.Binds, files...)
-	layout, err := layoutMounts(spec.Layout)
-	if err != nil {
-		return fail(err)
-	}
-	trees, err := idmappedTrees(agent, layout, attr.UidMappings[0].HostID+uid, attr.GidMappings[0].HostID+gid)
-	if err != nil {
-		return fail(err)
-	}
-	defer func() {
-		for _, f := range trees {
-			f.Close()
-		}
-	}()
 	for i, m := range layout {
 		// ExtraFiles start at descriptor 3, the configuration's.
 		icfg.Binds = append(icfg.Binds, sandboxinit.Bind{Target: m.target, ReadOnly: m.readOnly, FD: sandboxinit.ConfigFD + 1 + i})
 	}
-	icfg.Env = agentEnv(l, uid, layout)
 	cfgJSON, err := json.Marshal(icfg)
 	if err != nil {
 		return fail(err)
 	}
-	cfgR, cfgW, err := os.Pipe()
+	_, err = sl.cfgW.Write(cfgJSON)
+	sl.cfgW.Close()
+	sl.cfgW = nil
 	if err != nil {
-		return fail(err)
-	}
-	cmd := exec.Command(agent, sandboxinit.Arg)
-	cmd.Args[0] = "cordon-agent"
-	cmd.Env = []string{}
-	cmd.Dir = "/"
-	cmd.ExtraFiles = append([]*os.File{cfgR}, trees...)
-	cmd.SysProcAttr = attr
-	proc, err := agentproc.Start(cmd, client.Endpoint{Network: "unix", Address: filepath.Join(sock, "agent.sock"), Token: l.Token})
-	cfgR.Close()
-	if err != nil {
-		cfgW.Close()
-		return fail(fmt.Errorf("%w: start the sandbox: %v", sandbox.ErrUnavailable, err))
-	}
-	inst.Proc = proc
-	_ = writeInitRecord(dir, proc.Pid())
-	cleanup = append(cleanup, func() {
-		_ = proc.Kill()
-		<-proc.Exited()
-	})
-	// The init waits for its configuration, so it has started nothing yet
-	// when it joins its cgroups.
-	if inst.cg != nil {
-		if err := inst.cg.add(proc.Pid()); err != nil {
-			cfgW.Close()
-			return fail(err)
-		}
-	}
-	_, err = cfgW.Write(cfgJSON)
-	cfgW.Close()
-	if err != nil {
-		return fail(fmt.Errorf("%w: configure the sandbox: %v; it said: %s", sandbox.ErrAgent, err, proc.Diagnostics()))
+		return fail(fmt.Errorf("%w: configure the sandbox: %v; it said: %s", sandbox.ErrAgent, err, sl.proc.Diagnostics()))
 	}
 	return inst, nil
+}
+
+// takeSlot hands out a prestarted init, if the pool has one, and refills
+// the pool in the background.
+func (b *Backend) takeSlot(agent string) *slot {
+	if b.cfg.Prestart <= 0 {
+		return nil
+	}
+	b.poolMu.Lock()
+	var sl *slot
+	for len(b.pool) > 0 && sl == nil {
+		sl, b.pool = b.pool[0], b.pool[1:]
+		select {
+		case <-sl.proc.Exited(): // died while waiting; try the next
+			sl.discard()
+			sl = nil
+		default:
+		}
+	}
+	need := b.cfg.Prestart - len(b.pool) - b.filling
+	b.filling += max(need, 0)
+	b.poolMu.Unlock()
+	for range max(need, 0) {
+		go func() {
+			attr, _ := sysProcAttr()
+			s, err := b.newSlot(agent, attr, nil)
+			b.poolMu.Lock()
+			defer b.poolMu.Unlock()
+			b.filling--
+			if err != nil {
+				return
+			}
+			if b.closed {
+				s.discard()
+				return
+			}
+			b.pool = append(b.pool, s)
+		}()
+	}
+	return sl
+}
+
+// Close ends the prestarted inits the pool holds.
+func (b *Backend) Close() error {
+	b.poolMu.Lock()
+	pool := b.pool
+	b.pool, b.closed = nil, true
+	b.poolMu.Unlock()
+	for _, sl := range pool {
+		sl.discard()
+	}
+	return nil
 }
 
 // agentEnv is the agent's environment: its settings and what commands inherit.

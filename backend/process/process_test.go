@@ -128,3 +128,47 @@ func TestLayout(t *testing.T) {
 		t.Fatalf("agent read from uploads: %q %v", b, err)
 	}
 }
+
+// TestPrestart: sandboxes from the pool of waiting inits behave like any
+// other, each with its own token and workspace, and Close ends the pool.
+func TestPrestart(t *testing.T) {
+	testutil.RequiresRoot(t)
+	b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: stateDir(t), Prestart: 2})
+	defer b.Close()
+	p := sandbox.NewProvider([]sandbox.Backend{b})
+	var tokens []string
+	for i := 0; i < 4; i++ {
+		sb, err := p.Create(t.Context(), sandbox.Spec{Limits: sandbox.Limits{Pids: 64}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, res := sh(t, sb, "ls /workspace | wc -l; touch /workspace/mine; id -u")
+		if out != "0\n1000\n" || res.ExitCode != 0 {
+			t.Fatalf("sandbox %d: %q", i, out)
+		}
+		tokens = append(tokens, sb.Client().Endpoint().Token)
+		if err := sb.Destroy(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // let the pool refill
+	}
+	seen := map[string]bool{}
+	for _, tok := range tokens {
+		if seen[tok] {
+			t.Fatal("two sandboxes shared a token")
+		}
+		seen[tok] = true
+	}
+	b.Close()
+	ents, _ := os.ReadDir(stateDir(t))
+	for _, e := range ents {
+		if b, err := os.ReadFile(filepath.Join(stateDir(t), e.Name(), "init")); err == nil {
+			f := strings.Fields(string(b))
+			if _, err := os.Stat("/proc/" + f[0]); err == nil {
+				if st, _ := os.ReadFile("/proc/" + f[0] + "/stat"); !strings.Contains(string(st), ") Z ") {
+					t.Errorf("pool init %s outlived Close", f[0])
+				}
+			}
+		}
+	}
+}
