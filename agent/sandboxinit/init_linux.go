@@ -58,9 +58,20 @@ func Main() int {
 		fmt.Fprintf(os.Stderr, "cordon-agent sandbox-init: %v\n", err)
 		return 1
 	}
+	// The bounding set can go before the configuration arrives: it limits
+	// only what could be gained later, not the capabilities the build
+	// still uses. A prestarted init thus pays for it while it waits.
+	var bsetDropped bool
+	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_GETPID, 0, 0, 0); errno != unix.ENOTSUP {
+		if err := dropBoundingSet(allThreads); err != nil {
+			fmt.Fprintf(os.Stderr, "cordon-agent sandbox-init: %v\n", err)
+			return 1
+		}
+		bsetDropped = true
+	}
 	cfg, err := readConfig()
 	if err == nil {
-		err = run(cfg)
+		err = run(cfg, bsetDropped)
 	}
 	fmt.Fprintf(os.Stderr, "cordon-agent sandbox-init: %v\n", err)
 	return 1
@@ -80,7 +91,7 @@ func readConfig() (*Config, error) {
 	return &cfg, nil
 }
 
-func run(cfg *Config) error {
+func run(cfg *Config, bsetDropped bool) error {
 	// The host placed this process in the sandbox's cgroups before sending
 	// the configuration: make them the root of what the sandbox can see.
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
@@ -123,6 +134,11 @@ func run(cfg *Config) error {
 	sc, inProcess := allThreads, true
 	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_GETPID, 0, 0, 0); errno == unix.ENOTSUP {
 		sc, inProcess = oneThread, false
+	}
+	if !bsetDropped {
+		if err := dropBoundingSet(sc); err != nil {
+			return err
+		}
 	}
 	if err := dropPrivileges(sc, cfg.UID, cfg.GID); err != nil {
 		return err
@@ -444,9 +460,8 @@ func (sc syscaller) call(trap uintptr, args ...uintptr) error {
 	return nil
 }
 
-// dropPrivileges empties the bounding set, switches to uid/gid with no
-// supplementary groups, clears every capability set, and sets no_new_privs.
-func dropPrivileges(sc syscaller, uid, gid int) error {
+// dropBoundingSet empties the capability bounding set.
+func dropBoundingSet(sc syscaller) error {
 	last := 40
 	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
 		last, _ = strconv.Atoi(strings.TrimSpace(string(b)))
@@ -456,6 +471,13 @@ func dropPrivileges(sc syscaller, uid, gid int) error {
 			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
 		}
 	}
+	return nil
+}
+
+// dropPrivileges switches to uid/gid with no supplementary groups, clears
+// every capability set, and sets no_new_privs (the bounding set is already
+// empty).
+func dropPrivileges(sc syscaller, uid, gid int) error {
 	if err := sc.call(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL); err != nil {
 		return fmt.Errorf("clear ambient capabilities: %w", err)
 	}

@@ -402,7 +402,9 @@ func (b *Backend) takeSlot(agent string) *slot {
 	b.filling += max(need, 0)
 	b.poolMu.Unlock()
 	for range max(need, 0) {
-		go func() {
+		// Start refills a moment later: a new init's start-up would
+		// otherwise compete for the CPU with the sandbox just claimed.
+		time.AfterFunc(refillDelay, func() {
 			attr, _ := sysProcAttr()
 			s, err := b.newSlot(agent, attr, nil)
 			b.poolMu.Lock()
@@ -416,10 +418,13 @@ func (b *Backend) takeSlot(agent string) *slot {
 				return
 			}
 			b.pool = append(b.pool, s)
-		}()
+		})
 	}
 	return sl
 }
+
+// refillDelay is how long the pool waits before replacing a claimed init.
+const refillDelay = 100 * time.Millisecond
 
 // Close ends the prestarted inits the pool holds.
 func (b *Backend) Close() error {
