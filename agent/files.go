@@ -12,6 +12,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -55,22 +56,11 @@ func (s *Server) handleReadFile(w http.ResponseWriter, r *http.Request) {
 	if e, _ := rawString(body.Encoding); e == "base64" {
 		encoding = "base64"
 	}
-	target, root, err := place(p, s.cfg.Workspace, s.cfg.ReadRoots)
-	if err != nil {
-		fileError(w, err)
-		return
-	}
-	f, err := openForRead(target, root)
-	if err != nil {
-		fileError(w, err)
+	f, info, ok := openReadable(w, p, s.cfg)
+	if !ok {
 		return
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		fileError(w, err)
-		return
-	}
 	var src io.Reader = f
 	var rng *wire.Range
 	if len(body.Range) > 0 {
@@ -91,6 +81,24 @@ func (s *Server) handleReadFile(w http.ResponseWriter, r *http.Request) {
 		rng = &wire.Range{Version: 1, Offset: offset, Length: length}
 	}
 	streamFileJSON(w, src, encoding, rng)
+}
+
+// openReadable opens path under the read roots and stats it; a refusal has
+// been answered when ok is false.
+func openReadable(w http.ResponseWriter, path string, cfg Config) (*os.File, os.FileInfo, bool) {
+	target, root, err := place(path, cfg.Workspace, cfg.ReadRoots)
+	if err == nil {
+		var f *os.File
+		if f, err = openForRead(target, root); err == nil {
+			info, err := f.Stat()
+			if err == nil {
+				return f, info, true
+			}
+			f.Close()
+		}
+	}
+	fileError(w, err)
+	return nil, nil, false
 }
 
 // parseRange validates a range object: version exactly 1, offset and length

@@ -20,22 +20,11 @@ const MaxRawFileBytes = 64 << 30
 // single byte range a Range header names (206). The path jail is the one
 // /read-file uses.
 func (s *Server) handleGetFile(w http.ResponseWriter, r *http.Request) {
-	target, root, err := place(r.URL.Query().Get("path"), s.cfg.Workspace, s.cfg.ReadRoots)
-	if err != nil {
-		fileError(w, err)
-		return
-	}
-	f, err := openForRead(target, root)
-	if err != nil {
-		fileError(w, err)
+	f, info, ok := openReadable(w, r.URL.Query().Get("path"), s.cfg)
+	if !ok {
 		return
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		fileError(w, err)
-		return
-	}
 	size := info.Size()
 	offset, length, status := int64(0), size, http.StatusOK
 	if rh := r.Header.Get("Range"); rh != "" {

@@ -26,6 +26,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/procid"
 )
 
 // Store is the cache. Safe for concurrent use, and across processes.
@@ -369,7 +371,7 @@ func (s *Store) Acquire(ref string) (string, func(), error) {
 	}
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
-	lease := filepath.Join(leases, fmt.Sprintf("%d-%s-%s", os.Getpid(), procStart(os.Getpid()), hex.EncodeToString(rnd[:])))
+	lease := filepath.Join(leases, fmt.Sprintf("%d-%s-%s", os.Getpid(), procid.StartTime(os.Getpid()), hex.EncodeToString(rnd[:])))
 	if err := os.WriteFile(lease, nil, 0o644); err != nil {
 		return "", nil, err
 	}
@@ -433,23 +435,10 @@ func (s *Store) inUse(digest string) bool {
 			continue
 		}
 		pid, _ := strconv.Atoi(f[0])
-		if procStart(pid) == f[1] && f[1] != "" {
+		if procid.Alive(pid, f[1]) {
 			return true
 		}
 		os.Remove(filepath.Join(s.imageDir(digest), "leases", e.Name()))
 	}
 	return false
-}
-
-func procStart(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	st := string(b)
-	f := strings.Fields(st[strings.LastIndexByte(st, ')')+1:])
-	if len(f) < 20 || f[0] == "Z" {
-		return ""
-	}
-	return f[19]
 }

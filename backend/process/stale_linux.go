@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/procid"
 )
 
 // A sandbox whose creator was killed dies with it (parent-death signal),
@@ -16,23 +18,8 @@ import (
 
 const initRecord = "init"
 
-func procStart(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	// A zombie is dead for this purpose: nobody reaps orphans on hosts
-	// whose PID 1 is not an init.
-	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
-		return ""
-	}
-	return f[19] // starttime, field 22
-}
-
 func writeInitRecord(dir string, pid int) error {
-	return os.WriteFile(filepath.Join(dir, initRecord), []byte(fmt.Sprintf("%d %s\n", pid, procStart(pid))), 0o600)
+	return os.WriteFile(filepath.Join(dir, initRecord), []byte(fmt.Sprintf("%d %s\n", pid, procid.StartTime(pid))), 0o600)
 }
 
 // recordAlive reports whether the init a record names still runs.
@@ -48,7 +35,7 @@ func recordAlive(dir string) bool {
 		return false
 	}
 	pid, _ := strconv.Atoi(f[0])
-	return pid > 0 && procStart(pid) == f[1]
+	return procid.Alive(pid, f[1])
 }
 
 func (b *Backend) sweepStale() {
