@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -401,5 +402,69 @@ func TestDiesWithCreator(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(state); len(ents) != 0 {
 		t.Errorf("leftover %s not swept", ents[0].Name())
+	}
+}
+
+// TestNoLeaksUnderChurn: many sandboxes created and destroyed at once leave
+// no process, cgroup, directory or descriptor behind in the host.
+func TestNoLeaksUnderChurn(t *testing.T) {
+	b := backend(t)
+	p := sandbox.NewProvider([]sandbox.Backend{b})
+	fds := func() int {
+		ents, _ := os.ReadDir("/proc/self/fd")
+		return len(ents)
+	}
+	// One round first, so lazily opened descriptors (proxy, cgroups) exist.
+	warm, err := p.Create(t.Context(), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm.Destroy(t.Context())
+	before := fds()
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sb, err := p.Create(t.Context(), sandbox.Spec{Limits: sandbox.Limits{Pids: 64}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if _, err := sb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", "(setsid sleep 3060 >/dev/null 2>&1 &); echo hi"}}); err != nil {
+				errs <- err
+			}
+			errs <- sb.Destroy(t.Context())
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := fds(); after > before+2 {
+		t.Errorf("host descriptors grew from %d to %d", before, after)
+	}
+	if ents, _ := os.ReadDir(stateDir(t)); len(ents) > 0 {
+		var live int
+		for _, e := range ents {
+			if _, err := os.Stat(filepath.Join(stateDir(t), e.Name(), "init")); err == nil {
+				live++
+			}
+		}
+		if live > 0 {
+			t.Errorf("%d sandbox directories remain", live)
+		}
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.HasPrefix(string(cmd), "sleep\x003060") {
+			if st, _ := os.ReadFile("/proc/" + e.Name() + "/stat"); !strings.Contains(string(st), ") Z ") {
+				t.Errorf("process %s outlived its sandbox", e.Name())
+			}
+		}
 	}
 }
