@@ -65,6 +65,7 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 	}
 	os.Unsetenv(EnvPrefix + "TOKEN")
 
+	reserveThreads(ReserveThreads)
 	ln, err := listen(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "cordon-agent: could not listen: %v\n", err)

@@ -287,3 +287,26 @@ func scrubEnvironBlock(names []string) error {
 	}
 	return nil
 }
+
+// ReserveThreads is how many spare OS threads the agent makes at start.
+const ReserveThreads = 32
+
+// reserveThreads makes n OS threads and leaves them idle. A sandbox whose
+// pids limit is exhausted (a fork bomb) refuses every new thread, and a Go
+// program that cannot make one when it needs one dies; with spare threads
+// parked the runtime reuses them instead, and the agent stays up.
+func reserveThreads(n int) {
+	var started sync.WaitGroup
+	release := make(chan struct{})
+	for range n {
+		started.Add(1)
+		go func() {
+			runtime.LockOSThread() // a thread of its own while held
+			started.Done()
+			<-release
+			runtime.UnlockOSThread() // then back to the runtime's idle threads
+		}()
+	}
+	started.Wait()
+	close(release)
+}

@@ -69,7 +69,7 @@ func (l Layout) IsZero() bool { return l == Layout{} }
 // Limits are per-sandbox resource limits.
 type Limits struct {
 	MemoryBytes int64   // memory, including swap
-	Pids        int64   // processes and threads
+	Pids        int64   // the workload's processes and threads (a tier adds its agent's own)
 	CPUs        float64 // CPU bandwidth in cores
 }
 

@@ -251,6 +251,11 @@ func TestLimits(t *testing.T) {
 		if out != "cordon-agent\n" {
 			t.Fatalf("agent after fork bomb: %q", out)
 		}
+		// The limit is the workload's own, not shared with the agent.
+		small := create(t, sandbox.Spec{Limits: sandbox.Limits{Pids: 5}})
+		if out, _, _ := sh(t, small, "echo fits"); out != "fits\n" {
+			t.Fatalf("a 5-pid sandbox: %q", out)
+		}
 	})
 	t.Run("MemoryHogIsOOMKilled", func(t *testing.T) {
 		sb := create(t, sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 64 << 20}})

@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/agent"
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
@@ -43,6 +44,10 @@ const (
 
 // DefaultUID is the sandbox user's uid and gid inside.
 const DefaultUID = 1000
+
+// AgentPids is what a pids limit grows by for the agent itself: its spare
+// threads and the Go runtime's own.
+const AgentPids = agent.ReserveThreads + 32
 
 // Config configures the backend.
 type Config struct {
@@ -308,6 +313,11 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []layoutMount, ui
 		return nil, err
 	}
 	cgLimits := spec.Limits
+	if cgLimits.Pids > 0 {
+		// The limit is the workload's: the agent's own threads (its reserve
+		// and the runtime's) come on top, so a fork bomb cannot starve it.
+		cgLimits.Pids += AgentPids
+	}
 	if !cgLimits.IsZero() || b.cgroups.writeable {
 		// Even without limits a cgroup tracks every process for teardown.
 		cg, err := b.cgroups.create(sl.id, cgLimits)

@@ -47,6 +47,9 @@ func create(t *testing.T, spec sandbox.Spec) *sandbox.Sandbox {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent said:\n%s", sb.Diagnostics())
+		}
 		if err := sb.Destroy(context.Background()); err != nil {
 			t.Errorf("destroy: %v", err)
 		}
