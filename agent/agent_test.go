@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -9,44 +8,27 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/conformance"
+	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 )
 
 // proc is an agent process started by a test.
 type proc struct {
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *logbuf.Buffer
 	exited chan struct{}
 	code   int
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func startProc(t testing.TB, argv []string, env []string) *proc {
 	t.Helper()
-	p := &proc{out: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{out: logbuf.New(1 << 20), exited: make(chan struct{})}
 	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

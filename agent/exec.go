@@ -52,20 +52,19 @@ type execution struct {
 	result  *wire.Result
 	errMsg  string
 
-	pgid     int
-	exitWS   unix.WaitStatus
-	cause    string
-	policy   string
-	handoff  bool
-	stdio    bool
-	stdin    *os.File
-	stdinMu  sync.Mutex
-	pipes    [2]uint64 // inodes of the stdout and stderr pipes
-	out      *eventStream
-	done     chan struct{}
-	term     *termination
-	settled  bool
-	deadline *time.Timer
+	pgid    int
+	exitWS  unix.WaitStatus
+	cause   string
+	policy  string
+	handoff bool
+	stdio   bool
+	stdin   *os.File
+	stdinMu sync.Mutex
+	pipes   [2]uint64 // inodes of the stdout and stderr pipes
+	out     *eventStream
+	done    chan struct{}
+	term    *termination
+	settled bool
 }
 
 type termination struct {

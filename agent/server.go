@@ -11,7 +11,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -194,8 +193,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
-
-var errBodyTooLarge = errors.New("request body too large")
 
 // readBody reads a JSON object body of at most MaxBodyBytes. A declared
 // length over the cap is refused before a byte is read; an undeclared one is

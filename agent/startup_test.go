@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 )
 
@@ -86,7 +87,7 @@ func TestStartupRefusals(t *testing.T) {
 func launch(t *testing.T, argv, env []string) (started bool, code int, out string) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
-	buf := &syncBuffer{}
+	buf := logbuf.New(1 << 20)
 	cmd.Stdout, cmd.Stderr = buf, buf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

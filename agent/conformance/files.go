@@ -235,7 +235,7 @@ func testFiles(t *testing.T, h *harness) {
 					if r.status == 200 {
 						served.Add(1)
 					}
-					r = h.post(t, wire.RouteWriteFile, map[string]any{"path": "swap", "content": "host wrote this"})
+					h.post(t, wire.RouteWriteFile, map[string]any{"path": "swap", "content": "host wrote this"})
 				}
 			}()
 		}

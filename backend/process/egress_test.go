@@ -21,6 +21,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/internal/testnet"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -46,23 +47,6 @@ func (f *fakeDNS) LookupNetIP(ctx context.Context, network, host string) ([]neti
 	return []netip.Addr{netip.MustParseAddr(answers[i])}, nil
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func selfSigned(t *testing.T, names ...string) tls.Certificate {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
@@ -78,7 +62,7 @@ func selfSigned(t *testing.T, names ...string) tls.Certificate {
 // a proxy dialing into it, and a provider using that proxy.
 type egressWorld struct {
 	dns   *fakeDNS
-	audit *lockedBuffer
+	audit *logbuf.Buffer
 	p     *sandbox.Provider
 }
 
@@ -107,7 +91,7 @@ func newEgressWorld(t *testing.T) *egressWorld {
 			"example.com": {"203.0.113.10"}, "evilexample.com": {"203.0.113.10"}, "meta.test": {"169.254.169.254"},
 			"private.test": {"10.20.30.40"}, "mapped.test": {"::ffff:127.0.0.1"}, "rebind.test": {"203.0.113.11", "10.20.30.40"},
 		}},
-		audit: &lockedBuffer{},
+		audit: logbuf.New(8 << 20),
 	}
 	proxy := egress.New(egress.Config{NetNS: n.Path, Resolver: w.dns, Audit: w.audit})
 	w.p = sandbox.NewProvider([]sandbox.Backend{backend(t)}, sandbox.WithEgressProxy(proxy))
