@@ -202,6 +202,7 @@ func (s *Server) settleLocked(e *execution, outcome string, res *wire.Result) {
 	}
 	e.settled = true
 	delete(s.running, e)
+	s.idleSince = time.Now()
 	if e.tracked {
 		s.rememberTerminalLocked(e, outcome, res, "")
 	} else {

@@ -8,8 +8,10 @@ package agent
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -38,6 +40,11 @@ var Features = []string{
 	// GET and PUT /files?path=P carry files as raw bodies: Range on GET,
 	// an atomic replace on PUT.
 	"raw-files",
+	// GET /healthz tells an authenticated caller the agent's boot id and
+	// what it is doing (running executions, requests, idle time).
+	"activity",
+	// stat, list, mkdir and remove under the path jail (/fs/...).
+	"fs-ops",
 }
 
 // Server serves the agent wire. Build one with New; it is an http.Handler.
@@ -54,6 +61,8 @@ type Server struct {
 	running    map[*execution]struct{} // every live execution, tracked or not
 	handoffs   map[int]struct{}        // process groups computer-lifetime commands handed over
 	active     int                     // activity leases held
+	idleSince  time.Time               // when active last fell to zero
+	bootID     string
 	idleTimer  *time.Timer
 	retiring   bool
 
@@ -79,6 +88,8 @@ func New(cfg Config, env []string, log *slog.Logger, reapAll bool) (*Server, err
 		running:    map[*execution]struct{}{},
 		handoffs:   map[int]struct{}{},
 		exit:       os.Exit,
+		idleSince:  time.Now(),
+		bootID:     newBootID(),
 	}
 	if cfg.Token != "" {
 		d := sha256.Sum256([]byte(cfg.Token))
@@ -135,7 +146,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if healthz {
-		writeJSON(w, http.StatusOK, wire.Health{OK: true, ProtocolVersion: wire.ProtocolVersion, Features: Features})
+		writeJSON(w, http.StatusOK, s.health(r))
 		return
 	}
 	var h func(http.ResponseWriter, *http.Request)
@@ -153,6 +164,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h = s.handleReadFile
 		case wire.RouteWriteFile:
 			h = s.handleWriteFile
+		}
+	}
+	if r.URL.RawQuery != "" && r.RequestURI == r.URL.RequestURI() {
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == wire.RouteStat:
+			h = s.handleStat
+		case r.Method == http.MethodGet && r.URL.Path == wire.RouteList:
+			h = s.handleList
+		case r.Method == http.MethodPost && r.URL.Path == wire.RouteMkdir:
+			h = s.handleMkdir
+		case r.Method == http.MethodPost && r.URL.Path == wire.RouteRemove:
+			h = s.handleRemove
 		}
 	}
 	// cordon's raw file route takes its path in the query.
@@ -237,10 +260,43 @@ func (s *Server) acquireActivity() func() {
 		once.Do(func() {
 			s.mu.Lock()
 			s.active--
+			if s.active == 0 {
+				s.idleSince = time.Now()
+			}
 			s.armIdleLocked()
 			s.mu.Unlock()
 		})
 	}
+}
+
+// health is the healthz body; the boot id and activity only for a caller
+// that presented the token (healthz itself is open, as the readiness probe).
+func (s *Server) health(r *http.Request) wire.Health {
+	h := wire.Health{OK: true, ProtocolVersion: wire.ProtocolVersion, Features: Features}
+	if s.tokenDigest == nil || !s.authorized(r) {
+		return h
+	}
+	s.mu.Lock()
+	for pg := range s.handoffs {
+		// A handed-over group counts until its last process is gone.
+		if !groupAlive(pg) {
+			delete(s.handoffs, pg)
+			s.idleSince = time.Now()
+		}
+	}
+	a := wire.Activity{Running: len(s.running) + len(s.handoffs), Requests: s.active}
+	if a.Running == 0 && a.Requests == 0 {
+		a.IdleMs = time.Since(s.idleSince).Milliseconds()
+	}
+	s.mu.Unlock()
+	h.BootID, h.Activity = s.bootID, &a
+	return h
+}
+
+func newBootID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // ArmIdle starts the idle timer if nothing holds the agent; call it once the

@@ -539,3 +539,45 @@ func (c *Client) auth(req *http.Request) {
 		req.Header.Set("Authorization", "Bearer "+c.ep.Token)
 	}
 }
+
+func (c *Client) fsCall(ctx context.Context, method, route, path string, extra string, out any) error {
+	resp, err := c.do(ctx, method, route+"?path="+url.QueryEscape(path)+extra, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return decode(resp, out)
+}
+
+// Stat describes a file or directory (feature "fs-ops").
+func (c *Client) Stat(ctx context.Context, path string) (*wire.FileInfo, error) {
+	var fi wire.FileInfo
+	if err := c.fsCall(ctx, http.MethodGet, wire.RouteStat, path, "", &fi); err != nil {
+		return nil, err
+	}
+	return &fi, nil
+}
+
+// List reads a directory (feature "fs-ops").
+func (c *Client) List(ctx context.Context, path string) (*wire.ListResponse, error) {
+	var l wire.ListResponse
+	if err := c.fsCall(ctx, http.MethodGet, wire.RouteList, path, "", &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// Mkdir creates a directory and its parents (feature "fs-ops").
+func (c *Client) Mkdir(ctx context.Context, path string) error {
+	return c.fsCall(ctx, http.MethodPost, wire.RouteMkdir, path, "", &wire.OKResponse{})
+}
+
+// Remove removes a file, symlink or empty directory; recursive removes a
+// directory with its contents (feature "fs-ops").
+func (c *Client) Remove(ctx context.Context, path string, recursive bool) error {
+	extra := ""
+	if recursive {
+		extra = "&recursive=1"
+	}
+	return c.fsCall(ctx, http.MethodPost, wire.RouteRemove, path, extra, &wire.OKResponse{})
+}

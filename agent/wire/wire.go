@@ -24,6 +24,13 @@ const (
 	// RouteFiles is cordon's raw file route (feature "raw-files"): GET and
 	// PUT /files?path=P, bodies as raw bytes.
 	RouteFiles = "/files"
+	// The file-system routes (feature "fs-ops"), each taking ?path=P:
+	// GET /fs/stat, GET /fs/list, POST /fs/mkdir, POST /fs/remove
+	// (&recursive=1 removes a directory and what it holds).
+	RouteStat   = "/fs/stat"
+	RouteList   = "/fs/list"
+	RouteMkdir  = "/fs/mkdir"
+	RouteRemove = "/fs/remove"
 )
 
 // Error codes carried in the "error" field of a JSON error body.
@@ -102,6 +109,25 @@ type Health struct {
 	// Features names cordon's additive capabilities. The reference worker
 	// sends none; a host uses an addition only when it sees its name here.
 	Features []string `json:"features,omitempty"`
+	// BootID (feature "activity") is random per agent start: a host that
+	// recorded it can tell a restarted agent from the one it admitted. It
+	// and Activity are sent only to an authenticated caller.
+	BootID string `json:"bootId,omitempty"`
+	// Activity (feature "activity") says what the agent is doing, so a
+	// host can tell a long build from an idle sandbox.
+	Activity *Activity `json:"activity,omitempty"`
+}
+
+// Activity is the agent's own account of its work.
+type Activity struct {
+	// Running counts executions that have started and not settled,
+	// including detached ones (computer lifetime).
+	Running int `json:"running"`
+	// Requests counts requests in progress, this one excluded.
+	Requests int `json:"requests"`
+	// IdleMs is how long nothing has run and no request was in progress;
+	// zero while something is.
+	IdleMs int64 `json:"idleMs"`
 }
 
 // ExecuteRequest is the body of POST /execute.
@@ -238,4 +264,34 @@ type WriteFileResponse struct {
 type FileError struct {
 	OK    bool   `json:"ok"`
 	Error string `json:"error"`
+}
+
+// FileInfo describes one file (GET /fs/stat, and each entry of /fs/list).
+type FileInfo struct {
+	Name string `json:"name"`
+	// Path is the absolute path inside the sandbox (stat only).
+	Path string `json:"path,omitempty"`
+	// Type is "file", "dir", "symlink" or "other".
+	Type    string `json:"type"`
+	Size    int64  `json:"size"`
+	Mode    uint32 `json:"mode"` // permission bits
+	ModTime int64  `json:"mtimeMs"`
+	// Target is a symlink's target (list only).
+	Target string `json:"target,omitempty"`
+}
+
+// ListResponse answers GET /fs/list. Entries are sorted by name; at most
+// MaxListEntries are returned and Truncated says when there were more.
+type ListResponse struct {
+	Path      string     `json:"path"`
+	Entries   []FileInfo `json:"entries"`
+	Truncated bool       `json:"truncated,omitempty"`
+}
+
+// MaxListEntries bounds one /fs/list answer.
+const MaxListEntries = 10000
+
+// OKResponse answers /fs/mkdir and /fs/remove.
+type OKResponse struct {
+	OK bool `json:"ok"`
 }

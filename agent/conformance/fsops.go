@@ -1,0 +1,139 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/agent/wire"
+)
+
+// testFSOps covers cordon's stat, list, mkdir and remove routes (feature
+// "fs-ops") and the healthz activity report (feature "activity").
+func testFSOps(t *testing.T, h *harness) {
+	ctx := context.Background()
+	if !h.c.HasFeature(ctx, "fs-ops") {
+		if h.Reference {
+			t.Skip("cordon addition: the reference worker has no file-system routes")
+		}
+		t.Fatal("cordon-agent does not advertise fs-ops")
+	}
+	status := func(err error) int {
+		var e *client.Error
+		if errors.As(err, &e) {
+			return e.Status
+		}
+		return 0
+	}
+	t.Run("MkdirStatList", func(t *testing.T) {
+		if err := h.c.Mkdir(ctx, "fsops/a/b"); err != nil {
+			t.Fatal(err)
+		}
+		h.sh(t, "printf hello > fsops/a/f.txt && ln -sfn f.txt fsops/a/link && chmod 640 fsops/a/f.txt")
+		fi, err := h.c.Stat(ctx, "fsops/a/f.txt")
+		if err != nil || fi.Type != "file" || fi.Size != 5 || fi.Mode != 0o640 || !strings.HasSuffix(fi.Path, "/fsops/a/f.txt") || fi.ModTime == 0 {
+			t.Fatalf("stat: %+v %v", fi, err)
+		}
+		l, err := h.c.List(ctx, "fsops/a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range l.Entries {
+			got = append(got, e.Name+":"+e.Type+":"+e.Target)
+		}
+		if strings.Join(got, " ") != "b:dir: f.txt:file: link:symlink:f.txt" {
+			t.Fatalf("list: %v", got)
+		}
+		if _, err := h.c.Stat(ctx, "fsops/none"); status(err) != http.StatusNotFound {
+			t.Fatalf("stat of a missing path: %v", err)
+		}
+		if _, err := h.c.List(ctx, "fsops/a/f.txt"); err == nil {
+			t.Fatal("listed a file")
+		}
+	})
+	t.Run("Remove", func(t *testing.T) {
+		h.sh(t, "mkdir -p fsops/r/d/e && touch fsops/r/d/e/x fsops/r/f")
+		if err := h.c.Remove(ctx, "fsops/r/f", false); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.c.Remove(ctx, "fsops/r/d", false); err == nil {
+			t.Fatal("removed a non-empty directory without recursive")
+		}
+		if err := h.c.Remove(ctx, "fsops/r/d", true); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.sh(t, "ls -A fsops/r"); got != "" {
+			t.Fatalf("left: %q", got)
+		}
+		if err := h.c.Remove(ctx, "fsops/r/none", false); status(err) != http.StatusNotFound {
+			t.Fatalf("remove of a missing path: %v", err)
+		}
+	})
+	t.Run("Jail", func(t *testing.T) {
+		outside := strings.TrimSpace(h.sh(t, "d=$(mktemp -d /tmp/cordon-fs-XXXXXX) && mkdir $d/keep && echo s > $d/keep/s && ln -sfn $d fsops/out && echo $d"))
+		// Through a symlinked parent: refused, outside untouched.
+		if err := h.c.Remove(ctx, "fsops/out/keep", true); err == nil {
+			t.Error("removed through a symlink out")
+		}
+		if err := h.c.Mkdir(ctx, "fsops/out/new"); err == nil {
+			t.Error("mkdir through a symlink out")
+		}
+		if _, err := h.c.List(ctx, "fsops/out"); err == nil {
+			t.Error("listed through a symlink out")
+		}
+		if _, err := h.c.Stat(ctx, "fsops/out/keep/s"); err == nil {
+			t.Error("stat through a symlink out")
+		}
+		for _, p := range []string{"../x", "/etc", "/"} {
+			if err := h.c.Remove(ctx, p, true); err == nil {
+				t.Errorf("remove %q accepted", p)
+			}
+		}
+		if err := h.c.Remove(ctx, ".", true); err == nil {
+			t.Error("removed the workspace itself")
+		}
+		// Removing the link removes the link, not what it points to.
+		if err := h.c.Remove(ctx, "fsops/out", true); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.sh(t, "cat "+outside+"/keep/s && ls -A fsops"); !strings.HasPrefix(got, "s\n") || strings.Contains(got, "out") {
+			t.Fatalf("after removing the link: %q", got)
+		}
+		if r := h.raw(t, "GET", wire.RouteStat+"?path=fsops", "", nil); r.status != 401 {
+			t.Errorf("no token: %d", r.status)
+		}
+	})
+	t.Run("Activity", func(t *testing.T) {
+		hl, err := h.c.Health(ctx)
+		if err != nil || hl.BootID == "" || hl.Activity == nil {
+			t.Fatalf("health: %+v %v", hl, err)
+		}
+		// Without the token the probe says only that the agent is up.
+		r := h.raw(t, "GET", wire.RouteHealthz, "", nil)
+		if m := r.json(t); m["bootId"] != nil || m["activity"] != nil {
+			t.Fatalf("unauthenticated healthz: %v", m)
+		}
+		id := h.reserve(t)
+		go h.c.Execute(ctx, wire.ExecuteRequest{ExecutionID: id, Command: "sleep", Args: []string{"30"}}, func(wire.Event) error { return nil })
+		if !eventually(5*time.Second, func() bool {
+			hl, _ = h.c.Health(ctx)
+			return hl.Activity.Running == 1 && hl.Activity.IdleMs == 0
+		}) {
+			t.Fatalf("while running: %+v", hl.Activity)
+		}
+		if _, err := h.c.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if !eventually(5*time.Second, func() bool {
+			hl, _ = h.c.Health(ctx)
+			return hl.Activity.Running == 0
+		}) {
+			t.Fatalf("after cancel: %+v", hl.Activity)
+		}
+	})
+}
