@@ -139,6 +139,18 @@ type Binding struct {
 	tunnels map[*tunnel]struct{}
 	wg      sync.WaitGroup
 	closed  atomic.Bool
+	serving atomic.Int32 // connections being served
+	last    atomic.Int64 // unix nanoseconds of the last connection's end
+}
+
+// Activity reports how many of the sandbox's connections are open and when
+// the last one ended (zero if none has): egress traffic is activity inside
+// the sandbox, which an idle timeout must count.
+func (b *Binding) Activity() (open int, lastEnded time.Time) {
+	if n := b.last.Load(); n != 0 {
+		lastEnded = time.Unix(0, n)
+	}
+	return int(b.serving.Load()), lastEnded
 }
 
 type tunnel struct {
@@ -231,9 +243,14 @@ func (b *Binding) serve() {
 			continue
 		}
 		b.wg.Add(1)
+		b.serving.Add(1)
 		go func() {
 			defer b.wg.Done()
-			defer func() { <-b.sem }()
+			defer func() {
+				b.last.Store(time.Now().UnixNano())
+				b.serving.Add(-1)
+				<-b.sem
+			}()
 			b.handle(c)
 		}()
 	}

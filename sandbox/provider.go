@@ -415,6 +415,74 @@ func (s *Sandbox) Upload(ctx context.Context, path string, r io.Reader, size int
 	return s.client.Upload(ctx, path, r, size)
 }
 
+// BootID is the agent's boot identity as admitted (empty for an agent
+// without the "activity" feature).
+func (s *Sandbox) BootID() string { return s.health.BootID }
+
+// Activity is what the sandbox is doing, as its agent and its egress
+// boundary see it.
+type Activity struct {
+	// Agent is the agent's own report; nil if its agent does not offer one.
+	Agent *wire.Activity
+	// EgressOpen counts open egress connections; EgressLast is when the
+	// last one ended (zero if none has, or the tier has no boundary).
+	EgressOpen int
+	EgressLast time.Time
+}
+
+// Activity asks the agent what it is doing and reads the egress boundary's
+// counters. An agent that answers with a different boot identity than the
+// one admitted is an error: the sandbox is not the one created.
+func (s *Sandbox) Activity(ctx context.Context) (*Activity, error) {
+	if err := s.live(); err != nil {
+		return nil, err
+	}
+	h, err := s.client.Health(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s.health.BootID != "" && h.BootID != s.health.BootID {
+		return nil, fmt.Errorf("%w: the agent restarted (boot id %q, admitted %q)", ErrAgent, h.BootID, s.health.BootID)
+	}
+	a := &Activity{Agent: h.Activity}
+	if s.egress != nil {
+		a.EgressOpen, a.EgressLast = s.egress.Activity()
+	}
+	return a, nil
+}
+
+// ErrNotPausable: the sandbox's tier (or host) cannot pause it.
+var ErrNotPausable = fmt.Errorf("%w: pause and resume", ErrUnsupported)
+
+// CanPause reports whether Pause and Resume work for this sandbox.
+func (s *Sandbox) CanPause() bool {
+	p, ok := s.inst.(Pauser)
+	return ok && p.CanPause()
+}
+
+// Pause stops every process of the sandbox in place, its agent included,
+// until Resume: a paused sandbox answers nothing.
+func (s *Sandbox) Pause(ctx context.Context) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	if !s.CanPause() {
+		return ErrNotPausable
+	}
+	return s.inst.(Pauser).Pause(ctx)
+}
+
+// Resume thaws a paused sandbox.
+func (s *Sandbox) Resume(ctx context.Context) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	if !s.CanPause() {
+		return ErrNotPausable
+	}
+	return s.inst.(Pauser).Resume(ctx)
+}
+
 // Destroy tears the sandbox down and returns once teardown is confirmed.
 // Concurrent calls share one teardown; after a failed one, Destroy may be
 // called again. Destroying a destroyed sandbox returns nil.

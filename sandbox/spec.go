@@ -180,6 +180,15 @@ type EgressPort interface {
 	EgressListener() net.Listener
 }
 
+// Pauser is implemented by instances that can stop every process of the
+// sandbox in place and resume it later (the process tier's cgroup freezer).
+// CanPause may be false for an instance whose host lacks the primitive.
+type Pauser interface {
+	CanPause() bool
+	Pause(ctx context.Context) error
+	Resume(ctx context.Context) error
+}
+
 // Instance is one running environment.
 type Instance interface {
 	// Endpoint says how to reach the agent (token included).

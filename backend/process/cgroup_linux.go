@@ -2,6 +2,7 @@ package process
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -67,6 +68,10 @@ func probeCgroups() cgroupSupport {
 				break
 			}
 			s.v1Roots[c] = filepath.Join(root, own[c], "cordon")
+		}
+		// The freezer (pause and resume) is optional.
+		if root := "/sys/fs/cgroup/freezer"; s.v1Roots != nil && unix.Statfs(root, &st) == nil && st.Type != cgroup2Magic {
+			s.v1Roots["freezer"] = filepath.Join(root, own["freezer"], "cordon")
 		}
 		if unix.Statfs("/sys/fs/cgroup/unified", &st) == nil && st.Type == cgroup2Magic {
 			s.v2Root = filepath.Join("/sys/fs/cgroup/unified", own[""], "cordon")
@@ -287,6 +292,67 @@ func (cg *cgroups) killAll(deadline time.Time) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// canFreeze reports whether the cgroups can be frozen: the v1 freezer, or
+// cgroup.freeze of cgroup2 (a core feature there, needing no controller).
+func (cg *cgroups) canFreeze() bool {
+	if cg.v1["freezer"] != "" {
+		return true
+	}
+	return cg.v2 != "" && fileExists(filepath.Join(cg.v2, "cgroup.freeze"))
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// freeze stops (or thaws) every process in the sandbox and waits until the
+// kernel reports the change done.
+func (cg *cgroups) freeze(ctx context.Context, on bool) error {
+	var file, value, stateFile, want string
+	switch {
+	case cg.v1["freezer"] != "":
+		file, value, stateFile, want = filepath.Join(cg.v1["freezer"], "freezer.state"), "THAWED", "", "THAWED"
+		if on {
+			value, want = "FROZEN", "FROZEN"
+		}
+		stateFile = file
+	case cg.v2 != "":
+		file, value, stateFile, want = filepath.Join(cg.v2, "cgroup.freeze"), "0", filepath.Join(cg.v2, "cgroup.events"), "frozen 0"
+		if on {
+			value, want = "1", "frozen 1"
+		}
+	default:
+		return errors.New("no freezer cgroup")
+	}
+	if err := os.WriteFile(file, []byte(value), 0); err != nil {
+		return fmt.Errorf("cgroup freezer: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, freezeWait)
+	defer cancel()
+	for {
+		b, err := os.ReadFile(stateFile)
+		if err != nil {
+			return fmt.Errorf("cgroup freezer: %w", err)
+		}
+		if strings.Contains(string(b), want) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if on {
+				// Half frozen is no state to leave a sandbox in.
+				_ = os.WriteFile(file, []byte(map[bool]string{true: "THAWED", false: "0"}[cg.v1["freezer"] != ""]), 0)
+			}
+			return fmt.Errorf("cgroup freezer: the sandbox did not reach %s: %w", want, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// freezeWait bounds how long a freeze or thaw may take to settle.
+const freezeWait = 10 * time.Second
 
 // oomKills counts the OOM kills in the sandbox so far.
 func (cg *cgroups) oomKills() uint64 {

@@ -505,6 +505,25 @@ func (i *instance) OOMKills() uint64 {
 	return i.cg.oomKills()
 }
 
+// CanPause reports whether the sandbox's cgroups can be frozen.
+func (i *instance) CanPause() bool { return i.cg != nil && i.cg.canFreeze() }
+
+// Pause freezes every process of the sandbox, the agent included.
+func (i *instance) Pause(ctx context.Context) error {
+	if !i.CanPause() {
+		return &sandbox.UnsupportedError{Tier: Name, What: "pause (no cgroup freezer on this host)"}
+	}
+	return i.cg.freeze(ctx, true)
+}
+
+// Resume thaws a paused sandbox.
+func (i *instance) Resume(ctx context.Context) error {
+	if !i.CanPause() {
+		return &sandbox.UnsupportedError{Tier: Name, What: "resume (no cgroup freezer on this host)"}
+	}
+	return i.cg.freeze(ctx, false)
+}
+
 // Destroy stops the agent (it stops its commands first), kills the PID
 // namespace if it does not exit in time, confirms that no process of the
 // sandbox remains, and removes its cgroups and host directory.
@@ -515,6 +534,15 @@ func (i *instance) Destroy(ctx context.Context) error {
 		return nil
 	}
 	i.egress.Close()
+	if i.CanPause() {
+		// A frozen process cannot act on a signal, not even SIGKILL.
+		thaw, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := i.cg.freeze(thaw, false)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
+		}
+	}
 	_ = i.Signal(syscall.SIGTERM)
 	select {
 	case <-i.Exited():
