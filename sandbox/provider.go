@@ -337,6 +337,15 @@ type OOMCounter interface {
 	OOMKills() uint64
 }
 
+// OOMKills counts the OOM kills inside the sandbox so far; ok is false
+// where the tier cannot count them.
+func (s *Sandbox) OOMKills() (n uint64, ok bool) {
+	if oc, ok := s.inst.(OOMCounter); ok {
+		return oc.OOMKills(), true
+	}
+	return 0, false
+}
+
 // Exec runs a command in the sandbox. When ctx ends, the command is
 // cancelled through the agent and Exec returns once the stop is confirmed.
 func (s *Sandbox) Exec(ctx context.Context, command string, o ExecOptions) (*Result, error) {

@@ -1,0 +1,184 @@
+// Package api holds the types of cordon's REST API (/v1), shared by the
+// daemon (package server) and its Go client (package server/client). The
+// OpenAPI document server/openapi.yaml describes the same shapes.
+package api
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/egress"
+)
+
+// Sandbox states.
+const (
+	StateCreating   = "creating"
+	StateRunning    = "running"
+	StatePaused     = "paused"
+	StateDestroying = "destroying" // teardown started, not yet confirmed
+	StateDestroyed  = "destroyed"
+)
+
+// Limits are a sandbox's resource limits; zero means none.
+type Limits struct {
+	MemoryBytes int64   `json:"memoryBytes,omitempty"`
+	Pids        int64   `json:"pids,omitempty"`
+	CPUs        float64 `json:"cpus,omitempty"`
+}
+
+// Layout names host directories bound at /mnt/user-data/NAME. The daemon
+// accepts only directories under its configured host-path roots.
+type Layout struct {
+	Outputs     string `json:"outputs,omitempty"`
+	Uploads     string `json:"uploads,omitempty"`
+	Scratch     string `json:"scratch,omitempty"`
+	ToolResults string `json:"toolResults,omitempty"`
+	Transcripts string `json:"transcripts,omitempty"`
+	Skills      string `json:"skills,omitempty"`
+}
+
+// Egress is a network policy: mode deny-all (the default), allow-all or
+// static with rules; profile names a profile configured on the daemon,
+// whose rules join the given ones.
+type Egress struct {
+	Mode    string        `json:"mode,omitempty"`
+	Rules   []egress.Rule `json:"rules,omitempty"`
+	Profile string        `json:"profile,omitempty"`
+}
+
+// Spec is what shapes a sandbox when it starts: two creates with equal
+// specs get interchangeable sandboxes, which is what lets a warm pool serve
+// a create.
+type Spec struct {
+	Tier         string            `json:"tier,omitempty"`
+	Image        string            `json:"image,omitempty"`
+	RootFS       string            `json:"rootfs,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+	Limits       Limits            `json:"limits,omitzero"`
+	Layout       Layout            `json:"layout,omitzero"`
+	Egress       *Egress           `json:"egress,omitempty"`
+	User         *int              `json:"user,omitempty"`
+	MaxTimeoutMs int64             `json:"maxTimeoutMs,omitempty"`
+}
+
+// CreateRequest is the body of POST /v1/sandboxes.
+type CreateRequest struct {
+	Spec
+	// TTLSeconds is a hard limit on the sandbox's life; zero means the
+	// daemon's default.
+	TTLSeconds int64 `json:"ttlSeconds,omitempty"`
+	// IdleTimeoutSeconds reaps the sandbox after this long without
+	// activity inside it (running commands, requests, egress traffic);
+	// zero means the daemon's default, negative means never.
+	IdleTimeoutSeconds int64             `json:"idleTimeoutSeconds,omitempty"`
+	Labels             map[string]string `json:"labels,omitempty"`
+	// Pool names a warm pool to claim from; a create whose spec equals a
+	// pool's claims from it without naming it.
+	Pool string `json:"pool,omitempty"`
+}
+
+// Sandbox describes one sandbox.
+type Sandbox struct {
+	ID           string            `json:"id"`
+	Tenant       string            `json:"tenant,omitempty"`
+	State        string            `json:"state"`
+	Spec         Spec              `json:"spec"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Pool         string            `json:"pool,omitempty"`
+	CreatedAt    time.Time         `json:"createdAt"`
+	ExpiresAt    *time.Time        `json:"expiresAt,omitempty"`
+	IdleTimeout  int64             `json:"idleTimeoutSeconds,omitempty"`
+	LastActivity time.Time         `json:"lastActivity"`
+	Features     []string          `json:"features,omitempty"`
+	Pausable     bool              `json:"pausable"`
+	// Reason says why a destroyed sandbox ended: deleted, ttl, idle,
+	// lost (its agent stopped answering) or restart.
+	Reason string `json:"reason,omitempty"`
+}
+
+// List is the body of GET /v1/sandboxes.
+type List struct {
+	Sandboxes []Sandbox `json:"sandboxes"`
+}
+
+// Key is an API key's record; Secret is set only in the answer to its
+// creation and is never stored.
+type Key struct {
+	ID        string    `json:"id"`
+	Tenant    string    `json:"tenant"`
+	Name      string    `json:"name,omitempty"`
+	Admin     bool      `json:"admin,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	Secret    string    `json:"secret,omitempty"`
+}
+
+// KeyRequest is the body of POST /v1/keys.
+type KeyRequest struct {
+	Tenant string `json:"tenant"`
+	Name   string `json:"name,omitempty"`
+	Admin  bool   `json:"admin,omitempty"`
+}
+
+// Pool is a warm pool: Size ready sandboxes of Spec.
+type Pool struct {
+	Name  string `json:"name"`
+	Spec  Spec   `json:"spec"`
+	Size  int    `json:"size"`
+	Ready int    `json:"ready"`
+}
+
+// Event is one lifecycle event of GET /v1/events.
+type Event struct {
+	Seq     uint64         `json:"seq"`
+	Type    string         `json:"type"`
+	Sandbox string         `json:"sandbox,omitempty"`
+	Tenant  string         `json:"tenant,omitempty"`
+	Time    time.Time      `json:"time"`
+	Data    map[string]any `json:"data,omitempty"`
+}
+
+// Event types.
+const (
+	EventCreated       = "created"
+	EventReady         = "ready"
+	EventExecStarted   = "exec.started"
+	EventExecFinished  = "exec.finished"
+	EventOOM           = "oom"
+	EventPolicyChanged = "policy.changed"
+	EventPaused        = "paused"
+	EventResumed       = "resumed"
+	EventReaped        = "reaped"
+	EventDestroyed     = "destroyed"
+)
+
+// Error is every refusal's body: a stable code and a sentence.
+type Error struct {
+	Code    string `json:"error"`
+	Message string `json:"message"`
+	// Status is the HTTP status (filled in by the client).
+	Status int `json:"-"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s (%d): %s", e.Code, e.Status, e.Message) }
+
+// Error codes.
+const (
+	CodeUnauthorized   = "unauthorized"
+	CodeForbidden      = "forbidden"
+	CodeNotFound       = "not_found"
+	CodeInvalid        = "invalid_request"
+	CodeTooLarge       = "too_large"
+	CodeLengthRequired = "length_required"
+	CodeUnsupported    = "unsupported"
+	CodeUnavailable    = "unavailable"
+	CodeQuota          = "quota_exceeded"
+	CodeConflict       = "conflict"
+	CodePaused         = "paused"
+	CodeAgent          = "agent_error"
+	CodeTeardown       = "teardown_failed"
+	CodeShuttingDown   = "shutting_down"
+	CodeInternal       = "internal"
+)
+
+// ExecutionHeader carries an exec stream's execution id, for cancel.
+const ExecutionHeader = "Cordon-Execution-Id"

@@ -1,0 +1,558 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/server/api"
+)
+
+// entry is a sandbox the daemon holds. Its record is guarded by Server.mu.
+type entry struct {
+	rec     *record
+	sb      *sandbox.Sandbox
+	agent   *agentProxy
+	lastAPI atomic.Int64 // unix nanoseconds of the last request about it
+	streams atomic.Int32 // open streams into it
+	misses  int          // consecutive failed activity checks (reaper only)
+}
+
+func (e *entry) touch() { e.lastAPI.Store(time.Now().UnixNano()) }
+
+// toSpec checks an API spec and turns it into the SDK's.
+func (s *Server) toSpec(in api.Spec) (sandbox.Spec, error) {
+	out := sandbox.Spec{
+		Tier: in.Tier, Image: in.Image, Env: in.Env, User: in.User,
+		Limits:     sandbox.Limits{MemoryBytes: in.Limits.MemoryBytes, Pids: in.Limits.Pids, CPUs: in.Limits.CPUs},
+		MaxTimeout: time.Duration(in.MaxTimeoutMs) * time.Millisecond,
+	}
+	var err error
+	if out.RootFS, err = s.hostPath("rootfs", in.RootFS); err != nil {
+		return out, err
+	}
+	for _, d := range []struct {
+		name string
+		src  string
+		dst  *string
+	}{
+		{"layout.outputs", in.Layout.Outputs, &out.Layout.Outputs},
+		{"layout.uploads", in.Layout.Uploads, &out.Layout.Uploads},
+		{"layout.scratch", in.Layout.Scratch, &out.Layout.Scratch},
+		{"layout.toolResults", in.Layout.ToolResults, &out.Layout.ToolResults},
+		{"layout.transcripts", in.Layout.Transcripts, &out.Layout.Transcripts},
+		{"layout.skills", in.Layout.Skills, &out.Layout.Skills},
+	} {
+		if *d.dst, err = s.hostPath(d.name, d.src); err != nil {
+			return out, err
+		}
+	}
+	if in.Egress != nil {
+		p, err := s.toPolicy(*in.Egress)
+		if err != nil {
+			return out, err
+		}
+		out.Egress = &p
+	}
+	if err := out.Validate(); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// errForbiddenPath: a host path outside the daemon's allowed roots.
+var errForbiddenPath = errors.New("host path not allowed")
+
+// hostPath admits a host directory only under one of the configured roots,
+// judged on its real path, so a symlink cannot lead out.
+func (s *Server) hostPath(what, p string) (string, error) {
+	if p == "" {
+		return "", nil
+	}
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("%w: %s must be an absolute path", sandbox.ErrInvalidSpec, what)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: %v", sandbox.ErrInvalidSpec, what, err)
+	}
+	for _, root := range s.cfg.HostPaths {
+		if rr, err := filepath.EvalSymlinks(root); err == nil && (real == rr || strings.HasPrefix(real, rr+"/")) {
+			return real, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %s %s is not under a host directory this daemon allows (cordon serve --host-path)", errForbiddenPath, what, p)
+}
+
+func (s *Server) toPolicy(in api.Egress) (egress.Policy, error) {
+	rules := slices.Clone(in.Rules)
+	if in.Profile != "" {
+		prof, ok := s.cfg.Profiles[in.Profile]
+		if !ok {
+			return egress.Policy{}, fmt.Errorf("%w: no egress profile %q on this daemon", sandbox.ErrInvalidSpec, in.Profile)
+		}
+		rules = append(rules, prof.Hosts...)
+	}
+	mode := egress.Mode(in.Mode)
+	switch mode {
+	case "":
+		mode = egress.DenyAll
+		if len(rules) > 0 {
+			mode = egress.Static
+		}
+	case egress.DenyAll, egress.AllowAll:
+		if len(rules) > 0 {
+			return egress.Policy{}, fmt.Errorf("%w: egress mode %s takes no rules", sandbox.ErrInvalidSpec, mode)
+		}
+	case egress.Static:
+	default:
+		return egress.Policy{}, fmt.Errorf("%w: egress mode %q (deny-all, allow-all or static)", sandbox.ErrInvalidSpec, in.Mode)
+	}
+	for _, r := range rules {
+		if _, err := egress.ParseRule(ruleString(r)); err != nil {
+			return egress.Policy{}, fmt.Errorf("%w: %v", sandbox.ErrInvalidSpec, err)
+		}
+	}
+	return egress.Policy{Mode: mode, Rules: rules}, nil
+}
+
+func ruleString(r egress.Rule) string {
+	if len(r.Ports) == 0 {
+		return r.Host
+	}
+	ps := make([]string, len(r.Ports))
+	for i, p := range r.Ports {
+		ps[i] = fmt.Sprint(p)
+	}
+	return r.Host + ":" + strings.Join(ps, ",")
+}
+
+// errorStatus maps an SDK error to an HTTP status and API code.
+func errorStatus(err error) (int, string) {
+	switch {
+	case errors.Is(err, errNoPool):
+		return http.StatusNotFound, api.CodeNotFound
+	case errors.Is(err, errForbiddenPath):
+		return http.StatusForbidden, api.CodeForbidden
+	case errors.Is(err, sandbox.ErrInvalidSpec), errors.Is(err, sandbox.ErrUnknownTier), errors.Is(err, egress.ErrInvalid):
+		return http.StatusBadRequest, api.CodeInvalid
+	case errors.Is(err, sandbox.ErrUnsupported):
+		return http.StatusUnprocessableEntity, api.CodeUnsupported
+	case errors.Is(err, sandbox.ErrUnavailable):
+		return http.StatusServiceUnavailable, api.CodeUnavailable
+	case errors.Is(err, sandbox.ErrTeardown):
+		return http.StatusInternalServerError, api.CodeTeardown
+	case errors.Is(err, sandbox.ErrAgent):
+		return http.StatusBadGateway, api.CodeAgent
+	case errors.Is(err, sandbox.ErrDestroyed):
+		return http.StatusNotFound, api.CodeNotFound
+	}
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		return http.StatusBadGateway, api.CodeAgent
+	}
+	return http.StatusInternalServerError, api.CodeInternal
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	status, code := errorStatus(err)
+	writeError(w, status, code, err.Error())
+}
+
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	c := callerOf(r)
+	var req api.CreateRequest
+	if !readJSON(w, r, s.cfg.Limits.MaxBodyBytes, &req) {
+		return
+	}
+	spec, err := s.toSpec(req.Spec)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	now := time.Now().UTC()
+	rec := &record{Sandbox: api.Sandbox{Tenant: c.tenant, State: api.StateRunning, Labels: req.Labels, CreatedAt: now, LastActivity: now}}
+	ttl := time.Duration(req.TTLSeconds) * time.Second
+	switch {
+	case req.TTLSeconds < 0:
+		writeError(w, http.StatusBadRequest, api.CodeInvalid, "ttlSeconds must not be negative")
+		return
+	case ttl == 0:
+		ttl = s.cfg.DefaultTTL
+	case s.cfg.MaxTTL > 0 && ttl > s.cfg.MaxTTL:
+		writeError(w, http.StatusBadRequest, api.CodeInvalid, fmt.Sprintf("ttlSeconds %d is above this daemon's maximum of %d", req.TTLSeconds, int64(s.cfg.MaxTTL/time.Second)))
+		return
+	}
+	if ttl > 0 {
+		exp := now.Add(ttl)
+		rec.ExpiresAt = &exp
+	}
+	switch {
+	case req.IdleTimeoutSeconds < 0:
+	case req.IdleTimeoutSeconds == 0:
+		rec.IdleTimeoutNs = s.cfg.DefaultIdleTimeout
+	default:
+		rec.IdleTimeoutNs = time.Duration(req.IdleTimeoutSeconds) * time.Second
+	}
+	rec.IdleTimeout = int64(rec.IdleTimeoutNs / time.Second)
+	for k, v := range req.Labels {
+		if k == "" || len(k) > 128 || len(v) > 1024 || len(req.Labels) > 64 {
+			writeError(w, http.StatusBadRequest, api.CodeInvalid, "labels: at most 64, keys of 1-128 bytes, values of at most 1024")
+			return
+		}
+	}
+	// The quota counts creates in flight, so concurrent creates cannot
+	// overshoot it.
+	s.mu.Lock()
+	n := 0
+	for _, e := range s.live {
+		if e.rec.Tenant == c.tenant {
+			n++
+		}
+	}
+	if n >= s.cfg.Limits.MaxSandboxesPerTenant {
+		s.mu.Unlock()
+		writeError(w, http.StatusTooManyRequests, api.CodeQuota, fmt.Sprintf("a tenant may hold at most %d sandboxes", s.cfg.Limits.MaxSandboxesPerTenant))
+		return
+	}
+	placeholder := &entry{rec: rec}
+	slot := fmt.Sprintf("creating-%p", placeholder)
+	rec.State = api.StateCreating
+	s.live[slot] = placeholder
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.live, slot)
+		s.mu.Unlock()
+	}()
+
+	start := time.Now()
+	source := "cold"
+	var sb *sandbox.Sandbox
+	p, err := s.poolFor(req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if p != nil {
+		rec.Pool = p.spec.Name
+		spec = p.sdkSpec
+		if sb = p.claim(); sb != nil {
+			source = "pool"
+		}
+	}
+	if sb == nil {
+		if sb, err = s.cfg.Provider.Create(r.Context(), spec); err != nil {
+			writeErr(w, err)
+			return
+		}
+	}
+	e, err := s.admit(r.Context(), sb, rec, req.Spec)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	s.metrics.create.WithLabelValues(source).Observe(time.Since(start).Seconds())
+	writeJSON(w, http.StatusCreated, s.describe(e))
+}
+
+// admit registers a started sandbox under rec: a fresh id in the registry,
+// the record on disk, the entry live.
+func (s *Server) admit(ctx context.Context, sb *sandbox.Sandbox, rec *record, spec api.Spec) (*entry, error) {
+	fresh, err := s.store.claimID(sb.ID())
+	if err == nil && !fresh {
+		err = fmt.Errorf("sandbox id %s was issued before", sb.ID())
+	}
+	if err != nil {
+		return nil, errors.Join(err, sb.Destroy(context.WithoutCancel(ctx)))
+	}
+	rec.ID, rec.Spec, rec.State = sb.ID(), spec, api.StateRunning
+	rec.Spec.Tier = sb.Tier()
+	rec.Features, rec.Pausable = sb.Features(), sb.CanPause()
+	e := &entry{rec: rec, sb: sb, agent: newAgentProxy(sb.Client().Endpoint())}
+	e.touch()
+	if err := s.store.putSandbox(rec); err != nil {
+		return nil, errors.Join(err, sb.Destroy(context.WithoutCancel(ctx)))
+	}
+	s.mu.Lock()
+	s.live[rec.ID] = e
+	s.mu.Unlock()
+	s.emit(api.EventCreated, rec, map[string]any{"tier": rec.Spec.Tier, "pool": rec.Pool})
+	s.emit(api.EventReady, rec, nil)
+	return e, nil
+}
+
+// describe is an entry's API view.
+func (s *Server) describe(e *entry) api.Sandbox {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := e.rec.Sandbox
+	out.Labels = maps.Clone(out.Labels)
+	if t := time.Unix(0, e.lastAPI.Load()).UTC(); t.After(out.LastActivity) {
+		out.LastActivity = t
+	}
+	return out
+}
+
+// lookup finds the caller's sandbox named in the path. Another tenant's
+// sandbox is answered exactly as a missing one.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request) (*entry, bool) {
+	id, c := r.PathValue("id"), callerOf(r)
+	s.mu.Lock()
+	e := s.live[id]
+	ok := e != nil && e.sb != nil && e.rec.Tenant == c.tenant
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "no sandbox "+id)
+		return nil, false
+	}
+	e.touch()
+	return e, true
+}
+
+// usable is lookup for work: a paused or ending sandbox is refused.
+func (s *Server) usable(w http.ResponseWriter, r *http.Request) (*entry, bool) {
+	e, ok := s.lookup(w, r)
+	if !ok {
+		return nil, false
+	}
+	s.mu.Lock()
+	state := e.rec.State
+	s.mu.Unlock()
+	switch state {
+	case api.StateRunning:
+		return e, true
+	case api.StatePaused:
+		writeError(w, http.StatusConflict, api.CodePaused, "the sandbox is paused; resume it first")
+	default:
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "the sandbox is being destroyed")
+	}
+	return nil, false
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	if e, ok := s.lookup(w, r); ok {
+		writeJSON(w, http.StatusOK, s.describe(e))
+		return
+	}
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	c, q := callerOf(r), r.URL.Query()
+	state := q.Get("state")
+	labels := map[string]string{}
+	for _, l := range q["label"] {
+		k, v, _ := strings.Cut(l, "=")
+		labels[k] = v
+	}
+	s.mu.Lock()
+	var es []*entry
+	for _, e := range s.live {
+		if e.sb != nil && e.rec.Tenant == c.tenant {
+			es = append(es, e)
+		}
+	}
+	s.mu.Unlock()
+	out := api.List{Sandboxes: []api.Sandbox{}}
+	for _, e := range es {
+		d := s.describe(e)
+		if state != "" && d.State != state {
+			continue
+		}
+		match := true
+		for k, v := range labels {
+			if got, ok := d.Labels[k]; !ok || got != v {
+				match = false
+			}
+		}
+		if match {
+			out.Sandboxes = append(out.Sandboxes, d)
+		}
+	}
+	slices.SortFunc(out.Sandboxes, func(a, b api.Sandbox) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleDelete destroys a sandbox and answers once teardown is confirmed.
+// Deleting one already destroyed succeeds again.
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
+	id, c := r.PathValue("id"), callerOf(r)
+	s.mu.Lock()
+	e := s.live[id]
+	s.mu.Unlock()
+	if e == nil || e.rec.Tenant != c.tenant {
+		recs, err := s.store.sandboxes()
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		for _, rec := range recs {
+			if rec.ID == id && rec.Tenant == c.tenant && rec.State == api.StateDestroyed {
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "no sandbox "+id)
+		return
+	}
+	if err := s.destroy(r.Context(), e, "deleted"); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// destroy tears a sandbox down once: the first caller fixes the reason, and
+// every caller waits for the confirmed teardown. A failed teardown leaves
+// the sandbox "destroying" with the error recorded; the reaper retries it.
+func (s *Server) destroy(ctx context.Context, e *entry, reason string) error {
+	s.mu.Lock()
+	if e.rec.State == api.StateDestroyed {
+		s.mu.Unlock()
+		return nil
+	}
+	first := e.rec.State != api.StateDestroying
+	if first {
+		e.rec.State, e.rec.Reason = api.StateDestroying, reason
+	}
+	rec := *e.rec
+	s.mu.Unlock()
+	if first {
+		if err := s.store.putSandbox(&rec); err != nil {
+			s.log.Error("registry write failed", "sandbox", rec.ID, "err", err)
+		}
+		if reason != "deleted" && reason != "shutdown" {
+			s.metrics.reaped.WithLabelValues(reason).Inc()
+			s.emit(api.EventReaped, &rec, map[string]any{"reason": reason})
+		}
+	}
+	start := time.Now()
+	err := e.sb.Destroy(ctx)
+	s.mu.Lock()
+	if err != nil {
+		e.rec.Error = err.Error()
+	} else {
+		e.rec.State, e.rec.Error, e.rec.LastActivity = api.StateDestroyed, "", time.Now().UTC()
+		delete(s.live, e.rec.ID)
+	}
+	rec = *e.rec
+	s.mu.Unlock()
+	if perr := s.store.putSandbox(&rec); perr != nil {
+		s.log.Error("registry write failed", "sandbox", rec.ID, "err", perr)
+	}
+	if err != nil {
+		return err
+	}
+	e.agent.close()
+	s.metrics.destroy.Observe(time.Since(start).Seconds())
+	s.emit(api.EventDestroyed, &rec, map[string]any{"reason": rec.Reason})
+	return nil
+}
+
+// reaper enforces TTLs and idle timeouts, and retries failed teardowns.
+func (s *Server) reaper() {
+	defer s.bg.Done()
+	t := time.NewTicker(s.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.reapOnce()
+	}
+}
+
+func (s *Server) reapOnce() {
+	now := time.Now()
+	s.mu.Lock()
+	var es []*entry
+	for _, e := range s.live {
+		if e.sb != nil {
+			es = append(es, e)
+		}
+	}
+	s.mu.Unlock()
+	for _, e := range es {
+		s.mu.Lock()
+		state, exp, idle := e.rec.State, e.rec.ExpiresAt, e.rec.IdleTimeoutNs
+		s.mu.Unlock()
+		reason := ""
+		switch {
+		case state == api.StateDestroying:
+			reason = "retry"
+		case exp != nil && now.After(*exp):
+			reason = "ttl"
+		case idle > 0:
+			reason = s.idleCheck(e, state, idle, now)
+		}
+		if reason == "" {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := s.destroy(ctx, e, reason); err != nil {
+			s.log.Warn("reap failed; will retry", "sandbox", e.rec.ID, "reason", reason, "err", err)
+		}
+		cancel()
+	}
+}
+
+// idleCheck returns "idle" when nothing has happened in the sandbox for
+// longer than its idle timeout, "lost" when its agent stopped answering
+// (or restarted), "" otherwise. Activity inside counts: running commands,
+// requests in progress, egress connections, and streams through the
+// daemon.
+func (s *Server) idleCheck(e *entry, state string, idle time.Duration, now time.Time) string {
+	last := time.Unix(0, e.lastAPI.Load())
+	if e.streams.Load() > 0 {
+		e.touch()
+		return ""
+	}
+	if state == api.StateRunning {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		a, err := e.sb.Activity(ctx)
+		cancel()
+		if err != nil {
+			if errors.Is(err, sandbox.ErrAgent) {
+				return "lost"
+			}
+			if e.misses++; e.misses >= 3 {
+				return "lost"
+			}
+			return ""
+		}
+		e.misses = 0
+		if ag := a.Agent; ag != nil {
+			if ag.Running > 0 || ag.Requests > 0 {
+				last = now
+			} else if t := now.Add(-time.Duration(ag.IdleMs) * time.Millisecond); t.After(last) {
+				last = t
+			}
+		}
+		if a.EgressOpen > 0 {
+			last = now
+		} else if a.EgressLast.After(last) {
+			last = a.EgressLast
+		}
+	}
+	s.mu.Lock()
+	if last.After(e.rec.LastActivity) {
+		e.rec.LastActivity = last.UTC()
+	}
+	s.mu.Unlock()
+	if now.Sub(last) > idle {
+		return "idle"
+	}
+	return ""
+}

@@ -1,0 +1,429 @@
+// Package server is cordon's daemon (`cordon serve`): the provider behind a
+// REST API for many callers, with API keys and tenants, a registry on disk,
+// TTL and idle reaping, warm pools, lifecycle events and metrics.
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/server/api"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Provider creates the sandboxes.
+	Provider *sandbox.Provider
+	// StateDir holds the registry (cordon.db).
+	StateDir string
+	// HostPaths are the host directories under which a caller may name a
+	// root filesystem or layout directories; empty refuses every host path
+	// (images remain available).
+	HostPaths []string
+	// Profiles are named egress profiles a create may refer to.
+	Profiles map[string]egress.Profile
+	// DefaultTTL applies when a create gives none (zero: no TTL); MaxTTL
+	// caps any TTL asked for (zero: no cap).
+	DefaultTTL, MaxTTL time.Duration
+	// DefaultIdleTimeout applies when a create gives none (zero: never).
+	DefaultIdleTimeout time.Duration
+	// ReapInterval is how often TTLs and idle timeouts are checked.
+	ReapInterval time.Duration
+	// Limits bound what one caller can ask for.
+	Limits Limits
+	// Registerer receives the daemon's metrics (the egress proxy's are
+	// registered by whoever builds it); nil makes a private registry.
+	Registry *prometheus.Registry
+	Log      *slog.Logger
+}
+
+// Limits bound every input.
+type Limits struct {
+	MaxBodyBytes            int64 // JSON bodies (default 1 MiB)
+	MaxExecBodyBytes        int64 // an exec request, stdin included (default 16 MiB)
+	MaxSandboxesPerTenant   int   // live sandboxes (default 100)
+	MaxStreamsPerTenant     int   // open exec, file, agent and event streams (default 64)
+	MaxSubscribersPerTenant int   // open event streams (default 8)
+	MaxPoolSize             int   // one pool's size (default 64)
+}
+
+func (l *Limits) defaults() {
+	def := func(v *int64, d int64) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defi := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxBodyBytes, 1<<20)
+	def(&l.MaxExecBodyBytes, 16<<20)
+	defi(&l.MaxSandboxesPerTenant, 100)
+	defi(&l.MaxStreamsPerTenant, 64)
+	defi(&l.MaxSubscribersPerTenant, 8)
+	defi(&l.MaxPoolSize, 64)
+}
+
+// Server is the daemon. Build one with New, serve Handler on listeners,
+// and Shutdown at the end.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	store   *store
+	events  *hub
+	metrics *metrics
+	mux     *http.ServeMux
+	routes  []route
+
+	mu      sync.Mutex
+	live    map[string]*entry // sandboxes this daemon holds, by id
+	keys    map[string]*keyRecord
+	pools   map[string]*pool
+	streams map[string]int // open streams by tenant
+
+	closing  atomic.Bool
+	stop     chan struct{}
+	bg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// New opens the registry, settles what a previous run left, starts the
+// reaper and the pools, and returns the daemon.
+func New(cfg Config) (*Server, error) {
+	if cfg.Provider == nil {
+		return nil, errors.New("server: no provider")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ReapInterval <= 0 {
+		cfg.ReapInterval = time.Second
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	cfg.Limits.defaults()
+	st, err := openStore(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg: cfg, log: cfg.Log, store: st, events: newHub(),
+		live: map[string]*entry{}, keys: map[string]*keyRecord{}, pools: map[string]*pool{},
+		streams: map[string]int{}, stop: make(chan struct{}),
+	}
+	if s.metrics, err = newMetrics(cfg.Registry, s); err != nil {
+		st.close()
+		return nil, err
+	}
+	keys, err := st.keys()
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	for _, k := range keys {
+		s.keys[k.Hash] = k
+	}
+	if err := s.recover(); err != nil {
+		st.close()
+		return nil, err
+	}
+	s.routes = s.routeTable()
+	s.mux = http.NewServeMux()
+	for _, r := range s.routes {
+		pattern := r.pattern
+		if r.method != "" {
+			pattern = r.method + " " + pattern
+		}
+		s.mux.Handle(pattern, s.wrap(r))
+	}
+	pools, err := st.pools()
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	for _, p := range pools {
+		s.startPool(p)
+	}
+	s.bg.Add(1)
+	go s.reaper()
+	return s, nil
+}
+
+// recover settles the registry at start. Sandboxes of the process tier die
+// with the daemon that created them, so every record still marked live
+// belongs to a sandbox that is gone: it is recorded destroyed (reason
+// "restart"), and the tier's own sweep removes what it left on the host.
+func (s *Server) recover() error {
+	recs, err := s.store.sandboxes()
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	for _, r := range recs {
+		if r.State == api.StateDestroyed {
+			continue
+		}
+		r.State, r.Reason, r.LastActivity = api.StateDestroyed, "restart", now
+		if err := s.store.putSandbox(r); err != nil {
+			return err
+		}
+		s.metrics.reaped.WithLabelValues("restart").Inc()
+	}
+	return s.store.pruneDestroyed(now.Add(-24 * time.Hour))
+}
+
+// Handler is the API.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// HasKeys reports whether any API key exists (a TCP listener needs one).
+func (s *Server) HasKeys() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.keys) > 0
+}
+
+// Shutdown stops the reaper and the pools, ends event streams, and closes
+// the registry. Sandboxes are left to the tier: the process tier's end with
+// the daemon's process. Call it after the HTTP servers have shut down.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closing.Store(true)
+	s.stopOnce.Do(func() { close(s.stop) })
+	s.events.close()
+	s.mu.Lock()
+	pools := make([]*pool, 0, len(s.pools))
+	for _, p := range s.pools {
+		pools = append(pools, p)
+	}
+	s.mu.Unlock()
+	for _, p := range pools {
+		p.close(ctx)
+	}
+	done := make(chan struct{})
+	go func() { s.bg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return s.store.close()
+}
+
+// Close destroys every sandbox the daemon holds, then shuts down: for
+// tests and for `cordon serve` on a signal.
+func (s *Server) Close(ctx context.Context) error {
+	s.closing.Store(true)
+	s.stopOnce.Do(func() { close(s.stop) })
+	s.mu.Lock()
+	var all []*entry
+	for _, e := range s.live {
+		all = append(all, e)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, e := range all {
+		if err := s.destroy(ctx, e, "shutdown"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, s.Shutdown(ctx))
+	return errors.Join(errs...)
+}
+
+// caller is who made a request.
+type caller struct {
+	tenant string
+	admin  bool
+}
+
+type ctxKey int
+
+const (
+	callerKey ctxKey = iota
+	localKey
+)
+
+// LocalConnContext marks connections accepted on the unix socket: there the
+// socket's file mode is the boundary, and a request without a key acts as
+// the local administrator (tenant "local"), as with docker.sock.
+func LocalConnContext(ctx context.Context, c net.Conn) context.Context {
+	if _, ok := c.LocalAddr().(*net.UnixAddr); ok {
+		return context.WithValue(ctx, localKey, true)
+	}
+	return ctx
+}
+
+// LocalTenant is the tenant of unauthenticated requests on the unix socket.
+const LocalTenant = "local"
+
+func hashKey(secret string) string {
+	d := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(d[:])
+}
+
+func (s *Server) authenticate(r *http.Request) (*caller, bool) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		if local, _ := r.Context().Value(localKey).(bool); local {
+			return &caller{tenant: LocalTenant, admin: true}, true
+		}
+		return nil, false
+	}
+	secret, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		return nil, false
+	}
+	// Keys are 256 random bits: a plain hash is as good as a slow one, and
+	// the lookup is by hash, so no secret is ever compared byte by byte.
+	s.mu.Lock()
+	k := s.keys[hashKey(strings.TrimSpace(secret))]
+	s.mu.Unlock()
+	if k == nil {
+		return nil, false
+	}
+	return &caller{tenant: k.Tenant, admin: k.Admin}, true
+}
+
+func callerOf(r *http.Request) *caller { return r.Context().Value(callerKey).(*caller) }
+
+// route is one API route; the OpenAPI document lists exactly these.
+type route struct {
+	method, pattern string
+	admin           bool // admin keys only
+	open            bool // no key needed (healthz, metrics, the document)
+	h               http.HandlerFunc
+}
+
+func (s *Server) routeTable() []route {
+	return []route{
+		{method: "GET", pattern: "/healthz", open: true, h: s.handleHealthz},
+		{method: "GET", pattern: "/metrics", open: true, h: s.metrics.serve},
+		{method: "GET", pattern: "/v1/openapi.yaml", open: true, h: serveOpenAPI},
+		{method: "POST", pattern: "/v1/sandboxes", h: s.handleCreate},
+		{method: "GET", pattern: "/v1/sandboxes", h: s.handleList},
+		{method: "GET", pattern: "/v1/sandboxes/{id}", h: s.handleGet},
+		{method: "DELETE", pattern: "/v1/sandboxes/{id}", h: s.handleDelete},
+		{method: "POST", pattern: "/v1/sandboxes/{id}/exec", h: s.handleExec},
+		{method: "POST", pattern: "/v1/sandboxes/{id}/executions/{eid}/cancel", h: s.handleCancel},
+		{method: "GET", pattern: "/v1/sandboxes/{id}/files", h: s.handleFiles},
+		{method: "PUT", pattern: "/v1/sandboxes/{id}/files", h: s.handleFiles},
+		{method: "DELETE", pattern: "/v1/sandboxes/{id}/files", h: s.handleFiles},
+		{method: "GET", pattern: "/v1/sandboxes/{id}/stat", h: s.handleFiles},
+		{method: "GET", pattern: "/v1/sandboxes/{id}/dir", h: s.handleFiles},
+		{method: "POST", pattern: "/v1/sandboxes/{id}/dir", h: s.handleFiles},
+		{method: "PUT", pattern: "/v1/sandboxes/{id}/network-policy", h: s.handlePolicy},
+		{method: "POST", pattern: "/v1/sandboxes/{id}/pause", h: s.handlePause},
+		{method: "POST", pattern: "/v1/sandboxes/{id}/resume", h: s.handlePause},
+		{method: "", pattern: "/v1/sandboxes/{id}/agent/{path...}", h: s.handleAgent},
+		{method: "GET", pattern: "/v1/events", h: s.handleEvents},
+		{method: "POST", pattern: "/v1/keys", admin: true, h: s.handleCreateKey},
+		{method: "GET", pattern: "/v1/keys", admin: true, h: s.handleListKeys},
+		{method: "DELETE", pattern: "/v1/keys/{kid}", admin: true, h: s.handleDeleteKey},
+		{method: "GET", pattern: "/v1/pools", admin: true, h: s.handleListPools},
+		{method: "PUT", pattern: "/v1/pools/{name}", admin: true, h: s.handlePutPool},
+		{method: "DELETE", pattern: "/v1/pools/{name}", admin: true, h: s.handleDeletePool},
+	}
+}
+
+// wrap authenticates, authorizes and guards a route.
+func (s *Server) wrap(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if rt.open {
+			rt.h(w, r)
+			return
+		}
+		c, ok := s.authenticate(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="cordon"`)
+			writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "a valid API key is required (Authorization: Bearer KEY)")
+			return
+		}
+		if rt.admin && !c.admin {
+			writeError(w, http.StatusForbidden, api.CodeForbidden, "this route needs an admin key")
+			return
+		}
+		if s.closing.Load() {
+			writeError(w, http.StatusServiceUnavailable, api.CodeShuttingDown, "the daemon is shutting down")
+			return
+		}
+		rt.h(w, r.WithContext(context.WithValue(r.Context(), callerKey, c)))
+	})
+}
+
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "tiers": s.cfg.Provider.Tiers()})
+}
+
+// acquireStream takes one of the tenant's stream slots.
+func (s *Server) acquireStream(w http.ResponseWriter, tenant string) (release func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streams[tenant] >= s.cfg.Limits.MaxStreamsPerTenant {
+		writeError(w, http.StatusTooManyRequests, api.CodeQuota, fmt.Sprintf("at most %d streams may be open per tenant", s.cfg.Limits.MaxStreamsPerTenant))
+		return nil, false
+	}
+	s.streams[tenant]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.streams[tenant]--
+			s.mu.Unlock()
+		})
+	}, true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"internal","message":"cannot encode the answer"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, api.Error{Code: code, Message: msg})
+}
+
+// readJSON decodes a bounded JSON body that holds exactly one object and
+// no unknown fields.
+func readJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) bool {
+	if r.ContentLength > limit {
+		writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, fmt.Sprintf("the body may be at most %d bytes", limit))
+		return false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, fmt.Sprintf("the body may be at most %d bytes", limit))
+		} else {
+			writeError(w, http.StatusBadRequest, api.CodeInvalid, "the body is not the expected JSON: "+err.Error())
+		}
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, api.CodeInvalid, "the body holds more than one JSON value")
+		return false
+	}
+	return true
+}

@@ -1,0 +1,178 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/server/api"
+	bolt "go.etcd.io/bbolt"
+)
+
+// The registry lives in one bbolt file. bbolt is what containerd keeps its
+// metadata in: pure Go (the daemon stays one static binary), one file,
+// serializable read-write transactions with fsync on commit, and no server
+// to run. The registry is small (records, keys, pools) and written at
+// lifecycle changes only, which suits a B+tree with a single writer.
+
+var (
+	bucketSandboxes = []byte("sandboxes") // id → record (JSON)
+	bucketIDs       = []byte("ids")       // every id ever issued, so none is reused
+	bucketKeys      = []byte("keys")      // hex sha256 of the secret → key (JSON)
+	bucketPools     = []byte("pools")     // name → pool (JSON)
+)
+
+// record is a sandbox's entry in the registry.
+type record struct {
+	api.Sandbox
+	IdleTimeoutNs time.Duration `json:"idleTimeoutNs,omitempty"`
+	Error         string        `json:"error,omitempty"` // the last failed teardown
+}
+
+type store struct{ db *bolt.DB }
+
+func openStore(dir string) (*store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	db, err := bolt.Open(filepath.Join(dir, "cordon.db"), 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("the registry %s is locked: is another cordon serve using this state directory?", filepath.Join(dir, "cordon.db"))
+		}
+		return nil, err
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketSandboxes, bucketIDs, bucketKeys, bucketPools} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &store{db: db}, nil
+}
+
+func (s *store) close() error { return s.db.Close() }
+
+func put(tx *bolt.Tx, bucket []byte, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucket).Put([]byte(key), b)
+}
+
+// claimID records id as issued; false if it ever was.
+func (s *store) claimID(id string) (bool, error) {
+	fresh := false
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketIDs)
+		if b.Get([]byte(id)) != nil {
+			return nil
+		}
+		fresh = true
+		return b.Put([]byte(id), []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+	})
+	return fresh, err
+}
+
+func (s *store) putSandbox(r *record) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return put(tx, bucketSandboxes, r.ID, r) })
+}
+
+func (s *store) sandboxes() ([]*record, error) {
+	var out []*record
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSandboxes).ForEach(func(_, v []byte) error {
+			var r record
+			if err := json.Unmarshal(v, &r); err != nil {
+				return err
+			}
+			out = append(out, &r)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// pruneDestroyed drops records of sandboxes destroyed before cutoff; their
+// ids stay claimed.
+func (s *store) pruneDestroyed(cutoff time.Time) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSandboxes)
+		var doomed [][]byte
+		err := b.ForEach(func(k, v []byte) error {
+			var r record
+			if json.Unmarshal(v, &r) == nil && r.State == api.StateDestroyed && r.LastActivity.Before(cutoff) {
+				doomed = append(doomed, append([]byte(nil), k...))
+			}
+			return nil
+		})
+		for _, k := range doomed {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return err
+	})
+}
+
+type keyRecord struct {
+	api.Key
+	Hash string `json:"hash"`
+}
+
+func (s *store) putKey(k *keyRecord) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return put(tx, bucketKeys, k.Hash, k) })
+}
+
+func (s *store) keys() ([]*keyRecord, error) {
+	var out []*keyRecord
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketKeys).ForEach(func(_, v []byte) error {
+			var k keyRecord
+			if err := json.Unmarshal(v, &k); err != nil {
+				return err
+			}
+			out = append(out, &k)
+			return nil
+		})
+	})
+	return out, err
+}
+
+func (s *store) deleteKey(hash string) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketKeys).Delete([]byte(hash)) })
+}
+
+func (s *store) putPool(p api.Pool) error {
+	p.Ready = 0
+	return s.db.Update(func(tx *bolt.Tx) error { return put(tx, bucketPools, p.Name, p) })
+}
+
+func (s *store) deletePool(name string) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketPools).Delete([]byte(name)) })
+}
+
+func (s *store) pools() ([]api.Pool, error) {
+	var out []api.Pool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketPools).ForEach(func(_, v []byte) error {
+			var p api.Pool
+			if err := json.Unmarshal(v, &p); err != nil {
+				return err
+			}
+			out = append(out, p)
+			return nil
+		})
+	})
+	return out, err
+}
