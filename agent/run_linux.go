@@ -121,6 +121,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, e *execution, q *ex
 	w.Header().Set("Content-Type", "application/x-ndjson; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
+	// The caller learns at once that the command started (a gateway passes
+	// the execution id on in the headers), not at its first output.
+	out.flush()
 
 	timer := time.AfterFunc(timeout, func() {
 		if _, err := s.terminate(e, causeTimeout); err != nil {

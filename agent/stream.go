@@ -49,6 +49,15 @@ func (s *eventStream) writeLocked(b []byte) {
 	}
 }
 
+// flush sends what is buffered (the response head, before any event).
+func (s *eventStream) flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.broken && s.rc.Flush() != nil {
+		s.broken = true
+	}
+}
+
 // heartbeat sends b unless a write is already in progress (a blocked write
 // means the caller is not reading; piling frames on it helps nobody).
 func (s *eventStream) heartbeat(b []byte) {

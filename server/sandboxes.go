@@ -316,7 +316,6 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) (*entry, bool) {
 		writeError(w, http.StatusNotFound, api.CodeNotFound, "no sandbox "+id)
 		return nil, false
 	}
-	e.touch()
 	return e, true
 }
 
@@ -326,6 +325,7 @@ func (s *Server) usable(w http.ResponseWriter, r *http.Request) (*entry, bool) {
 	if !ok {
 		return nil, false
 	}
+	e.touch() // work on a sandbox is activity; looking at it is not
 	s.mu.Lock()
 	state := e.rec.State
 	s.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -271,6 +272,8 @@ func LocalConnContext(ctx context.Context, c net.Conn) context.Context {
 // LocalTenant is the tenant of unauthenticated requests on the unix socket.
 const LocalTenant = "local"
 
+var bearer = regexp.MustCompile(`(?i)^Bearer +(.+)$`)
+
 func hashKey(secret string) string {
 	d := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(d[:])
@@ -284,10 +287,11 @@ func (s *Server) authenticate(r *http.Request) (*caller, bool) {
 		}
 		return nil, false
 	}
-	secret, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok {
+	m := bearer.FindStringSubmatch(h)
+	if m == nil {
 		return nil, false
 	}
+	secret := m[1]
 	// Keys are 256 random bits: a plain hash is as good as a slow one, and
 	// the lookup is by hash, so no secret is ever compared byte by byte.
 	s.mu.Lock()
@@ -306,6 +310,7 @@ type route struct {
 	method, pattern string
 	admin           bool // admin keys only
 	open            bool // no key needed (healthz, metrics, the document)
+	agent           bool // the agent wire passthrough
 	h               http.HandlerFunc
 }
 
@@ -329,7 +334,7 @@ func (s *Server) routeTable() []route {
 		{method: "PUT", pattern: "/v1/sandboxes/{id}/network-policy", h: s.handlePolicy},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/pause", h: s.handlePause},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/resume", h: s.handlePause},
-		{method: "", pattern: "/v1/sandboxes/{id}/agent/{path...}", h: s.handleAgent},
+		{method: "", pattern: "/v1/sandboxes/{id}/agent/{path...}", agent: true, h: s.handleAgent},
 		{method: "GET", pattern: "/v1/events", h: s.handleEvents},
 		{method: "POST", pattern: "/v1/keys", admin: true, h: s.handleCreateKey},
 		{method: "GET", pattern: "/v1/keys", admin: true, h: s.handleListKeys},
@@ -349,6 +354,10 @@ func (s *Server) wrap(rt route) http.Handler {
 			return
 		}
 		c, ok := s.authenticate(r)
+		if !ok && rt.agent {
+			s.agentUnauthenticated(w, r)
+			return
+		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cordon"`)
 			writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "a valid API key is required (Authorization: Bearer KEY)")

@@ -1,9 +1,12 @@
 package server
 
 import (
-		"bytes"
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -38,9 +41,14 @@ func newAgentProxy(ep client.Endpoint) *agentProxy {
 
 func (p *agentProxy) close() { p.tr.CloseIdleConnections() }
 
-// forward sends r to the agent as method path?query and streams the answer
-// back unchanged (flushing as it arrives, for NDJSON streams).
+// forward sends r to the agent with its token; see send.
 func (p *agentProxy) forward(w http.ResponseWriter, r *http.Request, method, path, query string) {
+	p.send(w, r, method, path, query, true, nil)
+}
+
+// send sends r to the agent as method path?query and streams the answer
+// back unchanged (flushing as it arrives, for NDJSON streams).
+func (p *agentProxy) send(w http.ResponseWriter, r *http.Request, method, path, query string, withToken bool, modify func(*http.Response) error) {
 	rp := &httputil.ReverseProxy{
 		Transport:     p.tr,
 		FlushInterval: -1,
@@ -50,12 +58,15 @@ func (p *agentProxy) forward(w http.ResponseWriter, r *http.Request, method, pat
 			pr.Out.Host = "agent"
 			pr.Out.Header.Del("Authorization")
 			pr.Out.Header.Del("Cookie")
-			if p.ep.Token != "" {
+			if withToken && p.ep.Token != "" {
 				pr.Out.Header.Set("Authorization", "Bearer "+p.ep.Token)
 			}
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			resp.Header.Del("WWW-Authenticate")
+			if modify != nil {
+				return modify(resp)
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -120,58 +131,110 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	rec := s.recordOf(e)
 	s.emit(api.EventExecStarted, rec, map[string]any{"executionId": id})
 	start := time.Now()
-	w.Header().Set(api.ExecutionHeader, id)
-	tw := &tailWriter{ResponseWriter: w}
-	r2 := r.Clone(r.Context())
-	r2.Body, r2.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-	r2.Header.Set("Content-Type", "application/json")
 	before := s.oomKills(e)
-	e.agent.forward(tw, r2, http.MethodPost, wire.RouteExecute, "")
-	s.metrics.exec.Observe(time.Since(start).Seconds())
+	// The stream is relayed event by event, not through a reverse proxy:
+	// the finished event must be published before the caller sees the
+	// result, and a caller that goes away must not end the relay, which
+	// reads on until the command's result so that its end is recorded.
+	resp, err := e.agent.post(context.WithoutCancel(r.Context()), wire.RouteExecute, body)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, api.CodeAgent, "the sandbox's agent did not answer: "+err.Error())
+		return
+	}
+	defer resp.Body.Close()
+	w.Header().Set(api.ExecutionHeader, id)
+	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(w, io.LimitReader(resp.Body, 1<<20))
+		return
+	}
+	_ = rc.Flush()
+	gone := false
 	data := map[string]any{"executionId": id}
-	var ev wire.Event
-	if json.Unmarshal(tw.last(), &ev) == nil && ev.Type == "result" && ev.Result != nil {
-		data["exitCode"], data["signal"], data["timedOut"] = ev.Result.ExitCode, ev.Result.Signal, ev.Result.TimedOut
-		if ev.Result.Signal == "SIGKILL" && s.oomKills(e) > before {
-			data["oomKilled"] = true
-			s.emit(api.EventOOM, rec, map[string]any{"executionId": id})
+	err = relayEvents(resp.Body, func(line []byte, ev *wire.Event) {
+		if ev != nil && (ev.Type == wire.EventResult || ev.Type == wire.EventError) {
+			s.metrics.exec.Observe(time.Since(start).Seconds())
+			if ev.Result != nil {
+				data["exitCode"], data["signal"], data["timedOut"] = ev.Result.ExitCode, ev.Result.Signal, ev.Result.TimedOut
+				if ev.Result.Signal == "SIGKILL" && s.oomKills(e) > before {
+					data["oomKilled"] = true
+					s.emit(api.EventOOM, rec, map[string]any{"executionId": id})
+				}
+			} else {
+				data["error"] = ev.Error
+			}
+			s.emit(api.EventExecFinished, rec, data)
+		}
+		if gone {
+			return
+		}
+		if _, err := w.Write(line); err != nil || rc.Flush() != nil {
+			gone = true
+		}
+	})
+	if err != nil {
+		data["error"] = "the agent's stream broke: " + err.Error()
+		s.emit(api.EventExecFinished, rec, data)
+		// A cut-off stream must not look whole to the caller.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// relayEvents reads an NDJSON stream line by line (each at most
+// client.MaxEventBytes) and hands fn each line with its parsed event (nil
+// if it does not parse), until the stream ends after a result or error.
+func relayEvents(r io.Reader, fn func(line []byte, ev *wire.Event)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > client.MaxEventBytes {
+			return fmt.Errorf("an event exceeds %d bytes", client.MaxEventBytes)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if len(line) > 0 {
+			var ev wire.Event
+			evp := &ev
+			if json.Unmarshal(line, &ev) != nil {
+				evp = nil
+			}
+			fn(line, evp)
+			if evp != nil && (ev.Type == wire.EventResult || ev.Type == wire.EventError) {
+				return nil
+			}
+		}
+		line = line[:0]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return io.ErrUnexpectedEOF
+			}
+			return err
 		}
 	}
-	s.emit(api.EventExecFinished, rec, data)
+}
+
+// post sends a JSON body to an agent route with the token.
+func (p *agentProxy) post(ctx context.Context, route string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent"+route, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if p.ep.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.ep.Token)
+	}
+	return p.tr.RoundTrip(req)
 }
 
 func (s *Server) oomKills(e *entry) uint64 {
 	n, _ := e.sb.OOMKills()
 	return n
 }
-
-// tailWriter passes a stream through and keeps its last line (the result
-// event), bounded.
-type tailWriter struct {
-	http.ResponseWriter
-	buf []byte
-}
-
-func (t *tailWriter) Write(p []byte) (int, error) {
-	t.buf = append(t.buf, p...)
-	if i := bytes.LastIndexByte(t.buf[:max(len(t.buf)-1, 0)], '\n'); i >= 0 {
-		t.buf = t.buf[i+1:]
-	}
-	if len(t.buf) > 64<<10 {
-		t.buf = t.buf[len(t.buf)-64<<10:]
-	}
-	return t.ResponseWriter.Write(p)
-}
-
-func (t *tailWriter) Flush() {
-	if f, ok := t.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (t *tailWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
-
-func (t *tailWriter) last() []byte { return bytes.TrimSpace(t.buf) }
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	e, ok := s.usable(w, r)
@@ -231,7 +294,40 @@ func (s *Server) handleFiles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
-	e.agent.forward(w, r, method, route, query.Encode())
+	e.agent.send(w, r, method, route, query.Encode(), true, fileRefusal)
+}
+
+// fileRefusal rewrites the agent's file refusals ({"ok":false,"error":
+// SENTENCE}) into the API's error shape, so every refusal of the REST API
+// reads the same.
+func fileRefusal(resp *http.Response) error {
+	if resp.StatusCode < 400 {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	var fe wire.FileError
+	msg := strings.TrimSpace(string(b))
+	if json.Unmarshal(b, &fe) == nil && fe.Error != "" {
+		msg = fe.Error
+	}
+	code := map[int]string{
+		http.StatusNotFound: api.CodeNotFound, http.StatusRequestEntityTooLarge: api.CodeTooLarge,
+		http.StatusLengthRequired: api.CodeLengthRequired, http.StatusRequestedRangeNotSatisfiable: api.CodeRange,
+		http.StatusUnauthorized: api.CodeAgent, http.StatusServiceUnavailable: api.CodeAgent,
+	}[resp.StatusCode]
+	if code == "" {
+		code = api.CodeFileError
+	}
+	out, _ := json.Marshal(api.Error{Code: code, Message: msg})
+	resp.Body = io.NopCloser(bytes.NewReader(out))
+	resp.ContentLength = int64(len(out))
+	resp.Header.Set("Content-Length", fmt.Sprint(len(out)))
+	resp.Header.Set("Content-Type", "application/json")
+	return nil
 }
 
 func hasFeature(e *entry, f string) bool {
@@ -256,6 +352,28 @@ func (s *Server) handleAgent(w http.ResponseWriter, r *http.Request) {
 	}
 	defer done()
 	e.agent.forward(w, r, r.Method, "/"+r.PathValue("path"), r.URL.RawQuery)
+}
+
+// agentUnauthenticated answers a request without a valid daemon key on
+// the agent passthrough exactly as an agent would: its readiness probe
+// (GET healthz, nothing after it) is open and forwarded without the token,
+// so it says only that the agent is up; everything else is 401 with the
+// agent's own body. Sandbox ids are 64 random bits, so the open probe is no
+// way to find one.
+func (s *Server) agentUnauthenticated(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.PathValue("path") == "healthz" && strings.HasSuffix(r.RequestURI, "/agent/healthz") {
+		s.mu.Lock()
+		e := s.live[r.PathValue("id")]
+		s.mu.Unlock()
+		if e != nil && e.sb != nil {
+			e.agent.send(w, r, http.MethodGet, wire.RouteHealthz, "", false, nil)
+			return
+		}
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="cordon"`)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(http.StatusUnauthorized)
+	_, _ = w.Write([]byte(`{"error":"` + wire.CodeUnauthorized + `"}`))
 }
 
 func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
@@ -293,6 +411,7 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	e.touch()
 	pause := strings.HasSuffix(r.URL.Path, "/pause")
 	from, to, ev := api.StateRunning, api.StatePaused, api.EventPaused
 	if !pause {

@@ -26,6 +26,10 @@ type Endpoint struct {
 	Network string // "unix" or "tcp"
 	Address string // socket path, or host:port
 	Token   string // bearer token; empty for an unauthenticated agent
+	// Prefix is a URL path the agent's routes live under, for an agent
+	// reached through a gateway (the daemon serves each sandbox's agent at
+	// /v1/sandboxes/ID/agent); empty for an agent reached directly.
+	Prefix string
 }
 
 // Client talks to one agent. It is safe for concurrent use.
@@ -57,6 +61,7 @@ func New(ep Endpoint) *Client {
 	if ep.Network == "tcp" {
 		base = "http://" + ep.Address
 	}
+	base += ep.Prefix
 	return &Client{ep: ep, base: base, hc: &http.Client{Transport: tr}, cancelWait: 30 * time.Second}
 }
 
@@ -233,10 +238,13 @@ func (c *Client) Execute(ctx context.Context, req wire.ExecuteRequest, fn func(w
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return errorFrom(resp.StatusCode, b)
 	}
-	return readEvents(resp.Body, fn)
+	return ReadEvents(resp.Body, fn)
 }
 
-func readEvents(r io.Reader, fn func(wire.Event) error) error {
+// ReadEvents reads an /execute NDJSON stream (events of at most
+// MaxEventBytes), calling fn for each until the result or error event.
+// A stream that ends before either is io.ErrUnexpectedEOF.
+func ReadEvents(r io.Reader, fn func(wire.Event) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var line []byte
 	for {

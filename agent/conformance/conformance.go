@@ -97,9 +97,9 @@ func httpClient(ep client.Endpoint) *http.Client {
 
 func baseURL(ep client.Endpoint) string {
 	if ep.Network == "tcp" {
-		return "http://" + ep.Address
+		return "http://" + ep.Address + ep.Prefix
 	}
-	return "http://agent"
+	return "http://agent" + ep.Prefix
 }
 
 // response is a raw answer from the agent.

@@ -95,7 +95,7 @@ func testRawFiles(t *testing.T, h *harness) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(c, "PUT %s?path=raw/keep.txt HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer %s\r\nContent-Length: 1048576\r\n\r\n%s", wire.RouteFiles, h.Endpoint.Token, strings.Repeat("n", 1000))
+		fmt.Fprintf(c, "PUT %s%s?path=raw/keep.txt HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer %s\r\nContent-Length: 1048576\r\n\r\n%s", h.Endpoint.Prefix, wire.RouteFiles, h.Endpoint.Token, strings.Repeat("n", 1000))
 		time.Sleep(100 * time.Millisecond)
 		c.Close()
 		if !eventually(5*time.Second, func() bool {

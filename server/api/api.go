@@ -178,6 +178,10 @@ const (
 	CodeTeardown       = "teardown_failed"
 	CodeShuttingDown   = "shutting_down"
 	CodeInternal       = "internal"
+	// CodeFileError: the agent refused a file operation (the message says
+	// why: outside the roots, not a regular file, ...).
+	CodeFileError = "file_error"
+	CodeRange     = "range_not_satisfiable"
 )
 
 // ExecutionHeader carries an exec stream's execution id, for cancel.

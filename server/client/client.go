@@ -1,0 +1,444 @@
+// Package client is the Go client of cordon's REST API (`cordon serve`).
+// Every method takes a context first; refusals come back as *api.Error with
+// the daemon's stable code, which errors.Is matches against the Err*
+// sentinels below.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	agentclient "github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/server/api"
+)
+
+// DefaultSocket is where `cordon serve` listens unless told otherwise.
+const DefaultSocket = "/run/cordon/cordon.sock"
+
+// Client talks to one daemon. It is safe for concurrent use.
+type Client struct {
+	base string
+	key  string
+	hc   *http.Client
+}
+
+// New returns a client for host: "unix:///path/to.sock", a bare socket
+// path, "http://host:port" or "https://host:port". key may be empty on the
+// unix socket.
+func New(host, key string) (*Client, error) {
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second, DisableCompression: true}
+	c := &Client{key: key, hc: &http.Client{Transport: tr}}
+	switch {
+	case strings.HasPrefix(host, "unix://") || strings.HasPrefix(host, "/"):
+		sock := strings.TrimPrefix(host, "unix://")
+		d := &net.Dialer{Timeout: 10 * time.Second}
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialContext(ctx, "unix", sock) }
+		c.base = "http://cordon"
+	case strings.HasPrefix(host, "http://") || strings.HasPrefix(host, "https://"):
+		c.base = strings.TrimSuffix(host, "/")
+	case strings.HasPrefix(host, "tcp://"):
+		c.base = "http://" + strings.TrimPrefix(host, "tcp://")
+	default:
+		return nil, fmt.Errorf("cordon host %q: want unix:///path, /path, tcp://host:port or http(s)://host:port", host)
+	}
+	return c, nil
+}
+
+// FromEnvironment is New with CORDON_HOST (default: the default socket)
+// and CORDON_API_KEY.
+func FromEnvironment() (*Client, error) {
+	host := os.Getenv("CORDON_HOST")
+	if host == "" {
+		host = DefaultSocket
+	}
+	return New(host, os.Getenv("CORDON_API_KEY"))
+}
+
+// Sentinels for errors.Is on an *api.Error.
+var (
+	ErrNotFound     = &api.Error{Code: api.CodeNotFound}
+	ErrUnauthorized = &api.Error{Code: api.CodeUnauthorized}
+	ErrForbidden    = &api.Error{Code: api.CodeForbidden}
+	ErrInvalid      = &api.Error{Code: api.CodeInvalid}
+	ErrQuota        = &api.Error{Code: api.CodeQuota}
+	ErrUnsupported  = &api.Error{Code: api.CodeUnsupported}
+	ErrPaused       = &api.Error{Code: api.CodePaused}
+)
+
+// Error is the API's refusal; errors.Is(err, client.ErrNotFound) and the
+// like compare codes.
+type Error = api.Error
+
+func isCode(err error, target *api.Error) bool {
+	var e *api.Error
+	return errors.As(err, &e) && e.Code == target.Code
+}
+
+// IsNotFound reports whether err is the daemon's not_found.
+func IsNotFound(err error) bool { return isCode(err, ErrNotFound) }
+
+// Is reports whether err carries the code of target (one of the Err*
+// sentinels).
+func Is(err error, target *api.Error) bool { return isCode(err, target) }
+
+func (c *Client) request(ctx context.Context, method, path string, body io.Reader, size int64) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.ContentLength = size
+	}
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	return req, nil
+}
+
+func (c *Client) do(req *http.Request) (*http.Response, error) {
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, readError(resp)
+	}
+	return resp, nil
+}
+
+func readError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	e := &api.Error{Status: resp.StatusCode}
+	if json.Unmarshal(b, e) != nil || e.Code == "" {
+		e.Code, e.Message = http.StatusText(resp.StatusCode), strings.TrimSpace(string(b))
+	}
+	return e
+}
+
+// call sends a JSON body (nil for none) and decodes a JSON answer into out
+// (nil to discard).
+func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	size := int64(0)
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body, size = bytes.NewReader(b), int64(len(b))
+	}
+	req, err := c.request(ctx, method, path, body, size)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		return nil
+	}
+	return json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out)
+}
+
+func sbPath(id string, rest string) string { return "/v1/sandboxes/" + url.PathEscape(id) + rest }
+
+// Create creates a sandbox and returns it running.
+func (c *Client) Create(ctx context.Context, req api.CreateRequest) (*api.Sandbox, error) {
+	var out api.Sandbox
+	return &out, c.call(ctx, http.MethodPost, "/v1/sandboxes", req, &out)
+}
+
+// Get describes a sandbox.
+func (c *Client) Get(ctx context.Context, id string) (*api.Sandbox, error) {
+	var out api.Sandbox
+	return &out, c.call(ctx, http.MethodGet, sbPath(id, ""), nil, &out)
+}
+
+// ListOptions filter List.
+type ListOptions struct {
+	State  string
+	Labels map[string]string
+}
+
+// List lists the caller's sandboxes.
+func (c *Client) List(ctx context.Context, o ListOptions) ([]api.Sandbox, error) {
+	q := url.Values{}
+	if o.State != "" {
+		q.Set("state", o.State)
+	}
+	for k, v := range o.Labels {
+		q.Add("label", k+"="+v)
+	}
+	path := "/v1/sandboxes"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out api.List
+	return out.Sandboxes, c.call(ctx, http.MethodGet, path, nil, &out)
+}
+
+// Delete destroys a sandbox and returns once teardown is confirmed.
+func (c *Client) Delete(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodDelete, sbPath(id, ""), nil, nil)
+}
+
+// ExecOptions shape one command.
+type ExecOptions struct {
+	Args    []string
+	Cwd     string
+	Env     map[string]string
+	Stdin   *string
+	Timeout time.Duration
+	// MaxOutputBytes bounds each of stdout and stderr (the agent's default
+	// when zero).
+	MaxOutputBytes int64
+	// Stdout and Stderr receive the output as it arrives; nil discards.
+	Stdout, Stderr io.Writer
+	// Started, if set, is called with the execution id before any output,
+	// so the caller can Cancel it.
+	Started func(executionID string)
+}
+
+// Exec runs a command and streams its output. Ending ctx drops the stream
+// but does not stop the command (Cancel does).
+func (c *Client) Exec(ctx context.Context, id, command string, o ExecOptions) (*wire.Result, error) {
+	body := wire.ExecuteRequest{Command: command, Args: o.Args, Cwd: o.Cwd, Env: o.Env, Stdin: o.Stdin, MaxOutputBytes: o.MaxOutputBytes}
+	if o.Timeout > 0 {
+		body.TimeoutMs = o.Timeout.Milliseconds()
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := c.request(ctx, http.MethodPost, sbPath(id, "/exec"), bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if o.Started != nil {
+		o.Started(resp.Header.Get(api.ExecutionHeader))
+	}
+	var res *wire.Result
+	err = agentclient.ReadEvents(resp.Body, func(ev wire.Event) error {
+		var w io.Writer
+		switch ev.Type {
+		case wire.EventStdout:
+			w = o.Stdout
+		case wire.EventStderr:
+			w = o.Stderr
+		case wire.EventResult:
+			res = ev.Result
+		case wire.EventError:
+			return fmt.Errorf("execution failed: %s", ev.Error)
+		}
+		if w != nil {
+			_, err := io.WriteString(w, ev.Data)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		return nil, errors.New("exec stream ended without a result")
+	}
+	return res, nil
+}
+
+// Cancel stops an execution and returns the agent's confirmed terminal
+// state.
+func (c *Client) Cancel(ctx context.Context, id, executionID string) (*wire.Terminal, error) {
+	var out wire.Terminal
+	return &out, c.call(ctx, http.MethodPost, sbPath(id, "/executions/"+url.PathEscape(executionID)+"/cancel"), nil, &out)
+}
+
+func filePath(id, route, path string, extra url.Values) string {
+	q := url.Values{"path": {path}}
+	for k, v := range extra {
+		q[k] = v
+	}
+	return sbPath(id, route) + "?" + q.Encode()
+}
+
+// Download copies a file to w; with length > 0 only that many bytes from
+// offset. It returns the bytes copied.
+func (c *Client) Download(ctx context.Context, id, path string, offset, length int64, w io.Writer) (int64, error) {
+	req, err := c.request(ctx, http.MethodGet, filePath(id, "/files", path, nil), nil, 0)
+	if err != nil {
+		return 0, err
+	}
+	if offset > 0 || length > 0 {
+		end := ""
+		if length > 0 {
+			end = strconv.FormatInt(offset+length-1, 10)
+		}
+		req.Header.Set("Range", "bytes="+strconv.FormatInt(offset, 10)+"-"+end)
+	}
+	resp, err := c.do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(w, resp.Body)
+	if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// Upload replaces a file with size bytes from r, atomically.
+func (c *Client) Upload(ctx context.Context, id, path string, r io.Reader, size int64) error {
+	req, err := c.request(ctx, http.MethodPut, filePath(id, "/files", path, nil), io.NopCloser(r), size)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// Stat describes a file.
+func (c *Client) Stat(ctx context.Context, id, path string) (*wire.FileInfo, error) {
+	var out wire.FileInfo
+	return &out, c.call(ctx, http.MethodGet, filePath(id, "/stat", path, nil), nil, &out)
+}
+
+// ListDir lists a directory.
+func (c *Client) ListDir(ctx context.Context, id, path string) (*wire.ListResponse, error) {
+	var out wire.ListResponse
+	return &out, c.call(ctx, http.MethodGet, filePath(id, "/dir", path, nil), nil, &out)
+}
+
+// Mkdir creates a directory and its parents.
+func (c *Client) Mkdir(ctx context.Context, id, path string) error {
+	return c.call(ctx, http.MethodPost, filePath(id, "/dir", path, nil), nil, nil)
+}
+
+// Remove removes a path; recursive for a directory tree.
+func (c *Client) Remove(ctx context.Context, id, path string, recursive bool) error {
+	var extra url.Values
+	if recursive {
+		extra = url.Values{"recursive": {"1"}}
+	}
+	return c.call(ctx, http.MethodDelete, filePath(id, "/files", path, extra), nil, nil)
+}
+
+// SetNetworkPolicy replaces the sandbox's egress policy.
+func (c *Client) SetNetworkPolicy(ctx context.Context, id string, p api.Egress) (*api.Sandbox, error) {
+	var out api.Sandbox
+	return &out, c.call(ctx, http.MethodPut, sbPath(id, "/network-policy"), p, &out)
+}
+
+// Pause freezes the sandbox; Resume thaws it.
+func (c *Client) Pause(ctx context.Context, id string) (*api.Sandbox, error) {
+	var out api.Sandbox
+	return &out, c.call(ctx, http.MethodPost, sbPath(id, "/pause"), nil, &out)
+}
+
+// Resume thaws a paused sandbox.
+func (c *Client) Resume(ctx context.Context, id string) (*api.Sandbox, error) {
+	var out api.Sandbox
+	return &out, c.call(ctx, http.MethodPost, sbPath(id, "/resume"), nil, &out)
+}
+
+// AgentURL is the base URL of the sandbox's agent wire through the daemon;
+// an agent-protocol client uses it with the daemon key as its token.
+func (c *Client) AgentURL(id string) string { return c.base + sbPath(id, "/agent") }
+
+// Transport is the HTTP transport the client dials the daemon with (for an
+// agent-protocol client pointed at AgentURL over the unix socket).
+func (c *Client) Transport() http.RoundTripper { return c.hc.Transport }
+
+// Events streams the caller's lifecycle events to fn until ctx ends, the
+// stream ends, or fn returns an error.
+func (c *Client) Events(ctx context.Context, fn func(api.Event) error) error {
+	req, err := c.request(ctx, http.MethodGet, "/v1/events", nil, 0)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev api.Event
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			return fmt.Errorf("malformed event: %w", err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// CreateKey makes an API key for tenant (admin only); the answer carries
+// the secret, which is never shown again.
+func (c *Client) CreateKey(ctx context.Context, req api.KeyRequest) (*api.Key, error) {
+	var out api.Key
+	return &out, c.call(ctx, http.MethodPost, "/v1/keys", req, &out)
+}
+
+// DeleteKey revokes a key (admin only).
+func (c *Client) DeleteKey(ctx context.Context, keyID string) error {
+	return c.call(ctx, http.MethodDelete, "/v1/keys/"+url.PathEscape(keyID), nil, nil)
+}
+
+// PutPool creates or replaces a warm pool (admin only).
+func (c *Client) PutPool(ctx context.Context, name string, spec api.Spec, size int) (*api.Pool, error) {
+	var out api.Pool
+	return &out, c.call(ctx, http.MethodPut, "/v1/pools/"+url.PathEscape(name), api.Pool{Spec: spec, Size: size}, &out)
+}
+
+// Pools lists the warm pools (admin only).
+func (c *Client) Pools(ctx context.Context) ([]api.Pool, error) {
+	var out struct {
+		Pools []api.Pool `json:"pools"`
+	}
+	return out.Pools, c.call(ctx, http.MethodGet, "/v1/pools", nil, &out)
+}
+
+// DeletePool removes a pool and its ready sandboxes (admin only).
+func (c *Client) DeletePool(ctx context.Context, name string) error {
+	return c.call(ctx, http.MethodDelete, "/v1/pools/"+url.PathEscape(name), nil, nil)
+}

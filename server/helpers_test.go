@@ -1,0 +1,254 @@
+package server_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/agent/conformance"
+	"github.com/cordon-sandbox/cordon/backend/process"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/server"
+	"github.com/cordon-sandbox/cordon/server/api"
+	sclient "github.com/cordon-sandbox/cordon/server/client"
+)
+
+// Environment variables a test's create carries to the test backend, which
+// moves them out of the sandbox's environment: agent settings (for the
+// conformance suite) and a mark that names the instance.
+const (
+	settingPrefix = "CORDON_TEST_AGENT_"
+	markVar       = "CORDON_TEST_MARK"
+)
+
+// testBackend is the process tier with two test hooks: agent settings
+// passed through the spec's environment, and the started instances by mark.
+type testBackend struct {
+	sandbox.Backend
+	mu    sync.Mutex
+	insts map[string]sandbox.Instance
+}
+
+func (b *testBackend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance, error) {
+	env := map[string]string{}
+	mark := ""
+	for k, v := range l.Spec.Env {
+		switch {
+		case strings.HasPrefix(k, settingPrefix):
+			l.AgentEnv[strings.TrimPrefix(k, settingPrefix)] = v
+		case k == markVar:
+			mark = v
+		default:
+			env[k] = v
+		}
+	}
+	l.Spec.Env = env
+	inst, err := b.Backend.Start(ctx, l)
+	if err == nil && mark != "" {
+		b.mu.Lock()
+		b.insts[mark] = inst
+		b.mu.Unlock()
+	}
+	return inst, err
+}
+
+func (b *testBackend) instance(mark string) sandbox.Instance {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.insts[mark]
+}
+
+// daemon is a real cordon serve in the test process: the process tier, a
+// unix socket (local admin) and a TCP listener (keys).
+type daemon struct {
+	srv      *server.Server
+	backend  *testBackend
+	sock     string
+	tcp      string
+	hosts    string // a directory callers may name host paths under
+	stateDir string
+	https    []*http.Server
+	local    *sclient.Client
+}
+
+func stateDir(t *testing.T) string {
+	d := filepath.Join(os.TempDir(), "cordon-server-test")
+	if err := os.MkdirAll(d, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func startDaemon(t *testing.T, tune ...func(*server.Config)) *daemon {
+	t.Helper()
+	testutil.RequiresRoot(t)
+	pb := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: stateDir(t)})
+	if err := pb.Probe(t.Context()); err != nil {
+		testutil.Missing(t, "process tier unavailable: %v", err)
+	}
+	d := &daemon{backend: &testBackend{Backend: pb, insts: map[string]sandbox.Instance{}}, stateDir: t.TempDir(), hosts: t.TempDir()}
+	return d.start(t, tune...)
+}
+
+func (d *daemon) start(t *testing.T, tune ...func(*server.Config)) *daemon {
+	t.Helper()
+	cfg := server.Config{
+		Provider:     sandbox.NewProvider([]sandbox.Backend{d.backend}),
+		StateDir:     d.stateDir,
+		HostPaths:    []string{d.hosts},
+		ReapInterval: 100 * time.Millisecond,
+	}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.srv = srv
+	d.sock = filepath.Join(t.TempDir(), "cordon.sock")
+	uln, err := net.Listen("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.tcp = tln.Addr().String()
+	d.https = nil
+	for _, ln := range []net.Listener{uln, tln} {
+		hs := &http.Server{Handler: srv.Handler(), ConnContext: server.LocalConnContext, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+		d.https = append(d.https, hs)
+		go hs.Serve(ln)
+	}
+	d.local, _ = sclient.New("unix://"+d.sock, "")
+	t.Cleanup(func() { d.stop(t, true) })
+	return d
+}
+
+// stop ends the daemon; destroy says whether its sandboxes go too.
+func (d *daemon) stop(t *testing.T, destroy bool) {
+	if d.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, hs := range d.https {
+		hs.Close()
+	}
+	var err error
+	if destroy {
+		err = d.srv.Close(ctx)
+	} else {
+		err = d.srv.Shutdown(ctx)
+	}
+	if err != nil {
+		t.Errorf("daemon stop: %v", err)
+	}
+	d.srv = nil
+}
+
+// tenant makes a key for name and returns a TCP client using it.
+func (d *daemon) tenant(t *testing.T, name string) (*sclient.Client, string) {
+	t.Helper()
+	k, err := d.local.CreateKey(t.Context(), api.KeyRequest{Tenant: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sclient.New("http://"+d.tcp, k.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, k.Secret
+}
+
+func create(t *testing.T, c *sclient.Client, req api.CreateRequest) *api.Sandbox {
+	t.Helper()
+	sb, err := c.Create(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Delete(context.Background(), sb.ID); err != nil {
+			t.Errorf("delete %s: %v", sb.ID, err)
+		}
+	})
+	return sb
+}
+
+func sh(t *testing.T, c *sclient.Client, id, script string) string {
+	t.Helper()
+	var out, errb strings.Builder
+	res, err := c.Exec(t.Context(), id, "sh", sclient.ExecOptions{Args: []string{"-c", script}, Stdout: &out, Stderr: &errb, Timeout: time.Minute})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("exec %q: exit %d: %s", script, res.ExitCode, errb.String())
+	}
+	return out.String()
+}
+
+func newMark() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// conformanceFactory creates each target through the daemon's API and
+// reaches its agent at /v1/sandboxes/ID/agent on the TCP listener, with a
+// tenant's daemon key as the token.
+func (d *daemon) conformanceFactory(c *sclient.Client, key string) conformance.Factory {
+	return func(t *testing.T, s conformance.Settings) *conformance.Target {
+		mark := newMark()
+		env := map[string]string{markVar: mark, settingPrefix + "IDLE_TIMEOUT_MS": "0"}
+		for k, v := range s {
+			env[settingPrefix+k] = v
+		}
+		sb, err := c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{Env: env}, IdleTimeoutSeconds: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := c.Delete(context.Background(), sb.ID); err != nil {
+				t.Errorf("delete: %v", err)
+			}
+		})
+		inst := d.backend.instance(mark)
+		tg := &conformance.Target{
+			Endpoint:  client.Endpoint{Network: "tcp", Address: d.tcp, Token: key, Prefix: "/v1/sandboxes/" + sb.ID + "/agent"},
+			EnvPrefix: "CORDON_AGENT_",
+			Exited:    inst.Exited(),
+		}
+		if x, ok := inst.(interface{ ExitCode() int }); ok {
+			tg.ExitCode = x.ExitCode
+		}
+		if x, ok := inst.(interface{ Signal(os.Signal) error }); ok {
+			tg.Signal = func(sig string) error {
+				return x.Signal(map[string]syscall.Signal{"TERM": syscall.SIGTERM, "INT": syscall.SIGINT}[sig])
+			}
+		}
+		return tg
+	}
+}
+
+func wantCode(t *testing.T, err error, status int, code string) {
+	t.Helper()
+	var e *api.Error
+	if !errors.As(err, &e) || e.Status != status || e.Code != code {
+		t.Fatalf("got %v, want %d %s", err, status, code)
+	}
+}

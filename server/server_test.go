@@ -1,0 +1,462 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/conformance"
+	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/server"
+	"github.com/cordon-sandbox/cordon/server/api"
+	sclient "github.com/cordon-sandbox/cordon/server/client"
+)
+
+func TestConformanceThroughDaemon(t *testing.T) {
+	d := startDaemon(t)
+	c, key := d.tenant(t, "conformance")
+	conformance.Run(t, d.conformanceFactory(c, key))
+}
+
+func TestLifecycleAndFiles(t *testing.T) {
+	d := startDaemon(t)
+	c := d.local
+	ctx := t.Context()
+	sb := create(t, c, api.CreateRequest{Labels: map[string]string{"team": "a"}, Spec: api.Spec{Env: map[string]string{"GREETING": "hi"}}})
+	if sb.State != api.StateRunning || sb.Spec.Tier != "process" || sb.Tenant != server.LocalTenant {
+		t.Fatalf("created: %+v", sb)
+	}
+	other := create(t, c, api.CreateRequest{Labels: map[string]string{"team": "b"}})
+	if got := sh(t, c, sb.ID, "echo $GREETING; id -u; pwd"); got != "hi\n1000\n/workspace\n" {
+		t.Fatalf("exec: %q", got)
+	}
+	list, err := c.List(ctx, sclient.ListOptions{Labels: map[string]string{"team": "a"}})
+	if err != nil || len(list) != 1 || list[0].ID != sb.ID {
+		t.Fatalf("list by label: %v %v", list, err)
+	}
+	if all, _ := c.List(ctx, sclient.ListOptions{State: api.StateRunning}); len(all) != 2 {
+		t.Fatalf("list by state: %v", all)
+	}
+
+	// Files: raw upload and download with a range, stat, list, mkdir, remove.
+	data := bytes.Repeat([]byte("0123456789"), 300_000)
+	if err := c.Upload(ctx, sb.ID, "out/data.bin", bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if n, err := c.Download(ctx, sb.ID, "out/data.bin", 0, 0, &got); err != nil || n != int64(len(data)) || !bytes.Equal(got.Bytes(), data) {
+		t.Fatalf("download: %d %v", n, err)
+	}
+	got.Reset()
+	if _, err := c.Download(ctx, sb.ID, "out/data.bin", 5, 10, &got); err != nil || got.String() != "5678901234" {
+		t.Fatalf("range: %q %v", got.String(), err)
+	}
+	if fi, err := c.Stat(ctx, sb.ID, "out/data.bin"); err != nil || fi.Size != int64(len(data)) || fi.Type != "file" {
+		t.Fatalf("stat: %+v %v", fi, err)
+	}
+	if err := c.Mkdir(ctx, sb.ID, "out/sub/dir"); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := c.ListDir(ctx, sb.ID, "out"); err != nil || len(l.Entries) != 2 || l.Entries[0].Name != "data.bin" || l.Entries[1].Type != "dir" {
+		t.Fatalf("list dir: %+v %v", l, err)
+	}
+	if err := c.Remove(ctx, sb.ID, "out", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Stat(ctx, sb.ID, "out"); !sclient.IsNotFound(err) {
+		t.Fatalf("stat after remove: %v", err)
+	}
+	if _, err := c.Download(ctx, sb.ID, "/etc/shadow", 0, 0, io.Discard); err == nil {
+		t.Fatal("read outside the read roots")
+	}
+
+	// Network policy and pause.
+	if s, err := c.SetNetworkPolicy(ctx, sb.ID, api.Egress{Rules: []egress.Rule{{Host: "example.test"}}}); err != nil || s.Spec.Egress == nil || len(s.Spec.Egress.Rules) != 1 {
+		t.Fatalf("policy: %+v %v", s, err)
+	}
+	if _, err := c.SetNetworkPolicy(ctx, sb.ID, api.Egress{Mode: "sometimes"}); !sclient.Is(err, sclient.ErrInvalid) {
+		t.Fatalf("bad policy: %v", err)
+	}
+	if sb.Pausable {
+		if s, err := c.Pause(ctx, sb.ID); err != nil || s.State != api.StatePaused {
+			t.Fatalf("pause: %+v %v", s, err)
+		}
+		_, err := c.Exec(ctx, sb.ID, "true", sclient.ExecOptions{})
+		wantCode(t, err, http.StatusConflict, api.CodePaused)
+		if s, err := c.Resume(ctx, sb.ID); err != nil || s.State != api.StateRunning {
+			t.Fatalf("resume: %+v %v", s, err)
+		}
+		sh(t, c, sb.ID, "true")
+	}
+
+	// Delete is confirmed and idempotent; the id is then unknown to work.
+	if err := c.Delete(ctx, other.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, other.ID); err != nil {
+		t.Fatalf("second delete: %v", err)
+	}
+	if _, err := c.Get(ctx, other.ID); !sclient.IsNotFound(err) {
+		t.Fatalf("get after delete: %v", err)
+	}
+	if err := c.Delete(ctx, "sbx_0000000000000000"); !sclient.IsNotFound(err) {
+		t.Fatalf("delete of an unknown id: %v", err)
+	}
+}
+
+func TestExecCancelAndDroppedConnection(t *testing.T) {
+	d := startDaemon(t)
+	c := d.local
+	sb := create(t, c, api.CreateRequest{})
+	// A dropped connection is not a cancel: the command runs to its end.
+	ctx, cancel := context.WithCancel(t.Context())
+	started := make(chan string, 1)
+	go c.Exec(ctx, sb.ID, "sh", sclient.ExecOptions{Args: []string{"-c", "sleep 0.5; echo done > /workspace/finished"}, Started: func(id string) { started <- id }})
+	<-started
+	cancel()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var b bytes.Buffer
+		if _, err := c.Download(t.Context(), sb.ID, "finished", 0, 0, &b); err == nil && b.String() == "done\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not finish after its stream was dropped")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The cancel route stops a running command and confirms it.
+	ids := make(chan string, 1)
+	res := make(chan error, 1)
+	go func() {
+		r, err := c.Exec(t.Context(), sb.ID, "sleep", sclient.ExecOptions{Args: []string{"60"}, Started: func(id string) { ids <- id }})
+		if err == nil && r.Signal == "" {
+			err = fmt.Errorf("not stopped by a signal: %+v", r)
+		}
+		res <- err
+	}()
+	id := <-ids
+	time.Sleep(100 * time.Millisecond)
+	term, err := c.Cancel(t.Context(), sb.ID, id)
+	if err != nil || term.State == "" {
+		t.Fatalf("cancel: %+v %v", term, err)
+	}
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled command's stream did not end")
+	}
+}
+
+// TestTenantIsolation tries every route of one tenant's sandbox with
+// another tenant's key: each answers exactly as for a missing sandbox.
+func TestTenantIsolation(t *testing.T) {
+	d := startDaemon(t)
+	alice, aliceKey := d.tenant(t, "alice")
+	_, bobKey := d.tenant(t, "bob")
+	sb := create(t, alice, api.CreateRequest{})
+	sh(t, alice, sb.ID, "echo secret > mine")
+	hc := &http.Client{}
+	do := func(key, method, path string, body string) (int, string) {
+		req, _ := http.NewRequest(method, "http://"+d.tcp+path, strings.NewReader(body))
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	base := "/v1/sandboxes/" + sb.ID
+	routes := [][3]string{
+		{"GET", base, ""}, {"DELETE", base, ""}, {"POST", base + "/exec", `{"command":"true"}`},
+		{"POST", base + "/executions/x/cancel", ""}, {"GET", base + "/files?path=mine", ""},
+		{"PUT", base + "/files?path=mine", "x"}, {"DELETE", base + "/files?path=mine", ""},
+		{"GET", base + "/stat?path=mine", ""}, {"GET", base + "/dir?path=.", ""}, {"POST", base + "/dir?path=d", ""},
+		{"PUT", base + "/network-policy", `{"mode":"allow-all"}`}, {"POST", base + "/pause", ""}, {"POST", base + "/resume", ""},
+		{"POST", base + "/agent/execute", `{"command":"true"}`}, {"GET", base + "/agent/files?path=mine", ""},
+	}
+	for _, r := range routes {
+		missing := strings.Replace(r[1], sb.ID, "sbx_ffffffffffffffff", 1)
+		st, body := do(bobKey, r[0], r[1], r[2])
+		st2, body2 := do(bobKey, r[0], missing, r[2])
+		if st != http.StatusNotFound || strings.Replace(body, sb.ID, "X", -1) != strings.Replace(body2, "sbx_ffffffffffffffff", "X", -1) {
+			t.Errorf("%s %s with another tenant's key: %d %s (a missing sandbox: %d %s)", r[0], r[1], st, body, st2, body2)
+		}
+		if st, _ := do("", r[0], r[1], r[2]); st != http.StatusUnauthorized {
+			t.Errorf("%s %s without a key: %d", r[0], r[1], st)
+		}
+		if st, _ := do("cordon_not-a-key-not-a-key-not-a-key", r[0], r[1], r[2]); st != http.StatusUnauthorized {
+			t.Errorf("%s %s with a wrong key: %d", r[0], r[1], st)
+		}
+	}
+	if st, body := do(bobKey, "GET", "/v1/sandboxes", ""); st != 200 || strings.Contains(body, sb.ID) {
+		t.Errorf("bob's list: %d %s", st, body)
+	}
+	// Admin routes need an admin key.
+	for _, r := range [][3]string{{"POST", "/v1/keys", `{"tenant":"eve"}`}, {"GET", "/v1/keys", ""}, {"GET", "/v1/pools", ""}, {"PUT", "/v1/pools/p", `{"size":1}`}} {
+		if st, _ := do(aliceKey, r[0], r[1], r[2]); st != http.StatusForbidden {
+			t.Errorf("%s %s with a tenant key: %d", r[0], r[1], st)
+		}
+	}
+	// Alice's sandbox is untouched.
+	if got := sh(t, alice, sb.ID, "cat mine"); got != "secret\n" {
+		t.Fatalf("after bob's attempts: %q", got)
+	}
+}
+
+func TestHostileRequests(t *testing.T) {
+	d := startDaemon(t, func(c *server.Config) {
+		c.MaxTTL = time.Hour
+		c.Limits.MaxSandboxesPerTenant = 2
+		c.Limits.MaxBodyBytes = 4096
+	})
+	c := d.local
+	ctx := t.Context()
+	_, err := c.Create(ctx, api.CreateRequest{Spec: api.Spec{Env: map[string]string{"X": strings.Repeat("x", 8192)}}})
+	wantCode(t, err, http.StatusRequestEntityTooLarge, api.CodeTooLarge)
+	_, err = c.Create(ctx, api.CreateRequest{TTLSeconds: 7200})
+	wantCode(t, err, http.StatusBadRequest, api.CodeInvalid)
+	_, err = c.Create(ctx, api.CreateRequest{Spec: api.Spec{RootFS: "/"}})
+	wantCode(t, err, http.StatusForbidden, api.CodeForbidden)
+	if err := os.Symlink("/etc", filepath.Join(d.hosts, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Create(ctx, api.CreateRequest{Spec: api.Spec{Layout: api.Layout{Outputs: filepath.Join(d.hosts, "escape")}}})
+	wantCode(t, err, http.StatusForbidden, api.CodeForbidden)
+	_, err = c.Create(ctx, api.CreateRequest{Spec: api.Spec{Limits: api.Limits{MemoryBytes: -1}}})
+	wantCode(t, err, http.StatusBadRequest, api.CodeInvalid)
+	_, err = c.Create(ctx, api.CreateRequest{Spec: api.Spec{Tier: "nonesuch"}})
+	wantCode(t, err, http.StatusBadRequest, api.CodeInvalid)
+	_, err = c.Create(ctx, api.CreateRequest{Pool: "nonesuch"})
+	wantCode(t, err, http.StatusNotFound, api.CodeNotFound)
+
+	raw := func(method, path, body string, hdr ...string) (int, string) {
+		conn, err := net.Dial("unix", d.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: cordon\r\nConnection: close\r\n%s\r\n%s", method, path, strings.Join(hdr, ""), body)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, b := range []string{`{`, `[]`, `{"tier":1}`, `{"bogus":true}`, `{} {}`} {
+		if st, body := raw("POST", "/v1/sandboxes", b, fmt.Sprintf("Content-Length: %d\r\n", len(b))); st != 400 || !strings.Contains(body, api.CodeInvalid) {
+			t.Errorf("body %q: %d %s", b, st, body)
+		}
+	}
+	if st, body := raw("GET", "/v1/sandboxes", "", "X-Big: "+strings.Repeat("a", 128<<10)+"\r\n"); st != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("huge header: %d %s", st, body)
+	}
+	sb := create(t, c, api.CreateRequest{})
+	if st, body := raw("PUT", "/v1/sandboxes/"+sb.ID+"/files?path=x", "5\r\nhello\r\n0\r\n\r\n", "Transfer-Encoding: chunked\r\n"); st != http.StatusLengthRequired || !strings.Contains(body, api.CodeLengthRequired) {
+		t.Errorf("chunked upload: %d %s", st, body)
+	}
+	if st, body := raw("GET", "/v1/sandboxes/"+sb.ID+"/files", ""); st != 400 {
+		t.Errorf("no path: %d %s", st, body)
+	}
+	create(t, c, api.CreateRequest{})
+	_, err = c.Create(ctx, api.CreateRequest{})
+	wantCode(t, err, http.StatusTooManyRequests, api.CodeQuota)
+}
+
+func TestReaper(t *testing.T) {
+	d := startDaemon(t)
+	c := d.local
+	ctx := t.Context()
+	ttl, err := c.Create(ctx, api.CreateRequest{TTLSeconds: 1, IdleTimeoutSeconds: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, err := c.Create(ctx, api.CreateRequest{IdleTimeoutSeconds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := c.Create(ctx, api.CreateRequest{IdleTimeoutSeconds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Delete(context.Background(), busy.ID) })
+	// A command that runs for longer than the idle timeout, with its
+	// stream dropped at once: only the agent knows it is still running.
+	sctx, cancel := context.WithCancel(ctx)
+	started := make(chan string, 1)
+	go c.Exec(sctx, busy.ID, "sleep", sclient.ExecOptions{Args: []string{"3"}, Started: func(string) { started <- "" }})
+	<-started
+	cancel()
+	gone := func(id string) bool {
+		_, err := c.Get(ctx, id)
+		return sclient.IsNotFound(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for !(gone(ttl.ID) && gone(idle.ID)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not reaped: ttl %v, idle %v", !gone(ttl.ID), !gone(idle.ID))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if gone(busy.ID) {
+		t.Fatal("a sandbox running a command was reaped as idle")
+	}
+	// Once the command ends, it is idle too.
+	for deadline := time.Now().Add(15 * time.Second); !gone(busy.ID); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the busy sandbox was never reaped after its command ended")
+		}
+	}
+	// Reaped is final: deleting it again succeeds, its id answers 404.
+	if err := c.Delete(ctx, ttl.ID); err != nil {
+		t.Fatalf("delete of a reaped sandbox: %v", err)
+	}
+}
+
+func TestPoolClaims(t *testing.T) {
+	d := startDaemon(t)
+	c := d.local
+	ctx := t.Context()
+	if _, err := c.PutPool(ctx, "warm", api.Spec{}, 4); err != nil {
+		t.Fatal(err)
+	}
+	waitPool(t, c, "warm", 4)
+	const n = 50
+	var wg sync.WaitGroup
+	ids := make([]string, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sb, err := c.Create(ctx, api.CreateRequest{Labels: map[string]string{"i": fmt.Sprint(i)}})
+			if err == nil {
+				ids[i] = sb.ID
+				_, err = c.Exec(ctx, sb.ID, "sh", sclient.ExecOptions{Args: []string{"-c", "echo " + sb.ID + " > /workspace/owner"}})
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	pooled := 0
+	for i, id := range ids {
+		if errs[i] != nil {
+			t.Fatalf("create %d: %v", i, errs[i])
+		}
+		if seen[id] {
+			t.Fatalf("sandbox %s handed out twice", id)
+		}
+		seen[id] = true
+		// Each sandbox holds exactly what its own claimant wrote.
+		var b bytes.Buffer
+		if _, err := c.Download(ctx, id, "owner", 0, 0, &b); err != nil || b.String() != id+"\n" {
+			t.Fatalf("%s's workspace holds %q (%v)", id, b.String(), err)
+		}
+		if sb, _ := c.Get(ctx, id); sb.Pool == "warm" {
+			pooled++
+		}
+	}
+	if pooled != n {
+		t.Errorf("%d of %d creates matched the pool", pooled, n)
+	}
+	for _, id := range ids {
+		if err := c.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitPool(t, c, "warm", 4)
+	if err := c.DeletePool(ctx, "warm"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitPool(t *testing.T, c *sclient.Client, name string, ready int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ps, err := c.Pools(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			if p.Name == name && p.Ready >= ready {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool %s never reached %d ready: %+v", name, ready, ps)
+		}
+	}
+}
+
+func TestEvents(t *testing.T) {
+	d := startDaemon(t)
+	c := d.local
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	evs := make(chan api.Event, 64)
+	go c.Events(ctx, func(ev api.Event) error { evs <- ev; return nil })
+	time.Sleep(100 * time.Millisecond) // the subscription is in place
+	sb, err := c.Create(ctx, api.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh(t, c, sb.ID, "true")
+	if err := c.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for len(got) < 5 {
+		select {
+		case ev := <-evs:
+			if ev.Sandbox == sb.ID {
+				got = append(got, ev.Type)
+			}
+		case <-ctx.Done():
+			t.Fatalf("events so far: %v", got)
+		}
+	}
+	if strings.Join(got, " ") != "created ready exec.started exec.finished destroyed" {
+		t.Fatalf("events: %v", got)
+	}
+}
+
+// TestRestart: records outlive the daemon; what their sandboxes left is
+// settled at the next start.
+func TestRestart(t *testing.T) {
+	d := startDaemon(t)
+	sb, err := d.local.Create(t.Context(), api.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := d.local.CreateKey(t.Context(), api.KeyRequest{Tenant: "kept"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.stop(t, false)
+	d.start(t)
+	// The key survived the restart.
+	c, _ := sclient.New("http://"+d.tcp, k.Secret)
+	if _, err := c.List(t.Context(), sclient.ListOptions{}); err != nil {
+		t.Fatalf("key after restart: %v", err)
+	}
+	_ = sb
+}
