@@ -53,6 +53,12 @@ type Options struct {
 // says the token is in this process's initial environment block and must
 // be overwritten there.
 func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
+	// The log may go to a pipe whose reader goes away (a daemon that
+	// restarts while its sandboxes live on). Without this, a write to a
+	// broken stdout or stderr kills a Go program; with it the write fails
+	// and the agent serves on. A caught signal, unlike an ignored one, is
+	// reset to its default in the commands the agent starts.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg, err := FromEnv(env)
 	if err != nil {

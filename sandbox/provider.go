@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -458,6 +459,115 @@ func (s *Sandbox) Activity(ctx context.Context) (*Activity, error) {
 		a.EgressOpen, a.EgressLast = s.egress.Activity()
 	}
 	return a, nil
+}
+
+// Adoption is what a later process needs to take a sandbox over: its
+// identity, spec, agent token and boot identity, and the backend's own
+// description of the instance. It holds the agent token: keep it where
+// only the host's owner can read it.
+type Adoption struct {
+	ID     string          `json:"id"`
+	Tier   string          `json:"tier"`
+	Token  string          `json:"token"`
+	BootID string          `json:"bootId"`
+	State  json.RawMessage `json:"state"`
+}
+
+// Persist describes the sandbox for a later Provider.Adopt; it fails for a
+// tier whose sandboxes cannot outlive their creator.
+func (s *Sandbox) Persist() (*Adoption, error) {
+	ps, ok := s.inst.(Persistent)
+	if !ok {
+		return nil, &UnsupportedError{Tier: s.Tier(), What: "sandboxes that outlive their creator"}
+	}
+	st, err := ps.State()
+	if err != nil {
+		return nil, err
+	}
+	return &Adoption{ID: s.id, Tier: s.Tier(), Token: s.client.Endpoint().Token, BootID: s.health.BootID, State: st}, nil
+}
+
+// Adopt takes over a sandbox a previous process created (see Persist): the
+// instance is taken back from its backend, thawed if it was paused, and its
+// agent admitted only if it answers with the recorded boot identity; the
+// egress boundary is attached again under spec's policy. A sandbox that
+// cannot be adopted is torn down as far as it exists.
+func (p *Provider) Adopt(ctx context.Context, a Adoption, spec Spec) (*Sandbox, error) {
+	b, err := p.Backend(a.Tier)
+	if err != nil {
+		return nil, err
+	}
+	ad, ok := b.(Adopter)
+	if !ok {
+		return nil, &UnsupportedError{Tier: a.Tier, What: "adopting sandboxes"}
+	}
+	inst, err := ad.Adopt(ctx, a.State, a.Token)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Sandbox, error) {
+		return nil, errors.Join(err, inst.Destroy(context.WithoutCancel(ctx)))
+	}
+	if pz, ok := inst.(Pauser); ok && pz.CanPause() {
+		if err := pz.Resume(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	release := func() {}
+	if spec.Image != "" {
+		if _, release, err = p.rootFromImage(ctx, spec.Image); err != nil {
+			return fail(fmt.Errorf("image %s: %w", spec.Image, err))
+		}
+	}
+	c := client.New(inst.Endpoint())
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	health, err := c.Admit(actx)
+	cancel()
+	if err == nil && a.BootID != "" && health.BootID != a.BootID {
+		err = fmt.Errorf("the agent restarted (boot id %q, recorded %q)", health.BootID, a.BootID)
+	}
+	if err != nil {
+		c.Close()
+		release()
+		return fail(fmt.Errorf("%w: %w", ErrAgent, err))
+	}
+	spec.Tier = b.Name()
+	s := &Sandbox{id: a.ID, spec: spec, inst: inst, client: c, health: health, releaseImage: release}
+	if port, ok := inst.(EgressPort); ok {
+		policy := egress.Policy{Mode: egress.DenyAll}
+		if spec.Egress != nil {
+			policy = *spec.Egress
+		}
+		bd, err := p.egressProxy().Attach(ctx, s.id, port.EgressListener(), policy)
+		if err != nil {
+			c.Close()
+			release()
+			return fail(err)
+		}
+		s.egress = bd
+	}
+	return s, nil
+}
+
+// Sweep asks every backend that can adopt to tear down its sandboxes that
+// keep does not hold (a daemon's start, after adopting what it recorded).
+func (p *Provider) Sweep(ctx context.Context, keep []*Sandbox) error {
+	var errs []error
+	for _, name := range p.Tiers() {
+		b, _ := p.Backend(name)
+		ad, ok := b.(Adopter)
+		if !ok {
+			continue
+		}
+		var insts []Instance
+		for _, s := range keep {
+			if s.Tier() == name {
+				insts = append(insts, s.inst)
+			}
+		}
+		errs = append(errs, ad.Sweep(ctx, insts))
+	}
+	return errors.Join(errs...)
 }
 
 // ErrNotPausable: the sandbox's tier (or host) cannot pause it.

@@ -189,6 +189,25 @@ type Pauser interface {
 	Resume(ctx context.Context) error
 }
 
+// Persistent is implemented by instances that can outlive the process that
+// started them (a daemon restarting): State describes the instance for the
+// backend's Adopt. It holds no secret.
+type Persistent interface {
+	State() ([]byte, error)
+}
+
+// Adopter is implemented by backends whose instances can be taken over by
+// a later process.
+type Adopter interface {
+	// Adopt takes over the instance state describes, reached with token.
+	// An instance that is gone is an error wrapping ErrAgent; what it left
+	// on the host is Sweep's to remove.
+	Adopt(ctx context.Context, state []byte, token string) (Instance, error)
+	// Sweep tears down, with confirmation, every instance of this backend
+	// that keep does not hold, and whatever dead instances left behind.
+	Sweep(ctx context.Context, keep []Instance) error
+}
+
 // Instance is one running environment.
 type Instance interface {
 	// Endpoint says how to reach the agent (token included).

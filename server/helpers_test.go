@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -64,6 +65,14 @@ func (b *testBackend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Inst
 	return inst, err
 }
 
+func (b *testBackend) Adopt(ctx context.Context, state []byte, token string) (sandbox.Instance, error) {
+	return b.Backend.(sandbox.Adopter).Adopt(ctx, state, token)
+}
+
+func (b *testBackend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
+	return b.Backend.(sandbox.Adopter).Sweep(ctx, keep)
+}
+
 func (b *testBackend) instance(mark string) sandbox.Instance {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -79,6 +88,8 @@ type daemon struct {
 	tcp      string
 	hosts    string // a directory callers may name host paths under
 	stateDir string
+	// processDir is the process tier's state directory.
+	processDir string
 	https    []*http.Server
 	local    *sclient.Client
 }
@@ -94,11 +105,24 @@ func stateDir(t *testing.T) string {
 func startDaemon(t *testing.T, tune ...func(*server.Config)) *daemon {
 	t.Helper()
 	testutil.RequiresRoot(t)
-	pb := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: stateDir(t)})
+	// Each daemon has a process-tier state directory of its own (a daemon
+	// sweeps every sandbox there that it has no record of).
+	dir := filepath.Join(stateDir(t), "d-"+newMark())
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Posture: once the daemon is closed, no sandbox is left.
+		if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+			t.Errorf("%d sandboxes left in %s after the daemon closed", len(ents), dir)
+		}
+		os.RemoveAll(dir)
+	})
+	pb := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: dir, Detached: true})
 	if err := pb.Probe(t.Context()); err != nil {
 		testutil.Missing(t, "process tier unavailable: %v", err)
 	}
-	d := &daemon{backend: &testBackend{Backend: pb, insts: map[string]sandbox.Instance{}}, stateDir: t.TempDir(), hosts: t.TempDir()}
+	d := &daemon{backend: &testBackend{Backend: pb, insts: map[string]sandbox.Instance{}}, processDir: dir, stateDir: t.TempDir(), hosts: t.TempDir()}
 	return d.start(t, tune...)
 }
 
@@ -109,6 +133,7 @@ func (d *daemon) start(t *testing.T, tune ...func(*server.Config)) *daemon {
 		StateDir:     d.stateDir,
 		HostPaths:    []string{d.hosts},
 		ReapInterval: 100 * time.Millisecond,
+		Log:          slog.New(slog.NewTextHandler(testLog{t}, nil)),
 	}
 	for _, f := range tune {
 		f(&cfg)
@@ -118,7 +143,10 @@ func (d *daemon) start(t *testing.T, tune ...func(*server.Config)) *daemon {
 		t.Fatal(err)
 	}
 	d.srv = srv
-	d.sock = filepath.Join(t.TempDir(), "cordon.sock")
+	if d.sock == "" {
+		d.sock = filepath.Join(t.TempDir(), "cordon.sock")
+	}
+	os.Remove(d.sock) // a restarted daemon listens where the last one did
 	uln, err := net.Listen("unix", d.sock)
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +165,13 @@ func (d *daemon) start(t *testing.T, tune ...func(*server.Config)) *daemon {
 	d.local, _ = sclient.New("unix://"+d.sock, "")
 	t.Cleanup(func() { d.stop(t, true) })
 	return d
+}
+
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // stop ends the daemon; destroy says whether its sandboxes go too.

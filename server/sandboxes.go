@@ -279,6 +279,9 @@ func (s *Server) admit(ctx context.Context, sb *sandbox.Sandbox, rec *record, sp
 	rec.ID, rec.Spec, rec.State = sb.ID(), spec, api.StateRunning
 	rec.Spec.Tier = sb.Tier()
 	rec.Features, rec.Pausable = sb.Features(), sb.CanPause()
+	if a, err := sb.Persist(); err == nil {
+		rec.Adoption = a
+	}
 	e := &entry{rec: rec, sb: sb, agent: newAgentProxy(sb.Client().Endpoint())}
 	e.touch()
 	if err := s.store.putSandbox(rec); err != nil {
@@ -442,7 +445,7 @@ func (s *Server) destroy(ctx context.Context, e *entry, reason string) error {
 	if err != nil {
 		e.rec.Error = err.Error()
 	} else {
-		e.rec.State, e.rec.Error, e.rec.LastActivity = api.StateDestroyed, "", time.Now().UTC()
+		e.rec.State, e.rec.Error, e.rec.LastActivity, e.rec.Adoption = api.StateDestroyed, "", time.Now().UTC(), nil
 		delete(s.live, e.rec.ID)
 	}
 	rec = *e.rec

@@ -167,27 +167,75 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// recover settles the registry at start. Sandboxes of the process tier die
-// with the daemon that created them, so every record still marked live
-// belongs to a sandbox that is gone: it is recorded destroyed (reason
-// "restart"), and the tier's own sweep removes what it left on the host.
+// recover settles the registry at start. Every sandbox recorded live is
+// adopted back if its agent still answers with the boot identity recorded
+// (a paused one is paused again); one that cannot be is recorded destroyed
+// ("lost") and torn down as far as it exists. Then each tier that can
+// removes every sandbox of its own that no record explains.
 func (s *Server) recover() error {
 	recs, err := s.store.sandboxes()
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	now := time.Now().UTC()
+	var kept []*sandbox.Sandbox
 	for _, r := range recs {
 		if r.State == api.StateDestroyed {
 			continue
 		}
-		r.State, r.Reason, r.LastActivity = api.StateDestroyed, "restart", now
-		if err := s.store.putSandbox(r); err != nil {
-			return err
+		sb, err := s.adopt(ctx, r)
+		if err != nil {
+			s.log.Warn("recorded sandbox not adopted", "sandbox", r.ID, "err", err)
+			reason := "lost"
+			if r.Adoption == nil {
+				reason = "restart"
+			}
+			r.State, r.Reason, r.LastActivity, r.Error, r.Adoption = api.StateDestroyed, reason, now, err.Error(), nil
+			if err := s.store.putSandbox(r); err != nil {
+				return err
+			}
+			s.metrics.reaped.WithLabelValues(reason).Inc()
+			continue
 		}
-		s.metrics.reaped.WithLabelValues("restart").Inc()
+		kept = append(kept, sb)
+		e := &entry{rec: r, sb: sb, agent: newAgentProxy(sb.Client().Endpoint())}
+		e.touch()
+		s.live[r.ID] = e
+	}
+	if err := s.cfg.Provider.Sweep(ctx, kept); err != nil {
+		s.log.Error("sweeping unrecorded sandboxes", "err", err)
 	}
 	return s.store.pruneDestroyed(now.Add(-24 * time.Hour))
+}
+
+func (s *Server) adopt(ctx context.Context, r *record) (*sandbox.Sandbox, error) {
+	if r.Adoption == nil {
+		return nil, errors.New("the sandbox's tier cannot outlive the daemon")
+	}
+	spec, err := s.toSpec(r.Spec)
+	if err != nil {
+		// The daemon's settings changed (a host path no longer allowed):
+		// the sandbox exists, so it is taken back all the same, with its
+		// recorded tier and egress policy.
+		spec = sandbox.Spec{Tier: r.Spec.Tier}
+		if r.Spec.Egress != nil {
+			if p, perr := s.toPolicy(*r.Spec.Egress); perr == nil {
+				spec.Egress = &p
+			}
+		}
+	}
+	sb, err := s.cfg.Provider.Adopt(ctx, *r.Adoption, spec)
+	if err != nil {
+		return nil, err
+	}
+	if r.State == api.StatePaused {
+		if err := sb.Pause(ctx); err != nil {
+			r.State = api.StateRunning
+		}
+	}
+	return sb, nil
 }
 
 // Handler is the API.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/conformance"
 	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/server"
 	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
@@ -439,24 +440,79 @@ func TestEvents(t *testing.T) {
 	}
 }
 
-// TestRestart: records outlive the daemon; what their sandboxes left is
-// settled at the next start.
+// TestRestart: a daemon that stops leaves its sandboxes running, and the
+// next one takes back every recorded sandbox that still answers, records
+// the ones that do not as lost, and removes what no record explains.
 func TestRestart(t *testing.T) {
 	d := startDaemon(t)
-	sb, err := d.local.Create(t.Context(), api.CreateRequest{})
+	ctx := t.Context()
+	c := d.local
+	// (The last daemon's Close destroys what this test leaves.)
+	kept, err := c.Create(ctx, api.CreateRequest{Labels: map[string]string{"k": "v"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := d.local.CreateKey(t.Context(), api.KeyRequest{Tenant: "kept"})
+	sh(t, c, kept.ID, "echo before > state")
+	paused, err := c.Create(ctx, api.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Pause(ctx, paused.ID); err != nil {
+		t.Fatal(err)
+	}
+	lostMark := newMark()
+	lost, err := c.Create(ctx, api.CreateRequest{Spec: api.Spec{Env: map[string]string{markVar: lostMark}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := c.CreateKey(ctx, api.KeyRequest{Tenant: "kept"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A sandbox started on the tier behind the daemon's back: no record.
+	p := sandbox.NewProvider([]sandbox.Backend{d.backend})
+	stray, err := p.Create(ctx, sandbox.Spec{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.stop(t, false)
+	// While the daemon is down, one sandbox dies.
+	if err := d.backend.instance(lostMark).(interface{ Kill() error }).Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-d.backend.instance(lostMark).Exited()
+
 	d.start(t)
-	// The key survived the restart.
-	c, _ := sclient.New("http://"+d.tcp, k.Secret)
-	if _, err := c.List(t.Context(), sclient.ListOptions{}); err != nil {
+	if got := sh(t, c, kept.ID, "cat state"); got != "before\n" {
+		t.Fatalf("after restart: %q", got)
+	}
+	if sb, err := c.Get(ctx, kept.ID); err != nil || sb.Labels["k"] != "v" || sb.State != api.StateRunning {
+		t.Fatalf("kept: %+v %v", sb, err)
+	}
+	if sb, err := c.Get(ctx, paused.ID); err != nil || sb.State != api.StatePaused {
+		t.Fatalf("paused: %+v %v", sb, err)
+	}
+	if _, err := c.Resume(ctx, paused.ID); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, c, paused.ID, "true")
+	if _, err := c.Get(ctx, lost.ID); !sclient.IsNotFound(err) {
+		t.Fatalf("lost: %v", err)
+	}
+	if err := c.Delete(ctx, lost.ID); err != nil {
+		t.Fatalf("delete of a lost sandbox: %v", err)
+	}
+	if _, err := stray.Exec(ctx, "true", sandbox.ExecOptions{}); err == nil {
+		t.Fatal("an unrecorded sandbox survived the restart")
+	}
+	_ = stray.Destroy(ctx)
+	ents, _ := os.ReadDir(d.processDir)
+	if len(ents) != 2 {
+		t.Fatalf("the tier holds %d sandboxes, want the 2 kept", len(ents))
+	}
+	// Keys survive too.
+	kc, _ := sclient.New("http://"+d.tcp, k.Secret)
+	if _, err := kc.List(ctx, sclient.ListOptions{}); err != nil {
 		t.Fatalf("key after restart: %v", err)
 	}
-	_ = sb
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/server/api"
 	bolt "go.etcd.io/bbolt"
 )
@@ -30,6 +31,10 @@ type record struct {
 	api.Sandbox
 	IdleTimeoutNs time.Duration `json:"idleTimeoutNs,omitempty"`
 	Error         string        `json:"error,omitempty"` // the last failed teardown
+	// Adoption is how a restarted daemon takes the sandbox back, agent
+	// token included: the registry file is readable by its owner only.
+	// It is dropped once the sandbox is destroyed.
+	Adoption *sandbox.Adoption `json:"adoption,omitempty"`
 }
 
 type store struct{ db *bolt.DB }

@@ -293,12 +293,15 @@ func (cg *cgroups) killAll(deadline time.Time) error {
 	}
 }
 
-// canFreeze reports whether the cgroups can be frozen: the v1 freezer, or
-// cgroup.freeze of cgroup2 (a core feature there, needing no controller).
+// canFreeze reports whether the cgroups can be frozen: cgroup.freeze of
+// cgroup2 (a core feature there, needing no controller), or else the v1
+// freezer, which can stay FREEZING for good with a task in an
+// uninterruptible sleep.
 func (cg *cgroups) canFreeze() bool {
-	if cg.v1["freezer"] != "" {
-		return true
-	}
+	return cg.freezeV2() || cg.v1["freezer"] != ""
+}
+
+func (cg *cgroups) freezeV2() bool {
 	return cg.v2 != "" && fileExists(filepath.Join(cg.v2, "cgroup.freeze"))
 }
 
@@ -308,21 +311,18 @@ func fileExists(p string) bool {
 }
 
 // freeze stops (or thaws) every process in the sandbox and waits until the
-// kernel reports the change done.
+// kernel reports the change done; a freeze that does not settle is undone.
 func (cg *cgroups) freeze(ctx context.Context, on bool) error {
-	var file, value, stateFile, want string
+	var file, stateFile, want, thawed string
+	value := map[bool]string{true: "1", false: "0"}[on]
 	switch {
+	case cg.freezeV2():
+		file, stateFile, thawed = filepath.Join(cg.v2, "cgroup.freeze"), filepath.Join(cg.v2, "cgroup.events"), "0"
+		want = "frozen " + value
 	case cg.v1["freezer"] != "":
-		file, value, stateFile, want = filepath.Join(cg.v1["freezer"], "freezer.state"), "THAWED", "", "THAWED"
-		if on {
-			value, want = "FROZEN", "FROZEN"
-		}
-		stateFile = file
-	case cg.v2 != "":
-		file, value, stateFile, want = filepath.Join(cg.v2, "cgroup.freeze"), "0", filepath.Join(cg.v2, "cgroup.events"), "frozen 0"
-		if on {
-			value, want = "1", "frozen 1"
-		}
+		file, thawed = filepath.Join(cg.v1["freezer"], "freezer.state"), "THAWED"
+		stateFile, value = file, map[bool]string{true: "FROZEN", false: "THAWED"}[on]
+		want = value
 	default:
 		return errors.New("no freezer cgroup")
 	}
@@ -343,9 +343,9 @@ func (cg *cgroups) freeze(ctx context.Context, on bool) error {
 		case <-ctx.Done():
 			if on {
 				// Half frozen is no state to leave a sandbox in.
-				_ = os.WriteFile(file, []byte(map[bool]string{true: "THAWED", false: "0"}[cg.v1["freezer"] != ""]), 0)
+				_ = os.WriteFile(file, []byte(thawed), 0)
 			}
-			return fmt.Errorf("cgroup freezer: the sandbox did not reach %s: %w", want, ctx.Err())
+			return fmt.Errorf("cgroup freezer: the sandbox did not reach %q: %w", want, ctx.Err())
 		case <-time.After(2 * time.Millisecond):
 		}
 	}

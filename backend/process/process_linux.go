@@ -28,6 +28,7 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
 	"github.com/cordon-sandbox/cordon/internal/agentproc"
+	"github.com/cordon-sandbox/cordon/internal/procid"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -61,6 +62,10 @@ type Config struct {
 	// it for hosts that create many sandboxes (a daemon); each waiting init
 	// costs a few MiB. Zero starts every sandbox from scratch.
 	Prestart int
+	// Detached sandboxes outlive the process that created them (a daemon
+	// that restarts takes them back with Adopt); otherwise a sandbox dies
+	// with its creator.
+	Detached bool
 }
 
 // Backend is the process tier.
@@ -115,7 +120,7 @@ func (b *Backend) Probe(ctx context.Context) error {
 		return fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
 	}
 	cmd := exec.CommandContext(ctx, "/bin/true")
-	cmd.SysProcAttr, _ = sysProcAttr()
+	cmd.SysProcAttr, _ = b.sysProcAttr()
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%w: cannot create the sandbox namespaces (user namespaces disabled?): %v", sandbox.ErrUnavailable, err)
 	}
@@ -138,6 +143,14 @@ func idRange() (hostBase, size int) {
 // sysProcAttr creates the namespaces. The init starts as root of its user
 // namespace so that it keeps the capabilities it needs to build the
 // sandbox; it drops them all before the agent runs.
+func (b *Backend) sysProcAttr() (*syscall.SysProcAttr, int) {
+	attr, size := sysProcAttr()
+	if b.cfg.Detached {
+		attr.Pdeathsig = 0
+	}
+	return attr, size
+}
+
 func sysProcAttr() (*syscall.SysProcAttr, int) {
 	base, size := idRange()
 	gbase := base
@@ -196,7 +209,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		sl = b.takeSlot(agent)
 	}
 	if sl == nil {
-		attr, _ := sysProcAttr()
+		attr, _ := b.sysProcAttr()
 		trees, err := idmappedTrees(agent, layout, attr.UidMappings[0].HostID+uid, attr.GidMappings[0].HostID+gid)
 		if err != nil {
 			return nil, err
@@ -298,11 +311,12 @@ func (sl *slot) discard() {
 // for.
 func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []layoutMount, uid, gid int) (*instance, error) {
 	spec := l.Spec
-	inst := &instance{Proc: sl.proc, egress: sl.egress, dir: sl.dir}
+	inst := &instance{proc: sl.proc, egress: sl.egress, dir: sl.dir}
 	sl.proc.SetEndpoint(client.Endpoint{Network: "unix", Address: filepath.Join(sl.sock, "agent.sock"), Token: l.Token})
 	// The agent (the mapped sandbox user) creates its socket here and
 	// connects to the egress socket.
 	hu, hg := sl.uidBase+uid, sl.gidBase+gid
+	inst.state = instanceState{ID: sl.id, Dir: sl.dir, Pid: sl.proc.Pid(), Start: procid.StartTime(sl.proc.Pid()), SocketUID: hu, SocketGID: hg}
 	egressPath := filepath.Join(sl.sock, "egress.sock")
 	for _, p := range []string{sl.sock, egressPath} {
 		if err := os.Chown(p, hu, hg); err != nil {
@@ -415,7 +429,7 @@ func (b *Backend) takeSlot(agent string) *slot {
 		// Start refills a moment later: a new init's start-up would
 		// otherwise compete for the CPU with the sandbox just claimed.
 		time.AfterFunc(refillDelay, func() {
-			attr, _ := sysProcAttr()
+			attr, _ := b.sysProcAttr()
 			s, err := b.newSlot(agent, attr, nil)
 			b.poolMu.Lock()
 			defer b.poolMu.Unlock()
@@ -485,8 +499,21 @@ func agentEnv(l sandbox.Launch, uid int, layout []layoutMount) []string {
 	return out
 }
 
+// proc is the sandbox's init as the host sees it: started here
+// (agentproc.Proc) or adopted from an earlier process (adoptedProc).
+type proc interface {
+	Pid() int
+	Endpoint() client.Endpoint
+	Exited() <-chan struct{}
+	ExitCode() int
+	Signal(os.Signal) error
+	Kill() error
+	Diagnostics() string
+}
+
 type instance struct {
-	*agentproc.Proc
+	proc
+	state  instanceState
 	egress net.Listener
 	dir    string
 	cg     *cgroups

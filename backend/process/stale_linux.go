@@ -1,6 +1,7 @@
 package process
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -48,12 +49,6 @@ func (b *Backend) sweepStale() {
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), "sb-") || recordAlive(dir) {
 			continue
 		}
-		cg := b.cgroups.existing(e.Name())
-		if cg != nil {
-			if cg.killAll(time.Now().Add(2*time.Second)) != nil || cg.remove() != nil {
-				continue
-			}
-		}
-		_ = os.RemoveAll(dir)
+		_ = b.removeSandbox(context.Background(), e.Name())
 	}
 }
