@@ -90,8 +90,8 @@ type daemon struct {
 	stateDir string
 	// processDir is the process tier's state directory.
 	processDir string
-	https    []*http.Server
-	local    *sclient.Client
+	https      []*http.Server
+	local      *sclient.Client
 }
 
 func stateDir(t *testing.T) string {

@@ -41,6 +41,9 @@ type Config struct {
 	Env []string `json:"env"`
 	// Workdir is where the agent starts.
 	Workdir string `json:"workdir"`
+	// Detached: the sandbox outlives the process that created it (no
+	// parent-death signal).
+	Detached bool `json:"detached,omitempty"`
 }
 
 // Tmpfs is one tmpfs mount inside the sandbox.

@@ -140,7 +140,7 @@ func run(cfg *Config, bsetDropped bool) error {
 			return err
 		}
 	}
-	if err := dropPrivileges(sc, cfg.UID, cfg.GID); err != nil {
+	if err := dropPrivileges(sc, cfg.UID, cfg.GID, cfg.Detached); err != nil {
 		return err
 	}
 	// A Landlock domain is per thread, and each thread's own call makes a
@@ -477,7 +477,7 @@ func dropBoundingSet(sc syscaller) error {
 // dropPrivileges switches to uid/gid with no supplementary groups, clears
 // every capability set, and sets no_new_privs (the bounding set is already
 // empty).
-func dropPrivileges(sc syscaller, uid, gid int) error {
+func dropPrivileges(sc syscaller, uid, gid int, detached bool) error {
 	if err := sc.call(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL); err != nil {
 		return fmt.Errorf("clear ambient capabilities: %w", err)
 	}
@@ -500,9 +500,12 @@ func dropPrivileges(sc syscaller, uid, gid int) error {
 	if err != nil {
 		return fmt.Errorf("clear capabilities: %w", err)
 	}
-	// The credential change cleared the parent-death signal; set it again.
-	if err := sc.call(unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL)); err != nil {
-		return err
+	// The credential change cleared the parent-death signal; set it again,
+	// unless the sandbox is to outlive its creator.
+	if !detached {
+		if err := sc.call(unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL)); err != nil {
+			return err
+		}
 	}
 	if err := sc.call(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)

@@ -95,6 +95,9 @@ func New(cfg Config) *Backend {
 
 func (b *Backend) Name() string { return Name }
 
+// StateDir is where the backend keeps its sandboxes' host directories.
+func (b *Backend) StateDir() string { return b.cfg.StateDir }
+
 func (b *Backend) probe() {
 	b.once.Do(func() {
 		b.cgroups = probeCgroups()
@@ -382,6 +385,7 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []layoutMount, ui
 		Landlock: landlock,
 		Workdir:  Workspace,
 		Env:      agentEnv(l, uid, layout),
+		Detached: b.cfg.Detached,
 	}
 	files, err := identityFiles(sl.dir, uid, hostRoot)
 	if err != nil {

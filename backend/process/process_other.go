@@ -16,6 +16,8 @@ const Name = "process"
 type Config struct {
 	AgentPath string
 	StateDir  string
+	Prestart  int
+	Detached  bool
 }
 
 // Backend is unavailable off Linux: it is built from Linux namespaces.
@@ -25,6 +27,7 @@ type Backend struct{}
 func New(Config) *Backend { return &Backend{} }
 
 func (b *Backend) Name() string                       { return Name }
+func (b *Backend) StateDir() string                   { return "" }
 func (b *Backend) Capabilities() sandbox.Capabilities { return sandbox.Capabilities{} }
 func (b *Backend) Probe(context.Context) error {
 	return fmt.Errorf("%w: the process tier needs Linux", sandbox.ErrUnavailable)

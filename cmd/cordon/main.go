@@ -14,6 +14,13 @@ type verb struct {
 
 var verbs = map[string]verb{
 	"run":     {"run one command in a fresh sandbox", runCmd},
+	"serve":   {"run the daemon (REST API, registry, reaping, pools)", serveCmd},
+	"create":  {"create a sandbox on the daemon", createCmd},
+	"ls":      {"list the daemon's sandboxes", lsCmd},
+	"exec":    {"run a command in a sandbox on the daemon", execCmd},
+	"cp":      {"copy a file into or out of a sandbox on the daemon", cpCmd},
+	"rm":      {"destroy sandboxes on the daemon", rmCmd},
+	"events":  {"follow the daemon's lifecycle events", eventsCmd},
 	"image":   {"pull, import, list and remove images", imageCmd},
 	"version": {"print version information", versionCmd},
 }
@@ -36,7 +43,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: cordon <command> [flags]\n\ncommands:")
-	for _, name := range []string{"run", "image", "version"} {
+	for _, name := range []string{"run", "serve", "create", "ls", "exec", "cp", "rm", "events", "image", "version"} {
 		fmt.Fprintf(os.Stderr, "  %-8s %s\n", name, verbs[name].summary)
 	}
 }

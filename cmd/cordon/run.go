@@ -15,7 +15,6 @@ import (
 
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/sandbox"
-	"golang.org/x/sys/unix"
 )
 
 // Exit statuses of `cordon run` that are not the command's own.
@@ -47,25 +46,11 @@ func runCmd(args []string) int {
 		fmt.Fprintf(fs.Output(), "usage: cordon run [flags] -- COMMAND [ARG...]\n\nRuns COMMAND in a fresh sandbox, streams its output, and exits with its\nexit status (128+N if it died of signal N, %d on timeout, %d out of memory,\n%d if cordon itself failed). Ctrl-C stops the command, waits for the stop\nto be confirmed and tears the sandbox down.\n\nNetwork: by default the sandbox reaches nothing (deny-all). Its commands\nsee HTTP_PROXY/HTTPS_PROXY pointing at cordon's egress proxy, which admits\nexactly the hosts and ports --allow or --egress-profile name and answers\n403 with the reason otherwise; a program that ignores the proxy variables\nhas no route at all.\n\nflags:\n", exitTimeout, exitOOM, exitCordon)
 		fs.PrintDefaults()
 	}
-	tier := fs.String("tier", defaultTier, "isolation tier")
-	env := envFlag{}
-	fs.Var(env, "env", "set an environment variable `K=V` (or K, taken from here); repeatable")
+	sf := addSpecFlags(fs, true)
 	timeout := fs.Duration("timeout", 0, "stop the command after this long (0: the agent's default, 5m)")
 	workspace := fs.String("workspace", "", "host `DIR` to use as the workspace (default: a fresh one, removed afterwards)")
 	interactive := fs.Bool("i", false, "pass cordon's standard input to the command")
-	memory := fs.String("memory", "", "memory limit, e.g. 512m or 2g (the command is OOM-killed past it)")
-	pids := fs.Int64("pids", 0, "limit on processes and threads")
-	cpus := fs.Float64("cpus", 0, "CPU limit in cores, e.g. 0.5")
-	rootfs := fs.String("rootfs", "", "use `DIR` as the read-only root filesystem (default: the host's system directories)")
-	imageRef := fs.String("image", "", "use an image's root filesystem: a cached `NAME` or digest (cordon image ls), or a registry reference, pulled if missing")
-	user := fs.Int("user", -1, "run as this uid inside (default 1000)")
 	requireLandlock := fs.Bool("require-landlock", false, "refuse to run unless Landlock backs the filesystem rules")
-	var allow allowFlag
-	fs.Var(&allow, "allow", "let the sandbox reach `HOST[:PORT,...]` (exact name, *.suffix, IP or CIDR; ports 80,443 when none); repeatable")
-	profile := fs.String("egress-profile", "", "read an egress profile (JSON: {\"name\": ..., \"hosts\": [{\"host\": ..., \"ports\": [...]}]}) from `FILE`")
-	allowAll := fs.Bool("allow-all-egress", false, "let the sandbox reach any public address (private, loopback, link-local and metadata addresses stay refused)")
-	var layout sandbox.Layout
-	fs.Var(layoutFlag{&layout}, "mount", "bind a layout directory, `NAME=DIR`, at /mnt/user-data/NAME: outputs and scratch read-write; uploads, tool-results, transcripts and skills read-only; repeatable")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -74,25 +59,12 @@ func runCmd(args []string) int {
 		fs.Usage()
 		return 2
 	}
-	spec := sandbox.Spec{Tier: *tier, Env: env, Workspace: *workspace, RootFS: *rootfs, Image: *imageRef, RequireLandlock: *requireLandlock, Layout: layout,
-		Limits: sandbox.Limits{Pids: *pids, CPUs: *cpus}}
-	if *memory != "" {
-		n, err := parseSize(*memory)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "cordon: --memory: %v\n", err)
-			return 2
-		}
-		spec.Limits.MemoryBytes = n
-	}
-	if *user >= 0 {
-		spec.User = user
-	}
-	policy, err := egressPolicy(allow, *profile, *allowAll)
+	spec, err := sf.spec()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
 		return 2
 	}
-	spec.Egress = policy
+	spec.Workspace, spec.RequireLandlock = *workspace, *requireLandlock
 	if *timeout > 0 {
 		spec.MaxTimeout = *timeout
 	}
@@ -142,14 +114,8 @@ func runIn(spec sandbox.Spec, command string, opts sandbox.ExecOptions) int {
 	case res.OOMKilled:
 		fmt.Fprintf(os.Stderr, "cordon: the command was killed: the sandbox ran out of memory (--memory %s)\n", humanSize(spec.Limits.MemoryBytes))
 		return exitOOM
-	case res.TimedOut:
-		fmt.Fprintf(os.Stderr, "cordon: the command timed out after %s and was stopped\n", opts.Timeout)
-		return exitTimeout
-	case res.Signal != "":
-		fmt.Fprintf(os.Stderr, "cordon: the command was killed by %s\n", res.Signal)
-		return 128 + int(unix.SignalNum(res.Signal))
 	}
-	return res.ExitCode
+	return exitFor(&res.Result, opts.Timeout)
 }
 
 // parseSize reads 512, 64k, 512m, 2g (binary units).

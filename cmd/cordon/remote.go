@@ -1,0 +1,458 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/server/api"
+	sclient "github.com/cordon-sandbox/cordon/server/client"
+	"golang.org/x/sys/unix"
+)
+
+// The verbs that talk to a daemon: create, ls, exec, cp, rm, events. The
+// daemon is --host, else CORDON_HOST, else the default socket; the key is
+// CORDON_API_KEY (none is needed on the unix socket).
+
+func daemonClient(fs *flag.FlagSet, args []string) (*sclient.Client, []string, int) {
+	host := fs.String("host", "", "the daemon: unix:///path, tcp://host:port or https://host:port (default $CORDON_HOST, else "+defaultSocket()+")")
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, 2
+	}
+	h := *host
+	if h == "" {
+		h = os.Getenv("CORDON_HOST")
+	}
+	if h == "" {
+		h = "unix://" + defaultSocket()
+	}
+	c, err := sclient.New(h, os.Getenv("CORDON_API_KEY"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+		return nil, nil, 2
+	}
+	return c, fs.Args(), 0
+}
+
+func apiFail(err error) int {
+	fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+	return exitCordon
+}
+
+// toAPISpec is the daemon's form of a spec the flags built.
+func toAPISpec(s sandbox.Spec) api.Spec {
+	out := api.Spec{Tier: s.Tier, Image: s.Image, RootFS: s.RootFS, Env: s.Env, User: s.User,
+		Limits: api.Limits{MemoryBytes: s.Limits.MemoryBytes, Pids: s.Limits.Pids, CPUs: s.Limits.CPUs},
+		Layout: api.Layout{Outputs: s.Layout.Outputs, Uploads: s.Layout.Uploads, Scratch: s.Layout.Scratch,
+			ToolResults: s.Layout.ToolResults, Transcripts: s.Layout.Transcripts, Skills: s.Layout.Skills},
+	}
+	if p := s.Egress; p != nil {
+		out.Egress = &api.Egress{Mode: string(p.Mode), Rules: p.Rules}
+	}
+	return out
+}
+
+type labelFlag map[string]string
+
+func (l labelFlag) String() string { return "" }
+func (l labelFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want KEY=VALUE")
+	}
+	l[k] = v
+	return nil
+}
+
+func createCmd(args []string) int {
+	fs := flag.NewFlagSet("create", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: cordon create [flags]\n\nCreates a sandbox on the daemon and prints its id.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	sf := addSpecFlags(fs, false)
+	ttl := fs.Duration("ttl", 0, "destroy the sandbox after this long, whatever it is doing (0: the daemon's default)")
+	idle := fs.Duration("idle", 0, "destroy it after this long without activity inside (0: the daemon's default; -1s: never)")
+	pool := fs.String("pool", "", "claim from the warm pool `NAME`")
+	labels := labelFlag{}
+	fs.Var(labels, "label", "attach a label `KEY=VALUE`; repeatable")
+	c, rest, code := daemonClient(fs, args)
+	if c == nil {
+		return code
+	}
+	if len(rest) > 0 {
+		fs.Usage()
+		return 2
+	}
+	spec, err := sf.spec()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+		return 2
+	}
+	req := api.CreateRequest{Spec: toAPISpec(spec), TTLSeconds: int64(ttl.Seconds()), Labels: labels, Pool: *pool}
+	if *idle < 0 {
+		req.IdleTimeoutSeconds = -1
+	} else {
+		req.IdleTimeoutSeconds = int64(idle.Seconds())
+	}
+	sb, err := c.Create(context.Background(), req)
+	if err != nil {
+		return apiFail(err)
+	}
+	fmt.Println(sb.ID)
+	return 0
+}
+
+func lsCmd(args []string) int {
+	fs := flag.NewFlagSet("ls", flag.ContinueOnError)
+	state := fs.String("state", "", "only sandboxes in this state (running, paused, destroying)")
+	labels := labelFlag{}
+	fs.Var(labels, "label", "only sandboxes with label `KEY=VALUE`; repeatable")
+	quiet := fs.Bool("q", false, "print ids only")
+	c, _, code := daemonClient(fs, args)
+	if c == nil {
+		return code
+	}
+	list, err := c.List(context.Background(), sclient.ListOptions{State: *state, Labels: labels})
+	if err != nil {
+		return apiFail(err)
+	}
+	if *quiet {
+		for _, sb := range list {
+			fmt.Println(sb.ID)
+		}
+		return 0
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTIER\tSTATE\tAGE\tEXPIRES\tLABELS")
+	for _, sb := range list {
+		exp := "-"
+		if sb.ExpiresAt != nil {
+			exp = "in " + time.Until(*sb.ExpiresAt).Round(time.Second).String()
+		}
+		var ls []string
+		for k, v := range sb.Labels {
+			ls = append(ls, k+"="+v)
+		}
+		sort.Strings(ls)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sb.ID, sb.Spec.Tier, sb.State, time.Since(sb.CreatedAt).Round(time.Second), exp, strings.Join(ls, ","))
+	}
+	tw.Flush()
+	return 0
+}
+
+func rmCmd(args []string) int {
+	fs := flag.NewFlagSet("rm", flag.ContinueOnError)
+	c, ids, code := daemonClient(fs, args)
+	if c == nil {
+		return code
+	}
+	if len(ids) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: cordon rm ID...")
+		return 2
+	}
+	code = 0
+	for _, id := range ids {
+		if err := c.Delete(context.Background(), id); err != nil {
+			fmt.Fprintf(os.Stderr, "cordon: %s: %v\n", id, err)
+			code = exitCordon
+		}
+	}
+	return code
+}
+
+func execCmd(args []string) int {
+	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: cordon exec [flags] ID -- COMMAND [ARG...]\n\nRuns COMMAND in a sandbox on the daemon and exits with its status, as cordon\nrun does. Ctrl-C cancels the command and waits for the stop.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	env := envFlag{}
+	fs.Var(env, "env", "set an environment variable `K=V`; repeatable")
+	timeout := fs.Duration("timeout", 0, "stop the command after this long (0: the agent's default)")
+	cwd := fs.String("cwd", "", "working directory inside")
+	interactive := fs.Bool("i", false, "pass cordon's standard input to the command")
+	c, rest, code := daemonClient(fs, args)
+	if c == nil {
+		return code
+	}
+	if len(rest) > 1 && rest[1] == "--" {
+		rest = append(rest[:1], rest[2:]...)
+	}
+	if len(rest) < 2 {
+		fs.Usage()
+		return 2
+	}
+	id, argv := rest[0], rest[1:]
+	opts := sclient.ExecOptions{Args: argv[1:], Cwd: *cwd, Env: env, Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr}
+	if *interactive {
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, 4<<20))
+		if err != nil {
+			return apiFail(err)
+		}
+		s := string(b)
+		opts.Stdin = &s
+	}
+	execID := make(chan string, 1)
+	opts.Started = func(id string) { execID <- id }
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var caught os.Signal
+	go func() {
+		caught = <-sigs
+		fmt.Fprintln(os.Stderr, "cordon: stopping the command…")
+		select {
+		case eid := <-execID:
+			// The command stops through the cancel route; dropping the
+			// stream alone would leave it running.
+			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, _ = c.Cancel(cctx, id, eid)
+			cancel()
+		default:
+		}
+		stop()
+	}()
+	res, err := c.Exec(ctx, id, argv[0], opts)
+	switch {
+	case err != nil && caught != nil:
+		return 128 + int(caught.(syscall.Signal))
+	case err != nil:
+		return apiFail(err)
+	}
+	return exitFor(res, *timeout)
+}
+
+// exitFor maps a command's result to cordon's exit status.
+func exitFor(res *wire.Result, timeout time.Duration) int {
+	switch {
+	case res.TimedOut:
+		fmt.Fprintf(os.Stderr, "cordon: the command timed out after %s and was stopped\n", timeout)
+		return exitTimeout
+	case res.Signal != "":
+		fmt.Fprintf(os.Stderr, "cordon: the command was killed by %s\n", res.Signal)
+		return 128 + int(unix.SignalNum(res.Signal))
+	}
+	return res.ExitCode
+}
+
+func cpCmd(args []string) int {
+	fs := flag.NewFlagSet("cp", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: cordon cp [flags] SRC DST\n\nCopies a file into or out of a sandbox; the sandbox side is ID:PATH (a\nrelative PATH is under /workspace), the other a local path or - for\nstandard input or output. Files stream in constant memory, with a\nprogress bar on a terminal; each side is replaced atomically.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	c, rest, code := daemonClient(fs, args)
+	if c == nil {
+		return code
+	}
+	if len(rest) != 2 {
+		fs.Usage()
+		return 2
+	}
+	src, dst := rest[0], rest[1]
+	sid, spath, fromSandbox := sandboxPath(src)
+	did, dpath, toSandbox := sandboxPath(dst)
+	ctx := context.Background()
+	switch {
+	case fromSandbox == toSandbox:
+		fmt.Fprintln(os.Stderr, "cordon: cp copies between a sandbox (ID:PATH) and a local path")
+		return 2
+	case toSandbox:
+		var r io.Reader = os.Stdin
+		size := int64(-1)
+		if src != "-" {
+			f, err := os.Open(src)
+			if err != nil {
+				return apiFail(err)
+			}
+			defer f.Close()
+			st, err := f.Stat()
+			if err != nil {
+				return apiFail(err)
+			}
+			r, size = f, st.Size()
+		} else {
+			// An upload needs its length up front: spool standard input.
+			tmp, err := os.CreateTemp("", "cordon-cp-*")
+			if err != nil {
+				return apiFail(err)
+			}
+			defer os.Remove(tmp.Name())
+			defer tmp.Close()
+			if size, err = io.Copy(tmp, os.Stdin); err != nil {
+				return apiFail(err)
+			}
+			if _, err := tmp.Seek(0, 0); err != nil {
+				return apiFail(err)
+			}
+			r = tmp
+		}
+		pb := newProgress(dst, size)
+		err := c.Upload(ctx, did, dpath, pb.reader(r), size)
+		pb.done(err)
+		if err != nil {
+			return apiFail(err)
+		}
+	default:
+		var size int64 = -1
+		if fi, err := c.Stat(ctx, sid, spath); err == nil {
+			size = fi.Size
+		}
+		pb := newProgress(src, size)
+		var err error
+		if dst == "-" {
+			_, err = c.Download(ctx, sid, spath, 0, 0, pb.writer(os.Stdout))
+		} else {
+			err = downloadAtomically(ctx, c, sid, spath, dst, pb)
+		}
+		pb.done(err)
+		if err != nil {
+			return apiFail(err)
+		}
+	}
+	return 0
+}
+
+// sandboxPath splits ID:PATH; a local path has no colon before its first
+// slash.
+func sandboxPath(s string) (id, path string, ok bool) {
+	i := strings.IndexByte(s, ':')
+	if i <= 0 || strings.Contains(s[:i], "/") {
+		return "", "", false
+	}
+	return s[:i], s[i+1:], true
+}
+
+// downloadAtomically writes to a temporary sibling and renames it over dst
+// only once the whole file arrived, so a broken transfer leaves dst as it
+// was.
+func downloadAtomically(ctx context.Context, c *sclient.Client, id, path, dst string, pb *progress) error {
+	if st, err := os.Stat(dst); err == nil && st.IsDir() {
+		dst = filepath.Join(dst, filepath.Base(path))
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".cordon-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := c.Download(ctx, id, path, 0, 0, pb.writer(tmp)); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), dst)
+}
+
+// progress draws a progress bar on standard error when it is a terminal
+// and the file is large enough to wait for; otherwise it stays silent.
+type progress struct {
+	name       string
+	size, n    int64
+	start      time.Time
+	last       time.Time
+	tty, shown bool
+}
+
+func newProgress(name string, size int64) *progress {
+	_, err := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS)
+	return &progress{name: name, size: size, start: time.Now(), tty: err == nil && (size < 0 || size >= 1<<20)}
+}
+
+func (p *progress) add(n int) {
+	p.n += int64(n)
+	if !p.tty || time.Since(p.last) < 100*time.Millisecond {
+		return
+	}
+	p.last, p.shown = time.Now(), true
+	rate := float64(p.n) / max(time.Since(p.start).Seconds(), 1e-3)
+	if p.size > 0 {
+		width := 30
+		fill := int(float64(width) * float64(p.n) / float64(p.size))
+		fmt.Fprintf(os.Stderr, "\r%s [%s%s] %s / %s  %s/s ", p.name, strings.Repeat("=", fill), strings.Repeat(" ", max(width-fill, 0)), humanSize(p.n), humanSize(p.size), humanSize(int64(rate)))
+	} else {
+		fmt.Fprintf(os.Stderr, "\r%s %s  %s/s ", p.name, humanSize(p.n), humanSize(int64(rate)))
+	}
+}
+
+func (p *progress) done(err error) {
+	if p.shown {
+		p.last = time.Time{}
+		p.add(0)
+		fmt.Fprintln(os.Stderr)
+	}
+}
+
+type progressReader struct {
+	r io.Reader
+	p *progress
+}
+
+func (r progressReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	r.p.add(n)
+	return n, err
+}
+
+type progressWriter struct {
+	w io.Writer
+	p *progress
+}
+
+func (w progressWriter) Write(b []byte) (int, error) {
+	n, err := w.w.Write(b)
+	w.p.add(n)
+	return n, err
+}
+
+func (p *progress) reader(r io.Reader) io.Reader { return progressReader{r, p} }
+func (p *progress) writer(w io.Writer) io.Writer { return progressWriter{w, p} }
+
+func eventsCmd(args []string) int {
+	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	c, _, code := daemonClient(fs, args)
+	if c == nil {
+		return code
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := c.Events(ctx, func(ev api.Event) error {
+		data := ""
+		if len(ev.Data) > 0 {
+			var kv []string
+			for k, v := range ev.Data {
+				kv = append(kv, fmt.Sprintf("%s=%v", k, v))
+			}
+			sort.Strings(kv)
+			data = strings.Join(kv, " ")
+		}
+		_, err := fmt.Printf("%s %-14s %s %s\n", ev.Time.Local().Format(time.RFC3339Nano), ev.Type, ev.Sandbox, data)
+		return err
+	})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return apiFail(err)
+	}
+	return 0
+}

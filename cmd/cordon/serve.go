@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/backend/passthrough"
+	"github.com/cordon-sandbox/cordon/backend/process"
+	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/server"
+	sclient "github.com/cordon-sandbox/cordon/server/client"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// defaultStateDir is where the daemon keeps its registry.
+func defaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/cordon"
+	}
+	if d, err := os.UserConfigDir(); err == nil {
+		return filepath.Join(filepath.Dir(d), ".local", "state", "cordon")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("cordon-%d", os.Geteuid()))
+}
+
+// defaultSocket is where the daemon listens unless told otherwise.
+func defaultSocket() string {
+	if os.Geteuid() == 0 {
+		return sclient.DefaultSocket
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "cordon.sock")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("cordon-%d.sock", os.Geteuid()))
+}
+
+func serveCmd(args []string) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: cordon serve [flags]\n\nRuns the daemon: cordon's REST API (/v1, described at /v1/openapi.yaml) for\nmany callers. It listens on a unix socket by default, whose file mode is\nthe boundary: a request there without a key acts as the local\nadministrator. A TCP listener needs API keys (--admin-key-file, then POST\n/v1/keys) and takes TLS with --tls-cert and --tls-key. Sandboxes outlive the\ndaemon: a restart takes them back.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	var listen, hostPaths, profiles listFlag
+	fs.Var(&listen, "listen", "an address to serve: `unix:///path` or tcp://host:port; repeatable (default unix://"+defaultSocket()+")")
+	stateDir := fs.String("state-dir", defaultStateDir(), "`DIR` for the daemon's registry")
+	adminKeyFile := fs.String("admin-key-file", "", "install the admin API key read from `FILE` (at least 32 characters)")
+	tlsCert := fs.String("tls-cert", "", "TLS certificate `FILE` for tcp listeners")
+	tlsKey := fs.String("tls-key", "", "TLS key `FILE` for tcp listeners")
+	fs.Var(&hostPaths, "host-path", "let callers name host directories under `DIR` (root filesystems, layout mounts); repeatable")
+	fs.Var(&profiles, "egress-profile", "offer the egress profile in `FILE` (JSON) to creates by its name; repeatable")
+	defTTL := fs.Duration("default-ttl", 0, "TTL of a sandbox whose create gives none (0: none)")
+	maxTTL := fs.Duration("max-ttl", 0, "the longest TTL a create may ask for (0: no limit)")
+	idle := fs.Duration("idle-timeout", 0, "reap a sandbox after this long without activity inside, unless its create says otherwise (0: never)")
+	maxSandboxes := fs.Int("max-sandboxes", 0, "live sandboxes per tenant (default 100)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if len(listen) == 0 {
+		listen = listFlag{"unix://" + defaultSocket()}
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(os.Stderr, "cordon serve: "+format+"\n", a...)
+		return exitCordon
+	}
+	profs := map[string]egress.Profile{}
+	for _, f := range profiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fail("%v", err)
+		}
+		var p egress.Profile
+		if err := json.Unmarshal(b, &p); err != nil {
+			return fail("egress profile %s: %v", f, err)
+		}
+		if err := p.Validate(); err != nil {
+			return fail("egress profile %s: %v", f, err)
+		}
+		profs[p.Name] = p
+	}
+
+	reg := prometheus.NewRegistry()
+	proxy := egress.New(egress.Config{Registerer: reg, Audit: os.Stderr})
+	// The daemon's sandboxes live in a directory of their own: at start it
+	// removes every sandbox there that its registry does not explain, which
+	// must never touch a `cordon run` sandbox.
+	processDir := os.Getenv("CORDON_STATE_DIR")
+	if processDir == "" {
+		processDir = process.New(process.Config{}).StateDir()
+	}
+	processDir = filepath.Join(processDir, "serve")
+	if err := os.MkdirAll(processDir, 0o711); err != nil {
+		return fail("%v", err)
+	}
+	provider := sandbox.NewProvider([]sandbox.Backend{
+		process.New(process.Config{StateDir: processDir, Detached: true}),
+		passthrough.New(passthrough.Config{}),
+	}, sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()), sandbox.WithEgressProxy(proxy), sandbox.WithLogger(log))
+	srv, err := server.New(server.Config{
+		Provider: provider, StateDir: *stateDir, HostPaths: hostPaths, Profiles: profs,
+		DefaultTTL: *defTTL, MaxTTL: *maxTTL, DefaultIdleTimeout: *idle,
+		Limits:   server.Limits{MaxSandboxesPerTenant: *maxSandboxes},
+		Registry: reg, Log: log,
+	})
+	if err != nil {
+		return fail("%v", err)
+	}
+	shutdown := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}
+	if *adminKeyFile != "" {
+		b, err := os.ReadFile(*adminKeyFile)
+		if err == nil {
+			_, err = srv.AddKey(strings.TrimSpace(string(b)), "admin", "admin (--admin-key-file)", true)
+		}
+		if err != nil {
+			shutdown()
+			return fail("admin key: %v", err)
+		}
+	}
+	var servers []*http.Server
+	errc := make(chan error, len(listen))
+	for _, addr := range listen {
+		ln, err := listenOn(addr, srv.HasKeys(), *tlsCert, *tlsKey)
+		if err != nil {
+			for _, hs := range servers {
+				hs.Close()
+			}
+			shutdown()
+			return fail("%s: %v", addr, err)
+		}
+		hs := &http.Server{
+			Handler: srv.Handler(), ConnContext: server.LocalConnContext,
+			ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, IdleTimeout: 2 * time.Minute,
+		}
+		servers = append(servers, hs)
+		go func() { errc <- hs.Serve(ln) }()
+		log.Info("listening", "addr", addr)
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	code := 0
+	select {
+	case s := <-sigs:
+		log.Info("shutting down; sandboxes stay running", "signal", s.String())
+	case err := <-errc:
+		log.Error("listener failed", "err", err)
+		code = exitCordon
+	}
+	// Stop accepting, give open requests a moment, then cut the streams;
+	// sandboxes keep running and the next start takes them back.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, hs := range servers {
+		if err := hs.Shutdown(ctx); err != nil {
+			hs.Close()
+		}
+	}
+	shutdown()
+	return code
+}
+
+// listenOn opens one listener: a unix socket with mode 0600 (removing a
+// stale one no daemon answers on), or TCP, which needs keys and takes TLS.
+func listenOn(addr string, haveKeys bool, cert, key string) (net.Listener, error) {
+	switch {
+	case strings.HasPrefix(addr, "unix://"):
+		path := strings.TrimPrefix(addr, "unix://")
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
+		}
+		if c, err := net.Dial("unix", path); err == nil {
+			c.Close()
+			return nil, errors.New("another daemon is listening there")
+		}
+		_ = os.Remove(path)
+		old := syscall.Umask(0o177)
+		ln, err := net.Listen("unix", path)
+		syscall.Umask(old)
+		return ln, err
+	case strings.HasPrefix(addr, "tcp://"):
+		if !haveKeys {
+			return nil, errors.New("a TCP listener needs API keys: give --admin-key-file (the unix socket needs none)")
+		}
+		ln, err := net.Listen("tcp", strings.TrimPrefix(addr, "tcp://"))
+		if err != nil || cert == "" {
+			return ln, err
+		}
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		return tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}), nil
+	}
+	return nil, fmt.Errorf("want unix:///path or tcp://host:port")
+}

@@ -1,0 +1,176 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/logbuf"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/cordon-sandbox/cordon/server/api"
+	sclient "github.com/cordon-sandbox/cordon/server/client"
+)
+
+// serveProc is a `cordon serve` process.
+type serveProc struct {
+	cmd *exec.Cmd
+	out *logbuf.Buffer
+}
+
+func startServe(t *testing.T, sock, state, processDir string) *serveProc {
+	t.Helper()
+	p := &serveProc{out: logbuf.New(1 << 20)}
+	p.cmd = exec.Command(buildCLI(t), "serve", "--listen", "unix://"+sock, "--state-dir", state)
+	p.cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+processDir)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cordon serve did not listen:\n%s", p.out.String())
+		}
+	}
+}
+
+func (p *serveProc) kill9() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
+// TestServeSurvivesKill9 kills the daemon with SIGKILL in the middle of an
+// exec and of an upload, restarts it, and checks that the sandbox lives on
+// with its command finished, that the interrupted upload left the previous
+// file whole, and that nothing is orphaned once the sandbox is removed.
+func TestServeSurvivesKill9(t *testing.T) {
+	testutil.RequiresRoot(t)
+	dir, err := os.MkdirTemp("", "cordon-serve-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil { // sandboxes pass through it
+		t.Fatal(err)
+	}
+	processDir := filepath.Join(dir, "process")
+	sandboxes := filepath.Join(processDir, "serve")
+	t.Cleanup(func() {
+		killRecorded(sandboxes)
+		os.RemoveAll(dir)
+	})
+	sock, state := filepath.Join(dir, "cordon.sock"), filepath.Join(dir, "state")
+	d := startServe(t, sock, state, processDir)
+	c, _ := sclient.New("unix://"+sock, "")
+	ctx := t.Context()
+	sb, err := c.Create(ctx, api.CreateRequest{Labels: map[string]string{"keep": "yes"}})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, d.out.String())
+	}
+	if err := c.Upload(ctx, sb.ID, "keep.txt", strings.NewReader("old"), 3); err != nil {
+		t.Fatal(err)
+	}
+	// Mid-exec: a command that outlives the daemon.
+	started := make(chan string, 1)
+	go c.Exec(context.Background(), sb.ID, "sh", sclient.ExecOptions{Args: []string{"-c", "sleep 1; echo done > /workspace/after"}, Started: func(string) { started <- "" }})
+	<-started
+	// Mid-upload: promise 8 MiB, send 1 MiB.
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "PUT /v1/sandboxes/%s/files?path=keep.txt HTTP/1.1\r\nHost: cordon\r\nContent-Length: %d\r\n\r\n", sb.ID, 8<<20)
+	if _, err := conn.Write(bytes.Repeat([]byte("n"), 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	d.kill9()
+	conn.Close()
+
+	d = startServe(t, sock, state, processDir)
+	defer func() {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		_ = d.cmd.Wait()
+		if t.Failed() {
+			t.Logf("daemon said:\n%s", d.out.String())
+		}
+	}()
+	got, err := c.Get(ctx, sb.ID)
+	if err != nil || got.State != api.StateRunning || got.Labels["keep"] != "yes" {
+		t.Fatalf("after the restart: %+v %v", got, err)
+	}
+	read := func(path string) string {
+		var b bytes.Buffer
+		if _, err := c.Download(ctx, sb.ID, path, 0, 0, &b); err != nil {
+			return "error: " + err.Error()
+		}
+		return b.String()
+	}
+	if s := read("keep.txt"); s != "old" {
+		t.Fatalf("the interrupted upload changed the file: %q", s[:min(len(s), 40)])
+	}
+	for deadline := time.Now().Add(10 * time.Second); read("after") != "done\n"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the command running when the daemon was killed did not finish")
+		}
+	}
+	var out bytes.Buffer
+	if _, err := c.Exec(ctx, sb.ID, "sh", sclient.ExecOptions{Args: []string{"-c", "ls -a /workspace"}, Stdout: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "cordon-") {
+		t.Fatalf("the interrupted upload left a temporary file: %q", out.String())
+	}
+	ents, _ := os.ReadDir(sandboxes)
+	if len(ents) != 1 {
+		t.Fatalf("%d sandboxes on the tier, want 1", len(ents))
+	}
+	pid := initPid(filepath.Join(sandboxes, ents[0].Name()))
+	if err := c.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(sandboxes); len(ents) != 0 {
+		t.Fatalf("after delete, %d sandbox directories remain", len(ents))
+	}
+	if pid > 0 {
+		if err := syscall.Kill(pid, 0); err == nil && !zombie(pid) {
+			t.Fatalf("the sandbox's init %d outlived its delete", pid)
+		}
+	}
+}
+
+func initPid(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "init"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.Fields(string(b))[0])
+	return pid
+}
+
+func zombie(pid int) bool {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return strings.Contains(string(b), ") Z ")
+}
+
+// killRecorded ends what a failed test left: every recorded init.
+func killRecorded(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if pid := initPid(filepath.Join(dir, e.Name())); pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+// specFlags are the flags that shape a sandbox, shared by run (daemonless)
+// and create (through a daemon).
+type specFlags struct {
+	tier, memory, rootfs, image, profile *string
+	pids                                 *int64
+	cpus                                 *float64
+	user                                 *int
+	allowAll                             *bool
+	env                                  envFlag
+	allow                                allowFlag
+	layout                               sandbox.Layout
+}
+
+// addSpecFlags registers the flags on fs; withTier is false where the
+// daemon picks the default tier.
+func addSpecFlags(fs *flag.FlagSet, local bool) *specFlags {
+	f := &specFlags{env: envFlag{}}
+	def := ""
+	if local {
+		def = defaultTier
+	}
+	f.tier = fs.String("tier", def, "isolation tier")
+	fs.Var(f.env, "env", "set an environment variable `K=V` (or K, taken from here); repeatable")
+	f.memory = fs.String("memory", "", "memory limit, e.g. 512m or 2g (the command is OOM-killed past it)")
+	f.pids = fs.Int64("pids", 0, "limit on processes and threads")
+	f.cpus = fs.Float64("cpus", 0, "CPU limit in cores, e.g. 0.5")
+	f.rootfs = fs.String("rootfs", "", "use `DIR` as the read-only root filesystem (default: the host's system directories)")
+	f.image = fs.String("image", "", "use an image's root filesystem: a cached `NAME` or digest (cordon image ls), or a registry reference, pulled if missing")
+	f.user = fs.Int("user", -1, "run as this uid inside (default 1000)")
+	fs.Var(&f.allow, "allow", "let the sandbox reach `HOST[:PORT,...]` (exact name, *.suffix, IP or CIDR; ports 80,443 when none); repeatable")
+	f.profile = fs.String("egress-profile", "", "read an egress profile (JSON: {\"name\": ..., \"hosts\": [{\"host\": ..., \"ports\": [...]}]}) from `FILE`")
+	f.allowAll = fs.Bool("allow-all-egress", false, "let the sandbox reach any public address (private, loopback, link-local and metadata addresses stay refused)")
+	fs.Var(layoutFlag{&f.layout}, "mount", "bind a layout directory, `NAME=DIR`, at /mnt/user-data/NAME: outputs and scratch read-write; uploads, tool-results, transcripts and skills read-only; repeatable")
+	return f
+}
+
+// spec is the sandbox the flags describe.
+func (f *specFlags) spec() (sandbox.Spec, error) {
+	spec := sandbox.Spec{Tier: *f.tier, Env: f.env, RootFS: *f.rootfs, Image: *f.image, Layout: f.layout,
+		Limits: sandbox.Limits{Pids: *f.pids, CPUs: *f.cpus}}
+	if *f.memory != "" {
+		n, err := parseSize(*f.memory)
+		if err != nil {
+			return spec, fmt.Errorf("--memory: %v", err)
+		}
+		spec.Limits.MemoryBytes = n
+	}
+	if *f.user >= 0 {
+		u := *f.user
+		spec.User = &u
+	}
+	policy, err := egressPolicy(f.allow, *f.profile, *f.allowAll)
+	if err != nil {
+		return spec, err
+	}
+	spec.Egress = policy
+	return spec, nil
+}
