@@ -76,6 +76,12 @@ func (p *agentProxy) send(w http.ResponseWriter, r *http.Request, method, path, 
 			writeError(w, http.StatusBadGateway, api.CodeAgent, "the sandbox's agent did not answer: "+err.Error())
 		},
 	}
+	// The agent may answer while the request body is still being sent
+	// (and the body's final read may come after the answer started). By
+	// default net/http refuses reads of a request body once the response
+	// has begun, which made the transport drop the agent's connection mid
+	// answer.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	rp.ServeHTTP(w, r)
 }
 
