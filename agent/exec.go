@@ -246,6 +246,12 @@ func (s *Server) runTermination(e *execution, cause string, t *termination) {
 // pipes (one that called setsid), or a caller not reading the stream; both
 // are cut loose so the end can be confirmed.
 func (s *Server) awaitClose(e *execution, deadline time.Time) error {
+	// As the reference does: a confirmation that comes after the deadline
+	// is no confirmation (without this, whether a settle already observed
+	// counts was up to the order select chose).
+	if time.Until(deadline) <= 0 {
+		return errors.New("execution close was not observed before the deadline")
+	}
 	select {
 	case <-e.done:
 		return nil
