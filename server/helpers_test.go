@@ -94,7 +94,7 @@ type daemon struct {
 	local      *sclient.Client
 }
 
-func stateDir(t *testing.T) string {
+func stateDir(t testing.TB) string {
 	d := filepath.Join(os.TempDir(), "cordon-server-test")
 	if err := os.MkdirAll(d, 0o711); err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func stateDir(t *testing.T) string {
 	return d
 }
 
-func startDaemon(t *testing.T, tune ...func(*server.Config)) *daemon {
+func startDaemon(t testing.TB, tune ...func(*server.Config)) *daemon {
 	t.Helper()
 	testutil.RequiresRoot(t)
 	// Each daemon has a process-tier state directory of its own (a daemon
@@ -126,7 +126,7 @@ func startDaemon(t *testing.T, tune ...func(*server.Config)) *daemon {
 	return d.start(t, tune...)
 }
 
-func (d *daemon) start(t *testing.T, tune ...func(*server.Config)) *daemon {
+func (d *daemon) start(t testing.TB, tune ...func(*server.Config)) *daemon {
 	t.Helper()
 	cfg := server.Config{
 		Provider:     sandbox.NewProvider([]sandbox.Backend{d.backend}),
@@ -167,7 +167,7 @@ func (d *daemon) start(t *testing.T, tune ...func(*server.Config)) *daemon {
 	return d
 }
 
-type testLog struct{ t *testing.T }
+type testLog struct{ t testing.TB }
 
 func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(strings.TrimSpace(string(p)))
@@ -175,7 +175,7 @@ func (l testLog) Write(p []byte) (int, error) {
 }
 
 // stop ends the daemon; destroy says whether its sandboxes go too.
-func (d *daemon) stop(t *testing.T, destroy bool) {
+func (d *daemon) stop(t testing.TB, destroy bool) {
 	if d.srv == nil {
 		return
 	}

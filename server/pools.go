@@ -36,6 +36,9 @@ type pool struct {
 
 var errNoPool = errors.New("no such pool")
 
+// refillDelay is how long a pool waits after a claim before refilling.
+const refillDelay = 100 * time.Millisecond
+
 // specKey is a spec's canonical form, for matching creates to pools.
 func (s *Server) specKey(sp api.Spec) string {
 	if sp.Tier == "" {
@@ -133,12 +136,26 @@ func (p *pool) fill() {
 		if need <= 0 {
 			select {
 			case <-p.wake:
+				// A claimed sandbox is about to run its first command:
+				// starting its replacement at once would compete with it
+				// for the CPU.
+				select {
+				case <-time.After(refillDelay):
+				case <-p.stop:
+				}
 			case <-p.stop:
 			}
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		sb, err := p.s.cfg.Provider.Create(ctx, p.sdkSpec)
+		if err == nil {
+			// A warm sandbox has run a command: the agent's spawn path is
+			// paged in and its connection open before a caller waits on it.
+			if _, err = sb.Exec(ctx, "true", sandbox.ExecOptions{}); err != nil {
+				err = errors.Join(err, sb.Destroy(context.WithoutCancel(ctx)))
+			}
+		}
 		cancel()
 		if err != nil {
 			p.mu.Lock()

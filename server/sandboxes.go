@@ -269,13 +269,6 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 // admit registers a started sandbox under rec: a fresh id in the registry,
 // the record on disk, the entry live.
 func (s *Server) admit(ctx context.Context, sb *sandbox.Sandbox, rec *record, spec api.Spec) (*entry, error) {
-	fresh, err := s.store.claimID(sb.ID())
-	if err == nil && !fresh {
-		err = fmt.Errorf("sandbox id %s was issued before", sb.ID())
-	}
-	if err != nil {
-		return nil, errors.Join(err, sb.Destroy(context.WithoutCancel(ctx)))
-	}
 	rec.ID, rec.Spec, rec.State = sb.ID(), spec, api.StateRunning
 	rec.Spec.Tier = sb.Tier()
 	rec.Features, rec.Pausable = sb.Features(), sb.CanPause()
@@ -284,7 +277,7 @@ func (s *Server) admit(ctx context.Context, sb *sandbox.Sandbox, rec *record, sp
 	}
 	e := &entry{rec: rec, sb: sb, agent: newAgentProxy(sb.Client().Endpoint())}
 	e.touch()
-	if err := s.store.putSandbox(rec); err != nil {
+	if err := s.store.addSandbox(rec); err != nil {
 		return nil, errors.Join(err, sb.Destroy(context.WithoutCancel(ctx)))
 	}
 	s.mu.Lock()
@@ -430,10 +423,10 @@ func (s *Server) destroy(ctx context.Context, e *entry, reason string) error {
 	}
 	rec := *e.rec
 	s.mu.Unlock()
+	// The "destroying" state is written only if teardown fails (below):
+	// a daemon that dies meanwhile finds the sandbox recorded live, and
+	// adopts it back or records it lost, which is as good.
 	if first {
-		if err := s.store.putSandbox(&rec); err != nil {
-			s.log.Error("registry write failed", "sandbox", rec.ID, "err", err)
-		}
 		if reason != "deleted" && reason != "shutdown" {
 			s.metrics.reaped.WithLabelValues(reason).Inc()
 			s.emit(api.EventReaped, &rec, map[string]any{"reason": reason})

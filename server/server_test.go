@@ -390,7 +390,7 @@ func TestPoolClaims(t *testing.T) {
 	}
 }
 
-func waitPool(t *testing.T, c *sclient.Client, name string, ready int) {
+func waitPool(t testing.TB, c *sclient.Client, name string, ready int) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		ps, err := c.Pools(t.Context())

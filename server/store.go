@@ -75,18 +75,22 @@ func put(tx *bolt.Tx, bucket []byte, key string, v any) error {
 	return tx.Bucket(bucket).Put([]byte(key), b)
 }
 
-// claimID records id as issued; false if it ever was.
-func (s *store) claimID(id string) (bool, error) {
-	fresh := false
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketIDs)
-		if b.Get([]byte(id)) != nil {
-			return nil
+// errIDReused: a sandbox id that was issued before.
+var errIDReused = errors.New("sandbox id issued before")
+
+// addSandbox records a new sandbox, claiming its id, in one transaction
+// (one fsync); an id ever issued before is refused.
+func (s *store) addSandbox(r *record) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		ids := tx.Bucket(bucketIDs)
+		if ids.Get([]byte(r.ID)) != nil {
+			return fmt.Errorf("%w: %s", errIDReused, r.ID)
 		}
-		fresh = true
-		return b.Put([]byte(id), []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+		if err := ids.Put([]byte(r.ID), []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
+			return err
+		}
+		return put(tx, bucketSandboxes, r.ID, r)
 	})
-	return fresh, err
 }
 
 func (s *store) putSandbox(r *record) error {

@@ -1,0 +1,231 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/server/api"
+	"github.com/cordon-sandbox/cordon/server"
+	sclient "github.com/cordon-sandbox/cordon/server/client"
+)
+
+// Benchmarks through the REST API on the unix socket, against real
+// process-tier sandboxes. Each reports the median and 99th percentile of
+// its phases as custom metrics (ms); run with -benchtime 100x or so.
+
+type phases struct {
+	mu sync.Mutex
+	d  map[string][]time.Duration
+}
+
+func (p *phases) add(name string, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.d == nil {
+		p.d = map[string][]time.Duration{}
+	}
+	p.d[name] = append(p.d[name], d)
+}
+
+func (p *phases) report(b *testing.B) {
+	for name, ds := range p.d {
+		slices.Sort(ds)
+		pct := func(q float64) float64 {
+			return float64(ds[min(len(ds)-1, int(q*float64(len(ds))))].Microseconds()) / 1000
+		}
+		b.ReportMetric(pct(0.5), name+"-p50-ms")
+		b.ReportMetric(pct(0.99), name+"-p99-ms")
+	}
+}
+
+// lifecycle is one create → first exec → delete, timed by phase.
+func lifecycle(ctx context.Context, c *sclient.Client, req api.CreateRequest, p *phases) error {
+	t0 := time.Now()
+	sb, err := c.Create(ctx, req)
+	if err != nil {
+		return err
+	}
+	t1 := time.Now()
+	if _, err := c.Exec(ctx, sb.ID, "true", sclient.ExecOptions{}); err != nil {
+		return err
+	}
+	t2 := time.Now()
+	if err := c.Delete(ctx, sb.ID); err != nil {
+		return err
+	}
+	t3 := time.Now()
+	p.add("create", t1.Sub(t0))
+	p.add("first-exec", t2.Sub(t1))
+	p.add("create+exec", t2.Sub(t0))
+	p.add("delete", t3.Sub(t2))
+	p.add("total", t3.Sub(t0))
+	return nil
+}
+
+// BenchmarkColdLifecycle: create → first exec → delete, no pool.
+func BenchmarkColdLifecycle(b *testing.B) {
+	d := startDaemon(b)
+	var p phases
+	for b.Loop() {
+		if err := lifecycle(b.Context(), d.local, api.CreateRequest{}, &p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p.report(b)
+}
+
+// BenchmarkPoolLifecycle: the same, claimed from a warm pool. The pool is
+// given time to refill between iterations (untimed): this measures a
+// claim, not a pool run dry.
+func BenchmarkPoolLifecycle(b *testing.B) {
+	d := startDaemon(b)
+	ctx := b.Context()
+	if _, err := d.local.PutPool(ctx, "bench", api.Spec{}, 4); err != nil {
+		b.Fatal(err)
+	}
+	var p phases
+	for b.Loop() {
+		b.StopTimer()
+		waitPool(b, d.local, "bench", 4)
+		b.StartTimer()
+		if err := lifecycle(ctx, d.local, api.CreateRequest{Pool: "bench"}, &p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p.report(b)
+}
+
+// BenchmarkConcurrentLifecycle: 50 clients at once, each doing create →
+// exec → delete; b.N lifecycles in all.
+func BenchmarkConcurrentLifecycle(b *testing.B) {
+	d := startDaemon(b, func(c *server.Config) { c.Limits.MaxSandboxesPerTenant = 200 })
+	var p phases
+	const clients = 50
+	start := time.Now()
+	var wg sync.WaitGroup
+	work := make(chan struct{}, b.N)
+	for range b.N {
+		work <- struct{}{}
+	}
+	close(work)
+	errs := make(chan error, clients)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				if err := lifecycle(b.Context(), d.local, api.CreateRequest{}, &p); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "lifecycles/s")
+	p.report(b)
+}
+
+// BenchmarkExecWarm: exec into a running sandbox through the API.
+func BenchmarkExecWarm(b *testing.B) {
+	d := startDaemon(b)
+	sb, err := d.local.Create(b.Context(), api.CreateRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var p phases
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := d.local.Exec(b.Context(), sb.ID, "true", sclient.ExecOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		p.add("exec", time.Since(t0))
+	}
+	p.report(b)
+}
+
+// BenchmarkIdleMemory creates CORDON_BENCH_IDLE idle sandboxes (default
+// 100; the figure in docs/benchmarks.md is for 500) and reports what each
+// costs the host: the fall of MemAvailable per sandbox, and the agents'
+// own resident memory (proportional set size).
+func BenchmarkIdleMemory(b *testing.B) {
+	n := 100
+	if v, err := strconv.Atoi(os.Getenv("CORDON_BENCH_IDLE")); err == nil && v > 0 {
+		n = v
+	}
+	d := startDaemon(b, func(c *server.Config) { c.Limits.MaxSandboxesPerTenant = n })
+	for b.Loop() {
+		before := memAvailable(b)
+		var ids []string
+		for range n {
+			sb, err := d.local.Create(b.Context(), api.CreateRequest{IdleTimeoutSeconds: -1})
+			if err != nil {
+				b.Fatalf("after %d sandboxes: %v", len(ids), err)
+			}
+			ids = append(ids, sb.ID)
+		}
+		time.Sleep(2 * time.Second) // let start-up garbage be collected
+		after := memAvailable(b)
+		b.ReportMetric(float64(before-after)/float64(n)/1024, "host-MiB/sandbox")
+		b.ReportMetric(agentsPss(b, d.processDir)/float64(n)/1024, "agent-pss-MiB/sandbox")
+		for _, id := range ids {
+			if err := d.local.Delete(b.Context(), id); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func memAvailable(b *testing.B) int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
+			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return kb
+		}
+	}
+	b.Fatal("no MemAvailable")
+	return 0
+}
+
+// agentsPss sums the PSS (KiB) of every sandbox's agent.
+func agentsPss(b *testing.B, dir string) float64 {
+	ents, _ := os.ReadDir(dir)
+	var total float64
+	for _, e := range ents {
+		raw, err := os.ReadFile(dir + "/" + e.Name() + "/init")
+		if err != nil {
+			continue
+		}
+		pid := strings.Fields(string(raw))[0]
+		rollup, err := os.ReadFile("/proc/" + pid + "/smaps_rollup")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(rollup), "\n") {
+			if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+				kb, _ := strconv.ParseFloat(strings.Fields(v)[0], 64)
+				total += kb
+			}
+		}
+	}
+	_ = fmt.Sprint
+	return total
+}
