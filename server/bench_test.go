@@ -3,7 +3,6 @@ package server_test
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -12,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/server/api"
 	"github.com/cordon-sandbox/cordon/server"
+	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
 )
 
@@ -226,6 +225,5 @@ func agentsPss(b *testing.B, dir string) float64 {
 			}
 		}
 	}
-	_ = fmt.Sprint
 	return total
 }
