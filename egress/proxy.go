@@ -94,8 +94,19 @@ func New(cfg Config) *Proxy {
 	p.bytes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cordon_egress_bytes_total", Help: "Bytes carried through the egress proxy, by direction.",
 	}, []string{"direction"})
+	// Every series exists from the start, at zero, so a dashboard shows
+	// "no decisions yet" rather than nothing.
+	for _, d := range []string{"allowed", "refused", "closed"} {
+		p.decided.WithLabelValues(d)
+	}
+	for _, d := range []string{"up", "down"} {
+		p.bytes.WithLabelValues(d)
+	}
+	attached := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "cordon_egress_sandboxes", Help: "Sandboxes attached to the egress proxy.",
+	}, func() float64 { return float64(p.attached.Load()) })
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(p.decided, p.bytes)
+		cfg.Registerer.MustRegister(p.decided, p.bytes, attached)
 	}
 	return p
 }

@@ -19,11 +19,13 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/conformance"
 	"github.com/cordon-sandbox/cordon/backend/process"
+	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/server"
 	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Environment variables a test's create carries to the test backend, which
@@ -128,8 +130,12 @@ func startDaemon(t testing.TB, tune ...func(*server.Config)) *daemon {
 
 func (d *daemon) start(t testing.TB, tune ...func(*server.Config)) *daemon {
 	t.Helper()
+	// As cordon serve does: the egress proxy's metrics join the daemon's.
+	reg := prometheus.NewRegistry()
+	proxy := egress.New(egress.Config{Registerer: reg})
 	cfg := server.Config{
-		Provider:     sandbox.NewProvider([]sandbox.Backend{d.backend}),
+		Provider:     sandbox.NewProvider([]sandbox.Backend{d.backend}, sandbox.WithEgressProxy(proxy)),
+		Registry:     reg,
 		StateDir:     d.stateDir,
 		HostPaths:    []string{d.hosts},
 		ReapInterval: 100 * time.Millisecond,

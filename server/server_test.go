@@ -516,3 +516,39 @@ func TestRestart(t *testing.T) {
 		t.Fatalf("key after restart: %v", err)
 	}
 }
+
+func TestOpenRoutes(t *testing.T) {
+	d := startDaemon(t)
+	sb := create(t, d.local, api.CreateRequest{})
+	sh(t, d.local, sb.ID, "true")
+	get := func(path string) string {
+		resp, err := http.Get("http://" + d.tcp + path) // no key: these are open
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	if doc := get("/v1/openapi.yaml"); !strings.HasPrefix(doc, "openapi: 3.") || !strings.Contains(doc, "/v1/sandboxes/{id}/agent/{path}:") {
+		t.Fatalf("document: %.200s", doc)
+	}
+	if h := get("/healthz"); !strings.Contains(h, `"ok":true`) {
+		t.Fatalf("healthz: %s", h)
+	}
+	m := get("/metrics")
+	for _, want := range []string{
+		`cordon_sandboxes{state="running",tier="process"} 1`,
+		`cordon_sandbox_create_seconds_count{source="cold"} 1`,
+		"cordon_exec_seconds_count 1",
+		`cordon_egress_decisions_total{decision="refused"} 0`,
+		"cordon_egress_sandboxes 1",
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
