@@ -168,8 +168,19 @@ func TestTenantIsolation(t *testing.T) {
 	d := startDaemon(t)
 	alice, aliceKey := d.tenant(t, "alice")
 	_, bobKey := d.tenant(t, "bob")
+	bob, _ := sclient.New("http://"+d.tcp, bobKey)
+	bobSaw := make(chan api.Event, 16)
+	ectx, stopEvents := context.WithCancel(t.Context())
+	defer stopEvents()
+	go bob.Events(ectx, func(ev api.Event) error { bobSaw <- ev; return nil })
+	time.Sleep(100 * time.Millisecond)
 	sb := create(t, alice, api.CreateRequest{})
 	sh(t, alice, sb.ID, "echo secret > mine")
+	select {
+	case ev := <-bobSaw:
+		t.Fatalf("bob received alice's event: %+v", ev)
+	case <-time.After(200 * time.Millisecond):
+	}
 	hc := &http.Client{}
 	do := func(key, method, path string, body string) (int, string) {
 		req, _ := http.NewRequest(method, "http://"+d.tcp+path, strings.NewReader(body))
