@@ -56,7 +56,7 @@ func (s *Server) handleReadFile(w http.ResponseWriter, r *http.Request) {
 	if e, _ := rawString(body.Encoding); e == "base64" {
 		encoding = "base64"
 	}
-	f, info, ok := openReadable(w, p, s.cfg)
+	f, info, ok := openReadable(w, p, s.cfg, fileError)
 	if !ok {
 		return
 	}
@@ -84,8 +84,8 @@ func (s *Server) handleReadFile(w http.ResponseWriter, r *http.Request) {
 }
 
 // openReadable opens path under the read roots and stats it; a refusal has
-// been answered when ok is false.
-func openReadable(w http.ResponseWriter, path string, cfg Config) (*os.File, os.FileInfo, bool) {
+// been answered (by refuse) when ok is false.
+func openReadable(w http.ResponseWriter, path string, cfg Config, refuse func(http.ResponseWriter, error)) (*os.File, os.FileInfo, bool) {
 	target, root, err := place(path, cfg.Workspace, cfg.ReadRoots)
 	if err == nil {
 		var f *os.File
@@ -97,7 +97,7 @@ func openReadable(w http.ResponseWriter, path string, cfg Config) (*os.File, os.
 			f.Close()
 		}
 	}
-	fileError(w, err)
+	refuse(w, err)
 	return nil, nil, false
 }
 

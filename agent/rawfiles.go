@@ -16,11 +16,14 @@ import (
 // MaxRawFileBytes bounds one PUT /files body.
 const MaxRawFileBytes = 64 << 30
 
-// handleGetFile serves GET /files?path=P: the file as a raw body, or the
+// handleGetFile serves GET /files?path=P: the file as a raw body (404 when
+// it does not exist), or the
 // single byte range a Range header names (206). The path jail is the one
 // /read-file uses.
 func (s *Server) handleGetFile(w http.ResponseWriter, r *http.Request) {
-	f, info, ok := openReadable(w, r.URL.Query().Get("path"), s.cfg)
+	// cordon's own route says 404 for a missing file, as the fs-ops
+	// routes do (/read-file keeps the reference's 400).
+	f, info, ok := openReadable(w, r.URL.Query().Get("path"), s.cfg, fsError)
 	if !ok {
 		return
 	}

@@ -174,3 +174,118 @@ func killRecorded(dir string) {
 		}
 	}
 }
+
+// TestDaemonVerbs drives a daemon with the CLI's verbs, as a user would.
+func TestDaemonVerbs(t *testing.T) {
+	testutil.RequiresRoot(t)
+	dir, err := os.MkdirTemp("", "cordon-verbs-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	processDir := filepath.Join(dir, "process")
+	t.Cleanup(func() {
+		killRecorded(filepath.Join(processDir, "serve"))
+		os.RemoveAll(dir)
+	})
+	sock := filepath.Join(dir, "cordon.sock")
+	d := startServe(t, sock, filepath.Join(dir, "state"), processDir)
+	defer func() {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		_ = d.cmd.Wait()
+		if t.Failed() {
+			t.Logf("daemon said:\n%s", d.out.String())
+		}
+	}()
+	host := "--host=unix://" + sock
+	run := func(args ...string) (string, string, int) {
+		return cordon(t, append(args[:1:1], append([]string{host}, args[1:]...)...)...)
+	}
+	events := exec.Command(buildCLI(t), "events", host)
+	evOut := logbuf.New(1 << 20)
+	events.Stdout = evOut
+	if err := events.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = events.Process.Kill(); _ = events.Wait() }()
+	time.Sleep(200 * time.Millisecond)
+
+	id, errOut, code := run("create", "--label", "job=7", "--env", "WHO=verbs", "--memory", "256m")
+	id = strings.TrimSpace(id)
+	if code != 0 || !strings.HasPrefix(id, "sbx_") {
+		t.Fatalf("create: %d %q %s", code, id, errOut)
+	}
+	if out, _, code := run("ls", "--label", "job=7"); code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "job=7") {
+		t.Fatalf("ls: %d %s", code, out)
+	}
+	if out, _, _ := run("ls", "-q", "--label", "job=8"); out != "" {
+		t.Fatalf("ls of another label: %q", out)
+	}
+	cases := []struct {
+		args   []string
+		stdout string
+		code   int
+		stderr string
+	}{
+		{[]string{"sh", "-c", "echo $WHO; id -u"}, "verbs\n1000\n", 0, ""},
+		{[]string{"sh", "-c", "exit 4"}, "", 4, ""},
+		{[]string{"sh", "-c", "kill -TERM $$"}, "", 143, "SIGTERM"},
+		{[]string{"--timeout", "300ms", "sleep", "10"}, "", 124, "timed out"},
+		{[]string{"/no/such/program"}, "", 125, "ENOENT"},
+	}
+	for _, c := range cases {
+		args := append([]string{"exec"}, c.args...)
+		// Flags go before the id; the command after it.
+		if c.args[0] == "--timeout" {
+			args = []string{"exec", c.args[0], c.args[1], id, "--", c.args[2], c.args[3]}
+		} else {
+			args = append([]string{"exec", id, "--"}, c.args...)
+		}
+		out, errOut, code := run(args...)
+		if out != c.stdout || code != c.code || !strings.Contains(errOut, c.stderr) {
+			t.Errorf("exec %v: %q %d %q", c.args, out, code, errOut)
+		}
+	}
+	// cp both ways, through a file and through standard streams.
+	local := filepath.Join(dir, "in.bin")
+	data := bytes.Repeat([]byte("cordon\x00\xff"), 200_000)
+	if err := os.WriteFile(local, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := run("cp", local, id+":sub/in.bin"); code != 0 {
+		t.Fatalf("cp in: %d %s", code, errOut)
+	}
+	back := filepath.Join(dir, "back.bin")
+	if _, errOut, code := run("cp", id+":sub/in.bin", back); code != 0 {
+		t.Fatalf("cp out: %d %s", code, errOut)
+	}
+	if got, _ := os.ReadFile(back); !bytes.Equal(got, data) {
+		t.Fatal("the file came back different")
+	}
+	if out, _, code := run("cp", id+":sub/in.bin", "-"); code != 0 || out != string(data) {
+		t.Fatalf("cp to stdout: %d (%d bytes)", code, len(out))
+	}
+	if _, errOut, code := run("cp", id+":no/such", back); code != 125 || !strings.Contains(errOut, "not_found") {
+		t.Fatalf("cp of a missing file: %d %s", code, errOut)
+	}
+	if got, _ := os.ReadFile(back); !bytes.Equal(got, data) {
+		t.Fatal("a failed download changed the local file")
+	}
+	if _, errOut, code := run("rm", id); code != 0 {
+		t.Fatalf("rm: %d %s", code, errOut)
+	}
+	if _, errOut, code := run("rm", id); code != 0 {
+		t.Fatalf("second rm: %d %s", code, errOut)
+	}
+	if _, _, code := run("exec", id, "--", "true"); code != 125 {
+		t.Fatalf("exec after rm: %d", code)
+	}
+	time.Sleep(200 * time.Millisecond)
+	for _, want := range []string{"created", "ready", "exec.started", "exec.finished", "destroyed"} {
+		if !strings.Contains(evOut.String(), want+" ") {
+			t.Errorf("events lack %s:\n%s", want, evOut.String())
+		}
+	}
+}
