@@ -36,6 +36,12 @@ func startServe(t *testing.T, sock, state, processDir string) *serveProc {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil { // not waited for: a test that stopped early
+			_ = p.cmd.Process.Kill()
+			_ = p.cmd.Wait()
+		}
+	})
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if c, err := net.Dial("unix", sock); err == nil {
 			c.Close()
@@ -44,6 +50,25 @@ func startServe(t *testing.T, sock, state, processDir string) *serveProc {
 		if time.Now().After(deadline) {
 			t.Fatalf("cordon serve did not listen:\n%s", p.out.String())
 		}
+	}
+}
+
+// stop deletes every sandbox the daemon holds (its sandboxes outlive it)
+// and then stops it.
+func (p *serveProc) stop(t *testing.T, sock string) {
+	c, _ := sclient.New("unix://"+sock, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list, _ := c.List(ctx, sclient.ListOptions{})
+	for _, sb := range list {
+		if err := c.Delete(ctx, sb.ID); err != nil {
+			t.Errorf("delete %s: %v", sb.ID, err)
+		}
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Wait()
+	if t.Failed() {
+		t.Logf("daemon said:\n%s", p.out.String())
 	}
 }
 
@@ -77,7 +102,8 @@ func TestServeSurvivesKill9(t *testing.T) {
 	ctx := t.Context()
 	sb, err := c.Create(ctx, api.CreateRequest{Labels: map[string]string{"keep": "yes"}})
 	if err != nil {
-		t.Fatalf("%v\n%s", err, d.out.String())
+		d.stop(t, sock)
+		t.Fatal(err)
 	}
 	if err := c.Upload(ctx, sb.ID, "keep.txt", strings.NewReader("old"), 3); err != nil {
 		t.Fatal(err)
@@ -100,13 +126,7 @@ func TestServeSurvivesKill9(t *testing.T) {
 	conn.Close()
 
 	d = startServe(t, sock, state, processDir)
-	defer func() {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		_ = d.cmd.Wait()
-		if t.Failed() {
-			t.Logf("daemon said:\n%s", d.out.String())
-		}
-	}()
+	defer d.stop(t, sock)
 	got, err := c.Get(ctx, sb.ID)
 	if err != nil || got.State != api.StateRunning || got.Labels["keep"] != "yes" {
 		t.Fatalf("after the restart: %+v %v", got, err)
@@ -165,7 +185,8 @@ func zombie(pid int) bool {
 	return strings.Contains(string(b), ") Z ")
 }
 
-// killRecorded ends what a failed test left: every recorded init.
+// killRecorded ends what a test that failed badly left: every recorded
+// init (its cgroups are the next sweep's).
 func killRecorded(dir string) {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
@@ -192,13 +213,7 @@ func TestDaemonVerbs(t *testing.T) {
 	})
 	sock := filepath.Join(dir, "cordon.sock")
 	d := startServe(t, sock, filepath.Join(dir, "state"), processDir)
-	defer func() {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		_ = d.cmd.Wait()
-		if t.Failed() {
-			t.Logf("daemon said:\n%s", d.out.String())
-		}
-	}()
+	defer d.stop(t, sock)
 	host := "--host=unix://" + sock
 	run := func(args ...string) (string, string, int) {
 		return cordon(t, append(args[:1:1], append([]string{host}, args[1:]...)...)...)
