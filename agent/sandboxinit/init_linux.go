@@ -17,10 +17,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// systemDirs are the top-level directories of the host's root that a
+// SystemDirs are the top-level directories of the host's root that a
 // sandbox sees (read-only). Everything else at the top (home directories,
 // /root, /mnt, /srv, /run, unknown directories) is left out.
-var systemDirs = map[string]bool{
+var SystemDirs = map[string]bool{
 	"bin": true, "sbin": true, "lib": true, "lib32": true, "lib64": true, "libx32": true,
 	"usr": true, "etc": true, "opt": true, "var": true,
 }
@@ -28,9 +28,9 @@ var systemDirs = map[string]bool{
 // emptyDirs exist in every sandbox root, empty unless a mount lands there.
 var emptyDirs = []string{"proc", "dev", "sys", "tmp", "run", "home", "root", "mnt", "media", "srv"}
 
-// maskedPaths hide secrets under the kept system directories: files are
+// MaskedPaths hide secrets under the kept system directories: files are
 // covered with /dev/null, directories with an empty read-only tmpfs.
-var maskedPaths = []string{
+var MaskedPaths = []string{
 	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
 	"/etc/ssh", "/etc/ssl/private", "/etc/docker", "/etc/containerd", "/etc/kubernetes",
 	"/etc/cordon", "/var/run", "/var/lib/docker", "/var/lib/containerd", "/var/lib/kubelet",
@@ -38,11 +38,11 @@ var maskedPaths = []string{
 	"/var/cache/private", "/var/lib/private", "/var/lib/sudo", "/var/lib/systemd/credential.secret",
 }
 
-// procMasked are /proc entries no sandbox reads; procReadOnly are made
+// ProcMasked are /proc entries no sandbox reads; ProcReadOnly are made
 // read-only (as runc does).
 var (
-	procMasked   = []string{"kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug", "latency_stats", "acpi", "asound", "scsi", "interrupts", "kallsyms", "kpagecount", "kpageflags", "kpagecgroup", "sysrq-trigger", "config.gz", "vmallocinfo", "slabinfo", "pagetypeinfo", "zoneinfo", "buddyinfo"}
-	procReadOnly = []string{"bus", "fs", "irq", "sys"}
+	ProcMasked   = []string{"kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug", "latency_stats", "acpi", "asound", "scsi", "interrupts", "kallsyms", "kpagecount", "kpageflags", "kpagecgroup", "sysrq-trigger", "config.gz", "vmallocinfo", "slabinfo", "pagetypeinfo", "zoneinfo", "buddyinfo"}
+	ProcReadOnly = []string{"bus", "fs", "irq", "sys"}
 )
 
 // devices are bound from the host's /dev (a user namespace cannot mknod).
@@ -200,7 +200,7 @@ func buildRoot(cfg *Config) error {
 	}
 	for _, e := range ents {
 		name := e.Name()
-		if cfg.HostRoot && !systemDirs[name] {
+		if cfg.HostRoot && !SystemDirs[name] {
 			continue
 		}
 		if slices.Contains(emptyDirs, name) {
@@ -232,7 +232,7 @@ func buildRoot(cfg *Config) error {
 		}
 	}
 	if cfg.HostRoot {
-		for _, p := range maskedPaths {
+		for _, p := range MaskedPaths {
 			if err := mask(filepath.Join(st, p)); err != nil {
 				return err
 			}
@@ -337,12 +337,12 @@ func mountProc(p string) error {
 	if err := mount("proc", p, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return err
 	}
-	for _, name := range procMasked {
+	for _, name := range ProcMasked {
 		if err := mask(filepath.Join(p, name)); err != nil {
 			return err
 		}
 	}
-	for _, name := range procReadOnly {
+	for _, name := range ProcReadOnly {
 		q := filepath.Join(p, name)
 		if _, err := os.Stat(q); err != nil {
 			continue

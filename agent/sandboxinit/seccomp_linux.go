@@ -17,31 +17,50 @@ import (
 // EPERM; clone3 answers ENOSYS so that libc falls back to clone, whose flags
 // a classic BPF filter can inspect.
 
-// deniedSyscalls fail with EPERM.
-var deniedSyscalls = []uintptr{
-	unix.SYS_ACCT, unix.SYS_ADD_KEY, unix.SYS_BPF, unix.SYS_CLOCK_ADJTIME, unix.SYS_CLOCK_SETTIME,
-	unix.SYS_CREATE_MODULE, unix.SYS_DELETE_MODULE, unix.SYS_FINIT_MODULE, unix.SYS_GET_KERNEL_SYMS,
-	unix.SYS_GET_MEMPOLICY, unix.SYS_INIT_MODULE, unix.SYS_IOPERM, unix.SYS_IOPL, unix.SYS_KCMP,
-	unix.SYS_KEXEC_FILE_LOAD, unix.SYS_KEXEC_LOAD, unix.SYS_KEYCTL, unix.SYS_LOOKUP_DCOOKIE,
-	unix.SYS_MBIND, unix.SYS_MOUNT, unix.SYS_MOVE_PAGES, unix.SYS_NAME_TO_HANDLE_AT, unix.SYS_NFSSERVCTL,
-	unix.SYS_OPEN_BY_HANDLE_AT, unix.SYS_PERF_EVENT_OPEN, unix.SYS_PIVOT_ROOT, unix.SYS_PROCESS_VM_READV,
-	unix.SYS_PROCESS_VM_WRITEV, unix.SYS_PTRACE, unix.SYS_QUERY_MODULE, unix.SYS_QUOTACTL, unix.SYS_REBOOT,
-	unix.SYS_REQUEST_KEY, unix.SYS_SET_MEMPOLICY, unix.SYS_SETNS, unix.SYS_SETTIMEOFDAY, unix.SYS_SWAPON,
-	unix.SYS_SWAPOFF, unix.SYS_SYSFS, unix.SYS__SYSCTL, unix.SYS_UMOUNT2, unix.SYS_UNSHARE, unix.SYS_USELIB,
-	unix.SYS_USERFAULTFD, unix.SYS_USTAT, unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER,
-	unix.SYS_IO_URING_REGISTER, unix.SYS_OPEN_TREE, unix.SYS_MOVE_MOUNT, unix.SYS_FSOPEN, unix.SYS_FSCONFIG,
-	unix.SYS_FSMOUNT, unix.SYS_FSPICK, unix.SYS_MOUNT_SETATTR, unix.SYS_SYSLOG, unix.SYS_CHROOT,
-	unix.SYS_PIDFD_GETFD, unix.SYS_VHANGUP, unix.SYS_LANDLOCK_CREATE_RULESET,
-	unix.SYS_FANOTIFY_INIT, unix.SYS_PROCESS_MADVISE,
+// Syscall names a system call for runtimes that take names (an OCI
+// bundle's seccomp section) and numbers it for the filter built here.
+type Syscall struct {
+	Name string
+	Nr   uintptr
 }
 
-// namespaceFlags may not be passed to clone.
-const namespaceFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
+// DeniedSyscalls fail with EPERM, on every tier that can express it.
+var DeniedSyscalls = []Syscall{
+	{"acct", unix.SYS_ACCT}, {"add_key", unix.SYS_ADD_KEY}, {"bpf", unix.SYS_BPF},
+	{"clock_adjtime", unix.SYS_CLOCK_ADJTIME}, {"clock_settime", unix.SYS_CLOCK_SETTIME},
+	{"create_module", unix.SYS_CREATE_MODULE}, {"delete_module", unix.SYS_DELETE_MODULE},
+	{"finit_module", unix.SYS_FINIT_MODULE}, {"get_kernel_syms", unix.SYS_GET_KERNEL_SYMS},
+	{"get_mempolicy", unix.SYS_GET_MEMPOLICY}, {"init_module", unix.SYS_INIT_MODULE},
+	{"ioperm", unix.SYS_IOPERM}, {"iopl", unix.SYS_IOPL}, {"kcmp", unix.SYS_KCMP},
+	{"kexec_file_load", unix.SYS_KEXEC_FILE_LOAD}, {"kexec_load", unix.SYS_KEXEC_LOAD},
+	{"keyctl", unix.SYS_KEYCTL}, {"lookup_dcookie", unix.SYS_LOOKUP_DCOOKIE}, {"mbind", unix.SYS_MBIND},
+	{"mount", unix.SYS_MOUNT}, {"move_pages", unix.SYS_MOVE_PAGES},
+	{"name_to_handle_at", unix.SYS_NAME_TO_HANDLE_AT}, {"nfsservctl", unix.SYS_NFSSERVCTL},
+	{"open_by_handle_at", unix.SYS_OPEN_BY_HANDLE_AT}, {"perf_event_open", unix.SYS_PERF_EVENT_OPEN},
+	{"pivot_root", unix.SYS_PIVOT_ROOT}, {"process_vm_readv", unix.SYS_PROCESS_VM_READV},
+	{"process_vm_writev", unix.SYS_PROCESS_VM_WRITEV}, {"ptrace", unix.SYS_PTRACE},
+	{"query_module", unix.SYS_QUERY_MODULE}, {"quotactl", unix.SYS_QUOTACTL}, {"reboot", unix.SYS_REBOOT},
+	{"request_key", unix.SYS_REQUEST_KEY}, {"set_mempolicy", unix.SYS_SET_MEMPOLICY}, {"setns", unix.SYS_SETNS},
+	{"settimeofday", unix.SYS_SETTIMEOFDAY}, {"swapon", unix.SYS_SWAPON}, {"swapoff", unix.SYS_SWAPOFF},
+	{"sysfs", unix.SYS_SYSFS}, {"_sysctl", unix.SYS__SYSCTL}, {"umount2", unix.SYS_UMOUNT2},
+	{"unshare", unix.SYS_UNSHARE}, {"uselib", unix.SYS_USELIB}, {"userfaultfd", unix.SYS_USERFAULTFD},
+	{"ustat", unix.SYS_USTAT}, {"io_uring_setup", unix.SYS_IO_URING_SETUP},
+	{"io_uring_enter", unix.SYS_IO_URING_ENTER}, {"io_uring_register", unix.SYS_IO_URING_REGISTER},
+	{"open_tree", unix.SYS_OPEN_TREE}, {"move_mount", unix.SYS_MOVE_MOUNT}, {"fsopen", unix.SYS_FSOPEN},
+	{"fsconfig", unix.SYS_FSCONFIG}, {"fsmount", unix.SYS_FSMOUNT}, {"fspick", unix.SYS_FSPICK},
+	{"mount_setattr", unix.SYS_MOUNT_SETATTR}, {"syslog", unix.SYS_SYSLOG}, {"chroot", unix.SYS_CHROOT},
+	{"pidfd_getfd", unix.SYS_PIDFD_GETFD}, {"vhangup", unix.SYS_VHANGUP},
+	{"landlock_create_ruleset", unix.SYS_LANDLOCK_CREATE_RULESET}, {"fanotify_init", unix.SYS_FANOTIFY_INIT},
+	{"process_madvise", unix.SYS_PROCESS_MADVISE},
+}
+
+// NamespaceFlags may not be passed to clone.
+const NamespaceFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
 	unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
 
-// personality values Docker allows (linux, and the 32-bit and address
+// AllowedPersonalities are the personality values Docker allows (linux, and the 32-bit and address
 // randomisation toggles tools like setarch use); everything else is denied.
-var allowedPersonalities = []uint32{0x0, 0x8, 0x20000, 0x20008, 0xffffffff}
+var AllowedPersonalities = []uint32{0x0, 0x8, 0x20000, 0x20008, 0xffffffff}
 
 const (
 	seccompDataNr   = 0
@@ -83,8 +102,8 @@ func buildFilter() ([]unix.SockFilter, error) {
 	p.stmt(retK, errnoRet(unix.EPERM))
 
 	// Plain denials.
-	for _, nr := range deniedSyscalls {
-		p.jump(jeqK, uint32(nr), 0, 1)
+	for _, sc := range DeniedSyscalls {
+		p.jump(jeqK, uint32(sc.Nr), 0, 1)
 		p.stmt(retK, errnoRet(unix.EPERM))
 	}
 	// clone3's flags live in memory a filter cannot read: answer ENOSYS.
@@ -94,7 +113,7 @@ func buildFilter() ([]unix.SockFilter, error) {
 	// clone: no new namespaces (flags are args[0]).
 	p.jump(jeqK, unix.SYS_CLONE, 0, 4)
 	p.stmt(ldW, seccompDataArgs)
-	p.jump(jsetK, namespaceFlags, 0, 1)
+	p.jump(jsetK, NamespaceFlags, 0, 1)
 	p.stmt(retK, errnoRet(unix.EPERM))
 	p.stmt(retK, unix.SECCOMP_RET_ALLOW)
 
@@ -119,10 +138,10 @@ func buildFilter() ([]unix.SockFilter, error) {
 	p.stmt(retK, errnoRet(unix.EAFNOSUPPORT))
 
 	// personality: only the harmless values.
-	n := len(allowedPersonalities)
+	n := len(AllowedPersonalities)
 	p.jump(jeqK, unix.SYS_PERSONALITY, 0, uint8(n+3))
 	p.stmt(ldW, seccompDataArgs)
-	for i, v := range allowedPersonalities {
+	for i, v := range AllowedPersonalities {
 		p.jump(jeqK, v, uint8(n-i), 0)
 	}
 	p.stmt(retK, errnoRet(unix.EPERM))

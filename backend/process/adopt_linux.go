@@ -10,14 +10,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
-	"github.com/cordon-sandbox/cordon/internal/procid"
+	"github.com/cordon-sandbox/cordon/internal/pidfd"
 	"github.com/cordon-sandbox/cordon/sandbox"
-	"golang.org/x/sys/unix"
 )
 
 // A detached sandbox (Config.Detached) outlives the process that created
@@ -73,7 +70,7 @@ func (b *Backend) Adopt(ctx context.Context, state []byte, token string) (sandbo
 		if ln != nil {
 			ln.Close()
 		}
-		p.close()
+		p.Close()
 		return nil, fmt.Errorf("%w: egress socket: %v", sandbox.ErrAgent, err)
 	}
 	inst.egress = ln
@@ -83,69 +80,25 @@ func (b *Backend) Adopt(ctx context.Context, state []byte, token string) (sandbo
 // adoptedProc is an init this process did not start: it is watched and
 // signalled through a pidfd.
 type adoptedProc struct {
-	pid    int
-	ep     client.Endpoint
-	mu     sync.Mutex
-	fd     int // -1 once the process has exited
-	exited chan struct{}
+	*pidfd.Proc
+	ep client.Endpoint
 }
 
 func adoptProc(pid int, start string, ep client.Endpoint) (*adoptedProc, error) {
-	fd, err := unix.PidfdOpen(pid, 0)
+	p, err := pidfd.Open(pid, start)
 	if err != nil {
 		return nil, fmt.Errorf("%w: the sandbox's init (pid %d) is gone", sandbox.ErrAgent, pid)
 	}
-	// Checked after the pidfd is open: the pid cannot be reused under it.
-	if !procid.Alive(pid, start) {
-		unix.Close(fd)
-		return nil, fmt.Errorf("%w: the sandbox's init (pid %d) is gone", sandbox.ErrAgent, pid)
-	}
-	p := &adoptedProc{pid: pid, ep: ep, fd: fd, exited: make(chan struct{})}
-	go p.watch()
-	return p, nil
+	return &adoptedProc{Proc: p, ep: ep}, nil
 }
 
-func (p *adoptedProc) watch() {
-	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, -1)
-		if n > 0 || (err != nil && !errors.Is(err, unix.EINTR)) {
-			break
-		}
-	}
-	p.close()
-	close(p.exited)
-}
-
-func (p *adoptedProc) close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.fd >= 0 {
-		unix.Close(p.fd)
-		p.fd = -1
-	}
-}
-
-func (p *adoptedProc) Pid() int                  { return p.pid }
 func (p *adoptedProc) Endpoint() client.Endpoint { return p.ep }
-func (p *adoptedProc) Exited() <-chan struct{}   { return p.exited }
 
 // ExitCode is unknown for a process that is not this one's child.
 func (p *adoptedProc) ExitCode() int { return -1 }
 
 // Diagnostics: the agent's log went to the process that started it.
 func (p *adoptedProc) Diagnostics() string { return "" }
-
-func (p *adoptedProc) Signal(sig os.Signal) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.fd < 0 {
-		return os.ErrProcessDone
-	}
-	return unix.PidfdSendSignal(p.fd, sig.(syscall.Signal), nil, 0)
-}
-
-func (p *adoptedProc) Kill() error { return p.Signal(syscall.SIGKILL) }
 
 // Sweep tears down every sandbox in the state directory that keep does not
 // hold: live ones (a daemon's records did not explain them) and what dead
@@ -200,10 +153,10 @@ func (b *Backend) removeSandbox(ctx context.Context, id string) error {
 				select {
 				case <-p.Exited():
 				case <-time.After(5 * time.Second):
-					p.close()
+					p.Close()
 					return fmt.Errorf("%w: sandbox %s's init (pid %d) did not exit after SIGKILL", sandbox.ErrTeardown, id, pid)
 				case <-ctx.Done():
-					p.close()
+					p.Close()
 					return fmt.Errorf("%w: %w", sandbox.ErrTeardown, ctx.Err())
 				}
 			}
