@@ -12,6 +12,8 @@ command -v node >/dev/null 2>&1 || need_apt+=(nodejs)        # runs the referenc
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v busybox >/dev/null 2>&1 || need_apt+=(busybox-static)   # tiny root filesystems for tests
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)         # the process tier's benchmark baseline
+command -v runc >/dev/null 2>&1 || need_apt+=(runc)                # the container tier's runtimes
+command -v crun >/dev/null 2>&1 || need_apt+=(crun)
 if [ "${#need_apt[@]}" -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "setup: need root to install: ${need_apt[*]}" >&2
@@ -21,6 +23,15 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+# crun refuses cgroup "hybrid mode" while the cgroup2 mount lists a
+# controller (here the stray hugetlb); binding hugetlb to a v1 hierarchy of
+# its own takes it away from cgroup2 (MACHINE.md).
+if [ "$(id -u)" -eq 0 ] && [ -f /sys/fs/cgroup/unified/cgroup.controllers ] &&
+	grep -qw hugetlb /sys/fs/cgroup/unified/cgroup.controllers; then
+	mkdir -p /sys/fs/cgroup/hugetlb
+	mountpoint -q /sys/fs/cgroup/hugetlb || mount -t cgroup -o hugetlb cgroup /sys/fs/cgroup/hugetlb
 fi
 
 if ! command -v go >/dev/null 2>&1; then

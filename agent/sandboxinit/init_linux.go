@@ -25,8 +25,8 @@ var SystemDirs = map[string]bool{
 	"usr": true, "etc": true, "opt": true, "var": true,
 }
 
-// emptyDirs exist in every sandbox root, empty unless a mount lands there.
-var emptyDirs = []string{"proc", "dev", "sys", "tmp", "run", "home", "root", "mnt", "media", "srv"}
+// EmptyDirs exist in every sandbox root, empty unless a mount lands there.
+var EmptyDirs = []string{"proc", "dev", "sys", "tmp", "run", "home", "root", "mnt", "media", "srv"}
 
 // MaskedPaths hide secrets under the kept system directories: files are
 // covered with /dev/null, directories with an empty read-only tmpfs.
@@ -45,8 +45,8 @@ var (
 	ProcReadOnly = []string{"bus", "fs", "irq", "sys"}
 )
 
-// devices are bound from the host's /dev (a user namespace cannot mknod).
-var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+// Devices are bound from the host's /dev (a user namespace cannot mknod).
+var Devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
 // Main runs the init stage and never returns on success: it executes the
 // agent. On failure it prints why and returns 1.
@@ -203,7 +203,7 @@ func buildRoot(cfg *Config) error {
 		if cfg.HostRoot && !SystemDirs[name] {
 			continue
 		}
-		if slices.Contains(emptyDirs, name) {
+		if slices.Contains(EmptyDirs, name) {
 			continue
 		}
 		src, dst := filepath.Join(cfg.RootFS, name), filepath.Join(st, name)
@@ -226,7 +226,7 @@ func buildRoot(cfg *Config) error {
 			}
 		}
 	}
-	for _, d := range emptyDirs {
+	for _, d := range EmptyDirs {
 		if err := os.MkdirAll(filepath.Join(st, d), 0o755); err != nil {
 			return err
 		}
@@ -371,7 +371,7 @@ func mountDev(p string) error {
 	if err := mount("tmpfs", p, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
 		return err
 	}
-	for _, d := range devices {
+	for _, d := range Devices {
 		dst := filepath.Join(p, d)
 		if err := os.WriteFile(dst, nil, 0o666); err != nil {
 			return err
@@ -527,7 +527,7 @@ func landlockRules(cfg *Config, abi int) []landlockRule {
 		}
 	}
 	rules = append(rules, landlockRule{"/dev/shm", all}, landlockRule{"/dev/pts", file})
-	for _, d := range devices {
+	for _, d := range Devices {
 		rules = append(rules, landlockRule{"/dev/" + d, file})
 	}
 	if cfg.SocketDir != "" {

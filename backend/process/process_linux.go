@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -134,7 +135,11 @@ func (b *Backend) Probe(ctx context.Context) error {
 // root every sandbox gets its own block, from a range no ordinary account
 // uses; without privilege only the caller's own id can be mapped, to the
 // sandbox's root (which holds no capabilities once the sandbox is built).
-func idRange() (hostBase, size int) {
+func idRange() (hostBase, size int) { return IDRange() }
+
+// IDRange picks the block of host ids a sandbox's ids 0-65535 map to (see
+// idRange).
+func IDRange() (hostBase, size int) {
 	if os.Geteuid() != 0 {
 		return os.Geteuid(), 1
 	}
@@ -387,7 +392,7 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []layoutMount, ui
 		Env:      agentEnv(l, uid, layout),
 		Detached: b.cfg.Detached,
 	}
-	files, err := identityFiles(sl.dir, uid, hostRoot)
+	files, err := IdentityFiles(sl.dir, uid, hostRoot)
 	if err != nil {
 		return fail(err)
 	}
@@ -464,6 +469,21 @@ func (b *Backend) Close() error {
 		sl.discard()
 	}
 	return nil
+}
+
+// AgentEnv is the environment of an agent whose token arrives on
+// descriptor tokenFD rather than in the environment (a tier whose
+// configuration is written to disk), with no layout directories.
+func AgentEnv(l sandbox.Launch, uid, tokenFD int) []string {
+	l.Token = ""
+	env := agentEnv(l, uid, nil)
+	out := env[:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "CORDON_AGENT_TOKEN=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "CORDON_AGENT_TOKEN_FD="+strconv.Itoa(tokenFD))
 }
 
 // agentEnv is the agent's environment: its settings and what commands inherit.
@@ -616,13 +636,13 @@ func traversable(p string) error {
 	}
 }
 
-// identityFiles writes the small files that say who and where the sandbox
+// IdentityFiles writes the small files that say who and where the sandbox
 // is, so that nothing of the host's shows through: its users and groups
 // (with the host's own root, whose /etc would name the host's accounts),
 // hosts, hostname, and a resolver configuration naming no reachable
 // resolver (names resolve at the egress proxy; a lookup inside fails at
 // once).
-func identityFiles(dir string, uid int, hostRoot bool) ([]sandboxinit.Bind, error) {
+func IdentityFiles(dir string, uid int, hostRoot bool) ([]sandboxinit.Bind, error) {
 	etc := filepath.Join(dir, "etc")
 	if err := os.Mkdir(etc, 0o755); err != nil {
 		return nil, err

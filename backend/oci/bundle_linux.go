@@ -1,0 +1,245 @@
+package oci
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
+	"github.com/cordon-sandbox/cordon/backend/process"
+	"github.com/cordon-sandbox/cordon/sandbox"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// ociVersion is the runtime-spec version bundles declare: the newest that
+// Debian's crun 1.8 and runc 1.1 both accept, and all this bundle uses.
+const ociVersion = "1.0.2"
+
+// agentInside is where the agent binary is bound, read-only.
+const agentInside = "/.cordon/cordon-agent"
+
+type bundleInput struct {
+	Bundle    string // the bundle directory, created here
+	RootSrc   string // the root filesystem's source ("/" for the host's)
+	HostRoot  bool   // RootSrc is the host's own root: keep only system directories, mask secrets
+	SocketDir string // host directory bound at process.SocketDir
+	AgentPath string
+	Identity  []sandboxinit.Bind
+	Env       []string
+	UID       int
+	IDBase    int
+	IDSize    int
+	Limits    sandbox.Limits
+	// CgroupsPath is the container's cgroup, under the runtime's hierarchy.
+	CgroupsPath string
+}
+
+// buildSpec lays out the bundle's root and returns its configuration. The
+// root is a skeleton directory holding only mount points: the source root's
+// top-level directories are bound onto it read-only (and its top-level
+// symlinks copied), so every mount point exists before the container starts
+// and nothing of the source is ever written.
+func buildSpec(in bundleInput) (*specs.Spec, error) {
+	rootfs := filepath.Join(in.Bundle, "rootfs")
+	if err := os.MkdirAll(rootfs, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(in.Bundle, 0o711); err != nil {
+		return nil, err
+	}
+	ro := func(src, dst string) specs.Mount {
+		return specs.Mount{Destination: dst, Type: "bind", Source: src, Options: []string{"rbind", "ro", "nosuid", "nodev"}}
+	}
+	var mounts []specs.Mount
+	empty := map[string]bool{}
+	for _, d := range sandboxinit.EmptyDirs {
+		empty[d] = true
+	}
+	ents, err := os.ReadDir(in.RootSrc)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if empty[name] || (in.HostRoot && !sandboxinit.SystemDirs[name]) {
+			continue
+		}
+		src, dst := filepath.Join(in.RootSrc, name), filepath.Join(rootfs, name)
+		switch {
+		case e.Type()&os.ModeSymlink != 0:
+			target, err := os.Readlink(src)
+			if err != nil {
+				return nil, err
+			}
+			if err := os.Symlink(target, dst); err != nil {
+				return nil, err
+			}
+		case e.IsDir():
+			if err := os.Mkdir(dst, 0o755); err != nil {
+				return nil, err
+			}
+			mounts = append(mounts, ro(src, "/"+name))
+		}
+	}
+	for _, d := range append(sandboxinit.EmptyDirs, "workspace", "home/sandbox", ".cordon", "run/cordon") {
+		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	// runc gives a tmpfs the mode of the directory it covers, whatever
+	// the mount options say: the mount points carry the modes meant.
+	for d, mode := range map[string]os.FileMode{"tmp": 0o1777, "home/sandbox": 0o700} {
+		if err := os.Chmod(filepath.Join(rootfs, d), mode); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(rootfs, agentInside), nil, 0o755); err != nil {
+		return nil, err
+	}
+	owned := func(mode string) []string {
+		return []string{"nosuid", "nodev", "mode=" + mode, fmt.Sprintf("uid=%d", in.UID), fmt.Sprintf("gid=%d", in.UID)}
+	}
+	mounts = append([]specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "nodev", "mode=1777"}},
+	}, mounts...)
+	mounts = append(mounts,
+		specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777"}},
+		specs.Mount{Destination: "/workspace", Type: "tmpfs", Source: "tmpfs", Options: owned("755")},
+		specs.Mount{Destination: process.Home, Type: "tmpfs", Source: "tmpfs", Options: owned("700")},
+		specs.Mount{Destination: process.SocketDir, Type: "bind", Source: in.SocketDir, Options: []string{"rbind", "nosuid", "nodev", "noexec"}},
+		ro(in.AgentPath, agentInside),
+	)
+	if isDir(filepath.Join(in.RootSrc, "var", "tmp")) {
+		mounts = append(mounts, specs.Mount{Destination: "/var/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777"}})
+	}
+	for _, f := range in.Identity {
+		if fileExists(filepath.Join(in.RootSrc, f.Target)) {
+			mounts = append(mounts, ro(f.Source, f.Target))
+		}
+	}
+	masked := []string{}
+	for _, p := range sandboxinit.ProcMasked {
+		masked = append(masked, "/proc/"+p)
+	}
+	if in.HostRoot {
+		for _, p := range sandboxinit.MaskedPaths {
+			// A runtime masks through symlinks: /var/run -> /run would
+			// cover the sandbox's own /run. Masking the link's target, if
+			// kept, is another entry's job.
+			if st, err := os.Lstat(p); err == nil && st.Mode()&os.ModeSymlink == 0 {
+				masked = append(masked, p)
+			}
+		}
+	}
+	readonly := []string{"/proc/sysrq-trigger"}
+	for _, p := range sandboxinit.ProcReadOnly {
+		readonly = append(readonly, "/proc/"+p)
+	}
+	none := []string{}
+	s := &specs.Spec{
+		Version:  ociVersion,
+		Root:     &specs.Root{Path: rootfs, Readonly: true},
+		Hostname: "cordon",
+		Mounts:   mounts,
+		Process: &specs.Process{
+			Args: []string{agentInside},
+			Env:  in.Env,
+			Cwd:  process.Workspace,
+			User: specs.User{UID: uint32(in.UID), GID: uint32(in.UID)},
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding: none, Effective: none, Inheritable: none, Permitted: none, Ambient: none,
+			},
+			NoNewPrivileges: true,
+		},
+		Linux: &specs.Linux{
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace}, {Type: specs.NetworkNamespace}, {Type: specs.IPCNamespace},
+				{Type: specs.UTSNamespace}, {Type: specs.MountNamespace}, {Type: specs.UserNamespace},
+				{Type: specs.CgroupNamespace},
+			},
+			UIDMappings:   []specs.LinuxIDMapping{{ContainerID: 0, HostID: uint32(in.IDBase), Size: uint32(in.IDSize)}},
+			GIDMappings:   []specs.LinuxIDMapping{{ContainerID: 0, HostID: uint32(in.IDBase), Size: uint32(in.IDSize)}},
+			MaskedPaths:   masked,
+			ReadonlyPaths: readonly,
+			CgroupsPath:   in.CgroupsPath,
+			Resources:     resources(in.Limits),
+			Seccomp:       seccompProfile(),
+		},
+	}
+	return s, nil
+}
+
+// resources turns limits into the bundle's cgroup resources. The pids
+// limit is the workload's: the agent's own threads come on top.
+func resources(l sandbox.Limits) *specs.LinuxResources {
+	r := &specs.LinuxResources{}
+	if l.MemoryBytes > 0 {
+		m := l.MemoryBytes
+		r.Memory = &specs.LinuxMemory{Limit: &m, Swap: &m}
+	}
+	if l.Pids > 0 {
+		p := l.Pids + process.AgentPids
+		r.Pids = &specs.LinuxPids{Limit: &p}
+	}
+	if l.CPUs > 0 {
+		period := uint64(100_000)
+		quota := int64(l.CPUs * float64(period))
+		r.CPU = &specs.LinuxCPU{Period: &period, Quota: &quota}
+	}
+	return r
+}
+
+// seccompProfile is the process tier's filter in a runtime's terms: the
+// same denials (EPERM), clone3 answered ENOSYS, clone refused any
+// namespace flag, TIOCSTI and TIOCLINUX refused on the low 32 bits of the
+// request, and AF_VSOCK, AF_PACKET and netlink other than route refused.
+// Calls of any other architecture than x86-64 do not pass the runtime's
+// architecture check.
+func seccompProfile() *specs.LinuxSeccomp {
+	eperm, enosys, eafno := uint(unix.EPERM), uint(unix.ENOSYS), uint(unix.EAFNOSUPPORT)
+	var names []string
+	for _, sc := range sandboxinit.DeniedSyscalls {
+		names = append(names, sc.Name)
+	}
+	sort.Strings(names)
+	rules := []specs.LinuxSyscall{
+		{Names: names, Action: specs.ActErrno, ErrnoRet: &eperm},
+		{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: &enosys},
+	}
+	for bit := uint64(1); bit != 0; bit <<= 1 {
+		if uint64(sandboxinit.NamespaceFlags)&bit != 0 {
+			rules = append(rules, specs.LinuxSyscall{Names: []string{"clone"}, Action: specs.ActErrno, ErrnoRet: &eperm,
+				Args: []specs.LinuxSeccompArg{{Index: 0, Value: bit, ValueTwo: bit, Op: specs.OpMaskedEqual}}})
+		}
+	}
+	for _, req := range []uint64{unix.TIOCSTI, unix.TIOCLINUX} {
+		rules = append(rules, specs.LinuxSyscall{Names: []string{"ioctl"}, Action: specs.ActErrno, ErrnoRet: &eperm,
+			Args: []specs.LinuxSeccompArg{{Index: 1, Value: 0xffffffff, ValueTwo: req, Op: specs.OpMaskedEqual}}})
+	}
+	for _, fam := range []uint64{unix.AF_VSOCK, unix.AF_PACKET} {
+		rules = append(rules, specs.LinuxSyscall{Names: []string{"socket"}, Action: specs.ActErrno, ErrnoRet: &eafno,
+			Args: []specs.LinuxSeccompArg{{Index: 0, Value: fam, Op: specs.OpEqualTo}}})
+	}
+	rules = append(rules, specs.LinuxSyscall{Names: []string{"socket"}, Action: specs.ActErrno, ErrnoRet: &eafno,
+		Args: []specs.LinuxSeccompArg{{Index: 0, Value: unix.AF_NETLINK, Op: specs.OpEqualTo}, {Index: 2, Value: unix.NETLINK_ROUTE, Op: specs.OpNotEqual}}})
+	return &specs.LinuxSeccomp{
+		DefaultAction: specs.ActAllow,
+		Architectures: []specs.Arch{specs.ArchX86_64},
+		Syscalls:      rules,
+	}
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}

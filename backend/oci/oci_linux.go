@@ -1,0 +1,344 @@
+// Package oci is the container tier: each sandbox is an OCI runtime bundle
+// run by crun or runc, with cordon-agent bound in read-only as the
+// container's init. The bundle carries the same baseline as the process
+// tier (user namespace, no capabilities, no_new_privs, a read-only root of
+// the host's system directories with secrets masked, or of a given root
+// filesystem, masked and read-only /proc paths, seccomp, cgroup limits);
+// the agent is reached on a unix socket in a host directory bound in, and
+// its token arrives on a descriptor, so it is never in the bundle on disk.
+package oci
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/backend/process"
+	"github.com/cordon-sandbox/cordon/internal/agentbin"
+	"github.com/cordon-sandbox/cordon/internal/logbuf"
+	"github.com/cordon-sandbox/cordon/internal/pidfd"
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+// Name is the tier name.
+const Name = "container"
+
+// Config configures the backend.
+type Config struct {
+	// Runtime is the OCI runtime: a path, or "crun" or "runc" looked up in
+	// PATH; empty prefers crun, then runc.
+	Runtime string
+	// AgentPath is the cordon-agent binary; empty means agentbin.Find.
+	AgentPath string
+	// StateDir holds each sandbox's bundle and sockets, and the runtime's
+	// own state (under "runtime"); empty means /run/cordon/oci.
+	StateDir string
+}
+
+// Backend is the container tier.
+type Backend struct {
+	cfg     Config
+	once    sync.Once
+	runtime string // resolved path
+	err     error
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// New returns the backend.
+func New(cfg Config) *Backend {
+	if cfg.StateDir == "" {
+		cfg.StateDir = "/run/cordon/oci"
+	}
+	return &Backend{cfg: cfg}
+}
+
+func (b *Backend) Name() string { return Name }
+
+// Runtime is the resolved runtime binary ("" if none was found).
+func (b *Backend) Runtime() string {
+	b.resolve()
+	return b.runtime
+}
+
+func (b *Backend) resolve() {
+	b.once.Do(func() {
+		names := []string{"crun", "runc"}
+		if b.cfg.Runtime != "" {
+			names = []string{b.cfg.Runtime}
+		}
+		for _, n := range names {
+			if p, err := exec.LookPath(n); err == nil {
+				b.runtime = p
+				return
+			}
+		}
+		b.err = fmt.Errorf("%w: no OCI runtime (%s) found", sandbox.ErrUnavailable, strings.Join(names, ", "))
+	})
+}
+
+func (b *Backend) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{
+		Isolated: true, MemoryLimit: true, PidsLimit: true, CPULimit: true,
+		RootFS: true, User: true, Egress: true,
+	}
+}
+
+// Probe checks for root, a runtime and the agent.
+func (b *Backend) Probe(ctx context.Context) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%w: the container tier runs bundles as root", sandbox.ErrUnavailable)
+	}
+	b.resolve()
+	if b.err != nil {
+		return b.err
+	}
+	if _, err := agentbin.Find(b.cfg.AgentPath); err != nil {
+		return fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
+	}
+	if out, err := exec.CommandContext(ctx, b.runtime, "--version").CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: %s --version: %v: %s", sandbox.ErrUnavailable, b.runtime, err, out)
+	}
+	return nil
+}
+
+// runtimeCmd runs the runtime with its state under the backend's own
+// directory, so cordon's containers never mix with others'.
+func (b *Backend) runtimeCmd(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, b.runtime, append([]string{"--root", filepath.Join(b.cfg.StateDir, "runtime")}, args...)...)
+}
+
+const tokenFD = 3 // the first descriptor --preserve-fds passes
+
+func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance, error) {
+	if err := b.Probe(ctx); err != nil {
+		return nil, err
+	}
+	agentPath, _ := agentbin.Find(b.cfg.AgentPath)
+	spec := l.Spec
+	uid := process.DefaultUID
+	if spec.User != nil {
+		uid = *spec.User
+	}
+	base, size := process.IDRange()
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	id := "cordon-" + hex.EncodeToString(rnd[:])
+	if err := os.MkdirAll(b.cfg.StateDir, 0o711); err != nil {
+		return nil, err
+	}
+	inst := &instance{b: b, id: id, dir: filepath.Join(b.cfg.StateDir, id), logs: logbuf.New(64 << 10)}
+	fail := func(err error) (sandbox.Instance, error) {
+		return nil, errors.Join(err, inst.Destroy(context.WithoutCancel(ctx)))
+	}
+	if err := os.Mkdir(inst.dir, 0o711); err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(inst.dir, "sock")
+	if err := os.Mkdir(sock, 0o700); err != nil {
+		return fail(err)
+	}
+	hu, hg := base+uid, base+uid
+	egressPath := filepath.Join(sock, "egress.sock")
+	ln, err := net.Listen("unix", egressPath)
+	if err != nil {
+		return fail(err)
+	}
+	inst.egress = ln
+	for _, p := range []string{sock, egressPath} {
+		if err := os.Chown(p, hu, hg); err != nil {
+			return fail(err)
+		}
+	}
+	if err := os.Chmod(egressPath, 0o600); err != nil {
+		return fail(err)
+	}
+	rootSrc, hostRoot := "/", true
+	if spec.RootFS != "" {
+		if rootSrc, err = filepath.Abs(spec.RootFS); err != nil {
+			return fail(err)
+		}
+		hostRoot = false
+	}
+	idFiles, err := process.IdentityFiles(inst.dir, uid, hostRoot)
+	if err != nil {
+		return fail(err)
+	}
+	bundle := filepath.Join(inst.dir, "bundle")
+	bs, err := buildSpec(bundleInput{
+		Bundle: bundle, RootSrc: rootSrc, HostRoot: hostRoot, SocketDir: sock, AgentPath: agentPath,
+		Identity: idFiles, Env: process.AgentEnv(l, uid, tokenFD), UID: uid, IDBase: base, IDSize: size,
+		Limits: spec.Limits, CgroupsPath: "/cordon-oci/" + id,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	cfg, err := json.MarshalIndent(bs, "", "  ")
+	if err != nil {
+		return fail(err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o600); err != nil {
+		return fail(err)
+	}
+	// The token goes down a pipe the runtime passes to the agent as
+	// descriptor 3: it is in no file, environment block or argv.
+	tr, tw, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	_, werr := io.WriteString(tw, l.Token)
+	tw.Close()
+	if werr != nil {
+		tr.Close()
+		return fail(werr)
+	}
+	// The container keeps the runtime's standard output and error: a pipe
+	// whose reader copies into the bounded log.
+	lr, lw, err := os.Pipe()
+	if err != nil {
+		tr.Close()
+		return fail(err)
+	}
+	go func() { _, _ = io.Copy(inst.logs, lr); lr.Close() }()
+	cmd := b.runtimeCmd(ctx, "run", "--detach", "--preserve-fds", "1", "--bundle", bundle, id)
+	cmd.ExtraFiles = []*os.File{tr}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, lw, lw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Run()
+	tr.Close()
+	lw.Close()
+	if err != nil {
+		return fail(fmt.Errorf("%w: %s run: %v: %s", sandbox.ErrAgent, filepath.Base(b.runtime), err, strings.TrimSpace(inst.logs.String())))
+	}
+	inst.created = true
+	pid, err := b.statePid(ctx, id)
+	if err != nil {
+		return fail(err)
+	}
+	if inst.proc, err = pidfd.Open(pid, ""); err != nil {
+		return fail(fmt.Errorf("%w: the container's init exited at once: %s", sandbox.ErrAgent, strings.TrimSpace(inst.logs.String())))
+	}
+	inst.ep = client.Endpoint{Network: "unix", Address: filepath.Join(sock, "agent.sock"), Token: l.Token}
+	return inst, nil
+}
+
+// state is the part of `runtime state` cordon reads.
+type state struct {
+	Pid    int    `json:"pid"`
+	Status string `json:"status"`
+}
+
+func (b *Backend) state(ctx context.Context, id string) (*state, bool, error) {
+	out, err := b.runtimeCmd(ctx, "state", id).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && isNotExist(string(ee.Stderr)) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("%s state %s: %v", filepath.Base(b.runtime), id, err)
+	}
+	var st state
+	if err := json.Unmarshal(out, &st); err != nil {
+		return nil, false, err
+	}
+	return &st, true, nil
+}
+
+// isNotExist recognises the runtimes' "no such container" (runc: "container
+// does not exist"; crun: its status file missing).
+func isNotExist(stderr string) bool {
+	return strings.Contains(stderr, "does not exist") || strings.Contains(stderr, "No such file or directory")
+}
+
+func (b *Backend) statePid(ctx context.Context, id string) (int, error) {
+	st, ok, err := b.state(ctx, id)
+	switch {
+	case err != nil:
+		return 0, err
+	case !ok || st.Pid <= 0:
+		return 0, fmt.Errorf("%w: the runtime has no running container %s", sandbox.ErrAgent, id)
+	}
+	return st.Pid, nil
+}
+
+type instance struct {
+	b       *Backend
+	id, dir string
+	logs    *logbuf.Buffer
+	egress  net.Listener
+	proc    *pidfd.Proc
+	ep      client.Endpoint
+	created bool // the runtime knows the container
+
+	mu   sync.Mutex
+	gone bool
+}
+
+func (i *instance) Endpoint() client.Endpoint { return i.ep }
+func (i *instance) Diagnostics() string       { return strings.TrimSpace(i.logs.String()) }
+
+// Exited is closed when the container's init (the agent) has exited.
+func (i *instance) Exited() <-chan struct{} { return i.proc.Exited() }
+
+// EgressListener is where the sandbox's egress arrives on the host.
+func (i *instance) EgressListener() net.Listener { return i.egress }
+
+// Destroy stops the agent (SIGTERM: it stops its commands), kills the
+// container if it does not exit, deletes it through the runtime and
+// confirms the runtime no longer knows it, then removes its directory.
+func (i *instance) Destroy(ctx context.Context) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.gone {
+		return nil
+	}
+	if i.egress != nil {
+		i.egress.Close()
+	}
+	b := i.b
+	if i.proc != nil {
+		_ = i.proc.Signal(syscall.SIGTERM)
+		select {
+		case <-i.proc.Exited():
+		case <-time.After(7 * time.Second):
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", sandbox.ErrTeardown, ctx.Err())
+		}
+	}
+	if i.created || i.proc != nil {
+		// delete --force kills whatever is left (the whole cgroup) and
+		// removes the runtime's state and cgroups.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+		out, err := b.runtimeCmd(dctx, "delete", "--force", i.id).CombinedOutput()
+		cancel()
+		_, known, serr := b.state(context.WithoutCancel(ctx), i.id)
+		if serr != nil || known {
+			return fmt.Errorf("%w: %s delete %s: %v: %s", sandbox.ErrTeardown, filepath.Base(b.runtime), i.id, errors.Join(err, serr), strings.TrimSpace(string(out)))
+		}
+	}
+	if i.proc != nil {
+		select {
+		case <-i.proc.Exited():
+		case <-time.After(5 * time.Second):
+			return fmt.Errorf("%w: the container's init (pid %d) outlived its delete", sandbox.ErrTeardown, i.proc.Pid())
+		}
+	}
+	if err := os.RemoveAll(i.dir); err != nil {
+		return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
+	}
+	i.gone = true
+	return nil
+}
