@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -140,7 +141,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	if err := os.MkdirAll(b.cfg.StateDir, 0o711); err != nil {
 		return nil, err
 	}
-	inst := &instance{b: b, id: id, dir: filepath.Join(b.cfg.StateDir, id), logs: logbuf.New(64 << 10)}
+	inst := &instance{b: b, id: id, dir: filepath.Join(b.cfg.StateDir, id), logs: logbuf.New(64 << 10), cgroup: "/cordon-oci/" + id}
 	fail := func(err error) (sandbox.Instance, error) {
 		return nil, errors.Join(err, inst.Destroy(context.WithoutCancel(ctx)))
 	}
@@ -181,7 +182,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	bs, err := buildSpec(bundleInput{
 		Bundle: bundle, RootSrc: rootSrc, HostRoot: hostRoot, SocketDir: sock, AgentPath: agentPath,
 		Identity: idFiles, Env: process.AgentEnv(l, uid, tokenFD), UID: uid, IDBase: base, IDSize: size,
-		Limits: spec.Limits, CgroupsPath: "/cordon-oci/" + id,
+		Limits: spec.Limits, CgroupsPath: inst.cgroup,
 	})
 	if err != nil {
 		return fail(err)
@@ -232,7 +233,38 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		return fail(fmt.Errorf("%w: the container's init exited at once: %s", sandbox.ErrAgent, strings.TrimSpace(inst.logs.String())))
 	}
 	inst.ep = client.Endpoint{Network: "unix", Address: filepath.Join(sock, "agent.sock"), Token: l.Token}
+	// Once the agent has made its socket, the directory goes back to the
+	// host's root: commands run as the agent's user, and must not be able
+	// to leave files beside the sockets.
+	if err := sealSocketDir(ctx, sock, inst.proc); err != nil {
+		return fail(fmt.Errorf("%w: %v: %s", sandbox.ErrAgent, err, strings.TrimSpace(inst.logs.String())))
+	}
 	return inst, nil
+}
+
+// sealSocketDir waits for the agent's socket and makes its directory
+// root's and read-only to everyone else.
+func sealSocketDir(ctx context.Context, dir string, p *pidfd.Proc) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for wait := 200 * time.Microsecond; ; wait = min(wait*2, 20*time.Millisecond) {
+		if _, err := os.Lstat(filepath.Join(dir, "agent.sock")); err == nil {
+			break
+		}
+		select {
+		case <-p.Exited():
+			return errors.New("the agent exited before it listened")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the agent did not listen within 30s")
+		}
+	}
+	if err := os.Chown(dir, 0, 0); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o755)
 }
 
 // state is the part of `runtime state` cordon reads.
@@ -281,7 +313,8 @@ type instance struct {
 	egress  net.Listener
 	proc    *pidfd.Proc
 	ep      client.Endpoint
-	created bool // the runtime knows the container
+	created bool   // the runtime knows the container
+	cgroup  string // its cgroups path
 
 	mu   sync.Mutex
 	gone bool
@@ -292,6 +325,27 @@ func (i *instance) Diagnostics() string       { return strings.TrimSpace(i.logs.
 
 // Exited is closed when the container's init (the agent) has exited.
 func (i *instance) Exited() <-chan struct{} { return i.proc.Exited() }
+
+// OOMKills counts OOM kills in the container's memory cgroup (cgroup v1
+// memory.oom_control, or v2 memory.events).
+func (i *instance) OOMKills() uint64 {
+	for _, f := range []string{
+		filepath.Join("/sys/fs/cgroup/memory", i.cgroup, "memory.oom_control"),
+		filepath.Join("/sys/fs/cgroup", i.cgroup, "memory.events"),
+	} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" {
+				n, _ := strconv.ParseUint(f[1], 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}
 
 // EgressListener is where the sandbox's egress arrives on the host.
 func (i *instance) EgressListener() net.Listener { return i.egress }

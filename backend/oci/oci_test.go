@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/conformance"
+	"github.com/cordon-sandbox/cordon/backend/adversarial"
 	"github.com/cordon-sandbox/cordon/backend/oci"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -71,4 +72,20 @@ func sh(t *testing.T, sb *sandbox.Sandbox, script string) (string, *sandbox.Resu
 		t.Fatalf("exec %q: %v", script, err)
 	}
 	return out.String(), res
+}
+
+func creator(b *oci.Backend) adversarial.Create {
+	return func(t *testing.T, spec sandbox.Spec) *sandbox.Sandbox { return create(t, b, spec) }
+}
+
+func TestAdversarial(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, b *oci.Backend) { adversarial.Run(t, creator(b)) })
+}
+
+func TestLimits(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, b *oci.Backend) { adversarial.Limits(t, creator(b)) })
+}
+
+func TestEscapeesDie(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, b *oci.Backend) { adversarial.Escapees(t, creator(b)) })
 }

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/backend/adversarial"
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
@@ -180,7 +181,7 @@ func TestEgress(t *testing.T) {
 		}
 	})
 	t.Run("SNIFronting", func(t *testing.T) {
-		out := py(t, sb, `
+		out := adversarial.Py(t, sb, `
 import socket, ssl
 s = socket.create_connection(("127.0.0.1", 3128))
 s.sendall(b"CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n")

@@ -1,0 +1,315 @@
+// Package adversarial is the adversarial suite: real attacks from inside a
+// sandbox, each asserted to fail the way it should, run against every
+// isolating tier (as agent/conformance is for the wire). Addresses that must
+// look external are from the documentation ranges; no traffic leaves the
+// sandbox's namespace.
+package adversarial
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+// Create makes a sandbox of the tier under test for spec and registers its
+// teardown with t.
+type Create func(t *testing.T, spec sandbox.Spec) *sandbox.Sandbox
+
+// sh runs script inside and returns stdout, stderr and the result.
+func sh(t *testing.T, sb *sandbox.Sandbox, script string) (string, string, *sandbox.Result) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	res, err := sb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", script}, Stdout: &out, Stderr: &errb, Timeout: 60 * time.Second})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	return out.String(), errb.String(), res
+}
+
+// Py runs a python3 program inside and returns its stdout.
+func Py(t *testing.T, sb *sandbox.Sandbox, program string) string {
+	t.Helper()
+	var o, e bytes.Buffer
+	res, err := sb.Exec(t.Context(), "python3", sandbox.ExecOptions{Args: []string{"-c", program}, Stdout: &o, Stderr: &e, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut := o.String(), e.String()
+	if res.ExitCode != 0 {
+		t.Fatalf("python exited %d: %s", res.ExitCode, errOut)
+	}
+	return out
+}
+
+// Run runs the attacks against one sandbox of the tier.
+func Run(t *testing.T, create Create) {
+	sb := create(t, sandbox.Spec{})
+
+	t.Run("HostProcessesInvisible", func(t *testing.T) {
+		out, _, _ := sh(t, sb, "cat /proc/1/comm; ls /proc | grep -c '^[0-9]'")
+		f := strings.Fields(out)
+		if f[0] != "cordon-agent" {
+			t.Fatalf("PID 1 is %q", f[0])
+		}
+		if n := f[1]; len(n) > 1 {
+			t.Fatalf("%s processes visible; the sandbox should see only its own few", n)
+		}
+		if out, _, _ := sh(t, sb, fmt.Sprintf("kill -0 %d 2>&1 || echo denied", os.Getpid())); !strings.Contains(out, "denied") && !strings.Contains(out, "No such") {
+			t.Fatalf("host pid reachable: %q", out)
+		}
+	})
+	t.Run("MaskedPaths", func(t *testing.T) {
+		out, _, _ := sh(t, sb, "for p in /etc/shadow /etc/gshadow /proc/kcore /proc/keys /proc/timer_list /proc/sched_debug /proc/sysrq-trigger; do printf '%s:%s\\n' $p \"$(head -c 100 $p 2>/dev/null | wc -c)\"; done; ls -A /root /home /var/log /etc/ssh /run/cordon /mnt 2>&1; test -e /var/run/docker.sock && echo DOCKER")
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if strings.HasPrefix(line, "/") && strings.Contains(line, ":") && !strings.HasSuffix(line, ":0") && !strings.HasSuffix(line, ":") {
+				t.Errorf("masked path readable: %s", line)
+			}
+		}
+		for _, bad := range []string{"DOCKER", ".ssh", ".pyenv", "cloudsdk"} {
+			if strings.Contains(out, bad) {
+				t.Errorf("secret-bearing path visible (%s):\n%s", bad, out)
+			}
+		}
+		if strings.Contains(out, "agent.sock\n") && strings.Count(out, "\n") > 40 {
+			t.Errorf("unexpected listing:\n%s", out)
+		}
+	})
+	t.Run("NoHostIdentity", func(t *testing.T) {
+		out, _, _ := sh(t, sb, "id -un; hostname; cat /etc/passwd /etc/group /etc/resolv.conf /etc/hosts")
+		if !strings.HasPrefix(out, "sandbox\ncordon\n") {
+			t.Fatalf("user and host: %q", out)
+		}
+		host, _ := os.ReadFile("/etc/resolv.conf")
+		for _, line := range strings.Split(string(host), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "nameserver" && f[1] != "127.0.0.1" && strings.Contains(out, f[1]) {
+				t.Errorf("the host's resolver %s shows inside", f[1])
+			}
+		}
+		for _, name := range []string{"cloudsdk", os.Getenv("USER")} {
+			if name != "" && name != "root" && strings.Contains(out, name) {
+				t.Errorf("host account %q shows inside:\n%s", name, out)
+			}
+		}
+		// A lookup fails at once, not after resolver timeouts.
+		start := time.Now()
+		Py(t, sb, "import socket\ntry:\n  socket.getaddrinfo('cordon-test.invalid', 80)\nexcept OSError: pass")
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("a failing lookup took %v", d)
+		}
+	})
+	t.Run("WritesOutsideWritableMountsFail", func(t *testing.T) {
+		for _, p := range []string{"/etc/x", "/usr/x", "/x", "/var/x", "/bin/x", "/proc/sys/kernel/hostname", "/dev/x", "/run/cordon/x", "/home/x"} {
+			out, _, _ := sh(t, sb, "echo pwned > "+p+" 2>&1 && echo WROTE || echo refused")
+			if !strings.Contains(out, "refused") {
+				t.Errorf("write to %s: %q", p, out)
+			}
+		}
+		for _, p := range []string{"/workspace/ok", "/tmp/ok", "/var/tmp/ok", "/home/sandbox/ok", "/dev/shm/ok", "/dev/null"} {
+			if out, _, _ := sh(t, sb, "echo fine > "+p+" && echo wrote"); out != "wrote\n" {
+				t.Errorf("write to %s should work: %q", p, out)
+			}
+		}
+	})
+	t.Run("NoRoute", func(t *testing.T) {
+		out := Py(t, sb, `
+import socket, errno
+def attempt(f):
+    try:
+        f(); return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+def tcp():
+    s = socket.socket(); s.settimeout(2); s.connect(("192.0.2.1", 80))
+def udp_dns():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"\x00", ("192.0.2.53", 53))
+def v6():
+    s = socket.socket(socket.AF_INET6); s.settimeout(2); s.connect(("2001:db8::1", 80))
+def raw():
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+def packet():
+    socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+def resolve():
+    socket.getaddrinfo("cordon-test.invalid", 80)
+print(attempt(tcp), attempt(udp_dns), attempt(v6), attempt(raw), attempt(packet))
+try:
+    resolve(); print("resolved")
+except socket.gaierror:
+    print("noresolve")
+`)
+		f := strings.Fields(out)
+		want := []string{"ENETUNREACH", "ENETUNREACH", "ENETUNREACH", "EPERM", "EAFNOSUPPORT", "noresolve"}
+		if strings.Join(f, " ") != strings.Join(want, " ") {
+			t.Fatalf("got %v, want %v", f, want)
+		}
+		if out, _, _ := sh(t, sb, "bash -c 'echo > /dev/tcp/192.0.2.1/80' 2>&1; echo rc=$?"); !strings.Contains(out, "unreachable") {
+			t.Fatalf("/dev/tcp: %q", out)
+		}
+		if out, _, _ := sh(t, sb, "cat /sys/class/net/lo/operstate 2>/dev/null; ip -o link 2>/dev/null | wc -l"); strings.TrimSpace(out) != "1" && !strings.HasSuffix(strings.TrimSpace(out), "1") {
+			t.Fatalf("interfaces: %q, want loopback only", out)
+		}
+	})
+	t.Run("NoCapabilities", func(t *testing.T) {
+		out, _, _ := sh(t, sb, "sleep 0.2 & for f in /proc/1/task/*/status /proc/self/status /proc/$!/status; do grep -E '^(CapEff|CapPrm|CapBnd|CapAmb|CapInh|NoNewPrivs|Seccomp):' $f; done")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) < 14 {
+			t.Fatalf("too few status lines:\n%s", out)
+		}
+		for _, l := range lines {
+			f := strings.Fields(l)
+			switch f[0] {
+			case "NoNewPrivs:":
+				if f[1] != "1" {
+					t.Errorf("%s", l)
+				}
+			case "Seccomp:":
+				if f[1] != "2" {
+					t.Errorf("%s", l)
+				}
+			default:
+				if f[1] != "0000000000000000" {
+					t.Errorf("%s", l)
+				}
+			}
+		}
+	})
+	t.Run("DeniedSyscalls", func(t *testing.T) {
+		out := Py(t, sb, `
+import ctypes, errno, os, socket, fcntl, termios
+libc = ctypes.CDLL(None, use_errno=True)
+def sys(nr, *a):
+    r = libc.syscall(nr, *[ctypes.c_long(x) for x in a])
+    return "ok" if r >= 0 else errno.errorcode[ctypes.get_errno()]
+calls = {
+  "unshare": (272, 0x10000000), "mount": (165, 0, 0, 0, 0, 0), "ptrace": (101, 16, 1, 0, 0),
+  "bpf": (321, 0, 0, 0), "keyctl": (250, 0, 0), "userfaultfd": (323, 0), "perf_event_open": (298, 0, 0, -1, -1, 0),
+  "io_uring_setup": (425, 1, 0), "kexec_load": (246, 0, 0, 0, 0), "setns": (308, 0, 0), "pivot_root": (155, 0, 0),
+  "process_vm_readv": (310, 1, 0, 0, 0, 0, 0), "add_key": (248, 0, 0, 0, 0, 0), "open_by_handle_at": (304, 0, 0, 0),
+  "clone_newuser": (56, 0x10000000 | 17, 0, 0, 0, 0), "clone3": (435, 0, 0), "umount2": (166, 0, 0), "chroot": (161, 0),
+}
+for name, c in calls.items():
+    print(name, sys(*c))
+for name, fam, proto in (("vsock", 40, 0), ("netlink_audit", 16, 9)):
+    try:
+        socket.socket(fam, socket.SOCK_RAW if fam == 16 else socket.SOCK_STREAM, proto); print(name, "ok")
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+m, s = os.openpty()
+for name, req in (("tiocsti", termios.TIOCSTI), ("tiocsti_high", termios.TIOCSTI | (1 << 32)), ("tioclinux", 0x541C)):
+    try:
+        fcntl.ioctl(s, req, b"x"); print(name, "ok")
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+`)
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			f := strings.Fields(line)
+			want := "EPERM"
+			switch f[0] {
+			case "clone3":
+				want = "ENOSYS"
+			case "vsock", "netlink_audit":
+				want = "EAFNOSUPPORT"
+			}
+			if f[1] != want {
+				t.Errorf("%s: %s, want %s", f[0], f[1], want)
+			}
+		}
+	})
+	t.Run("NestedUserNamespace", func(t *testing.T) {
+		out, _, _ := sh(t, sb, "unshare -Ur id 2>&1; echo rc=$?")
+		if strings.Contains(out, "uid=0") || strings.Contains(out, "rc=0") {
+			t.Fatalf("nested user namespace: %q", out)
+		}
+	})
+	t.Run("SetuidGivesNothing", func(t *testing.T) {
+		out, _, _ := sh(t, sb, "ls -l /usr/bin/su /bin/mount 2>/dev/null | head -2; mkdir -p /tmp/m; mount -t tmpfs none /tmp/m 2>&1; echo rc=$?; su -c id 2>&1 </dev/null; id -u")
+		if !strings.Contains(out, "rc=") || strings.Contains(out, "rc=0") || strings.Contains(out, "uid=0") || !strings.HasSuffix(out, "1000\n") {
+			t.Fatalf("setuid binaries: %q", out)
+		}
+	})
+	t.Run("NoFDLeaks", func(t *testing.T) {
+		if out := Py(t, sb, "import os\nprint(sorted(int(x) for x in os.listdir('/proc/self/fd')))"); out != "[0, 1, 2, 3]\n" {
+			t.Fatalf("open fds %s (3 is listdir's own)", out)
+		}
+	})
+	t.Run("TokenUnreadable", func(t *testing.T) {
+		token := sb.Client().Endpoint().Token
+		out, _, _ := sh(t, sb, "cat /proc/1/environ 2>&1; cat /proc/1/cmdline; env; head -c 100 /proc/1/mem 2>&1; ls /proc/1/fd 2>&1; cat /proc/1/task/*/environ 2>&1")
+		if strings.Contains(out, token) || strings.Contains(out, "CORDON_AGENT") {
+			t.Fatalf("the agent token or settings are readable inside:\n%s", out)
+		}
+	})
+	t.Run("SymlinkToHostPaths", func(t *testing.T) {
+		// The old root is gone: no path leads back to the host tree.
+		out, _, _ := sh(t, sb, "ls /proc/1/root/ 2>&1 | head -3; cat /proc/1/root/etc/shadow 2>&1 | head -c 50; ls /proc/self/cwd/../../../work 2>&1")
+		if strings.Contains(out, "root:") || strings.Contains(out, "main") {
+			t.Fatalf("host tree reachable: %q", out)
+		}
+	})
+}
+
+// Limits checks that the tier's limits hold against a fork bomb, a
+// memory hog and a CPU spinner.
+func Limits(t *testing.T, create Create) {
+	t.Run("ForkBomb", func(t *testing.T) {
+		sb := create(t, sandbox.Spec{Limits: sandbox.Limits{Pids: 64}})
+		res, err := sb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", "bomb() { bomb | bomb & }; bomb; sleep 300"}, Timeout: 2 * time.Second})
+		if err != nil || !res.TimedOut {
+			t.Fatalf("fork bomb: %+v %v", res, err)
+		}
+		out, _, _ := sh(t, sb, "cat /proc/1/comm")
+		if out != "cordon-agent\n" {
+			t.Fatalf("agent after fork bomb: %q", out)
+		}
+		// The limit is the workload's own, not shared with the agent.
+		small := create(t, sandbox.Spec{Limits: sandbox.Limits{Pids: 5}})
+		if out, _, _ := sh(t, small, "echo fits"); out != "fits\n" {
+			t.Fatalf("a 5-pid sandbox: %q", out)
+		}
+	})
+	t.Run("MemoryHogIsOOMKilled", func(t *testing.T) {
+		sb := create(t, sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 64 << 20}})
+		_, _, res := sh(t, sb, "exec python3 -c 'a = bytearray(512 << 20)'")
+		if !res.OOMKilled || res.Signal != "SIGKILL" || res.TimedOut {
+			t.Fatalf("result %+v, want an OOM kill", res)
+		}
+		if out, _, r := sh(t, sb, "echo alive"); out != "alive\n" || r.OOMKilled {
+			t.Fatalf("agent after OOM: %q %+v", out, r)
+		}
+		// An ordinary SIGKILL is not mistaken for one.
+		if _, _, r := sh(t, sb, "kill -KILL $$"); r.OOMKilled || r.Signal != "SIGKILL" {
+			t.Fatalf("plain SIGKILL: %+v", r)
+		}
+	})
+	t.Run("CPU", func(t *testing.T) {
+		sb := create(t, sandbox.Spec{Limits: sandbox.Limits{CPUs: 0.2}})
+		out := Py(t, sb, "import time\nt0=time.time(); c0=time.process_time()\nwhile time.time()-t0 < 1.0: pass\nprint(round((time.process_time()-c0)/(time.time()-t0), 2))")
+		var share float64
+		fmt.Sscanf(out, "%f", &share)
+		if share > 0.5 {
+			t.Fatalf("a 0.2-CPU sandbox used %.2f of a core", share)
+		}
+	})
+}
+
+// Escapees: processes that leave the command's group die on timeout while
+// they hold its output, and on Destroy in any case.
+func Escapees(t *testing.T, create Create) {
+	sb := create(t, sandbox.Spec{})
+	// One escapee keeps the command's output; the other closes everything.
+	r, err := sb.Exec(t.Context(), "sh", sandbox.ExecOptions{
+		Args:    []string{"-c", "setsid sleep 300 & (setsid sleep 301 </dev/null >/dev/null 2>&1 &); sleep 302"},
+		Timeout: 500 * time.Millisecond,
+	})
+	if err != nil || !r.TimedOut {
+		t.Fatalf("res %+v err %v", r, err)
+	}
+	left, _, _ := sh(t, sb, "ps -eo args | grep -c '^sleep 30[012]' || true")
+	if strings.TrimSpace(left) != "0" {
+		t.Fatalf("%s escapees survived the timeout", strings.TrimSpace(left))
+	}
+}
