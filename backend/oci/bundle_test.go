@@ -1,0 +1,98 @@
+package oci
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cordon-sandbox/cordon/sandbox"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// baseline is the security-relevant part of a bundle.
+type baseline struct {
+	ReadonlyRoot    bool
+	User            specs.User
+	Capabilities    *specs.LinuxCapabilities
+	NoNewPrivileges bool
+	Namespaces      []specs.LinuxNamespace
+	MaskedPaths     []string
+	ReadonlyPaths   []string
+	Seccomp         *specs.LinuxSeccomp
+	Resources       *specs.LinuxResources
+	// Mounts other than the read-only binds of the root's directories,
+	// which are checked by rule.
+	Mounts []specs.Mount
+}
+
+// TestBundleBaseline pins the bundle's security-relevant fields to
+// testdata/baseline.json, so a change to the baseline is a deliberate one
+// (CORDON_UPDATE_BASELINE=1 rewrites the file, for review in the diff).
+func TestBundleBaseline(t *testing.T) {
+	dir := t.TempDir()
+	// A root of its own, so the pinned mounts do not depend on this host.
+	root := filepath.Join(dir, "root")
+	for _, d := range []string{"usr/bin", "etc", "var/tmp", "home/someone", "proc"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("usr/bin", filepath.Join(root, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte("root:x:0:0::/:/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := buildSpec(bundleInput{
+		Bundle: filepath.Join(dir, "bundle"), RootSrc: root, SocketDir: "/state/sock", AgentPath: "/opt/cordon-agent",
+		Env: []string{"CORDON_AGENT_TOKEN_FD=3"}, UID: 1000, IDBase: 1 << 30, IDSize: 1 << 16,
+		Limits: sandbox.Limits{MemoryBytes: 256 << 20, Pids: 100, CPUs: 0.5}, CgroupsPath: "/cordon-oci/x",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rules that hold for every bundle.
+	if s.Linux.UIDMappings[0].HostID == 0 || s.Linux.GIDMappings[0].HostID == 0 {
+		t.Error("the sandbox's ids map to the host's root")
+	}
+	for _, kv := range s.Process.Env {
+		if strings.HasPrefix(kv, "CORDON_AGENT_TOKEN=") {
+			t.Error("the token is in the bundle")
+		}
+	}
+	got := baseline{
+		ReadonlyRoot: s.Root.Readonly, User: s.Process.User, Capabilities: s.Process.Capabilities,
+		NoNewPrivileges: s.Process.NoNewPrivileges, Namespaces: s.Linux.Namespaces,
+		MaskedPaths: s.Linux.MaskedPaths, ReadonlyPaths: s.Linux.ReadonlyPaths, Seccomp: s.Linux.Seccomp,
+		Resources: s.Linux.Resources,
+	}
+	for _, m := range s.Mounts {
+		if m.Type == "bind" && strings.HasPrefix(m.Source, root) && m.Source == filepath.Join(root, m.Destination) {
+			if !slices.Contains(m.Options, "ro") || !slices.Contains(m.Options, "nosuid") || !slices.Contains(m.Options, "nodev") {
+				t.Errorf("root directory %s bound with %v", m.Destination, m.Options)
+			}
+			continue
+		}
+		got.Mounts = append(got.Mounts, m)
+	}
+	b, err := json.MarshalIndent(got, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "baseline.json")
+	if os.Getenv("CORDON_UPDATE_BASELINE") == "1" {
+		if err := os.WriteFile(golden, append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(want)) != strings.TrimSpace(string(b)) {
+		t.Errorf("the bundle's baseline changed; if that is deliberate, rerun with CORDON_UPDATE_BASELINE=1 and review the diff. Got:\n%s", b)
+	}
+}
