@@ -153,6 +153,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		return fail(err)
 	}
 	hu, hg := base+uid, base+uid
+	inst.socketUID = hu
 	egressPath := filepath.Join(sock, "egress.sock")
 	ln, err := net.Listen("unix", egressPath)
 	if err != nil {
@@ -307,14 +308,15 @@ func (b *Backend) statePid(ctx context.Context, id string) (int, error) {
 }
 
 type instance struct {
-	b       *Backend
-	id, dir string
-	logs    *logbuf.Buffer
-	egress  net.Listener
-	proc    *pidfd.Proc
-	ep      client.Endpoint
-	created bool   // the runtime knows the container
-	cgroup  string // its cgroups path
+	b         *Backend
+	id, dir   string
+	logs      *logbuf.Buffer
+	egress    net.Listener
+	proc      *pidfd.Proc
+	ep        client.Endpoint
+	created   bool   // the runtime knows the container
+	cgroup    string // its cgroups path
+	socketUID int    // the sandbox user's host uid (and gid)
 
 	mu   sync.Mutex
 	gone bool
@@ -395,4 +397,105 @@ func (i *instance) Destroy(ctx context.Context) error {
 	}
 	i.gone = true
 	return nil
+}
+
+// The container tier's sandboxes outlive the process that created them
+// (the runtime detaches the container), so a later process can adopt them
+// (sandbox.Adopter), and sweep what no record explains.
+
+var _ sandbox.Adopter = (*Backend)(nil)
+
+type instanceState struct {
+	ID        string `json:"id"`
+	SocketUID int    `json:"socketUid"`
+	SocketGID int    `json:"socketGid"`
+}
+
+// State describes the sandbox for Adopt (sandbox.Persistent).
+func (i *instance) State() ([]byte, error) {
+	return json.Marshal(instanceState{ID: i.id, SocketUID: i.socketUID, SocketGID: i.socketUID})
+}
+
+// Adopt takes over a container an earlier process started.
+func (b *Backend) Adopt(ctx context.Context, state []byte, token string) (sandbox.Instance, error) {
+	if err := b.Probe(ctx); err != nil {
+		return nil, err
+	}
+	var st instanceState
+	if err := json.Unmarshal(state, &st); err != nil || !strings.HasPrefix(st.ID, "cordon-") || strings.ContainsAny(st.ID, "/.") {
+		return nil, fmt.Errorf("%w: unreadable container state", sandbox.ErrAgent)
+	}
+	inst := &instance{b: b, id: st.ID, dir: filepath.Join(b.cfg.StateDir, st.ID), logs: logbuf.New(64 << 10),
+		cgroup: "/cordon-oci/" + st.ID, created: true, socketUID: st.SocketUID}
+	pid, err := b.statePid(ctx, st.ID)
+	if err == nil {
+		inst.proc, err = pidfd.Open(pid, "")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: container %s is gone: %v", sandbox.ErrAgent, st.ID, err)
+	}
+	sock := filepath.Join(inst.dir, "sock")
+	egressPath := filepath.Join(sock, "egress.sock")
+	_ = os.Remove(egressPath)
+	ln, err := net.Listen("unix", egressPath)
+	if err == nil {
+		err = os.Chown(egressPath, st.SocketUID, st.SocketGID)
+	}
+	if err == nil {
+		err = os.Chmod(egressPath, 0o600)
+	}
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		inst.proc.Close()
+		return nil, fmt.Errorf("%w: egress socket: %v", sandbox.ErrAgent, err)
+	}
+	inst.egress = ln
+	inst.ep = client.Endpoint{Network: "unix", Address: filepath.Join(sock, "agent.sock"), Token: token}
+	return inst, nil
+}
+
+// Sweep deletes every container under this backend's runtime state that
+// keep does not hold (a create cut short, a sandbox no record explains),
+// and removes their directories.
+func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
+	if err := b.Probe(ctx); err != nil {
+		return err
+	}
+	kept := map[string]bool{}
+	for _, i := range keep {
+		if in, ok := i.(*instance); ok {
+			kept[in.id] = true
+		}
+	}
+	out, err := b.runtimeCmd(ctx, "list", "--quiet").Output()
+	if err != nil {
+		return fmt.Errorf("%s list: %v", filepath.Base(b.runtime), err)
+	}
+	ids := map[string]bool{}
+	for _, id := range strings.Fields(string(out)) {
+		ids[id] = true
+	}
+	if ents, err := os.ReadDir(b.cfg.StateDir); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "cordon-") {
+				ids[e.Name()] = true
+			}
+		}
+	}
+	var errs []error
+	for id := range ids {
+		if kept[id] || !strings.HasPrefix(id, "cordon-") {
+			continue
+		}
+		inst := &instance{b: b, id: id, dir: filepath.Join(b.cfg.StateDir, id), logs: logbuf.New(1), created: true}
+		// A running agent is asked to stop its commands first; a container
+		// created and never started has nobody to ask.
+		if st, ok, err := b.state(ctx, id); err == nil && ok && st.Status == "running" && st.Pid > 0 {
+			inst.proc, _ = pidfd.Open(st.Pid, "")
+		}
+		errs = append(errs, inst.Destroy(ctx))
+	}
+	return errors.Join(errs...)
 }

@@ -3,8 +3,12 @@ package oci_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,4 +92,106 @@ func TestLimits(t *testing.T) {
 
 func TestEscapeesDie(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, b *oci.Backend) { adversarial.Escapees(t, creator(b)) })
+}
+
+// TestTeardownLeavesNothing: after Destroy the runtime no longer knows the
+// container, and its cgroups, directory and processes are gone.
+func TestTeardownLeavesNothing(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, b *oci.Backend) {
+		p := sandbox.NewProvider([]sandbox.Backend{b})
+		sb, err := p.Create(t.Context(), sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 128 << 20, Pids: 64}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh(t, sb, "setsid sleep 300 >/dev/null 2>&1 &")
+		id := containerID(t, sb)
+		if err := sb.Destroy(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		checkGone(t, b, id)
+	})
+}
+
+func containerID(t *testing.T, sb *sandbox.Sandbox) string {
+	t.Helper()
+	a, err := sb.Persist()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct{ ID string }
+	if err := json.Unmarshal(a.State, &st); err != nil || st.ID == "" {
+		t.Fatalf("state %s: %v", a.State, err)
+	}
+	return st.ID
+}
+
+func checkGone(t *testing.T, b *oci.Backend, id string) {
+	t.Helper()
+	root := filepath.Join(os.TempDir(), "cordon-oci-test")
+	if out, err := exec.Command(b.Runtime(), "--root", filepath.Join(root, "runtime"), "state", id).CombinedOutput(); err == nil {
+		t.Errorf("the runtime still knows %s: %s", id, out)
+	}
+	if _, err := os.Stat(filepath.Join(root, id)); err == nil {
+		t.Errorf("the directory of %s remains", id)
+	}
+	for _, c := range []string{"memory", "pids", "cpu", "freezer", "unified", ""} {
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", c, "cordon-oci", id)); err == nil {
+			t.Errorf("cgroup %s of %s remains", c, id)
+		}
+	}
+}
+
+// TestHalfCreated: a container the runtime created but never started (a
+// create cut short) is swept, as is one whose sandbox nobody holds.
+func TestHalfCreated(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, b *oci.Backend) {
+		p := sandbox.NewProvider([]sandbox.Backend{b})
+		kept, err := p.Create(t.Context(), sandbox.Spec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer kept.Destroy(context.Background())
+		stray, err := p.Create(t.Context(), sandbox.Spec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		strayID := containerID(t, stray)
+		// Half-created: the runtime's create step alone, on a copy of a
+		// bundle, under a cordon id.
+		root := filepath.Join(os.TempDir(), "cordon-oci-test")
+		half := "cordon-halfcreated" + fmt.Sprint(os.Getpid())
+		bundle := filepath.Join(root, half)
+		if out, err := exec.Command("cp", "-a", filepath.Join(root, containerID(t, kept)), bundle).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		cfg := filepath.Join(bundle, "bundle", "config.json")
+		raw, _ := os.ReadFile(cfg)
+		// Its own cgroup, and no descriptor to wait for.
+		fixed := strings.ReplaceAll(string(raw), containerID(t, kept), half)
+		if err := os.WriteFile(cfg, []byte(fixed), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// The created container keeps the runtime's stdio: a file, not a
+		// pipe that would never reach EOF.
+		logf, err := os.CreateTemp(t.TempDir(), "create")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logf.Close()
+		cmd := exec.Command(b.Runtime(), "--root", filepath.Join(root, "runtime"), "create", "--bundle", filepath.Join(bundle, "bundle"), half)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Run(); err != nil {
+			out, _ := os.ReadFile(logf.Name())
+			t.Fatalf("create: %v: %s", err, out)
+		}
+		if err := p.Sweep(t.Context(), []*sandbox.Sandbox{kept}); err != nil {
+			t.Fatal(err)
+		}
+		checkGone(t, b, half)
+		checkGone(t, b, strayID)
+		_ = stray.Destroy(context.Background()) // already gone: confirms again
+		if out, _ := sh(t, kept, "echo kept"); out != "kept\n" {
+			t.Fatalf("the kept sandbox: %q", out)
+		}
+	})
 }
