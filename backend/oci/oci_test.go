@@ -195,3 +195,51 @@ func TestHalfCreated(t *testing.T) {
 		}
 	})
 }
+
+// TestRootFS: a given root filesystem (as an image's is) is the sandbox's
+// root, read-only, and shared: two sandboxes use it at once and neither
+// changes it.
+func TestRootFS(t *testing.T) {
+	bb := testutil.Requires(t, "busybox")[0]
+	root := filepath.Join(t.TempDir(), "root")
+	for _, d := range []string{"bin", "etc"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "bin", "busybox"), data, 0o755)
+	for _, applet := range []string{"sh", "cat", "ls", "touch", "id", "wc", "echo", "test"} {
+		os.Symlink("busybox", filepath.Join(root, "bin", applet))
+	}
+	os.WriteFile(filepath.Join(root, "etc", "marker"), []byte("from the rootfs\n"), 0o644)
+	os.Chmod(filepath.Dir(root), 0o755)
+	before := listTree(t, root)
+	forEachRuntime(t, func(t *testing.T, b *oci.Backend) {
+		one := create(t, b, sandbox.Spec{RootFS: root})
+		two := create(t, b, sandbox.Spec{RootFS: root})
+		for _, sb := range []*sandbox.Sandbox{one, two} {
+			out, _ := sh(t, sb, "cat /etc/marker; touch /etc/x /bin/x 2>&1; echo ok > /workspace/w && cat /workspace/w; test -e /usr/bin/python3 || echo no-host-usr")
+			if !strings.HasPrefix(out, "from the rootfs\n") || strings.Count(out, "Read-only") != 2 || !strings.Contains(out, "ok\n") || !strings.Contains(out, "no-host-usr") {
+				t.Fatalf("inside: %q", out)
+			}
+		}
+	})
+	if after := listTree(t, root); after != before {
+		t.Fatalf("the shared root changed:\n%s\nwas\n%s", after, before)
+	}
+}
+
+func listTree(t *testing.T, root string) string {
+	var b strings.Builder
+	filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
+		if err == nil {
+			fmt.Fprintf(&b, "%s %v %d\n", p, info.Mode(), info.Size())
+		}
+		return nil
+	})
+	return b.String()
+}
