@@ -2,7 +2,9 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 
+	"github.com/cordon-sandbox/cordon/backend/oci"
 	"github.com/cordon-sandbox/cordon/backend/passthrough"
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/image"
@@ -13,12 +15,25 @@ import (
 const defaultTier = process.Name
 
 func newProvider() *sandbox.Provider {
-	return sandbox.NewProvider([]sandbox.Backend{
-		// CORDON_STATE_DIR moves the process tier's host-side state (default
-		// /run/cordon as root).
-		process.New(process.Config{StateDir: os.Getenv("CORDON_STATE_DIR")}),
+	return sandbox.NewProvider(backends(stateDir(), false), sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()))
+}
+
+// stateDir is where the tiers keep their host-side state: CORDON_STATE_DIR,
+// or each tier's default (under /run/cordon as root).
+func stateDir() string { return os.Getenv("CORDON_STATE_DIR") }
+
+// backends are the tiers cordon offers, their state under base ("" for
+// their defaults); detached ones outlive this process (the daemon's).
+func backends(base string, detached bool) []sandbox.Backend {
+	ociDir := ""
+	if base != "" {
+		ociDir = filepath.Join(base, "oci")
+	}
+	return []sandbox.Backend{
+		process.New(process.Config{StateDir: base, Detached: detached}),
+		oci.New(oci.Config{StateDir: ociDir}),
 		passthrough.New(passthrough.Config{}),
-	}, sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()))
+	}
 }
 
 // imageStore is the CLI's image cache, or nil (the provider's default)

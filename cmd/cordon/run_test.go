@@ -52,6 +52,8 @@ func TestRun(t *testing.T) {
 		{"NoSuchProgram", []string{"--", "/no/such/program"}, "", 125, "ENOENT"},
 		{"UnknownTier", []string{"--tier", "nope", "--", "true"}, "", 125, "unknown sandbox tier"},
 		{"Passthrough", []string{"--tier", "passthrough", "--", "true"}, "", 0, ""},
+		{"Container", []string{"--tier", "container", "--", "sh", "-c", "id -u; cat /proc/1/comm"}, "1000\ncordon-agent\n", 0, ""},
+		{"ContainerOOM", []string{"--tier", "container", "--memory", "64m", "--", "python3", "-c", "a = bytearray(512 << 20)"}, "", 137, "out of memory"},
 		{"OOM", []string{"--memory", "64m", "--", "python3", "-c", "a = bytearray(512 << 20)"}, "", 137, "out of memory"},
 		{"User", []string{"--user", "4242", "--", "id", "-u"}, "4242\n", 0, ""},
 		{"BadMemory", []string{"--memory", "lots", "--", "true"}, "", 2, "not a size"},

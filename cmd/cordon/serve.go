@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/backend/passthrough"
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -111,10 +110,7 @@ func serveCmd(args []string) int {
 	if err := os.MkdirAll(processDir, 0o711); err != nil {
 		return fail("%v", err)
 	}
-	provider := sandbox.NewProvider([]sandbox.Backend{
-		process.New(process.Config{StateDir: processDir, Detached: true}),
-		passthrough.New(passthrough.Config{}),
-	}, sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()), sandbox.WithEgressProxy(proxy), sandbox.WithLogger(log))
+	provider := sandbox.NewProvider(backends(processDir, true), sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()), sandbox.WithEgressProxy(proxy), sandbox.WithLogger(log))
 	srv, err := server.New(server.Config{
 		Provider: provider, StateDir: *stateDir, HostPaths: hostPaths, Profiles: profs,
 		DefaultTTL: *defTTL, MaxTTL: *maxTTL, DefaultIdleTimeout: *idle,
