@@ -55,6 +55,9 @@ type Backend struct {
 	once    sync.Once
 	runtime string // resolved path
 	err     error
+
+	probeMu sync.Mutex
+	probed  bool
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -116,6 +119,21 @@ func (b *Backend) Probe(ctx context.Context) error {
 	return nil
 }
 
+// probeOnce is Probe, remembered once it succeeded (it runs the runtime,
+// which costs a create a dozen milliseconds).
+func (b *Backend) probeOnce(ctx context.Context) error {
+	b.probeMu.Lock()
+	defer b.probeMu.Unlock()
+	if b.probed {
+		return nil
+	}
+	if err := b.Probe(ctx); err != nil {
+		return err
+	}
+	b.probed = true
+	return nil
+}
+
 // runtimeCmd runs the runtime with its state under the backend's own
 // directory, so cordon's containers never mix with others'.
 func (b *Backend) runtimeCmd(ctx context.Context, args ...string) *exec.Cmd {
@@ -125,7 +143,7 @@ func (b *Backend) runtimeCmd(ctx context.Context, args ...string) *exec.Cmd {
 const tokenFD = 3 // the first descriptor --preserve-fds passes
 
 func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance, error) {
-	if err := b.Probe(ctx); err != nil {
+	if err := b.probeOnce(ctx); err != nil {
 		return nil, err
 	}
 	agentPath, _ := agentbin.Find(b.cfg.AgentPath)
@@ -215,7 +233,8 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		return fail(err)
 	}
 	go func() { _, _ = io.Copy(inst.logs, lr); lr.Close() }()
-	cmd := b.runtimeCmd(ctx, "run", "--detach", "--preserve-fds", "1", "--bundle", bundle, id)
+	pidFile := filepath.Join(inst.dir, "pid")
+	cmd := b.runtimeCmd(ctx, "run", "--detach", "--preserve-fds", "1", "--pid-file", pidFile, "--bundle", bundle, id)
 	cmd.ExtraFiles = []*os.File{tr}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, lw, lw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -226,9 +245,13 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		return fail(fmt.Errorf("%w: %s run: %v: %s", sandbox.ErrAgent, filepath.Base(b.runtime), err, strings.TrimSpace(inst.logs.String())))
 	}
 	inst.created = true
-	pid, err := b.statePid(ctx, id)
+	pidText, err := os.ReadFile(pidFile)
 	if err != nil {
 		return fail(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	if err != nil || pid <= 0 {
+		return fail(fmt.Errorf("%w: the runtime wrote pid %q", sandbox.ErrAgent, pidText))
 	}
 	if inst.proc, err = pidfd.Open(pid, ""); err != nil {
 		return fail(fmt.Errorf("%w: the container's init exited at once: %s", sandbox.ErrAgent, strings.TrimSpace(inst.logs.String())))
@@ -247,7 +270,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 // root's and read-only to everyone else.
 func sealSocketDir(ctx context.Context, dir string, p *pidfd.Proc) error {
 	deadline := time.Now().Add(30 * time.Second)
-	for wait := 200 * time.Microsecond; ; wait = min(wait*2, 20*time.Millisecond) {
+	for wait := 200 * time.Microsecond; ; wait = min(wait*2, time.Millisecond) {
 		if _, err := os.Lstat(filepath.Join(dir, "agent.sock")); err == nil {
 			break
 		}
@@ -294,6 +317,17 @@ func (b *Backend) state(ctx context.Context, id string) (*state, bool, error) {
 // does not exist"; crun: its status file missing).
 func isNotExist(stderr string) bool {
 	return strings.Contains(stderr, "does not exist") || strings.Contains(stderr, "No such file or directory")
+}
+
+// knows reports whether the runtime still has state for id. Both runtimes
+// keep a directory per container under their root: when it is gone, so is
+// the container; while it exists, the runtime is asked.
+func (b *Backend) knows(ctx context.Context, id string) (bool, error) {
+	if _, err := os.Stat(filepath.Join(b.cfg.StateDir, "runtime", id)); errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	_, known, err := b.state(ctx, id)
+	return known, err
 }
 
 func (b *Backend) statePid(ctx context.Context, id string) (int, error) {
@@ -380,7 +414,7 @@ func (i *instance) Destroy(ctx context.Context) error {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 		out, err := b.runtimeCmd(dctx, "delete", "--force", i.id).CombinedOutput()
 		cancel()
-		_, known, serr := b.state(context.WithoutCancel(ctx), i.id)
+		known, serr := b.knows(context.WithoutCancel(ctx), i.id)
 		if serr != nil || known {
 			return fmt.Errorf("%w: %s delete %s: %v: %s", sandbox.ErrTeardown, filepath.Base(b.runtime), i.id, errors.Join(err, serr), strings.TrimSpace(string(out)))
 		}
@@ -418,7 +452,7 @@ func (i *instance) State() ([]byte, error) {
 
 // Adopt takes over a container an earlier process started.
 func (b *Backend) Adopt(ctx context.Context, state []byte, token string) (sandbox.Instance, error) {
-	if err := b.Probe(ctx); err != nil {
+	if err := b.probeOnce(ctx); err != nil {
 		return nil, err
 	}
 	var st instanceState
@@ -460,7 +494,7 @@ func (b *Backend) Adopt(ctx context.Context, state []byte, token string) (sandbo
 // keep does not hold (a create cut short, a sandbox no record explains),
 // and removes their directories.
 func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
-	if err := b.Probe(ctx); err != nil {
+	if err := b.probeOnce(ctx); err != nil {
 		return err
 	}
 	kept := map[string]bool{}

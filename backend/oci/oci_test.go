@@ -23,7 +23,9 @@ import (
 // must be present under CI.
 var runtimes = []string{"crun", "runc"}
 
-func backend(t *testing.T, runtime string) *oci.Backend {
+func backend(t *testing.T, runtime string) *oci.Backend { return backendTB(t, runtime) }
+
+func backendTB(t testing.TB, runtime string) *oci.Backend {
 	t.Helper()
 	testutil.RequiresRoot(t)
 	testutil.Requires(t, runtime)
