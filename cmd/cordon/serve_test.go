@@ -153,15 +153,15 @@ func TestServeSurvivesKill9(t *testing.T) {
 	if strings.Contains(out.String(), "cordon-") {
 		t.Fatalf("the interrupted upload left a temporary file: %q", out.String())
 	}
-	ents, _ := os.ReadDir(sandboxes)
+	ents := sandboxDirs(sandboxes)
 	if len(ents) != 1 {
 		t.Fatalf("%d sandboxes on the tier, want 1", len(ents))
 	}
-	pid := initPid(filepath.Join(sandboxes, ents[0].Name()))
+	pid := initPid(filepath.Join(sandboxes, ents[0]))
 	if err := c.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if ents, _ := os.ReadDir(sandboxes); len(ents) != 0 {
+	if ents := sandboxDirs(sandboxes); len(ents) != 0 {
 		t.Fatalf("after delete, %d sandbox directories remain", len(ents))
 	}
 	if pid > 0 {
@@ -169,6 +169,18 @@ func TestServeSurvivesKill9(t *testing.T) {
 			t.Fatalf("the sandbox's init %d outlived its delete", pid)
 		}
 	}
+}
+
+// sandboxDirs lists the process tier's sandbox directories in dir.
+func sandboxDirs(dir string) []string {
+	var out []string
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "sb-") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
 
 func initPid(dir string) int {
@@ -188,9 +200,8 @@ func zombie(pid int) bool {
 // killRecorded ends what a test that failed badly left: every recorded
 // init (its cgroups are the next sweep's).
 func killRecorded(dir string) {
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if pid := initPid(filepath.Join(dir, e.Name())); pid > 0 {
+	for _, name := range sandboxDirs(dir) {
+		if pid := initPid(filepath.Join(dir, name)); pid > 0 {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
