@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -351,6 +352,7 @@ type instance struct {
 	created   bool   // the runtime knows the container
 	cgroup    string // its cgroups path
 	socketUID int    // the sandbox user's host uid (and gid)
+	paused    atomic.Bool
 
 	mu   sync.Mutex
 	gone bool
@@ -399,6 +401,10 @@ func (i *instance) Destroy(ctx context.Context) error {
 		i.egress.Close()
 	}
 	b := i.b
+	if i.paused.Load() {
+		// A frozen process cannot act on a signal.
+		_ = i.runtimeVerb(context.WithoutCancel(ctx), "resume")
+	}
 	if i.proc != nil {
 		_ = i.proc.Signal(syscall.SIGTERM)
 		select {
@@ -532,4 +538,25 @@ func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 		errs = append(errs, inst.Destroy(ctx))
 	}
 	return errors.Join(errs...)
+}
+
+// CanPause: both runtimes freeze a container's cgroup.
+func (i *instance) CanPause() bool { return i.created }
+
+// Pause freezes every process of the container, the agent included.
+func (i *instance) Pause(ctx context.Context) error { return i.runtimeVerb(ctx, "pause") }
+
+// Resume thaws a paused container; resuming one that runs is no error.
+func (i *instance) Resume(ctx context.Context) error { return i.runtimeVerb(ctx, "resume") }
+
+func (i *instance) runtimeVerb(ctx context.Context, verb string) error {
+	out, err := i.b.runtimeCmd(ctx, verb, i.id).CombinedOutput()
+	if err != nil && verb == "resume" && strings.Contains(string(out), "not paused") {
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %v: %s", filepath.Base(i.b.runtime), verb, err, strings.TrimSpace(string(out)))
+	}
+	i.paused.Store(verb == "pause")
+	return nil
 }
