@@ -92,8 +92,10 @@ type daemon struct {
 	stateDir string
 	// processDir is the process tier's state directory.
 	processDir string
-	https      []*http.Server
-	local      *sclient.Client
+	// container is the container tier, for tests that ask for it.
+	container sandbox.Backend
+	https     []*http.Server
+	local     *sclient.Client
 }
 
 func stateDir(t testing.TB) string {
@@ -115,8 +117,17 @@ func startDaemon(t testing.TB, tune ...func(*server.Config)) *daemon {
 	}
 	t.Cleanup(func() {
 		// Posture: once the daemon is closed, no sandbox is left.
-		if ents, _ := os.ReadDir(dir); len(ents) > 0 {
-			t.Errorf("%d sandboxes left in %s after the daemon closed", len(ents), dir)
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "sb-") {
+				t.Errorf("sandbox %s left in %s after the daemon closed", e.Name(), dir)
+			}
+		}
+		ents, _ = os.ReadDir(filepath.Join(dir, "oci"))
+		for _, e := range ents {
+			if e.Name() != "runtime" {
+				t.Errorf("container %s left after the daemon closed", e.Name())
+			}
 		}
 		os.RemoveAll(dir)
 	})
@@ -133,8 +144,12 @@ func (d *daemon) start(t testing.TB, tune ...func(*server.Config)) *daemon {
 	// As cordon serve does: the egress proxy's metrics join the daemon's.
 	reg := prometheus.NewRegistry()
 	proxy := egress.New(egress.Config{Registerer: reg})
+	backends := []sandbox.Backend{d.backend}
+	if d.container != nil {
+		backends = append(backends, d.container)
+	}
 	cfg := server.Config{
-		Provider:     sandbox.NewProvider([]sandbox.Backend{d.backend}, sandbox.WithEgressProxy(proxy)),
+		Provider:     sandbox.NewProvider(backends, sandbox.WithEgressProxy(proxy)),
 		Registry:     reg,
 		StateDir:     d.stateDir,
 		HostPaths:    []string{d.hosts},

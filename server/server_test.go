@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/conformance"
+	"github.com/cordon-sandbox/cordon/backend/oci"
 	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/server"
 	"github.com/cordon-sandbox/cordon/server/api"
@@ -561,5 +563,43 @@ func TestOpenRoutes(t *testing.T) {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %q", want)
 		}
+	}
+}
+
+// TestContainerTier: the daemon serves container-tier sandboxes as it does
+// the process tier's, and takes them back after a restart.
+func TestContainerTier(t *testing.T) {
+	testutil.Requires(t, "crun")
+	d := startDaemon(t)
+	dir := filepath.Join(d.processDir, "oci")
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	d.container = oci.New(oci.Config{Runtime: "crun", AgentPath: testutil.BuildAgent(t), StateDir: dir})
+	d.stop(t, true)
+	d.start(t)
+	c := d.local
+	ctx := t.Context()
+	sb, err := c.Create(ctx, api.CreateRequest{Spec: api.Spec{Tier: "container", Limits: api.Limits{MemoryBytes: 256 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Spec.Tier != "container" || !sb.Pausable {
+		t.Fatalf("created: %+v", sb)
+	}
+	sh(t, c, sb.ID, "echo kept > mine")
+	d.stop(t, false)
+	d.start(t)
+	if got := sh(t, c, sb.ID, "cat mine; cat /proc/1/comm"); got != "kept\ncordon-agent\n" {
+		t.Fatalf("after restart: %q", got)
+	}
+	if _, err := c.Pause(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != "runtime" {
+		t.Fatalf("left in the container tier's directory: %v", ents)
 	}
 }
