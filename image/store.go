@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -38,6 +39,32 @@ type Store struct {
 	busy   map[string]*sync.WaitGroup // unpacks in flight, by digest
 	// Unpacked counts unpacks this store performed (tests read it).
 	Unpacked int
+	// Progress, if set, hears how an unpack goes: after every read of a
+	// layer, and once with Done set when a layer is in.
+	Progress func(Progress)
+}
+
+// Progress is one report of an unpack: layer Layer (from 1) of Layers,
+// Bytes of it read so far (uncompressed).
+type Progress struct {
+	Digest        string
+	Layer, Layers int
+	Bytes         int64
+	Done          bool
+}
+
+// progressReader reports each read of a layer to the store's Progress.
+type progressReader struct {
+	r  io.Reader
+	p  Progress
+	fn func(Progress)
+}
+
+func (r *progressReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	r.p.Bytes += int64(n)
+	r.fn(r.p)
+	return n, err
 }
 
 // Record describes a cached image.
@@ -239,7 +266,7 @@ func (s *Store) unpack(ctx context.Context, img v1.Image, digest, dir string) (*
 	if err != nil {
 		return nil, err
 	}
-	for _, l := range layers {
+	for i, l := range layers {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -247,10 +274,20 @@ func (s *Store) unpack(ctx context.Context, img v1.Image, digest, dir string) (*
 		if err != nil {
 			return nil, err
 		}
-		err = u.apply(rc)
+		var r io.Reader = rc
+		var pr *progressReader
+		if s.Progress != nil {
+			pr = &progressReader{r: rc, p: Progress{Digest: digest, Layer: i + 1, Layers: len(layers)}, fn: s.Progress}
+			r = pr
+		}
+		err = u.apply(r)
 		rc.Close()
 		if err != nil {
 			return nil, err
+		}
+		if pr != nil {
+			pr.p.Done = true
+			s.Progress(pr.p)
 		}
 	}
 	// Sandboxes run as unprivileged mapped users: the root must be

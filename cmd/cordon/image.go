@@ -37,6 +37,7 @@ func imageCmd(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	st.Progress = unpackProgress()
 	fs := flag.NewFlagSet("image "+args[0], flag.ContinueOnError)
 	asName := fs.String("name", "", "name the imported image")
 	maxSize := fs.String("max", "", "collect least recently used images until the cache is under `SIZE`")
@@ -129,4 +130,26 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// unpackProgress shows an unpack as it goes: a progress bar per layer on a
+// terminal, one plain line per layer otherwise.
+func unpackProgress() func(image.Progress) {
+	var bar *progress
+	return func(p image.Progress) {
+		name := fmt.Sprintf("layer %d/%d", p.Layer, p.Layers)
+		if bar == nil || bar.name != name {
+			bar = newProgress(name, -1)
+		}
+		if !p.Done {
+			bar.add(int(p.Bytes - bar.n))
+			return
+		}
+		if bar.shown {
+			bar.done(nil)
+		} else {
+			fmt.Fprintf(os.Stderr, "%s %s: %s unpacked\n", short(p.Digest), name, humanBytes(p.Bytes))
+		}
+		bar = nil
+	}
 }

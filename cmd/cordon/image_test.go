@@ -72,7 +72,9 @@ func TestImages(t *testing.T) {
 		_ = cmd.Run()
 		return o.String(), e.String(), cmd.ProcessState.ExitCode()
 	}
-	if out, errOut, code := run("image", "import", "--name", "bb", busyboxTarball(t)); code != 0 || !strings.HasPrefix(out, "imported bb") {
+	if out, errOut, code := run("image", "import", "--name", "bb", busyboxTarball(t)); code != 0 || !strings.HasPrefix(out, "imported bb") ||
+		!strings.Contains(errOut, "layer 1/1: ") || !strings.Contains(errOut, " unpacked") {
+		// Not a terminal: one plain progress line per layer.
 		t.Fatalf("import: %q %q %d", out, errOut, code)
 	}
 	if out, _, _ := run("image", "ls"); !strings.Contains(out, "bb") {
