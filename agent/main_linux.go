@@ -31,12 +31,37 @@ func Main(stdout, stderr io.Writer) int {
 		return 1
 	}
 	// Whatever descriptors the agent inherited stay out of every command.
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+	if err := cloexecInherited(); err != nil {
 		fmt.Fprintf(stderr, "cordon-agent: refusing to start: close inherited descriptors: %v\n", err)
 		return 1
 	}
 	_, inEnv := os.LookupEnv(EnvPrefix + "TOKEN")
 	return Run(env, inEnv, stdout, stderr, Options{})
+}
+
+// cloexecInherited marks every descriptor above 2 close-on-exec: with
+// close_range where the kernel has it, else one by one (user-space kernels
+// such as gVisor's may lack CLOSE_RANGE_CLOEXEC).
+func cloexecInherited() error {
+	err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil || !(errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS)) {
+		return err
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd < 3 {
+			continue
+		}
+		// The directory's own descriptor is gone by now: EBADF is fine.
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
+			return err
+		}
+	}
+	return nil
 }
 
 // Options are what an embedding (the process tier's init) adds to Run.
@@ -204,12 +229,21 @@ func tokenFromFD(env []string) ([]string, error) {
 		return env, nil
 	}
 	fd, err := strconv.Atoi(fdText)
-	if err != nil || fd < 3 {
-		return nil, fmt.Errorf("CORDON_AGENT_TOKEN_FD=%q is not a descriptor above 2", fdText)
+	if err != nil || fd == 1 || fd == 2 || fd < 0 {
+		return nil, fmt.Errorf("CORDON_AGENT_TOKEN_FD=%q is not standard input or a descriptor above 2", fdText)
 	}
 	f := os.NewFile(uintptr(fd), "token")
 	b, err := io.ReadAll(io.LimitReader(f, 4096))
-	f.Close()
+	if fd == 0 {
+		// Standard input (a runtime that passes no other descriptor)
+		// becomes /dev/null once the token is read.
+		if null, nerr := os.Open(os.DevNull); nerr == nil {
+			_ = unix.Dup3(int(null.Fd()), 0, 0)
+			null.Close()
+		}
+	} else {
+		f.Close()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the token from CORDON_AGENT_TOKEN_FD: %w", err)
 	}

@@ -44,6 +44,17 @@ if ! command -v go >/dev/null 2>&1; then
 	fi
 fi
 
+# A current gVisor (runsc) for the gvisor tier: Debian's is a 2022 build
+# (ptrace only, and its statx rejects what Debian 12's coreutils asks). Built
+# once from the Go module proxy, pinned, into /usr/local/lib/cordon.
+RUNSC_VERSION=v0.0.0-20260905035102-160fafc42237
+if [ "$(id -u)" -eq 0 ] && [ ! -x /usr/local/lib/cordon/runsc ]; then
+	echo "setup: building runsc $RUNSC_VERSION (about two minutes, once)" >&2
+	scratch=$(mktemp -d)
+	(cd "$scratch" && GOBIN=/usr/local/lib/cordon CGO_ENABLED=0 GOFLAGS=-mod=mod go install "gvisor.dev/gvisor/runsc@$RUNSC_VERSION")
+	rm -rf "$scratch"
+fi
+
 mkdir -p bin
 export CGO_ENABLED=0
 go build -trimpath -o bin/cordon-agent ./cmd/cordon-agent

@@ -34,6 +34,9 @@ type bundleInput struct {
 	Limits    sandbox.Limits
 	// CgroupsPath is the container's cgroup, under the runtime's hierarchy.
 	CgroupsPath string
+	// UserSpaceKernel: the runtime is gVisor, whose sentry applies the
+	// filter itself and answers every denial EPERM (it ignores errnoRet).
+	UserSpaceKernel bool
 }
 
 // buildSpec lays out the bundle's root and returns its configuration. The
@@ -168,7 +171,7 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 			ReadonlyPaths: readonly,
 			CgroupsPath:   in.CgroupsPath,
 			Resources:     resources(in.Limits),
-			Seccomp:       seccompProfile(),
+			Seccomp:       seccompProfile(in.UserSpaceKernel),
 		},
 	}
 	return s, nil
@@ -199,17 +202,20 @@ func resources(l sandbox.Limits) *specs.LinuxResources {
 // namespace flag, TIOCSTI and TIOCLINUX refused on the low 32 bits of the
 // request, and AF_VSOCK, AF_PACKET and netlink other than route refused.
 // Calls of any other architecture than x86-64 do not pass the runtime's
-// architecture check.
-func seccompProfile() *specs.LinuxSeccomp {
+// architecture check. Under a user-space kernel clone3 stays allowed: its
+// sentry would answer EPERM where libc needs ENOSYS to fall back to clone,
+// and the namespaces a sandboxed process could make there are the sentry's
+// own, not the host's.
+func seccompProfile(userSpaceKernel bool) *specs.LinuxSeccomp {
 	eperm, enosys, eafno := uint(unix.EPERM), uint(unix.ENOSYS), uint(unix.EAFNOSUPPORT)
 	var names []string
 	for _, sc := range sandboxinit.DeniedSyscalls {
 		names = append(names, sc.Name)
 	}
 	sort.Strings(names)
-	rules := []specs.LinuxSyscall{
-		{Names: names, Action: specs.ActErrno, ErrnoRet: &eperm},
-		{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: &enosys},
+	rules := []specs.LinuxSyscall{{Names: names, Action: specs.ActErrno, ErrnoRet: &eperm}}
+	if !userSpaceKernel {
+		rules = append(rules, specs.LinuxSyscall{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: &enosys})
 	}
 	for bit := uint64(1); bit != 0; bit <<= 1 {
 		if uint64(sandboxinit.NamespaceFlags)&bit != 0 {

@@ -35,14 +35,25 @@ import (
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
-// Name is the tier name.
-const Name = "container"
+// CurrentRunsc is where scripts/setup.sh puts a current gVisor build.
+const CurrentRunsc = "/usr/local/lib/cordon/runsc"
+
+// Tier names: the container tier runs crun or runc, the gvisor tier runsc.
+const (
+	Name   = "container"
+	GVisor = "gvisor"
+)
 
 // Config configures the backend.
 type Config struct {
-	// Runtime is the OCI runtime: a path, or "crun" or "runc" looked up in
-	// PATH; empty prefers crun, then runc.
+	// Tier is the tier name: Name (the default) or GVisor.
+	Tier string
+	// Runtime is the OCI runtime: a path, or a name looked up in PATH;
+	// empty means crun, then runc (runsc for the gvisor tier).
 	Runtime string
+	// Platform is gVisor's platform; empty probes systrap, then ptrace
+	// (its kvm platform hangs on nested-virtualisation hosts).
+	Platform string
 	// AgentPath is the cordon-agent binary; empty means agentbin.Find.
 	AgentPath string
 	// StateDir holds each sandbox's bundle and sockets, and the runtime's
@@ -54,8 +65,9 @@ type Config struct {
 type Backend struct {
 	cfg     Config
 	once    sync.Once
-	runtime string // resolved path
-	err     error
+	runtime  string // resolved path
+	platform string // gVisor's platform
+	err      error
 
 	probeMu sync.Mutex
 	probed  bool
@@ -65,13 +77,19 @@ var _ sandbox.Backend = (*Backend)(nil)
 
 // New returns the backend.
 func New(cfg Config) *Backend {
+	if cfg.Tier == "" {
+		cfg.Tier = Name
+	}
 	if cfg.StateDir == "" {
-		cfg.StateDir = "/run/cordon/oci"
+		cfg.StateDir = "/run/cordon/" + map[string]string{Name: "oci", GVisor: "gvisor"}[cfg.Tier]
 	}
 	return &Backend{cfg: cfg}
 }
 
-func (b *Backend) Name() string { return Name }
+func (b *Backend) Name() string { return b.cfg.Tier }
+
+// gvisor reports whether the runtime is runsc.
+func (b *Backend) gvisor() bool { return b.cfg.Tier == GVisor }
 
 // Runtime is the resolved runtime binary ("" if none was found).
 func (b *Backend) Runtime() string {
@@ -82,12 +100,19 @@ func (b *Backend) Runtime() string {
 func (b *Backend) resolve() {
 	b.once.Do(func() {
 		names := []string{"crun", "runc"}
+		if b.gvisor() {
+			// The current runsc scripts/setup.sh builds, else the system's.
+			names = []string{CurrentRunsc, "runsc"}
+		}
 		if b.cfg.Runtime != "" {
 			names = []string{b.cfg.Runtime}
 		}
 		for _, n := range names {
 			if p, err := exec.LookPath(n); err == nil {
 				b.runtime = p
+				if b.gvisor() {
+					b.platform = b.probePlatform()
+				}
 				return
 			}
 		}
@@ -138,10 +163,44 @@ func (b *Backend) probeOnce(ctx context.Context) error {
 // runtimeCmd runs the runtime with its state under the backend's own
 // directory, so cordon's containers never mix with others'.
 func (b *Backend) runtimeCmd(ctx context.Context, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, b.runtime, append([]string{"--root", filepath.Join(b.cfg.StateDir, "runtime")}, args...)...)
+	global := []string{"--root", filepath.Join(b.cfg.StateDir, "runtime")}
+	if b.gvisor() {
+		// No network stack at all (the egress boundary is the agent's
+		// bridge), host sockets only in the bound socket directory (the
+		// agent's listener and the egress socket; both generations of runsc
+		// know --host-uds), the bundle's seccomp filter applied inside the
+		// sandbox (off by default in runsc), and the platform that works
+		// here.
+		global = append(global, "--network=none", "--host-uds=all", "--oci-seccomp", "--platform="+b.platform)
+	}
+	return exec.CommandContext(ctx, b.runtime, append(global, args...)...)
 }
 
-const tokenFD = 3 // the first descriptor --preserve-fds passes
+// probePlatform picks gVisor's platform: the configured one, else systrap
+// where this runsc has it (current builds), else ptrace (2022 builds).
+func (b *Backend) probePlatform() string {
+	if b.cfg.Platform != "" {
+		return b.cfg.Platform
+	}
+	// The -platform flag's help names the platforms this build has.
+	out, _ := exec.Command(b.runtime, "flags").CombinedOutput()
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "specifies which platform to use") && strings.Contains(line, "systrap") {
+			return "systrap"
+		}
+	}
+	return "ptrace"
+}
+
+// tokenFD is where the agent reads its token: the first descriptor
+// --preserve-fds passes, or standard input under runsc, which has no such
+// option.
+func (b *Backend) tokenFD() int {
+	if b.gvisor() {
+		return 0
+	}
+	return 3
+}
 
 func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance, error) {
 	if err := b.probeOnce(ctx); err != nil {
@@ -201,8 +260,8 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	bundle := filepath.Join(inst.dir, "bundle")
 	bs, err := buildSpec(bundleInput{
 		Bundle: bundle, RootSrc: rootSrc, HostRoot: hostRoot, SocketDir: sock, AgentPath: agentPath,
-		Identity: idFiles, Env: process.AgentEnv(l, uid, tokenFD), UID: uid, IDBase: base, IDSize: size,
-		Limits: spec.Limits, CgroupsPath: inst.cgroup,
+		Identity: idFiles, Env: process.AgentEnv(l, uid, b.tokenFD()), UID: uid, IDBase: base, IDSize: size,
+		Limits: spec.Limits, CgroupsPath: inst.cgroup, UserSpaceKernel: b.gvisor(),
 	})
 	if err != nil {
 		return fail(err)
@@ -235,9 +294,16 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	}
 	go func() { _, _ = io.Copy(inst.logs, lr); lr.Close() }()
 	pidFile := filepath.Join(inst.dir, "pid")
-	cmd := b.runtimeCmd(ctx, "run", "--detach", "--preserve-fds", "1", "--pid-file", pidFile, "--bundle", bundle, id)
-	cmd.ExtraFiles = []*os.File{tr}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, lw, lw
+	var cmd *exec.Cmd
+	if b.gvisor() {
+		// runsc passes no extra descriptor: the token comes on stdin.
+		cmd = b.runtimeCmd(ctx, "run", "--detach", "--pid-file", pidFile, "--bundle", bundle, id)
+		cmd.Stdin = tr
+	} else {
+		cmd = b.runtimeCmd(ctx, "run", "--detach", "--preserve-fds", "1", "--pid-file", pidFile, "--bundle", bundle, id)
+		cmd.ExtraFiles = []*os.File{tr}
+	}
+	cmd.Stdout, cmd.Stderr = lw, lw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Run()
 	tr.Close()
@@ -324,7 +390,8 @@ func isNotExist(stderr string) bool {
 // keep a directory per container under their root: when it is gone, so is
 // the container; while it exists, the runtime is asked.
 func (b *Backend) knows(ctx context.Context, id string) (bool, error) {
-	if _, err := os.Stat(filepath.Join(b.cfg.StateDir, "runtime", id)); errors.Is(err, os.ErrNotExist) {
+	// (runsc keeps its state in files of another shape: it is asked.)
+	if _, err := os.Stat(filepath.Join(b.cfg.StateDir, "runtime", id)); errors.Is(err, os.ErrNotExist) && !b.gvisor() {
 		return false, nil
 	}
 	_, known, err := b.state(ctx, id)

@@ -19,9 +19,9 @@ import (
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
-// runtimes are the OCI runtimes the container tier is tested with; each
-// must be present under CI.
-var runtimes = []string{"crun", "runc"}
+// runtimes are the OCI runtimes the tiers are tested with (runsc is the
+// gvisor tier); each must be present under CI.
+var runtimes = []string{"crun", "runc", oci.CurrentRunsc}
 
 func backend(t *testing.T, runtime string) *oci.Backend { return backendTB(t, runtime) }
 
@@ -33,7 +33,11 @@ func backendTB(t testing.TB, runtime string) *oci.Backend {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	b := oci.New(oci.Config{Runtime: runtime, AgentPath: testutil.BuildAgent(t), StateDir: dir})
+	tier := oci.Name
+	if filepath.Base(runtime) == "runsc" {
+		tier, dir = oci.GVisor, filepath.Join(dir, "gvisor")
+	}
+	b := oci.New(oci.Config{Tier: tier, Runtime: runtime, AgentPath: testutil.BuildAgent(t), StateDir: dir})
 	if err := b.Probe(t.Context()); err != nil {
 		testutil.Missing(t, "container tier with %s unavailable: %v", runtime, err)
 	}
@@ -42,7 +46,7 @@ func backendTB(t testing.TB, runtime string) *oci.Backend {
 
 func forEachRuntime(t *testing.T, f func(t *testing.T, b *oci.Backend)) {
 	for _, rt := range runtimes {
-		t.Run(rt, func(t *testing.T) { f(t, backend(t, rt)) })
+		t.Run(filepath.Base(rt), func(t *testing.T) { f(t, backend(t, rt)) })
 	}
 }
 
