@@ -31,7 +31,7 @@ func benchBackend(b *testing.B, rt string) *oci.Backend { return backendTB(b, rt
 
 func BenchmarkLifecycle(b *testing.B) {
 	for _, rt := range runtimes {
-		b.Run(rt, func(b *testing.B) {
+		b.Run(filepath.Base(rt), func(b *testing.B) {
 			be := benchBackend(b, rt)
 			p := sandbox.NewProvider([]sandbox.Backend{be})
 			var create, first, destroy, total []time.Duration
@@ -64,7 +64,7 @@ func BenchmarkLifecycle(b *testing.B) {
 // cordon made (the agent swapped for /usr/bin/true).
 func BenchmarkRawRuntime(b *testing.B) {
 	for _, rt := range runtimes {
-		b.Run(rt, func(b *testing.B) {
+		b.Run(filepath.Base(rt), func(b *testing.B) {
 			be := benchBackend(b, rt)
 			p := sandbox.NewProvider([]sandbox.Backend{be})
 			sb, err := p.Create(b.Context(), sandbox.Spec{})
@@ -75,7 +75,7 @@ func BenchmarkRawRuntime(b *testing.B) {
 			a, _ := sb.Persist()
 			var st struct{ ID string }
 			json.Unmarshal(a.State, &st)
-			root := filepath.Join(os.TempDir(), "cordon-oci-test")
+			root := be.StateDir()
 			raw := filepath.Join(root, "cordon-rawbench")
 			os.RemoveAll(raw)
 			if out, err := exec.Command("cp", "-a", filepath.Join(root, st.ID), raw).CombinedOutput(); err != nil {
@@ -97,7 +97,11 @@ func BenchmarkRawRuntime(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				id := "cordon-rawbench-" + string(rune('a'+i%26)) + time.Now().Format("150405.000000")
 				t0 := time.Now()
-				cmd := exec.Command(be.Runtime(), "--root", state, "run", "--bundle", filepath.Join(raw, "bundle"), id)
+				args := []string{"--root", state}
+				if be.Name() == oci.GVisor {
+					args = append(args, "--network=none", "--oci-seccomp")
+				}
+				cmd := exec.Command(be.Runtime(), append(args, "run", "--bundle", filepath.Join(raw, "bundle"), id)...)
 				if out, err := cmd.CombinedOutput(); err != nil {
 					b.Fatalf("%v: %s", err, out)
 				}
@@ -111,7 +115,7 @@ func BenchmarkRawRuntime(b *testing.B) {
 
 func BenchmarkExecWarm(b *testing.B) {
 	for _, rt := range runtimes {
-		b.Run(rt, func(b *testing.B) {
+		b.Run(filepath.Base(rt), func(b *testing.B) {
 			be := benchBackend(b, rt)
 			p := sandbox.NewProvider([]sandbox.Backend{be})
 			sb, err := p.Create(b.Context(), sandbox.Spec{})

@@ -63,8 +63,8 @@ type Config struct {
 
 // Backend is the container tier.
 type Backend struct {
-	cfg     Config
-	once    sync.Once
+	cfg      Config
+	once     sync.Once
 	runtime  string // resolved path
 	platform string // gVisor's platform
 	err      error
@@ -90,6 +90,10 @@ func (b *Backend) Name() string { return b.cfg.Tier }
 
 // gvisor reports whether the runtime is runsc.
 func (b *Backend) gvisor() bool { return b.cfg.Tier == GVisor }
+
+// StateDir is where the backend keeps its bundles and its runtime's state
+// (under "runtime").
+func (b *Backend) StateDir() string { return b.cfg.StateDir }
 
 // Runtime is the resolved runtime binary ("" if none was found).
 func (b *Backend) Runtime() string {
@@ -121,8 +125,13 @@ func (b *Backend) resolve() {
 }
 
 func (b *Backend) Capabilities() sandbox.Capabilities {
+	// Under gVisor the host cgroup holds the sentry, not the workload: a
+	// memory limit there kills the whole sandbox (agent included) instead
+	// of the hog, and a pids limit counts the sentry's own threads. Until
+	// they are enforced inside the sentry, the gvisor tier refuses them.
+	userKernel := b.gvisor()
 	return sandbox.Capabilities{
-		Isolated: true, MemoryLimit: true, PidsLimit: true, CPULimit: true,
+		Isolated: true, MemoryLimit: !userKernel, PidsLimit: !userKernel, CPULimit: true,
 		RootFS: true, User: true, Egress: true,
 	}
 }
@@ -618,7 +627,7 @@ func (i *instance) Resume(ctx context.Context) error { return i.runtimeVerb(ctx,
 
 func (i *instance) runtimeVerb(ctx context.Context, verb string) error {
 	out, err := i.b.runtimeCmd(ctx, verb, i.id).CombinedOutput()
-	if err != nil && verb == "resume" && strings.Contains(string(out), "not paused") {
+	if err != nil && verb == "resume" && (strings.Contains(string(out), "not paused") || strings.Contains(string(out), "in state running")) {
 		err = nil
 	}
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 )
 
 func TestAdversarial(t *testing.T) { adversarial.Run(t, create) }
-func TestLimits(t *testing.T)      { adversarial.Limits(t, create) }
+func TestLimits(t *testing.T)      { adversarial.Limits(t, backend(t).Capabilities(), create) }
 func TestEscapeesDie(t *testing.T) { adversarial.Escapees(t, create) }
 
 // TestTeardownLeavesNothing: after Destroy no process, mount, cgroup or
