@@ -25,13 +25,14 @@ func stateDir() string { return os.Getenv("CORDON_STATE_DIR") }
 // backends are the tiers cordon offers, their state under base ("" for
 // their defaults); detached ones outlive this process (the daemon's).
 func backends(base string, detached bool) []sandbox.Backend {
-	ociDir := ""
+	ociDir, gvisorDir := "", ""
 	if base != "" {
-		ociDir = filepath.Join(base, "oci")
+		ociDir, gvisorDir = filepath.Join(base, "oci"), filepath.Join(base, "gvisor")
 	}
 	return []sandbox.Backend{
 		process.New(process.Config{StateDir: base, Detached: detached}),
 		oci.New(oci.Config{StateDir: ociDir}),
+		oci.New(oci.Config{Tier: oci.GVisor, StateDir: gvisorDir}),
 		passthrough.New(passthrough.Config{}),
 	}
 }

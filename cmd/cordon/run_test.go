@@ -53,6 +53,8 @@ func TestRun(t *testing.T) {
 		{"UnknownTier", []string{"--tier", "nope", "--", "true"}, "", 125, "unknown sandbox tier"},
 		{"Passthrough", []string{"--tier", "passthrough", "--", "true"}, "", 0, ""},
 		{"Container", []string{"--tier", "container", "--", "sh", "-c", "id -u; cat /proc/1/comm"}, "1000\ncordon-agent\n", 0, ""},
+		{"GVisor", []string{"--tier", "gvisor", "--", "sh", "-c", "id -u; uname -r"}, "1000\n4.19.0-gvisor\n", 0, ""}, // gVisor names its own kernel
+		{"GVisorRefusesMemory", []string{"--tier", "gvisor", "--memory", "64m", "--", "true"}, "", 125, "cannot enforce a memory limit"},
 		{"ContainerOOM", []string{"--tier", "container", "--memory", "64m", "--", "python3", "-c", "a = bytearray(512 << 20)"}, "", 137, "out of memory"},
 		{"OOM", []string{"--memory", "64m", "--", "python3", "-c", "a = bytearray(512 << 20)"}, "", 137, "out of memory"},
 		{"User", []string{"--user", "4242", "--", "id", "-u"}, "4242\n", 0, ""},
