@@ -14,6 +14,7 @@ command -v busybox >/dev/null 2>&1 || need_apt+=(busybox-static)   # tiny root f
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)         # the process tier's benchmark baseline
 command -v runc >/dev/null 2>&1 || need_apt+=(runc)                # the container tier's runtimes
 command -v crun >/dev/null 2>&1 || need_apt+=(crun)
+[ -x /usr/bin/runsc ] || need_apt+=(runsc)                         # Debian's 2022 gVisor (the gvisor tier's older generation)
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)  # a Debian root filesystem for image tests
 if [ "${#need_apt[@]}" -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
