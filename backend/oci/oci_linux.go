@@ -342,12 +342,16 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	return inst, nil
 }
 
-// sealSocketDir waits for the agent's socket and makes its directory
-// root's and read-only to everyone else.
+// sealSocketDir waits until the agent accepts connections on its socket
+// (not merely until the file exists: a user-space kernel may still be
+// setting the listener up) and makes the directory root's and read-only to
+// everyone else.
 func sealSocketDir(ctx context.Context, dir string, p *pidfd.Proc) error {
+	sock := filepath.Join(dir, "agent.sock")
 	deadline := time.Now().Add(30 * time.Second)
 	for wait := 200 * time.Microsecond; ; wait = min(wait*2, time.Millisecond) {
-		if _, err := os.Lstat(filepath.Join(dir, "agent.sock")); err == nil {
+		if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
+			c.Close()
 			break
 		}
 		select {
