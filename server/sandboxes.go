@@ -387,16 +387,14 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	e := s.live[id]
 	s.mu.Unlock()
 	if e == nil || e.rec.Tenant != c.tenant {
-		recs, err := s.store.sandboxes()
+		rec, err := s.store.sandbox(id)
 		if err != nil {
 			writeErr(w, err)
 			return
 		}
-		for _, rec := range recs {
-			if rec.ID == id && rec.Tenant == c.tenant && rec.State == api.StateDestroyed {
-				w.WriteHeader(http.StatusNoContent)
-				return
-			}
+		if rec != nil && rec.Tenant == c.tenant && rec.State == api.StateDestroyed {
+			w.WriteHeader(http.StatusNoContent)
+			return
 		}
 		writeError(w, http.StatusNotFound, api.CodeNotFound, "no sandbox "+id)
 		return

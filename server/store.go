@@ -97,6 +97,20 @@ func (s *store) putSandbox(r *record) error {
 	return s.db.Update(func(tx *bolt.Tx) error { return put(tx, bucketSandboxes, r.ID, r) })
 }
 
+// sandbox reads one record; nil if there is none.
+func (s *store) sandbox(id string) (*record, error) {
+	var r *record
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketSandboxes).Get([]byte(id))
+		if v == nil {
+			return nil
+		}
+		r = &record{}
+		return json.Unmarshal(v, r)
+	})
+	return r, err
+}
+
 func (s *store) sandboxes() ([]*record, error) {
 	var out []*record
 	err := s.db.View(func(tx *bolt.Tx) error {

@@ -342,3 +342,19 @@ func Escapees(t *testing.T, create Create) {
 		t.Fatalf("%s escapees survived the timeout", strings.TrimSpace(left))
 	}
 }
+
+// DebianRoot checks that a real distribution's root filesystem (root, a
+// Debian minbase) runs on the tier, read-only: its files, its package
+// database, the sandbox user, the agent as PID 1. (A user-space kernel
+// answers a write to a root-owned read-only tree with EACCES before EROFS.)
+func DebianRoot(t *testing.T, create Create, root string) {
+	sb := create(t, sandbox.Spec{RootFS: root})
+	refused := "Read-only"
+	if UserSpaceKernel[sb.Tier()] {
+		refused = "Read-only|Permission denied"
+	}
+	out, _, _ := sh(t, sb, "cat /etc/debian_version; id -u; dpkg-query -W -f='${Package}\\n' dpkg; touch /usr/x 2>&1 | grep -cE '"+refused+"'; cat /proc/1/comm")
+	if f := strings.Fields(out); len(f) != 5 || !strings.HasPrefix(f[0], "12.") || f[1] != "1000" || f[2] != "dpkg" || f[3] != "1" || f[4] != "cordon-agent" {
+		t.Fatalf("inside Debian: %q", out)
+	}
+}

@@ -239,22 +239,16 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	if err := os.Mkdir(sock, 0o700); err != nil {
 		return fail(err)
 	}
-	hu, hg := base+uid, base+uid
+	hu := base + uid
 	inst.socketUID = hu
-	egressPath := filepath.Join(sock, "egress.sock")
-	ln, err := net.Listen("unix", egressPath)
+	if err := os.Chown(sock, hu, hu); err != nil {
+		return fail(err)
+	}
+	ln, err := process.ListenEgress(sock, hu, hu)
 	if err != nil {
 		return fail(err)
 	}
 	inst.egress = ln
-	for _, p := range []string{sock, egressPath} {
-		if err := os.Chown(p, hu, hg); err != nil {
-			return fail(err)
-		}
-	}
-	if err := os.Chmod(egressPath, 0o600); err != nil {
-		return fail(err)
-	}
 	rootSrc, hostRoot := "/", true
 	if spec.RootFS != "" {
 		if rootSrc, err = filepath.Abs(spec.RootFS); err != nil {
@@ -555,23 +549,10 @@ func (b *Backend) Adopt(ctx context.Context, state []byte, token string) (sandbo
 		return nil, fmt.Errorf("%w: container %s is gone: %v", sandbox.ErrAgent, st.ID, err)
 	}
 	sock := filepath.Join(inst.dir, "sock")
-	egressPath := filepath.Join(sock, "egress.sock")
-	_ = os.Remove(egressPath)
-	ln, err := net.Listen("unix", egressPath)
-	if err == nil {
-		err = os.Chown(egressPath, st.SocketUID, st.SocketGID)
-	}
-	if err == nil {
-		err = os.Chmod(egressPath, 0o600)
-	}
-	if err != nil {
-		if ln != nil {
-			ln.Close()
-		}
+	if inst.egress, err = process.ListenEgress(sock, st.SocketUID, st.SocketGID); err != nil {
 		inst.proc.Close()
 		return nil, fmt.Errorf("%w: egress socket: %v", sandbox.ErrAgent, err)
 	}
-	inst.egress = ln
 	inst.ep = client.Endpoint{Network: "unix", Address: filepath.Join(sock, "agent.sock"), Token: token}
 	return inst, nil
 }
@@ -581,6 +562,11 @@ func (b *Backend) Adopt(ctx context.Context, state []byte, token string) (sandbo
 // and removes their directories.
 func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 	if err := b.probeOnce(ctx); err != nil {
+		if errors.Is(err, sandbox.ErrUnavailable) {
+			// Without its runtime the tier started nothing here, and
+			// could not delete what another install left.
+			return nil
+		}
 		return err
 	}
 	kept := map[string]bool{}

@@ -198,23 +198,16 @@ func execCmd(args []string) int {
 	id, argv := rest[0], rest[1:]
 	opts := sclient.ExecOptions{Args: argv[1:], Cwd: *cwd, Env: env, Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr}
 	if *interactive {
-		b, err := io.ReadAll(io.LimitReader(os.Stdin, 4<<20))
-		if err != nil {
+		var err error
+		if opts.Stdin, err = readStdin(); err != nil {
 			return apiFail(err)
 		}
-		s := string(b)
-		opts.Stdin = &s
 	}
 	execID := make(chan string, 1)
 	opts.Started = func(id string) { execID <- id }
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	var caught os.Signal
-	go func() {
-		caught = <-sigs
-		fmt.Fprintln(os.Stderr, "cordon: stopping the command…")
+	caught := onInterrupt(stop, func() {
 		select {
 		case eid := <-execID:
 			// The command stops through the cancel route; dropping the
@@ -224,12 +217,11 @@ func execCmd(args []string) int {
 			cancel()
 		default:
 		}
-		stop()
-	}()
+	})
 	res, err := c.Exec(ctx, id, argv[0], opts)
 	switch {
-	case err != nil && caught != nil:
-		return 128 + int(caught.(syscall.Signal))
+	case err != nil && caught() != nil:
+		return 128 + int(caught().(syscall.Signal))
 	case err != nil:
 		return apiFail(err)
 	}

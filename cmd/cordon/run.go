@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -70,28 +71,56 @@ func runCmd(args []string) int {
 	}
 	opts := sandbox.ExecOptions{Args: argv[1:], Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr}
 	if *interactive {
-		b, err := io.ReadAll(io.LimitReader(os.Stdin, 4<<20))
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "cordon: reading stdin: %v\n", err)
+		if opts.Stdin, err = readStdin(); err != nil {
+			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
 			return exitCordon
 		}
-		s := string(b)
-		opts.Stdin = &s
 	}
 	return runIn(spec, argv[0], opts)
+}
+
+// maxStdin bounds what -i passes to a command (the exec body carries it).
+const maxStdin = 4 << 20
+
+// readStdin reads cordon's standard input for a command's, refusing more
+// than maxStdin rather than cutting it short.
+func readStdin() (*string, error) {
+	b, err := io.ReadAll(io.LimitReader(os.Stdin, maxStdin+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading stdin: %w", err)
+	}
+	if len(b) > maxStdin {
+		return nil, fmt.Errorf("standard input is over %d bytes; give larger inputs as files", maxStdin)
+	}
+	s := string(b)
+	return &s, nil
+}
+
+// onInterrupt calls stop (after note, if set) on the first SIGINT or
+// SIGTERM, and returns what reports the signal that came, nil if none.
+func onInterrupt(stop, note func()) func() os.Signal {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var caught atomic.Value
+	go func() {
+		sig := <-sigs
+		caught.Store(sig)
+		fmt.Fprintln(os.Stderr, "cordon: stopping the command…")
+		if note != nil {
+			note()
+		}
+		stop()
+	}()
+	return func() os.Signal {
+		sig, _ := caught.Load().(os.Signal)
+		return sig
+	}
 }
 
 func runIn(spec sandbox.Spec, command string, opts sandbox.ExecOptions) int {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	var caught os.Signal
-	go func() {
-		caught = <-sigs
-		fmt.Fprintln(os.Stderr, "cordon: stopping the command…")
-		stop()
-	}()
+	caught := onInterrupt(stop, nil)
 
 	sb, err := newProvider().Create(ctx, spec)
 	if err != nil {
@@ -106,8 +135,8 @@ func runIn(spec sandbox.Spec, command string, opts sandbox.ExecOptions) int {
 		return exitCordon
 	}
 	switch {
-	case errors.Is(execErr, context.Canceled) && caught != nil:
-		return 128 + int(caught.(syscall.Signal))
+	case errors.Is(execErr, context.Canceled) && caught() != nil:
+		return 128 + int(caught().(syscall.Signal))
 	case execErr != nil:
 		fmt.Fprintf(os.Stderr, "cordon: %v\n", execErr)
 		return exitCordon
