@@ -66,11 +66,14 @@ func cloexecInherited() error {
 
 // Options are what an embedding (the process tier's init) adds to Run.
 type Options struct {
-	// CommandThreadSetup runs once on the thread every command is forked
-	// from, before the first: confinement that the kernel applies per
-	// thread (Landlock without thread sync) reaches all commands there,
-	// while the agent's other threads stay able to inspect them.
-	CommandThreadSetup func() error
+	// CommandThread, when set, runs every fork of a command on one
+	// dedicated thread (see NewCommandThread): confinement that the kernel
+	// applies per thread (the bounding set, Landlock without thread sync)
+	// reaches all commands from there, while the agent's other threads
+	// stay able to inspect them.
+	CommandThread func(func())
+	// Ready, when set, is called once the agent listens.
+	Ready func()
 }
 
 // Run validates the configuration in env (os.Environ's shape), protects
@@ -96,6 +99,8 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 	}
 	os.Unsetenv(EnvPrefix + "TOKEN")
 
+	// Made before the agent serves: made in the background instead, they
+	// contend with the first command on small hosts (measured slower).
 	reserveThreads(ReserveThreads)
 	ln, err := listen(cfg)
 	if err != nil {
@@ -116,12 +121,7 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 		fmt.Fprintf(stderr, "cordon-agent: %v\n", err)
 		return 1
 	}
-	if opts.CommandThreadSetup != nil {
-		if s.reaper.onThread, err = spawnThread(opts.CommandThreadSetup); err != nil {
-			fmt.Fprintf(stderr, "cordon-agent: refusing to start: confining the command thread: %v\n", err)
-			return 1
-		}
-	}
+	s.reaper.onThread = opts.CommandThread
 	if bridge != nil {
 		go s.serveEgressBridge(bridge, cfg.EgressSocket)
 	}
@@ -140,6 +140,9 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	s.onRetire = func() { ln.Close() }
+	if opts.Ready != nil {
+		opts.Ready()
+	}
 	go func() {
 		if err := srv.Serve(limitListener(ln, MaxConnections)); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			log.Error("serve", "err", err)

@@ -20,4 +20,7 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 }
 
 // Options are what an embedding adds to Run.
-type Options struct{ CommandThreadSetup func() error }
+type Options struct {
+	CommandThread func(func())
+	Ready         func()
+}

@@ -25,14 +25,15 @@ type reaper struct {
 	// a process that shares its children with other code (tests).
 	all bool
 	// onThread, when set, runs each fork on one dedicated thread: a
-	// thread-scoped confinement (Landlock) applied there reaches every
-	// command.
+	// thread-scoped confinement (the bounding set, Landlock) applied there
+	// reaches every command.
 	onThread func(func())
 }
 
-// spawnThread starts a goroutine locked to its own thread, runs setup
-// there, and returns a function that runs work on that thread.
-func spawnThread(setup func() error) (func(func()), error) {
+// NewCommandThread starts a goroutine locked to its own thread for good,
+// runs setup there, and returns a function that runs work on that thread
+// (Options.CommandThread).
+func NewCommandThread(setup func() error) (func(func()), error) {
 	work := make(chan func())
 	ready := make(chan error, 1)
 	go func() {

@@ -225,7 +225,20 @@ func (p *Provider) start(ctx context.Context, b Backend, spec Spec) (*Sandbox, e
 	return s, nil
 }
 
+// Readier is an Instance that signals when its agent listens, so that
+// admission asks once instead of polling.
+type Readier interface {
+	Ready() <-chan struct{}
+}
+
 func waitReady(ctx context.Context, c *client.Client, inst Instance) (*wire.Health, error) {
+	if r, ok := inst.(Readier); ok && r.Ready() != nil {
+		select {
+		case <-r.Ready():
+		case <-inst.Exited():
+		case <-ctx.Done():
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {

@@ -2,8 +2,8 @@
 // The backend starts cordon-agent in fresh user, mount, PID, network, IPC,
 // UTS and cgroup namespaces with the argument "sandbox-init"; this package
 // builds the sandbox's filesystem view, drops every privilege, installs
-// Landlock and seccomp, and executes the same binary again as the agent,
-// which becomes PID 1 of the sandbox.
+// Landlock and seccomp, and then becomes the agent in the same process
+// (PID 1 of the sandbox).
 package sandboxinit
 
 // Arg is the argument that selects the init stage.
@@ -11,6 +11,15 @@ const Arg = "sandbox-init"
 
 // ConfigFD is the descriptor the init reads its Config from (JSON, to EOF).
 const ConfigFD = 3
+
+// ReadyFD is the write end of a pipe the agent closes once it listens: the
+// host waits for the end of file there rather than polling the socket. It
+// also closes if the init fails, so the host then sees why at once.
+const ReadyFD = 4
+
+// FirstTreeFD is the first descriptor of the detached layout mount trees
+// (Bind.FD), passed in order after ReadyFD.
+const FirstTreeFD = 5
 
 // Config is everything the init needs, sent by the host over ConfigFD.
 type Config struct {

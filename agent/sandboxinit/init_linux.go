@@ -54,24 +54,13 @@ func Main() int {
 	runtime.LockOSThread()
 	// Descriptors inherited from the host (other than the configuration)
 	// must not reach the sandbox.
-	if err := unix.CloseRange(ConfigFD+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+	if err := unix.CloseRange(ReadyFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		fmt.Fprintf(os.Stderr, "cordon-agent sandbox-init: %v\n", err)
 		return 1
 	}
-	// The bounding set can go before the configuration arrives: it limits
-	// only what could be gained later, not the capabilities the build
-	// still uses. A prestarted init thus pays for it while it waits.
-	var bsetDropped bool
-	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_GETPID, 0, 0, 0); errno != unix.ENOTSUP {
-		if err := dropBoundingSet(allThreads); err != nil {
-			fmt.Fprintf(os.Stderr, "cordon-agent sandbox-init: %v\n", err)
-			return 1
-		}
-		bsetDropped = true
-	}
 	cfg, err := readConfig()
 	if err == nil {
-		err = run(cfg, bsetDropped)
+		err = run(cfg)
 	}
 	fmt.Fprintf(os.Stderr, "cordon-agent sandbox-init: %v\n", err)
 	return 1
@@ -91,7 +80,7 @@ func readConfig() (*Config, error) {
 	return &cfg, nil
 }
 
-func run(cfg *Config, bsetDropped bool) error {
+func run(cfg *Config) error {
 	// The host placed this process in the sandbox's cgroups before sending
 	// the configuration: make them the root of what the sandbox can see.
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
@@ -135,10 +124,22 @@ func run(cfg *Config, bsetDropped bool) error {
 	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_GETPID, 0, 0, 0); errno == unix.ENOTSUP {
 		sc, inProcess = oneThread, false
 	}
-	if !bsetDropped {
-		if err := dropBoundingSet(sc); err != nil {
+	// The bounding set is per thread, and emptying it takes one system
+	// call per capability: on every thread of a Go process each is a
+	// stop-the-world, some 7 ms in all. In place, it is emptied on the one
+	// thread every command is forked from (while that thread still holds
+	// CAP_SETPCAP), so every command and all it starts inherit an empty
+	// set; the agent's own threads keep theirs, which gives them nothing:
+	// they hold no capability in any other set and have no_new_privs, so
+	// no execve and no capset can raise one. On the exec path, the one
+	// thread is the one that execs.
+	var commands func(func())
+	if inProcess {
+		if commands, err = agent.NewCommandThread(func() error { return dropBoundingSet(oneThread) }); err != nil {
 			return err
 		}
+	} else if err := dropBoundingSet(oneThread); err != nil {
+		return err
 	}
 	if err := dropPrivileges(sc, cfg.UID, cfg.GID, cfg.Detached); err != nil {
 		return err
@@ -152,10 +153,14 @@ func run(cfg *Config, bsetDropped bool) error {
 		if ruleset, err = buildRuleset(abi, landlockRules(cfg, abi)); err != nil {
 			return err
 		}
-		if !inProcess {
-			if err := restrictSelf(ruleset); err != nil {
-				return err
-			}
+		restrict := func() { err = restrictSelf(ruleset) }
+		if inProcess {
+			commands(restrict)
+		} else {
+			restrict()
+		}
+		if err != nil {
+			return err
 		}
 	}
 	if err := installSeccomp(inProcess); err != nil {
@@ -164,11 +169,10 @@ func run(cfg *Config, bsetDropped bool) error {
 	if inProcess {
 		unix.Close(self)
 		runtime.UnlockOSThread()
-		var opts agent.Options
-		if ruleset >= 0 {
-			opts.CommandThreadSetup = func() error { return restrictSelf(ruleset) }
-		}
-		os.Exit(agent.Run(cfg.Env, false, os.Stdout, os.Stderr, opts))
+		os.Exit(agent.Run(cfg.Env, false, os.Stdout, os.Stderr, agent.Options{
+			CommandThread: commands,
+			Ready:         func() { unix.Close(ReadyFD) },
+		}))
 	}
 	env, err := handOverToken(cfg.Env)
 	if err != nil {

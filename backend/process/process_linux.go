@@ -246,6 +246,7 @@ type slot struct {
 	egress               net.Listener
 	proc                 *agentproc.Proc
 	cfgW                 *os.File
+	ready                chan struct{} // closed when the agent listens (or the init ends)
 }
 
 // newSlot makes a sandbox's host directory and egress socket and starts its
@@ -281,20 +282,36 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, trees []*os.F
 		sl.discard()
 		return nil, err
 	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		cfgR.Close()
+		cfgW.Close()
+		sl.discard()
+		return nil, err
+	}
 	cmd := exec.Command(agent, sandboxinit.Arg)
 	cmd.Args[0] = "cordon-agent"
 	cmd.Env = []string{}
 	cmd.Dir = "/"
-	cmd.ExtraFiles = append([]*os.File{cfgR}, trees...)
+	cmd.ExtraFiles = append([]*os.File{cfgR, readyW}, trees...)
 	cmd.SysProcAttr = attr
 	sl.proc, err = agentproc.Start(cmd, client.Endpoint{Network: "unix", Address: filepath.Join(sl.sock, "agent.sock")})
 	cfgR.Close()
+	readyW.Close()
 	if err != nil {
 		cfgW.Close()
+		readyR.Close()
 		sl.discard()
 		return nil, fmt.Errorf("%w: start the sandbox: %v", sandbox.ErrUnavailable, err)
 	}
 	sl.cfgW = cfgW
+	sl.ready = make(chan struct{})
+	go func() {
+		// The agent writes nothing: the end of file is the signal.
+		_, _ = readyR.Read(make([]byte, 1))
+		readyR.Close()
+		close(sl.ready)
+	}()
 	_ = writeInitRecord(sl.dir, sl.proc.Pid())
 	return sl, nil
 }
@@ -319,7 +336,7 @@ func (sl *slot) discard() {
 // for.
 func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []layoutMount, uid, gid int) (*instance, error) {
 	spec := l.Spec
-	inst := &instance{proc: sl.proc, egress: sl.egress, dir: sl.dir}
+	inst := &instance{proc: sl.proc, egress: sl.egress, dir: sl.dir, ready: sl.ready}
 	sl.proc.SetEndpoint(client.Endpoint{Network: "unix", Address: filepath.Join(sl.sock, "agent.sock"), Token: l.Token})
 	// The agent (the mapped sandbox user) creates its socket here and
 	// connects to the egress socket.
@@ -398,8 +415,7 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []layoutMount, ui
 	}
 	icfg.Binds = append(icfg.Binds, files...)
 	for i, m := range layout {
-		// ExtraFiles start at descriptor 3, the configuration's.
-		icfg.Binds = append(icfg.Binds, sandboxinit.Bind{Target: m.target, ReadOnly: m.readOnly, FD: sandboxinit.ConfigFD + 1 + i})
+		icfg.Binds = append(icfg.Binds, sandboxinit.Bind{Target: m.target, ReadOnly: m.readOnly, FD: sandboxinit.FirstTreeFD + i})
 	}
 	cfgJSON, err := json.Marshal(icfg)
 	if err != nil {
@@ -541,9 +557,13 @@ type instance struct {
 	egress net.Listener
 	dir    string
 	cg     *cgroups
+	ready  <-chan struct{}
 	mu     sync.Mutex
 	gone   bool
 }
+
+// Ready is closed once the agent listens (sandbox.Readier).
+func (i *instance) Ready() <-chan struct{} { return i.ready }
 
 // EgressListener is where the sandbox's egress arrives on the host.
 func (i *instance) EgressListener() net.Listener { return i.egress }
