@@ -275,7 +275,7 @@ func (s *Server) admit(ctx context.Context, sb *sandbox.Sandbox, rec *record, sp
 	if a, err := sb.Persist(); err == nil {
 		rec.Adoption = a
 	}
-	e := &entry{rec: rec, sb: sb, agent: newAgentProxy(sb.Client().Endpoint())}
+	e := &entry{rec: rec, sb: sb, agent: newAgentProxy(sb.Client())}
 	e.touch()
 	if err := s.store.addSandbox(rec); err != nil {
 		return nil, errors.Join(err, sb.Destroy(context.WithoutCancel(ctx)))
@@ -447,7 +447,6 @@ func (s *Server) destroy(ctx context.Context, e *entry, reason string) error {
 	if err != nil {
 		return err
 	}
-	e.agent.close()
 	s.metrics.destroy.Observe(time.Since(start).Seconds())
 	s.emit(api.EventDestroyed, &rec, map[string]any{"reason": rec.Reason})
 	return nil

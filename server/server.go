@@ -200,7 +200,7 @@ func (s *Server) recover() error {
 			continue
 		}
 		kept = append(kept, sb)
-		e := &entry{rec: r, sb: sb, agent: newAgentProxy(sb.Client().Endpoint())}
+		e := &entry{rec: r, sb: sb, agent: newAgentProxy(sb.Client())}
 		e.touch()
 		s.live[r.ID] = e
 	}

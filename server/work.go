@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -21,25 +20,17 @@ import (
 )
 
 // agentProxy forwards requests to one sandbox's agent, swapping the
-// caller's daemon credential for the agent's own token.
+// caller's daemon credential for the agent's own token. It shares the
+// sandbox client's connections (a pooled sandbox's warm-up command has
+// already opened one).
 type agentProxy struct {
 	ep client.Endpoint
-	tr *http.Transport
+	tr http.RoundTripper
 }
 
-func newAgentProxy(ep client.Endpoint) *agentProxy {
-	d := &net.Dialer{Timeout: 10 * time.Second}
-	return &agentProxy{ep: ep, tr: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, ep.Network, ep.Address)
-		},
-		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     30 * time.Second,
-		DisableCompression:  true,
-	}}
+func newAgentProxy(c *client.Client) *agentProxy {
+	return &agentProxy{ep: c.Endpoint(), tr: c.Transport()}
 }
-
-func (p *agentProxy) close() { p.tr.CloseIdleConnections() }
 
 // forward sends r to the agent with its token; see send.
 func (p *agentProxy) forward(w http.ResponseWriter, r *http.Request, method, path, query string) {

@@ -68,6 +68,11 @@ func New(ep Endpoint) *Client {
 // Close releases idle connections.
 func (c *Client) Close() { c.hc.CloseIdleConnections() }
 
+// Transport is the client's connection pool to the agent, for a caller
+// that relays requests of its own (the daemon's proxy): sharing it reuses
+// the connections the client has already opened.
+func (c *Client) Transport() http.RoundTripper { return c.hc.Transport }
+
 // Endpoint returns what the client dials.
 func (c *Client) Endpoint() Endpoint { return c.ep }
 
