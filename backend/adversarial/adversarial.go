@@ -9,7 +9,9 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -360,5 +362,55 @@ func DebianRoot(t *testing.T, create Create, root string) {
 	out, _, _ := sh(t, sb, "cat /etc/debian_version; id -u; dpkg-query -W -f='${Package}\\n' dpkg; touch /usr/x 2>&1 | grep -cE '"+refused+"'; cat /proc/1/comm")
 	if f := strings.Fields(out); len(f) != 5 || !strings.HasPrefix(f[0], "12.") || f[1] != "1000" || f[2] != "dpkg" || f[3] != "1" || f[4] != "cordon-agent" {
 		t.Fatalf("inside Debian: %q", out)
+	}
+}
+
+// Layout checks the layout directories: they appear at their paths, owned
+// inside by the sandbox user; outputs is writable and what is written there
+// belongs to the directory's owner on the host; uploads is read-only; the
+// agent's roots follow. After Destroy the host directories and what the
+// sandbox wrote there remain, and no mount of them is left on the host.
+func Layout(t *testing.T, create Create) {
+	base := t.TempDir()
+	os.Chmod(base, 0o755)
+	outputs, uploads := filepath.Join(base, "out"), filepath.Join(base, "up")
+	os.Mkdir(outputs, 0o700)
+	os.Mkdir(uploads, 0o700)
+	os.Chown(outputs, 1234, 1234)
+	os.WriteFile(filepath.Join(uploads, "in.txt"), []byte("uploaded\n"), 0o600)
+	sb := create(t, sandbox.Spec{Layout: sandbox.Layout{Outputs: outputs, Uploads: uploads}})
+	out, errOut, _ := sh(t, sb, "cat /mnt/user-data/uploads/in.txt; echo made > /mnt/user-data/outputs/new.txt && echo wrote; echo x > /mnt/user-data/uploads/x 2>/dev/null || echo ro; stat -c '%u' /mnt/user-data/outputs")
+	if out != "uploaded\nwrote\nro\n1000\n" {
+		t.Fatalf("stdout %q stderr %q", out, errOut)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(outputs, "new.txt"), &st); err != nil || st.Uid != 1234 {
+		t.Fatalf("host file owner %d (%v), want the directory's owner 1234", st.Uid, err)
+	}
+	if err := sb.WriteFile(t.Context(), "/mnt/user-data/outputs/agent.txt", []byte("via agent")); err != nil {
+		t.Fatalf("agent write to outputs: %v", err)
+	}
+	if err := sb.WriteFile(t.Context(), "/mnt/user-data/uploads/agent.txt", []byte("x")); err == nil {
+		t.Fatal("agent wrote to a read-only layout directory")
+	}
+	if b, err := sb.ReadFile(t.Context(), "/mnt/user-data/uploads/in.txt"); err != nil || string(b) != "uploaded\n" {
+		t.Fatalf("agent read from uploads: %q %v", b, err)
+	}
+	if err := sb.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{filepath.Join(outputs, "new.txt"): "made\n", filepath.Join(outputs, "agent.txt"): "via agent", filepath.Join(uploads, "in.txt"): "uploaded\n"} {
+		if b, err := os.ReadFile(p); err != nil || string(b) != want {
+			t.Errorf("after Destroy, %s: %q %v", p, b, err)
+		}
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(mi), "\n") {
+		if strings.Contains(l, " "+outputs+" ") || strings.Contains(l, " "+uploads+" ") {
+			t.Errorf("a mount of a layout directory outlived the sandbox: %s", l)
+		}
 	}
 }

@@ -27,6 +27,9 @@ type bundleInput struct {
 	SocketDir string // host directory bound at process.SocketDir
 	AgentPath string
 	Identity  []sandboxinit.Bind
+	// Layout directories, each Host an id-mapped mount the backend has
+	// attached under the sandbox's state directory.
+	Layout []process.LayoutMount
 	Env       []string
 	UID       int
 	IDBase    int
@@ -117,6 +120,18 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		specs.Mount{Destination: process.SocketDir, Type: "bind", Source: in.SocketDir, Options: []string{"rbind", "nosuid", "nodev", "noexec"}},
 		ro(in.AgentPath, agentInside),
 	)
+	for _, m := range in.Layout {
+		// Under /mnt, a directory of the skeleton: the mount point is made
+		// here, never in the source root.
+		if err := os.MkdirAll(filepath.Join(rootfs, m.Target), 0o755); err != nil {
+			return nil, err
+		}
+		opts := []string{"rbind", "rw", "nosuid", "nodev"}
+		if m.ReadOnly {
+			opts[1] = "ro"
+		}
+		mounts = append(mounts, specs.Mount{Destination: m.Target, Type: "bind", Source: m.Host, Options: opts})
+	}
 	if isDir(filepath.Join(in.RootSrc, "var", "tmp")) {
 		mounts = append(mounts, specs.Mount{Destination: "/var/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777"}})
 	}

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,10 +130,13 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	// memory limit there kills the whole sandbox (agent included) instead
 	// of the hog, and a pids limit counts the sentry's own threads. Until
 	// they are enforced inside the sentry, the gvisor tier refuses them.
+	// Layout directories are id-mapped mounts for the sandbox user; gVisor's
+	// gofer creates files with its own ids, which such a mount does not map
+	// (EOVERFLOW), so the gvisor tier refuses them too.
 	userKernel := b.gvisor()
 	return sandbox.Capabilities{
 		Isolated: true, MemoryLimit: !userKernel, PidsLimit: !userKernel, CPULimit: true,
-		RootFS: true, User: true, Egress: true,
+		RootFS: true, User: true, Egress: true, Layout: !userKernel,
 	}
 }
 
@@ -260,10 +264,18 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	if err != nil {
 		return fail(err)
 	}
+	layout, err := process.LayoutMounts(spec.Layout)
+	if err != nil {
+		return fail(err)
+	}
+	binds, err := attachLayout(inst.dir, agentPath, layout, hu)
+	if err != nil {
+		return fail(err)
+	}
 	bundle := filepath.Join(inst.dir, "bundle")
 	bs, err := buildSpec(bundleInput{
 		Bundle: bundle, RootSrc: rootSrc, HostRoot: hostRoot, SocketDir: sock, AgentPath: agentPath,
-		Identity: idFiles, Env: process.AgentEnv(l, uid, b.tokenFD()), UID: uid, IDBase: base, IDSize: size,
+		Identity: idFiles, Layout: binds, Env: process.AgentEnv(l, uid, b.tokenFD(), layout), UID: uid, IDBase: base, IDSize: size,
 		Limits: spec.Limits, CgroupsPath: inst.cgroup, UserSpaceKernel: b.gvisor(),
 	})
 	if err != nil {
@@ -334,6 +346,32 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		return fail(fmt.Errorf("%w: %v: %s", sandbox.ErrAgent, err, strings.TrimSpace(inst.logs.String())))
 	}
 	return inst, nil
+}
+
+// attachLayout makes the layout directories id-mapped mounts (their owner
+// on the host is the sandbox user, hostUID, inside) attached under dir, and
+// returns them as the bundle's bind sources: an OCI runtime binds host
+// paths, it takes no mount descriptors.
+func attachLayout(dir, agentPath string, layout []process.LayoutMount, hostUID int) ([]process.LayoutMount, error) {
+	if len(layout) == 0 {
+		return nil, nil
+	}
+	trees, err := process.IdmappedTrees(agentPath, layout, hostUID, hostUID)
+	if err != nil {
+		return nil, err
+	}
+	paths, err := process.AttachLayout(dir, layout, trees)
+	for _, f := range trees {
+		f.Close()
+	}
+	if err != nil {
+		return nil, err
+	}
+	binds := slices.Clone(layout)
+	for i := range binds {
+		binds[i].Host = paths[i]
+	}
+	return binds, nil
 }
 
 // sealSocketDir waits until the agent accepts connections on its socket
@@ -505,6 +543,11 @@ func (i *instance) Destroy(ctx context.Context) error {
 		case <-time.After(5 * time.Second):
 			return fmt.Errorf("%w: the container's init (pid %d) outlived its delete", sandbox.ErrTeardown, i.proc.Pid())
 		}
+	}
+	// The layout mounts go first: removing the directory over them would
+	// reach into the caller's own directories.
+	if err := process.DetachLayout(i.dir); err != nil {
+		return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
 	}
 	if err := os.RemoveAll(i.dir); err != nil {
 		return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)

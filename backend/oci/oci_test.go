@@ -101,6 +101,22 @@ func TestEscapeesDie(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, b *oci.Backend) { adversarial.Escapees(t, creator(b)) })
 }
 
+// TestLayout: layout directories are bound as on the process tier (id-mapped
+// mounts attached under the sandbox's directory), and teardown leaves the
+// host directories and their contents in place.
+func TestLayout(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, b *oci.Backend) {
+		if !b.Capabilities().Layout {
+			p := sandbox.NewProvider([]sandbox.Backend{b})
+			if _, err := p.Create(t.Context(), sandbox.Spec{Layout: sandbox.Layout{Outputs: t.TempDir()}}); !errors.Is(err, sandbox.ErrUnsupported) {
+				t.Fatalf("layout on %s: %v, want a refusal", b.Name(), err)
+			}
+			return
+		}
+		adversarial.Layout(t, creator(b))
+	})
+}
+
 // TestTeardownLeavesNothing: after Destroy the runtime no longer knows the
 // container, and its cgroups, directory and processes are gone.
 func TestTeardownLeavesNothing(t *testing.T) {

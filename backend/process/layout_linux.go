@@ -1,6 +1,7 @@
 package process
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,14 +19,15 @@ import (
 // LayoutRoot is where layout directories appear inside the sandbox.
 const LayoutRoot = "/mnt/user-data"
 
-// layoutMount is one layout directory to bind.
-type layoutMount struct {
-	host, target string
-	readOnly     bool
+// LayoutMount is one layout directory to bind: Host at Target inside.
+type LayoutMount struct {
+	Host, Target string
+	ReadOnly     bool
 }
 
-func layoutMounts(l sandbox.Layout) ([]layoutMount, error) {
-	var out []layoutMount
+// LayoutMounts lists the spec's layout directories, checked to exist.
+func LayoutMounts(l sandbox.Layout) ([]LayoutMount, error) {
+	var out []LayoutMount
 	for _, m := range []struct {
 		host, name string
 		ro         bool
@@ -47,17 +49,17 @@ func layoutMounts(l sandbox.Layout) ([]layoutMount, error) {
 		if !st.IsDir() {
 			return nil, fmt.Errorf("%w: layout %s: %s is not a directory", sandbox.ErrInvalidSpec, m.name, abs)
 		}
-		out = append(out, layoutMount{host: abs, target: LayoutRoot + "/" + m.name, readOnly: m.ro})
+		out = append(out, LayoutMount{Host: abs, Target: LayoutRoot + "/" + m.name, ReadOnly: m.ro})
 	}
 	return out, nil
 }
 
-// idmappedTrees clones each layout directory into a detached mount whose
+// IdmappedTrees clones each layout directory into a detached mount whose
 // ids are mapped so that the directory's owner on the host is the sandbox
 // user inside: what the sandbox writes lands on the host owned by that
 // owner, and nothing is chowned. The trees are handed to the init, which
 // attaches them.
-func idmappedTrees(agent string, mounts []layoutMount, kuid, kgid int) ([]*os.File, error) {
+func IdmappedTrees(agent string, mounts []LayoutMount, kuid, kgid int) ([]*os.File, error) {
 	var files []*os.File
 	fail := func(err error) ([]*os.File, error) {
 		for _, f := range files {
@@ -67,29 +69,29 @@ func idmappedTrees(agent string, mounts []layoutMount, kuid, kgid int) ([]*os.Fi
 	}
 	for _, m := range mounts {
 		var st unix.Stat_t
-		if err := unix.Stat(m.host, &st); err != nil {
+		if err := unix.Stat(m.Host, &st); err != nil {
 			return fail(err)
 		}
 		userns, err := holdUserns(agent, int(st.Uid), int(st.Gid), kuid, kgid)
 		if err != nil {
 			return fail(err)
 		}
-		fd, err := unix.OpenTree(unix.AT_FDCWD, m.host, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		fd, err := unix.OpenTree(unix.AT_FDCWD, m.Host, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 		if err != nil {
 			userns.Close()
-			return fail(fmt.Errorf("%w: clone %s: %v", sandbox.ErrUnavailable, m.host, err))
+			return fail(fmt.Errorf("%w: clone %s: %v", sandbox.ErrUnavailable, m.Host, err))
 		}
 		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(userns.Fd())}
-		if m.readOnly {
+		if m.ReadOnly {
 			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 		}
 		err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr)
 		userns.Close()
 		if err != nil {
 			unix.Close(fd)
-			return fail(fmt.Errorf("%w: id-mapped mount of %s (needs a kernel and file system with id-mapped mounts): %v", sandbox.ErrUnavailable, m.host, err))
+			return fail(fmt.Errorf("%w: id-mapped mount of %s (needs a kernel and file system with id-mapped mounts): %v", sandbox.ErrUnavailable, m.Host, err))
 		}
-		files = append(files, os.NewFile(uintptr(fd), m.host))
+		files = append(files, os.NewFile(uintptr(fd), m.Host))
 	}
 	return files, nil
 }
@@ -118,4 +120,57 @@ func holdUserns(agent string, uid, gid, kuid, kgid int) (*os.File, error) {
 		_ = cmd.Wait()
 	}()
 	return os.Open("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/ns/user")
+}
+
+// layoutDir is where AttachLayout puts a sandbox's layout mounts on the
+// host, under the sandbox's state directory.
+const layoutDir = "layout"
+
+// AttachLayout attaches the id-mapped trees (from IdmappedTrees, in the
+// order of mounts) on the host under dir, for a tier whose runtime binds
+// host paths rather than taking mount descriptors, and returns the host
+// path of each. The mounts stay until DetachLayout; a sandbox directory
+// holding them must never be removed before (its removal would descend
+// into the caller's directories).
+func AttachLayout(dir string, mounts []LayoutMount, trees []*os.File) ([]string, error) {
+	if err := os.Mkdir(filepath.Join(dir, layoutDir), 0o700); err != nil {
+		return nil, err
+	}
+	paths := make([]string, len(mounts))
+	for i, m := range mounts {
+		p := filepath.Join(dir, layoutDir, filepath.Base(m.Target))
+		if err := os.Mkdir(p, 0o700); err != nil {
+			return nil, err
+		}
+		if err := unix.MoveMount(int(trees[i].Fd()), "", unix.AT_FDCWD, p, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return nil, fmt.Errorf("%w: attach %s: %v", sandbox.ErrUnavailable, m.Host, err)
+		}
+		paths[i] = p
+	}
+	return paths, nil
+}
+
+// DetachLayout unmounts what AttachLayout attached under dir and removes
+// the mount points. It fails, removing nothing further, if a mount point
+// cannot be confirmed empty: rmdir refuses a directory that is still a
+// mount point or has contents, so no caller's file can be lost.
+func DetachLayout(dir string) error {
+	root := filepath.Join(dir, layoutDir)
+	ents, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		p := filepath.Join(root, e.Name())
+		if err := unix.Unmount(p, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount layout %s: %w", p, err)
+		}
+		if err := unix.Rmdir(p); err != nil {
+			return fmt.Errorf("remove layout mount point %s: %w", p, err)
+		}
+	}
+	return unix.Rmdir(root)
 }

@@ -205,7 +205,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		}
 		uid, gid = 0, 0
 	}
-	layout, err := layoutMounts(spec.Layout)
+	layout, err := LayoutMounts(spec.Layout)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +218,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	}
 	if sl == nil {
 		attr, _ := b.sysProcAttr()
-		trees, err := idmappedTrees(agent, layout, attr.UidMappings[0].HostID+uid, attr.GidMappings[0].HostID+gid)
+		trees, err := IdmappedTrees(agent, layout, attr.UidMappings[0].HostID+uid, attr.GidMappings[0].HostID+gid)
 		if err != nil {
 			return nil, err
 		}
@@ -334,7 +334,7 @@ func (sl *slot) discard() {
 // configure turns a slot into the sandbox spec describes: ownership of its
 // sockets, cgroups, identity files, then the configuration the init waits
 // for.
-func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []layoutMount, uid, gid int) (*instance, error) {
+func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, uid, gid int) (*instance, error) {
 	spec := l.Spec
 	inst := &instance{proc: sl.proc, egress: sl.egress, dir: sl.dir, ready: sl.ready}
 	sl.proc.SetEndpoint(client.Endpoint{Network: "unix", Address: filepath.Join(sl.sock, "agent.sock"), Token: l.Token})
@@ -415,7 +415,7 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []layoutMount, ui
 	}
 	icfg.Binds = append(icfg.Binds, files...)
 	for i, m := range layout {
-		icfg.Binds = append(icfg.Binds, sandboxinit.Bind{Target: m.target, ReadOnly: m.readOnly, FD: sandboxinit.FirstTreeFD + i})
+		icfg.Binds = append(icfg.Binds, sandboxinit.Bind{Target: m.Target, ReadOnly: m.ReadOnly, FD: sandboxinit.FirstTreeFD + i})
 	}
 	cfgJSON, err := json.Marshal(icfg)
 	if err != nil {
@@ -489,10 +489,11 @@ func (b *Backend) Close() error {
 
 // AgentEnv is the environment of an agent whose token arrives on
 // descriptor tokenFD rather than in the environment (a tier whose
-// configuration is written to disk), with no layout directories.
-func AgentEnv(l sandbox.Launch, uid, tokenFD int) []string {
+// configuration is written to disk), with the layout's directories among
+// its read and write roots.
+func AgentEnv(l sandbox.Launch, uid, tokenFD int, layout []LayoutMount) []string {
 	l.Token = ""
-	env := agentEnv(l, uid, nil)
+	env := agentEnv(l, uid, layout)
 	out := env[:0]
 	for _, kv := range env {
 		if !strings.HasPrefix(kv, "CORDON_AGENT_TOKEN=") {
@@ -503,7 +504,7 @@ func AgentEnv(l sandbox.Launch, uid, tokenFD int) []string {
 }
 
 // agentEnv is the agent's environment: its settings and what commands inherit.
-func agentEnv(l sandbox.Launch, uid int, layout []layoutMount) []string {
+func agentEnv(l sandbox.Launch, uid int, layout []LayoutMount) []string {
 	user := "sandbox"
 	if uid == 0 {
 		user = "root"
@@ -524,9 +525,9 @@ func agentEnv(l sandbox.Launch, uid int, layout []layoutMount) []string {
 	env["CORDON_AGENT_WORKSPACE"] = Workspace
 	write, read := []string{"/tmp", "/var/tmp", Home}, []string{"/tmp", "/var/tmp", Home}
 	for _, m := range layout {
-		read = append(read, m.target)
-		if !m.readOnly {
-			write = append(write, m.target)
+		read = append(read, m.Target)
+		if !m.ReadOnly {
+			write = append(write, m.Target)
 		}
 	}
 	env["CORDON_AGENT_WRITE_ROOTS"] = strings.Join(write, ":")

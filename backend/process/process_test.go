@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -101,37 +100,9 @@ func TestRootFS(t *testing.T) {
 	}
 }
 
-// TestLayout: layout directories appear at their paths, owned inside by the
-// sandbox user; outputs are writable and what is written there belongs to
-// the directory's owner on the host; uploads are read-only; the agent's
-// roots follow.
-func TestLayout(t *testing.T) {
-	base := t.TempDir()
-	os.Chmod(base, 0o755)
-	outputs, uploads := filepath.Join(base, "out"), filepath.Join(base, "up")
-	os.Mkdir(outputs, 0o700)
-	os.Mkdir(uploads, 0o700)
-	os.Chown(outputs, 1234, 1234)
-	os.WriteFile(filepath.Join(uploads, "in.txt"), []byte("uploaded\n"), 0o600)
-	sb := create(t, sandbox.Spec{Layout: sandbox.Layout{Outputs: outputs, Uploads: uploads}})
-	out, errOut, _ := sh(t, sb, "cat /mnt/user-data/uploads/in.txt; echo made > /mnt/user-data/outputs/new.txt && echo wrote; echo x > /mnt/user-data/uploads/x 2>/dev/null || echo ro; stat -c '%u' /mnt/user-data/outputs")
-	if out != "uploaded\nwrote\nro\n1000\n" {
-		t.Fatalf("stdout %q stderr %q", out, errOut)
-	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(filepath.Join(outputs, "new.txt"), &st); err != nil || st.Uid != 1234 {
-		t.Fatalf("host file owner %d (%v), want the directory's owner 1234", st.Uid, err)
-	}
-	if err := sb.WriteFile(t.Context(), "/mnt/user-data/outputs/agent.txt", []byte("via agent")); err != nil {
-		t.Fatalf("agent write to outputs: %v", err)
-	}
-	if err := sb.WriteFile(t.Context(), "/mnt/user-data/uploads/agent.txt", []byte("x")); err == nil {
-		t.Fatal("agent wrote to a read-only layout directory")
-	}
-	if b, err := sb.ReadFile(t.Context(), "/mnt/user-data/uploads/in.txt"); err != nil || string(b) != "uploaded\n" {
-		t.Fatalf("agent read from uploads: %q %v", b, err)
-	}
-}
+// TestLayout: the layout directories, as on every tier (see
+// adversarial.Layout).
+func TestLayout(t *testing.T) { adversarial.Layout(t, create) }
 
 // TestPrestart: sandboxes from the pool of waiting inits behave like any
 // other, each with its own token and workspace, and Close ends the pool.
