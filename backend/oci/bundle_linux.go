@@ -30,11 +30,11 @@ type bundleInput struct {
 	// Layout directories, each Host an id-mapped mount the backend has
 	// attached under the sandbox's state directory.
 	Layout []process.LayoutMount
-	Env       []string
-	UID       int
-	IDBase    int
-	IDSize    int
-	Limits    sandbox.Limits
+	Env    []string
+	UID    int
+	IDBase int
+	IDSize int
+	Limits sandbox.Limits
 	// CgroupsPath is the container's cgroup, under the runtime's hierarchy.
 	CgroupsPath string
 	// UserSpaceKernel: the runtime is gVisor, whose sentry applies the
