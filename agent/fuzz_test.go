@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -198,6 +199,35 @@ func FuzzJSONStringWriter(f *testing.F) {
 		_ = json.Unmarshal(ref, &want)
 		if got != want {
 			t.Fatalf("got %q, want %q", got, want)
+		}
+	})
+}
+
+// FuzzBearerToken: the hand-written matcher agrees with the reference's
+// pattern, /^Bearer +(.+)$/i, on every input.
+func FuzzBearerToken(f *testing.F) {
+	for _, s := range []string{"Bearer abc", "bearer  x y", "BEARER ", "Bearer  ", "Bearer   ", "Bearer\tx", "Bearer a\nb", "Bearerx", "Bearer \r", "Bea", "Bearer  \n"} {
+		f.Add(s)
+	}
+	pattern := regexp.MustCompile(`(?i)^Bearer +(.+)$`)
+	f.Fuzz(func(t *testing.T, h string) {
+		got, ok := bearerToken(h)
+		m := pattern.FindStringSubmatch(h)
+		if ok != (m != nil) || ok && got != m[1] {
+			t.Fatalf("bearerToken(%q) = %q, %v; pattern says %q", h, got, ok, m)
+		}
+	})
+}
+
+// FuzzExecutionID: the hand-written check agrees with ^exec_[0-9a-f-]{36}$.
+func FuzzExecutionID(f *testing.F) {
+	for _, s := range []string{"exec_0123456789abcdef0123456789abcdef0123", "exec_01234567-89ab-cdef-0123-456789abcdef", "exec_", "exec_01234567-89AB-cdef-0123-456789abcdef", "xexec_01234567-89ab-cdef-0123-456789abcdef"} {
+		f.Add(s)
+	}
+	pattern := regexp.MustCompile(`^exec_[0-9a-f-]{36}$`)
+	f.Fuzz(func(t *testing.T, id string) {
+		if validExecutionID(id) != pattern.MatchString(id) {
+			t.Fatalf("validExecutionID(%q) = %v, pattern disagrees", id, validExecutionID(id))
 		}
 	})
 }

@@ -302,7 +302,7 @@ func (s *Server) handleStdioWrite(w http.ResponseWriter, r *http.Request) {
 	}
 	id, _ := body.ExecutionID.(string)
 	data, ok := body.Data.(string)
-	if !executionIDPattern.MatchString(id) || !ok || len(data) > wire.StdioWriteMaxChars {
+	if !validExecutionID(id) || !ok || len(data) > wire.StdioWriteMaxChars {
 		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidStdioWrite})
 		return
 	}

@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -98,17 +97,34 @@ func New(cfg Config, env []string, log *slog.Logger, reapAll bool) (*Server, err
 	return s, nil
 }
 
-var bearer = regexp.MustCompile(`(?i)^Bearer +(.+)$`)
+// bearerToken is the credential of an Authorization value, matched as
+// the reference does (/^Bearer +(.+)$/i): the scheme in any case, one or
+// more spaces, then a token of one line.
+func bearerToken(h string) (string, bool) {
+	const scheme = "bearer"
+	if len(h) < len(scheme)+2 || !strings.EqualFold(h[:len(scheme)], scheme) || h[len(scheme)] != ' ' {
+		return "", false
+	}
+	rest := h[len(scheme):]
+	t := strings.TrimLeft(rest, " ")
+	if t == "" && len(rest) >= 2 {
+		t = " " // all spaces: the pattern's greedy run gives the last one up
+	}
+	if t == "" || strings.ContainsRune(t, '\n') {
+		return "", false
+	}
+	return t, true
+}
 
 func (s *Server) authorized(r *http.Request) bool {
 	if s.tokenDigest == nil {
 		return true
 	}
-	m := bearer.FindStringSubmatch(jsTrim(latin1(r.Header.Get("Authorization"))))
-	if m == nil {
+	tok, ok := bearerToken(jsTrim(latin1(r.Header.Get("Authorization"))))
+	if !ok {
 		return false
 	}
-	d := sha256.Sum256([]byte(m[1]))
+	d := sha256.Sum256([]byte(tok))
 	return subtle.ConstantTimeCompare(d[:], s.tokenDigest) == 1
 }
 
