@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -306,6 +307,11 @@ func Limits(t *testing.T, caps sandbox.Capabilities, create Create) {
 			t.Fatalf("a 5-pid sandbox: %q", out)
 		}
 	})
+	t.Run("PidsLimitHolds", func(t *testing.T) {
+		const limit = 16
+		sb := create(t, sandbox.Spec{Limits: sandbox.Limits{Pids: limit}})
+		CheckPidsLimit(t, sb, limit)
+	})
 	t.Run("MemoryHogIsOOMKilled", func(t *testing.T) {
 		sb := create(t, sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 64 << 20}})
 		_, _, res := sh(t, sb, "exec python3 -c 'a = bytearray(512 << 20)'")
@@ -329,6 +335,34 @@ func Limits(t *testing.T, caps sandbox.Capabilities, create Create) {
 			t.Fatalf("a 0.2-CPU sandbox used %.2f of a core", share)
 		}
 	})
+}
+
+// CheckPidsLimit counts the forks a workload of sb gets, whose pids limit
+// is limit: fewer than the limit plus the agent's headroom, then EAGAIN
+// (without a limit all 400 would succeed).
+func CheckPidsLimit(t *testing.T, sb *sandbox.Sandbox, limit int64) {
+	t.Helper()
+	out := Py(t, sb, `import os, signal, errno
+kids, err = [], 0
+try:
+    for _ in range(400):
+        pid = os.fork()
+        if pid == 0:
+            signal.pause()
+            os._exit(0)
+        kids.append(pid)
+except OSError as e:
+    err = e.errno
+for k in kids:
+    os.kill(k, signal.SIGKILL)
+    os.waitpid(k, 0)
+print(len(kids), errno.errorcode.get(err, err))`)
+	t.Logf("forks before the refusal, and the refusal: %s", strings.TrimSpace(out))
+	var n int64
+	var code string
+	if _, err := fmt.Sscanf(out, "%d %s", &n, &code); err != nil || code != "EAGAIN" || n >= limit+process.AgentPids {
+		t.Fatalf("a %d-pid sandbox forked %q (want fewer than %d, then EAGAIN)", limit, out, limit+process.AgentPids)
+	}
 }
 
 // Escapees: processes that leave the command's group die on timeout while

@@ -173,6 +173,7 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 				Bounding: none, Effective: none, Inheritable: none, Permitted: none, Ambient: none,
 			},
 			NoNewPrivileges: true,
+			Rlimits:         taskLimit(in),
 		},
 		Linux: &specs.Linux{
 			Namespaces: []specs.LinuxNamespace{
@@ -185,7 +186,7 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 			MaskedPaths:   masked,
 			ReadonlyPaths: readonly,
 			CgroupsPath:   in.CgroupsPath,
-			Resources:     resources(in.Limits),
+			Resources:     resources(in.Limits, in.UserSpaceKernel),
 			Seccomp:       seccompProfile(in.UserSpaceKernel),
 		},
 	}
@@ -193,14 +194,16 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 }
 
 // resources turns limits into the bundle's cgroup resources. The pids
-// limit is the workload's: the agent's own threads come on top.
-func resources(l sandbox.Limits) *specs.LinuxResources {
+// limit is the workload's: the agent's own threads come on top. Under a
+// user-space kernel the host cgroup holds the sentry's threads, not the
+// workload's tasks, so the pids limit is taskLimit's instead.
+func resources(l sandbox.Limits, userSpaceKernel bool) *specs.LinuxResources {
 	r := &specs.LinuxResources{}
 	if l.MemoryBytes > 0 {
 		m := l.MemoryBytes
 		r.Memory = &specs.LinuxMemory{Limit: &m, Swap: &m}
 	}
-	if l.Pids > 0 {
+	if l.Pids > 0 && !userSpaceKernel {
 		p := l.Pids + process.AgentPids
 		r.Pids = &specs.LinuxPids{Limit: &p}
 	}
@@ -210,6 +213,21 @@ func resources(l sandbox.Limits) *specs.LinuxResources {
 		r.CPU = &specs.LinuxCPU{Period: &period, Quota: &quota}
 	}
 	return r
+}
+
+// taskLimit is the pids limit under a user-space kernel: RLIMIT_NPROC,
+// which gVisor's sentry enforces on every task (thread) it creates for the
+// user, against a count of that user's tasks in the sandbox's own kernel;
+// the agent and its commands share the user and nothing else runs there,
+// so the count is the sandbox's, with the same headroom for the agent as a
+// cgroup's. Hard and soft alike: without CAP_SYS_RESOURCE nothing inside
+// can raise it.
+func taskLimit(in bundleInput) []specs.POSIXRlimit {
+	if !in.UserSpaceKernel || in.Limits.Pids <= 0 {
+		return nil
+	}
+	n := uint64(in.Limits.Pids + process.AgentPids)
+	return []specs.POSIXRlimit{{Type: "RLIMIT_NPROC", Hard: n, Soft: n}}
 }
 
 // seccompProfile is the process tier's filter in a runtime's terms: the

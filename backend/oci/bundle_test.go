@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -94,5 +95,29 @@ func TestBundleBaseline(t *testing.T) {
 	}
 	if strings.TrimSpace(string(want)) != strings.TrimSpace(string(b)) {
 		t.Errorf("the bundle's baseline changed; if that is deliberate, rerun with CORDON_UPDATE_BASELINE=1 and review the diff. Got:\n%s", b)
+	}
+}
+
+// TestTaskLimit: under gVisor the pids limit is the sentry's RLIMIT_NPROC,
+// not the host cgroup (which holds the sentry's threads); under runc and
+// crun it is the cgroup's, and no rlimit is set.
+func TestTaskLimit(t *testing.T) {
+	for _, gvisor := range []bool{false, true} {
+		dir := t.TempDir()
+		s, err := buildSpec(bundleInput{
+			Bundle: filepath.Join(dir, "bundle"), RootSrc: t.TempDir(), SocketDir: "/state/sock", AgentPath: "/opt/cordon-agent",
+			UID: 1000, IDBase: 1 << 30, IDSize: 1 << 16, Limits: sandbox.Limits{Pids: 100}, UserSpaceKernel: gvisor,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := uint64(100 + process.AgentPids)
+		switch {
+		case gvisor && (s.Linux.Resources.Pids != nil || len(s.Process.Rlimits) != 1 ||
+			s.Process.Rlimits[0] != specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: want, Soft: want}):
+			t.Errorf("gvisor: pids %+v, rlimits %+v", s.Linux.Resources.Pids, s.Process.Rlimits)
+		case !gvisor && (s.Linux.Resources.Pids == nil || *s.Linux.Resources.Pids.Limit != int64(want) || s.Process.Rlimits != nil):
+			t.Errorf("runc: pids %+v, rlimits %+v", s.Linux.Resources.Pids, s.Process.Rlimits)
+		}
 	}
 }

@@ -128,14 +128,14 @@ func (b *Backend) resolve() {
 func (b *Backend) Capabilities() sandbox.Capabilities {
 	// Under gVisor the host cgroup holds the sentry, not the workload: a
 	// memory limit there kills the whole sandbox (agent included) instead
-	// of the hog, and a pids limit counts the sentry's own threads. Until
-	// they are enforced inside the sentry, the gvisor tier refuses them.
-	// Layout directories are id-mapped mounts for the sandbox user; gVisor's
+	// of the hog, and the sentry's memory cgroup only counts, so the gvisor
+	// tier refuses memory limits. Its pids limit is the sentry's own task
+	// limit (taskLimit), not the host cgroup's. Layout directories are id-mapped mounts for the sandbox user; gVisor's
 	// gofer creates files with its own ids, which such a mount does not map
 	// (EOVERFLOW), so the gvisor tier refuses them too.
 	userKernel := b.gvisor()
 	return sandbox.Capabilities{
-		Isolated: true, MemoryLimit: !userKernel, PidsLimit: !userKernel, CPULimit: true,
+		Isolated: true, MemoryLimit: !userKernel, PidsLimit: true, CPULimit: true,
 		RootFS: true, User: true, Egress: true, Layout: !userKernel,
 	}
 }
