@@ -23,8 +23,8 @@ const MaxConnections = 1024
 
 // Main runs cordon-agent with the process's environment and returns its exit
 // status: 1 for a refused configuration or a retired agent, 0 for a clean
-// stop (SIGTERM, idle timeout).
-func Main(stdout, stderr io.Writer) int {
+// stop (SIGTERM, idle timeout). opts are as for Run.
+func Main(stdout, stderr io.Writer, opts Options) int {
 	env, err := tokenFromFD(os.Environ())
 	if err != nil {
 		fmt.Fprintf(stderr, "cordon-agent: refusing to start: %v\n", err)
@@ -36,7 +36,7 @@ func Main(stdout, stderr io.Writer) int {
 		return 1
 	}
 	_, inEnv := os.LookupEnv(EnvPrefix + "TOKEN")
-	return Run(env, inEnv, stdout, stderr, Options{})
+	return Run(env, inEnv, stdout, stderr, opts)
 }
 
 // cloexecInherited marks every descriptor above 2 close-on-exec: with

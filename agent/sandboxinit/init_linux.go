@@ -520,22 +520,33 @@ func dropPrivileges(sc syscaller, uid, gid int, detached bool) error {
 // landlockRules: full write rights under the writable mounts, file writes
 // on the terminal and null devices, and sockets only in the socket dir.
 func landlockRules(cfg *Config, abi int) []landlockRule {
-	all, file := writeRights(abi), fileRights(abi)
-	var rules []landlockRule
+	var writable []string
 	for _, t := range cfg.Tmpfs {
-		rules = append(rules, landlockRule{t.Path, all})
+		writable = append(writable, t.Path)
 	}
 	for _, b := range cfg.Binds {
 		if !b.ReadOnly && b.Target != cfg.SocketDir {
-			rules = append(rules, landlockRule{b.Target, all})
+			writable = append(writable, b.Target)
 		}
+	}
+	return writeRules(abi, writable, cfg.SocketDir)
+}
+
+// writeRules: full write rights under each writable directory and /dev/shm,
+// file writes on the terminal and null devices, and, when socketDir is
+// set, making and removing sockets there.
+func writeRules(abi int, writable []string, socketDir string) []landlockRule {
+	all, file := writeRights(abi), fileRights(abi)
+	var rules []landlockRule
+	for _, w := range writable {
+		rules = append(rules, landlockRule{w, all})
 	}
 	rules = append(rules, landlockRule{"/dev/shm", all}, landlockRule{"/dev/pts", file})
 	for _, d := range Devices {
 		rules = append(rules, landlockRule{"/dev/" + d, file})
 	}
-	if cfg.SocketDir != "" {
-		rules = append(rules, landlockRule{cfg.SocketDir, unix.LANDLOCK_ACCESS_FS_MAKE_SOCK | unix.LANDLOCK_ACCESS_FS_REMOVE_FILE})
+	if socketDir != "" {
+		rules = append(rules, landlockRule{socketDir, unix.LANDLOCK_ACCESS_FS_MAKE_SOCK | unix.LANDLOCK_ACCESS_FS_REMOVE_FILE})
 	}
 	return rules
 }

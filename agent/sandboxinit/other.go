@@ -5,6 +5,8 @@ package sandboxinit
 import (
 	"fmt"
 	"os"
+
+	"github.com/cordon-sandbox/cordon/agent"
 )
 
 // Main refuses: sandboxes are built from Linux namespaces.
@@ -18,3 +20,7 @@ func LandlockABI() int { return 0 }
 
 // Hold refuses likewise.
 func Hold() int { return Main() }
+
+// ContainerOptions confines nothing off Linux (where the agent refuses to
+// run anyway).
+func ContainerOptions(env []string) (agent.Options, error) { return agent.Options{}, nil }

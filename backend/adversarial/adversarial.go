@@ -448,3 +448,25 @@ func Layout(t *testing.T, create Create) {
 		}
 	}
 }
+
+// Landlock: under a sandbox that requires it, writes land only under the
+// writable mounts. /proc/self/comm is the probe: the mount table and file
+// modes let a process write its own, and only a Landlock domain (which
+// grants no path under /proc) refuses it, EACCES. Writes under the
+// writable mounts and to the null device still work, and the workload
+// cannot make a Landlock ruleset of its own (seccomp, EPERM).
+func Landlock(t *testing.T, create Create) {
+	sb := create(t, sandbox.Spec{RequireLandlock: true})
+	out, errOut, _ := sh(t, sb, `for d in /tmp /workspace "$HOME" /dev/shm; do echo x > "$d/landlock.probe" && mkdir "$d/landlock.dir" && echo "ok $d"; done
+echo x > /dev/null && echo "ok null"
+echo cordon > /proc/self/comm 2>/dev/null && echo "comm written"`)
+	if strings.Count(out, "ok ") != 5 || strings.Contains(out, "comm written") {
+		t.Fatalf("writes under Landlock:\n%s%s", out, errOut)
+	}
+	out = Py(t, sb, `import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print(libc.syscall(444, None, 0, 1), ctypes.get_errno())`)
+	if out != "-1 1\n" {
+		t.Fatalf("landlock_create_ruleset from the workload: %q, want -1 EPERM", out)
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/backend/process"
@@ -40,6 +42,9 @@ type bundleInput struct {
 	// UserSpaceKernel: the runtime is gVisor, whose sentry applies the
 	// filter itself and answers every denial EPERM (it ignores errnoRet).
 	UserSpaceKernel bool
+	// Landlock, "auto" or "require", has the agent confine its commands
+	// to the writable mounts (sandboxinit.ContainerOptions); "" for none.
+	Landlock string
 }
 
 // buildSpec lays out the bundle's root and returns its configuration. The
@@ -158,6 +163,11 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 	for _, p := range sandboxinit.ProcReadOnly {
 		readonly = append(readonly, "/proc/"+p)
 	}
+	env := in.Env
+	if in.Landlock != "" {
+		env = append(slices.Clip(env), sandboxinit.EnvLandlock+"="+in.Landlock,
+			sandboxinit.EnvWritable+"="+strings.Join(writableMounts(mounts), ":"))
+	}
 	none := []string{}
 	s := &specs.Spec{
 		Version:  ociVersion,
@@ -166,7 +176,7 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		Mounts:   mounts,
 		Process: &specs.Process{
 			Args: []string{agentInside},
-			Env:  in.Env,
+			Env:  env,
 			Cwd:  process.Workspace,
 			User: specs.User{UID: uint32(in.UID), GID: uint32(in.UID)},
 			Capabilities: &specs.LinuxCapabilities{
@@ -187,10 +197,25 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 			ReadonlyPaths: readonly,
 			CgroupsPath:   in.CgroupsPath,
 			Resources:     resources(in.Limits, in.UserSpaceKernel),
-			Seccomp:       seccompProfile(in.UserSpaceKernel),
+			Seccomp:       seccompProfile(in.UserSpaceKernel, in.Landlock != ""),
 		},
 	}
 	return s, nil
+}
+
+// writableMounts are the directories a command may write under: every
+// tmpfs but /dev's and every read-write bind (/dev/shm and the device nodes
+// are sandboxinit's own rules).
+func writableMounts(mounts []specs.Mount) []string {
+	var out []string
+	for _, m := range mounts {
+		switch {
+		case m.Destination == "/dev" || m.Destination == "/dev/shm":
+		case m.Type == "tmpfs" || m.Type == "bind" && slices.Contains(m.Options, "rw"):
+			out = append(out, m.Destination)
+		}
+	}
+	return out
 }
 
 // resources turns limits into the bundle's cgroup resources. The pids
@@ -239,10 +264,18 @@ func taskLimit(in bundleInput) []specs.POSIXRlimit {
 // sentry would answer EPERM where libc needs ENOSYS to fall back to clone,
 // and the namespaces a sandboxed process could make there are the sentry's
 // own, not the host's.
-func seccompProfile(userSpaceKernel bool) *specs.LinuxSeccomp {
+//
+// With landlock the agent builds a Landlock ruleset for its commands after
+// the runtime has applied this filter, so landlock_create_ruleset stays
+// open here; the thread commands are forked from then takes sandboxinit's
+// own filter, which denies it again, so commands see the same denials.
+func seccompProfile(userSpaceKernel, landlock bool) *specs.LinuxSeccomp {
 	eperm, enosys, eafno := uint(unix.EPERM), uint(unix.ENOSYS), uint(unix.EAFNOSUPPORT)
 	var names []string
 	for _, sc := range sandboxinit.DeniedSyscalls {
+		if landlock && sc.Nr == unix.SYS_LANDLOCK_CREATE_RULESET {
+			continue
+		}
 		names = append(names, sc.Name)
 	}
 	sort.Strings(names)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -24,6 +25,8 @@ type baseline struct {
 	ReadonlyPaths   []string
 	Seccomp         *specs.LinuxSeccomp
 	Resources       *specs.LinuxResources
+	// Confinement is the agent's Landlock settings for its commands.
+	Confinement []string
 	// Mounts other than the read-only binds of the root's directories,
 	// which are checked by rule.
 	Mounts []specs.Mount
@@ -51,6 +54,7 @@ func TestBundleBaseline(t *testing.T) {
 		Bundle: filepath.Join(dir, "bundle"), RootSrc: root, SocketDir: "/state/sock", AgentPath: "/opt/cordon-agent",
 		Env: []string{"CORDON_AGENT_TOKEN_FD=3"}, UID: 1000, IDBase: 1 << 30, IDSize: 1 << 16,
 		Limits: sandbox.Limits{MemoryBytes: 256 << 20, Pids: 100, CPUs: 0.5}, CgroupsPath: "/cordon-oci/x",
+		Landlock: "auto",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +73,11 @@ func TestBundleBaseline(t *testing.T) {
 		NoNewPrivileges: s.Process.NoNewPrivileges, Namespaces: s.Linux.Namespaces,
 		MaskedPaths: s.Linux.MaskedPaths, ReadonlyPaths: s.Linux.ReadonlyPaths, Seccomp: s.Linux.Seccomp,
 		Resources: s.Linux.Resources,
+	}
+	for _, kv := range s.Process.Env {
+		if strings.HasPrefix(kv, sandboxinit.EnvLandlock+"=") || strings.HasPrefix(kv, sandboxinit.EnvWritable+"=") {
+			got.Confinement = append(got.Confinement, kv)
+		}
 	}
 	for _, m := range s.Mounts {
 		if m.Type == "bind" && strings.HasPrefix(m.Source, root) && m.Source == filepath.Join(root, m.Destination) {

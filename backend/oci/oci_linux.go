@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
@@ -133,11 +134,27 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	// limit (taskLimit), not the host cgroup's. Layout directories are id-mapped mounts for the sandbox user; gVisor's
 	// gofer creates files with its own ids, which such a mount does not map
 	// (EOVERFLOW), so the gvisor tier refuses them too.
+	// gVisor's sentry has no Landlock; under runc and crun the agent
+	// applies it to its commands where the host kernel has it.
 	userKernel := b.gvisor()
 	return sandbox.Capabilities{
 		Isolated: true, MemoryLimit: !userKernel, PidsLimit: true, CPULimit: true,
 		RootFS: true, User: true, Egress: true, Layout: !userKernel,
+		Landlock: !userKernel && sandboxinit.LandlockABI() >= 1,
 	}
+}
+
+// landlock is how the agent is to confine its commands: always where the
+// tier can (runc and crun on a kernel with Landlock), "require" when the
+// spec insists (Capabilities has refused it where the tier cannot).
+func (b *Backend) landlock(spec sandbox.Spec) string {
+	switch {
+	case spec.RequireLandlock:
+		return "require"
+	case b.Capabilities().Landlock:
+		return "auto"
+	}
+	return ""
 }
 
 // Probe checks for root, a runtime and the agent.
@@ -276,7 +293,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	bs, err := buildSpec(bundleInput{
 		Bundle: bundle, RootSrc: rootSrc, HostRoot: hostRoot, SocketDir: sock, AgentPath: agentPath,
 		Identity: idFiles, Layout: binds, Env: process.AgentEnv(l, uid, b.tokenFD(), layout), UID: uid, IDBase: base, IDSize: size,
-		Limits: spec.Limits, CgroupsPath: inst.cgroup, UserSpaceKernel: b.gvisor(),
+		Limits: spec.Limits, CgroupsPath: inst.cgroup, UserSpaceKernel: b.gvisor(), Landlock: b.landlock(spec),
 	})
 	if err != nil {
 		return fail(err)

@@ -117,6 +117,22 @@ func TestLayout(t *testing.T) {
 	})
 }
 
+// TestLandlock: runc and crun sandboxes confine commands' writes with
+// Landlock as the process tier does; gVisor, whose kernel has none,
+// refuses a spec that requires it.
+func TestLandlock(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, b *oci.Backend) {
+		if !b.Capabilities().Landlock {
+			p := sandbox.NewProvider([]sandbox.Backend{b})
+			if _, err := p.Create(t.Context(), sandbox.Spec{RequireLandlock: true}); !errors.Is(err, sandbox.ErrUnsupported) {
+				t.Fatalf("Landlock on %s: %v, want a refusal", b.Name(), err)
+			}
+			return
+		}
+		adversarial.Landlock(t, creator(b))
+	})
+}
+
 // TestTeardownLeavesNothing: after Destroy the runtime no longer knows the
 // container, and its cgroups, directory and processes are gone.
 func TestTeardownLeavesNothing(t *testing.T) {

@@ -192,3 +192,5 @@ func TestNoLeaksUnderChurn(t *testing.T) {
 		}
 	}
 }
+
+func TestLandlock(t *testing.T) { adversarial.Landlock(t, create) }

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/cordon-sandbox/cordon/agent"
@@ -20,5 +21,12 @@ func main() {
 			os.Exit(sandboxinit.Hold())
 		}
 	}
-	os.Exit(agent.Main(os.Stdout, os.Stderr))
+	// Started by an OCI runtime, the agent may be asked to confine its
+	// commands itself (Landlock; see sandboxinit.ContainerOptions).
+	opts, err := sandboxinit.ContainerOptions(os.Environ())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon-agent: refusing to start: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(agent.Main(os.Stdout, os.Stderr, opts))
 }
