@@ -159,4 +159,3 @@ func ContainerOptions(env []string) (agent.Options, error) {
 	}
 	return agent.Options{CommandThread: commands}, nil
 }
-
