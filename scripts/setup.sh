@@ -36,6 +36,21 @@ if [ "$(id -u)" -eq 0 ] && [ -f /sys/fs/cgroup/unified/cgroup.controllers ] &&
 	mountpoint -q /sys/fs/cgroup/hugetlb || mount -t cgroup -o hugetlb cgroup /sys/fs/cgroup/hugetlb
 fi
 
+# Moving a process into a cgroup takes a lock whose writer waits for an
+# RCU grace period (some 10 ms here) unless the cgroup2 mount has
+# favordynmods, which systemd (253+) sets by default on current hosts: every
+# sandbox's first cgroup write paid it. Set it where the kernel knows it.
+if [ "$(id -u)" -eq 0 ]; then
+	for m in /sys/fs/cgroup/unified /sys/fs/cgroup; do
+		if [ "$(stat -f -c %T "$m" 2>/dev/null)" = cgroup2fs ]; then
+			grep -q " $m .*favordynmods" /proc/self/mountinfo ||
+				mount -o remount,favordynmods "$m" 2>/dev/null ||
+				echo "setup: this kernel cannot mount cgroup2 with favordynmods; each sandbox create waits on RCU" >&2
+			break
+		fi
+	done
+fi
+
 if ! command -v go >/dev/null 2>&1; then
 	if [ -x /usr/local/go/bin/go ]; then
 		export PATH="/usr/local/go/bin:$PATH"

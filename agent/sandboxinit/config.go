@@ -73,6 +73,9 @@ type Bind struct {
 	// File binds a single file over an existing one, read-only; when the
 	// root has no file at Target it is skipped.
 	File bool `json:"file,omitempty"`
+	// Content, for a File bind with no Source, is the file's text: the
+	// init writes it on its own root's tmpfs, so the host writes nothing.
+	Content string `json:"content,omitempty"`
 }
 
 // HoldArg makes cordon-agent hold a user namespace open for the host: it

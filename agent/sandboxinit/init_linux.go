@@ -268,10 +268,7 @@ func buildRoot(cfg *Config) error {
 			if fi, err := os.Lstat(dst); err != nil || !fi.Mode().IsRegular() {
 				continue
 			}
-			if err := mount(b.Source, dst, "", unix.MS_BIND, ""); err != nil {
-				return err
-			}
-			if err := mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+			if err := bindFile(st, b, dst); err != nil {
 				return err
 			}
 			continue
@@ -515,6 +512,35 @@ func dropPrivileges(sc syscaller, uid, gid int, detached bool) error {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
 	return nil
+}
+
+// bindFile binds b's file over dst, read-only. A file given by its
+// content is written on the stage's tmpfs, bound, and unlinked: the mount
+// keeps it, and nothing else names it.
+func bindFile(stage string, b Bind, dst string) error {
+	src := b.Source
+	if src == "" {
+		f, err := os.CreateTemp(stage, ".file-")
+		if err != nil {
+			return err
+		}
+		src = f.Name()
+		defer os.Remove(src)
+		_, err = f.WriteString(b.Content)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Chmod(src, 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("file %s: %w", b.Target, err)
+		}
+	}
+	if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	return mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
 }
 
 // landlockRules: full write rights under the writable mounts, file writes

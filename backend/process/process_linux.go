@@ -13,10 +13,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -409,11 +411,7 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, ui
 		Env:      agentEnv(l, uid, layout),
 		Detached: b.cfg.Detached,
 	}
-	files, err := IdentityFiles(sl.dir, uid, hostRoot)
-	if err != nil {
-		return fail(err)
-	}
-	icfg.Binds = append(icfg.Binds, files...)
+	icfg.Binds = append(icfg.Binds, IdentityBinds(uid, hostRoot)...)
 	for i, m := range layout {
 		icfg.Binds = append(icfg.Binds, sandboxinit.Bind{Target: m.Target, ReadOnly: m.ReadOnly, FD: sandboxinit.FirstTreeFD + i})
 	}
@@ -657,17 +655,14 @@ func traversable(p string) error {
 	}
 }
 
-// IdentityFiles writes the small files that say who and where the sandbox
+// IdentityBinds are the small files that say who and where the sandbox
 // is, so that nothing of the host's shows through: its users and groups
 // (with the host's own root, whose /etc would name the host's accounts),
 // hosts, hostname, and a resolver configuration naming no reachable
 // resolver (names resolve at the egress proxy; a lookup inside fails at
-// once).
-func IdentityFiles(dir string, uid int, hostRoot bool) ([]sandboxinit.Bind, error) {
-	etc := filepath.Join(dir, "etc")
-	if err := os.Mkdir(etc, 0o755); err != nil {
-		return nil, err
-	}
+// once). Each is a read-only File bind given by its Content, which the
+// process tier's init writes on its own tmpfs.
+func IdentityBinds(uid int, hostRoot bool) []sandboxinit.Bind {
 	files := map[string]string{
 		"hosts":       "127.0.0.1\tlocalhost cordon\n::1\tlocalhost ip6-localhost ip6-loopback\n",
 		"hostname":    "cordon\n",
@@ -684,12 +679,26 @@ func IdentityFiles(dir string, uid int, hostRoot bool) ([]sandboxinit.Bind, erro
 		files["group"] = group + "nogroup:x:65534:\n"
 	}
 	var binds []sandboxinit.Bind
-	for name, content := range files {
-		src := filepath.Join(etc, name)
-		if err := os.WriteFile(src, []byte(content), 0o644); err != nil {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		binds = append(binds, sandboxinit.Bind{Target: "/etc/" + name, ReadOnly: true, File: true, Content: files[name]})
+	}
+	return binds
+}
+
+// IdentityFiles writes IdentityBinds into dir/etc for a runtime that binds
+// host files, and returns them with their Source set.
+func IdentityFiles(dir string, uid int, hostRoot bool) ([]sandboxinit.Bind, error) {
+	etc := filepath.Join(dir, "etc")
+	if err := os.Mkdir(etc, 0o755); err != nil {
+		return nil, err
+	}
+	binds := IdentityBinds(uid, hostRoot)
+	for i, b := range binds {
+		src := filepath.Join(etc, filepath.Base(b.Target))
+		if err := os.WriteFile(src, []byte(b.Content), 0o644); err != nil {
 			return nil, err
 		}
-		binds = append(binds, sandboxinit.Bind{Source: src, Target: "/etc/" + name, ReadOnly: true, File: true})
+		binds[i].Source, binds[i].Content = src, ""
 	}
 	return binds, nil
 }
