@@ -277,7 +277,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		}
 		hostRoot = false
 	}
-	idFiles, err := process.IdentityFiles(inst.dir, uid, hostRoot)
+	idFiles, err := process.IdentityFiles(b.cfg.StateDir, uid, hostRoot)
 	if err != nil {
 		return fail(err)
 	}

@@ -8,6 +8,7 @@ package process
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -33,6 +34,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/agentproc"
 	"github.com/cordon-sandbox/cordon/internal/procid"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // Name is the tier name.
@@ -685,20 +687,39 @@ func IdentityBinds(uid int, hostRoot bool) []sandboxinit.Bind {
 	return binds
 }
 
-// IdentityFiles writes IdentityBinds into dir/etc for a runtime that binds
-// host files, and returns them with their Source set.
+// IdentityFiles writes IdentityBinds for a runtime that binds host files,
+// and returns them with their Source set. The files are the same for every
+// sandbox of a user and root kind, and bound read-only, so they are
+// written once, into a directory under dir named by their content (made
+// whole under a temporary name, then renamed into place), and shared.
 func IdentityFiles(dir string, uid int, hostRoot bool) ([]sandboxinit.Bind, error) {
-	etc := filepath.Join(dir, "etc")
-	if err := os.Mkdir(etc, 0o755); err != nil {
-		return nil, err
-	}
 	binds := IdentityBinds(uid, hostRoot)
-	for i, b := range binds {
-		src := filepath.Join(etc, filepath.Base(b.Target))
-		if err := os.WriteFile(src, []byte(b.Content), 0o644); err != nil {
+	h := sha256.New()
+	for _, b := range binds {
+		fmt.Fprintf(h, "%s\x00%s\x00", b.Target, b.Content)
+	}
+	shared := filepath.Join(dir, "identity-"+hex.EncodeToString(h.Sum(nil))[:16])
+	if _, err := os.Stat(shared); err != nil {
+		tmp, err := os.MkdirTemp(dir, ".identity-")
+		if err != nil {
 			return nil, err
 		}
-		binds[i].Source, binds[i].Content = src, ""
+		defer os.RemoveAll(tmp)
+		for _, b := range binds {
+			if err := os.WriteFile(filepath.Join(tmp, filepath.Base(b.Target)), []byte(b.Content), 0o644); err != nil {
+				return nil, err
+			}
+		}
+		if err := os.Chmod(tmp, 0o755); err != nil {
+			return nil, err
+		}
+		// Another creator may have won the race: its copy is the same.
+		if err := os.Rename(tmp, shared); err != nil && !errors.Is(err, os.ErrExist) && !errors.Is(err, unix.ENOTEMPTY) {
+			return nil, err
+		}
+	}
+	for i, b := range binds {
+		binds[i].Source, binds[i].Content = filepath.Join(shared, filepath.Base(b.Target)), ""
 	}
 	return binds, nil
 }
