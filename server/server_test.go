@@ -599,11 +599,11 @@ func TestContainerTier(t *testing.T) {
 	if err := c.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	// What stays is the runtime's state and the identity files every
-	// container shares.
+	// What stays is the runtime's state and the identity files and
+	// skeleton roots containers share.
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if e.Name() != "runtime" && !strings.HasPrefix(e.Name(), "identity-") {
+		if e.Name() != "runtime" && !strings.HasPrefix(e.Name(), "identity-") && !strings.HasPrefix(e.Name(), "skeleton-") {
 			t.Fatalf("left in the container tier's directory: %v", ents)
 		}
 	}

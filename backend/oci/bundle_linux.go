@@ -1,6 +1,11 @@
 package oci
 
 import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,6 +47,10 @@ type bundleInput struct {
 	// UserSpaceKernel: the runtime is gVisor, whose sentry applies the
 	// filter itself and answers every denial EPERM (it ignores errnoRet).
 	UserSpaceKernel bool
+	// Skeletons, when set, is a directory where skeleton roots are kept
+	// and shared between bundles (see skeleton.shared); otherwise the
+	// bundle has its own.
+	Skeletons string
 	// Landlock, "auto" or "require", has the agent confine its commands
 	// to the writable mounts (sandboxinit.ContainerOptions); "" for none.
 	Landlock string
@@ -53,8 +62,7 @@ type bundleInput struct {
 // symlinks copied), so every mount point exists before the container starts
 // and nothing of the source is ever written.
 func buildSpec(in bundleInput) (*specs.Spec, error) {
-	rootfs := filepath.Join(in.Bundle, "rootfs")
-	if err := os.MkdirAll(rootfs, 0o755); err != nil {
+	if err := os.MkdirAll(in.Bundle, 0o711); err != nil {
 		return nil, err
 	}
 	if err := os.Chmod(in.Bundle, 0o711); err != nil {
@@ -64,7 +72,11 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		return specs.Mount{Destination: dst, Type: "bind", Source: src, Options: []string{"rbind", "ro", "nosuid", "nodev"}}
 	}
 	var mounts []specs.Mount
-	empty := map[string]bool{}
+	var sk skeleton
+	// The source's entries of these names are not kept: cordon makes its
+	// own (empty mount points, its workspace, the agent's directory), and a
+	// symlink there from an image would lead the skeleton's making out.
+	empty := map[string]bool{"workspace": true, ".cordon": true}
 	for _, d := range sandboxinit.EmptyDirs {
 		empty[d] = true
 	}
@@ -77,37 +89,39 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		if empty[name] || (in.HostRoot && !sandboxinit.SystemDirs[name]) {
 			continue
 		}
-		src, dst := filepath.Join(in.RootSrc, name), filepath.Join(rootfs, name)
+		src := filepath.Join(in.RootSrc, name)
 		switch {
 		case e.Type()&os.ModeSymlink != 0:
 			target, err := os.Readlink(src)
 			if err != nil {
 				return nil, err
 			}
-			if err := os.Symlink(target, dst); err != nil {
-				return nil, err
-			}
+			sk = append(sk, skeletonEntry{Path: name, Link: target})
 		case e.IsDir():
-			if err := os.Mkdir(dst, 0o755); err != nil {
-				return nil, err
-			}
+			sk = append(sk, skeletonEntry{Path: name, Mode: 0o755})
 			mounts = append(mounts, ro(src, "/"+name))
-		}
-	}
-	for _, d := range append(sandboxinit.EmptyDirs, "workspace", "home/sandbox", ".cordon", "run/cordon") {
-		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
-			return nil, err
 		}
 	}
 	// runc gives a tmpfs the mode of the directory it covers, whatever
 	// the mount options say: the mount points carry the modes meant.
-	for d, mode := range map[string]os.FileMode{"tmp": 0o1777, "home/sandbox": 0o700} {
-		if err := os.Chmod(filepath.Join(rootfs, d), mode); err != nil {
-			return nil, err
-		}
+	modes := map[string]os.FileMode{"tmp": os.ModeSticky | 0o777, "home/sandbox": 0o700}
+	for _, d := range append(sandboxinit.EmptyDirs, "workspace", "home/sandbox", ".cordon", "run/cordon") {
+		sk = append(sk, skeletonEntry{Path: d, Mode: cmp.Or(modes[d], 0o755)})
 	}
-	if err := os.WriteFile(filepath.Join(rootfs, agentInside), nil, 0o755); err != nil {
-		return nil, err
+	sk = append(sk, skeletonEntry{Path: strings.TrimPrefix(agentInside, "/"), Mode: 0o755, File: true})
+	for _, m := range in.Layout {
+		// Under /mnt, a directory of the skeleton: the mount point is made
+		// there, never in the source root.
+		sk = append(sk, skeletonEntry{Path: strings.TrimPrefix(m.Target, "/"), Mode: 0o755})
+	}
+	rootfs := filepath.Join(in.Bundle, "rootfs")
+	if in.Skeletons != "" {
+		rootfs, err = sk.shared(in.Skeletons)
+	} else {
+		err = sk.make(rootfs)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the bundle's root: %w", err)
 	}
 	owned := func(mode string) []string {
 		return []string{"nosuid", "nodev", "mode=" + mode, fmt.Sprintf("uid=%d", in.UID), fmt.Sprintf("gid=%d", in.UID)}
@@ -126,11 +140,6 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		ro(in.AgentPath, agentInside),
 	)
 	for _, m := range in.Layout {
-		// Under /mnt, a directory of the skeleton: the mount point is made
-		// here, never in the source root.
-		if err := os.MkdirAll(filepath.Join(rootfs, m.Target), 0o755); err != nil {
-			return nil, err
-		}
 		opts := []string{"rbind", "rw", "nosuid", "nodev"}
 		if m.ReadOnly {
 			opts[1] = "ro"
@@ -201,6 +210,74 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		},
 	}
 	return s, nil
+}
+
+// skeleton is a bundle's root: the mount points of the source root's
+// top-level directories, its top-level symlinks, the directories cordon
+// mounts over, the agent's mount point and the layout's. Only mount
+// points: nothing of it is ever written once made, and every runtime
+// mounts over it inside the container's own mount namespace.
+type skeleton []skeletonEntry
+
+type skeletonEntry struct {
+	Path string      // relative to the root
+	Mode os.FileMode // a directory's, or the empty file's
+	Link string      // a symlink's target
+	File bool        // an empty file
+}
+
+// make creates the skeleton at dir, whose parent exists.
+func (sk skeleton) make(dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	for _, e := range sk {
+		p := filepath.Join(dir, e.Path)
+		var err error
+		switch {
+		case e.Link != "":
+			err = os.Symlink(e.Link, p)
+		case e.File:
+			err = os.WriteFile(p, nil, e.Mode)
+		default:
+			if err = os.MkdirAll(p, 0o755); err == nil {
+				err = os.Chmod(p, e.Mode) // MkdirAll's mode passes the umask
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shared returns a skeleton equal to sk under base, made once and named
+// by its content, so that containers of the same root and layout targets
+// share one instead of each making some thirty mount points (about 1 ms
+// a file on our machines' disks). It is made whole under a temporary name
+// and renamed into place; a racing maker's copy is the same.
+func (sk skeleton) shared(base string) (string, error) {
+	b, err := json.Marshal(sk)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	dir := filepath.Join(base, "skeleton-"+hex.EncodeToString(sum[:])[:16])
+	if _, err := os.Lstat(dir); err == nil {
+		return dir, nil
+	}
+	tmp, err := os.MkdirTemp(base, ".skeleton-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	if err := sk.make(filepath.Join(tmp, "root")); err != nil {
+		return "", err
+	}
+	if err := os.Rename(filepath.Join(tmp, "root"), dir); err != nil && !errors.Is(err, os.ErrExist) && !errors.Is(err, unix.ENOTEMPTY) {
+		return "", err
+	}
+	return dir, nil
 }
 
 // writableMounts are the directories a command may write under: every

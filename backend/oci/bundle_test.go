@@ -2,6 +2,7 @@ package oci
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -128,5 +129,49 @@ func TestTaskLimit(t *testing.T) {
 		case !gvisor && (s.Linux.Resources.Pids == nil || *s.Linux.Resources.Pids.Limit != int64(want) || s.Process.Rlimits != nil):
 			t.Errorf("runc: pids %+v, rlimits %+v", s.Linux.Resources.Pids, s.Process.Rlimits)
 		}
+	}
+}
+
+// TestSharedSkeleton: bundles of one root share one skeleton, made once;
+// a root whose entries are symlinks where cordon makes its own directories
+// (a hostile image) does not lead the making out of the skeleton.
+func TestSharedSkeleton(t *testing.T) {
+	root, outside, shared := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "usr"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{".cordon", "workspace", "tmp"} {
+		if err := os.Symlink(outside, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var roots []string
+	for i := range 2 {
+		s, err := buildSpec(bundleInput{
+			Bundle: filepath.Join(t.TempDir(), "b"), RootSrc: root, SocketDir: "/state/sock", AgentPath: "/opt/cordon-agent",
+			UID: 1000, IDBase: 1 << 30, IDSize: 1 << 16, Skeletons: shared,
+			Layout: []process.LayoutMount{{Host: "/x", Target: fmt.Sprintf("/mnt/user-data/out%d", i%1)}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots = append(roots, s.Root.Path)
+	}
+	if roots[0] != roots[1] || filepath.Dir(roots[0]) != shared {
+		t.Fatalf("skeletons %v, want one under %s", roots, shared)
+	}
+	if ents, _ := os.ReadDir(shared); len(ents) != 1 {
+		t.Fatalf("%d entries in the skeleton directory, want 1", len(ents))
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("the skeleton's making wrote outside it: %v", ents)
+	}
+	for _, p := range []string{".cordon/cordon-agent", "workspace", "tmp", "usr", "mnt/user-data/out0"} {
+		if fi, err := os.Lstat(filepath.Join(roots[0], p)); err != nil || fi.Mode()&os.ModeSymlink != 0 {
+			t.Errorf("%s in the skeleton: %v %v", p, fi, err)
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(roots[0], "tmp")); fi == nil || fi.Mode()&os.ModePerm != 0o777 || fi.Mode()&os.ModeSticky == 0 {
+		t.Errorf("tmp mount point mode %v", fi)
 	}
 }
