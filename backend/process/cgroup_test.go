@@ -61,3 +61,19 @@ func TestCgroupV1Files(t *testing.T) {
 		t.Errorf("oom kills %d, want 5", n)
 	}
 }
+
+func TestSlowCgroup2(t *testing.T) {
+	const slow = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n" +
+		"35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n" +
+		"41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw,nsdelegate\n"
+	if got := slowCgroup2(slow); got != "/sys/fs/cgroup/unified" {
+		t.Errorf("without favordynmods: %q", got)
+	}
+	fast := strings.Replace(slow, "rw,nsdelegate", "rw,nsdelegate,favordynmods", 1)
+	if got := slowCgroup2(fast); got != "" {
+		t.Errorf("with favordynmods: %q", got)
+	}
+	if got := slowCgroup2("35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"); got != "" {
+		t.Errorf("no cgroup2: %q", got)
+	}
+}

@@ -35,3 +35,6 @@ func (b *Backend) Probe(context.Context) error {
 func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance, error) {
 	return nil, b.Probe(ctx)
 }
+
+// SlowCgroupMoves is "" off Linux (there are no cgroups).
+func SlowCgroupMoves() string { return "" }

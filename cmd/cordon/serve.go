@@ -110,6 +110,9 @@ func serveCmd(args []string) int {
 	if err := os.MkdirAll(processDir, 0o711); err != nil {
 		return fail("%v", err)
 	}
+	if m := process.SlowCgroupMoves(); m != "" && os.Geteuid() == 0 {
+		log.Warn("cgroup2 is mounted without favordynmods: every sandbox create waits for an RCU grace period (about 10 ms on small VMs); systemd 253+ sets it, or: mount -o remount,favordynmods "+m, "mount", m)
+	}
 	provider := sandbox.NewProvider(backends(processDir, true), sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()), sandbox.WithEgressProxy(proxy), sandbox.WithLogger(log))
 	srv, err := server.New(server.Config{
 		Provider: provider, StateDir: *stateDir, HostPaths: hostPaths, Profiles: profs,
