@@ -93,3 +93,23 @@ func TestFilterDecisions(t *testing.T) {
 		}
 	}
 }
+
+// TestContainerOptionsRefusals: a container agent's confinement settings
+// are refused when malformed, before any thread is confined; unset or
+// "off" asks for none.
+func TestContainerOptionsRefusals(t *testing.T) {
+	for _, env := range [][]string{
+		{EnvLandlock + "=maybe"},
+		{EnvLandlock + "=auto", EnvWritable + "=/tmp:relative"},
+		{EnvLandlock + "=auto", EnvWritable + "=/tmp/../etc"},
+	} {
+		if _, err := ContainerOptions(env); err == nil {
+			t.Errorf("%q accepted", env)
+		}
+	}
+	for _, env := range [][]string{nil, {EnvLandlock + "=off", EnvWritable + "=/tmp"}} {
+		if opts, err := ContainerOptions(env); err != nil || opts.CommandThread != nil {
+			t.Errorf("%q: %v, command thread %v", env, err, opts.CommandThread != nil)
+		}
+	}
+}
