@@ -99,9 +99,13 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 	}
 	os.Unsetenv(EnvPrefix + "TOKEN")
 
-	// Made before the agent serves: made in the background instead, they
-	// contend with the first command on small hosts (measured slower).
-	reserveThreads(ReserveThreads)
+	// The spare threads are made while the agent starts serving; no
+	// command starts until they exist (reaper.reserved).
+	reserved := make(chan struct{})
+	go func() {
+		reserveThreads(ReserveThreads)
+		close(reserved)
+	}()
 	ln, err := listen(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "cordon-agent: could not listen: %v\n", err)
@@ -122,6 +126,7 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 		return 1
 	}
 	s.reaper.onThread = opts.CommandThread
+	s.reaper.reserved = reserved
 	if bridge != nil {
 		go s.serveEgressBridge(bridge, cfg.EgressSocket)
 	}

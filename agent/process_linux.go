@@ -28,6 +28,10 @@ type reaper struct {
 	// thread-scoped confinement (the bounding set, Landlock) applied there
 	// reaches every command.
 	onThread func(func())
+	// reserved, when set, closes once the agent's spare threads exist
+	// (reserveThreads): no command starts before, so none can exhaust a
+	// pids limit while the agent may still need a thread.
+	reserved <-chan struct{}
 }
 
 // NewCommandThread starts a goroutine locked to its own thread for good,
@@ -105,6 +109,9 @@ func (r *reaper) reap() {
 // spawn starts argv[0] as the leader of a new process group with the given
 // stdio, and returns a channel that receives its wait status exactly once.
 func (r *reaper) spawn(path string, argv, env []string, dir string, files []uintptr) (int, <-chan unix.WaitStatus, error) {
+	if r.reserved != nil {
+		<-r.reserved
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	attr := &syscall.ProcAttr{
