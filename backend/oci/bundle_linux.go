@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -117,7 +116,7 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 	rootfs := filepath.Join(in.Bundle, "rootfs")
 	if in.Skeletons != "" {
 		rootfs, err = sk.shared(in.Skeletons)
-	} else {
+	} else if err = os.Mkdir(rootfs, 0o755); err == nil {
 		err = sk.make(rootfs)
 	}
 	if err != nil {
@@ -226,11 +225,8 @@ type skeletonEntry struct {
 	File bool        // an empty file
 }
 
-// make creates the skeleton at dir, whose parent exists.
+// make fills dir, an empty directory, with the skeleton.
 func (sk skeleton) make(dir string) error {
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return err
-	}
 	for _, e := range sk {
 		p := filepath.Join(dir, e.Path)
 		var err error
@@ -251,33 +247,17 @@ func (sk skeleton) make(dir string) error {
 	return nil
 }
 
-// shared returns a skeleton equal to sk under base, made once and named
-// by its content, so that containers of the same root and layout targets
-// share one instead of each making some thirty mount points (about 1 ms
-// a file on our machines' disks). It is made whole under a temporary name
-// and renamed into place; a racing maker's copy is the same.
+// shared returns a skeleton equal to sk under base, a process.SharedDir
+// named by its content, so that containers of the same root and layout
+// targets share one instead of each making some thirty mount points
+// (about 1 ms a file on our machines' disks).
 func (sk skeleton) shared(base string) (string, error) {
 	b, err := json.Marshal(sk)
 	if err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256(b)
-	dir := filepath.Join(base, "skeleton-"+hex.EncodeToString(sum[:])[:16])
-	if _, err := os.Lstat(dir); err == nil {
-		return dir, nil
-	}
-	tmp, err := os.MkdirTemp(base, ".skeleton-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	if err := sk.make(filepath.Join(tmp, "root")); err != nil {
-		return "", err
-	}
-	if err := os.Rename(filepath.Join(tmp, "root"), dir); err != nil && !errors.Is(err, os.ErrExist) && !errors.Is(err, unix.ENOTEMPTY) {
-		return "", err
-	}
-	return dir, nil
+	return process.SharedDir(base, "skeleton-"+hex.EncodeToString(sum[:])[:16], sk.make)
 }
 
 // writableMounts are the directories a command may write under: every

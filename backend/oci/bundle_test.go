@@ -2,7 +2,6 @@ package oci
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -146,11 +145,11 @@ func TestSharedSkeleton(t *testing.T) {
 		}
 	}
 	var roots []string
-	for i := range 2 {
+	for range 2 {
 		s, err := buildSpec(bundleInput{
 			Bundle: filepath.Join(t.TempDir(), "b"), RootSrc: root, SocketDir: "/state/sock", AgentPath: "/opt/cordon-agent",
 			UID: 1000, IDBase: 1 << 30, IDSize: 1 << 16, Skeletons: shared,
-			Layout: []process.LayoutMount{{Host: "/x", Target: fmt.Sprintf("/mnt/user-data/out%d", i%1)}},
+			Layout: []process.LayoutMount{{Host: "/x", Target: "/mnt/user-data/out0"}},
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -130,19 +130,22 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	// Under gVisor the host cgroup holds the sentry, not the workload: a
 	// memory limit there kills the whole sandbox (agent included) instead
 	// of the hog, and the sentry's memory cgroup only counts, so the gvisor
-	// tier refuses memory limits. Its pids limit is the sentry's own task
-	// limit (taskLimit), not the host cgroup's. Layout directories are id-mapped mounts for the sandbox user; gVisor's
-	// gofer creates files with its own ids, which such a mount does not map
-	// (EOVERFLOW), so the gvisor tier refuses them too.
-	// gVisor's sentry has no Landlock; under runc and crun the agent
-	// applies it to its commands where the host kernel has it.
+	// tier refuses memory limits; its pids limit is the sentry's own task
+	// limit (taskLimit). Layout directories are id-mapped mounts for the
+	// sandbox user; gVisor's gofer creates files with its own ids, which
+	// such a mount does not map (EOVERFLOW), so gvisor refuses them too.
+	// The sentry has no Landlock; under runc and crun the agent applies it
+	// to its commands where the host kernel has it.
 	userKernel := b.gvisor()
 	return sandbox.Capabilities{
 		Isolated: true, MemoryLimit: !userKernel, PidsLimit: true, CPULimit: true,
 		RootFS: true, User: true, Egress: true, Layout: !userKernel,
-		Landlock: !userKernel && sandboxinit.LandlockABI() >= 1,
+		Landlock: !userKernel && landlockABI() >= 1,
 	}
 }
+
+// landlockABI is the host kernel's Landlock ABI, asked once.
+var landlockABI = sync.OnceValue(sandboxinit.LandlockABI)
 
 // landlock is how the agent is to confine its commands: always where the
 // tier can (runc and crun on a kernel with Landlock), "require" when the

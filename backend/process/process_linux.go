@@ -687,36 +687,53 @@ func IdentityBinds(uid int, hostRoot bool) []sandboxinit.Bind {
 	return binds
 }
 
+// SharedDir returns base/name, a directory made once by fill and never
+// written again, for content that name identifies (a hash of it). fill
+// works on a temporary directory (mode 0755) that is then renamed into
+// place whole; when another maker wins the race, its copy, the same, is
+// kept.
+func SharedDir(base, name string, fill func(dir string) error) (string, error) {
+	dir := filepath.Join(base, name)
+	if _, err := os.Lstat(dir); err == nil {
+		return dir, nil
+	}
+	tmp, err := os.MkdirTemp(base, "."+name+"-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", err
+	}
+	if err := fill(tmp); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) && !errors.Is(err, unix.ENOTEMPTY) {
+		return "", err
+	}
+	return dir, nil
+}
+
 // IdentityFiles writes IdentityBinds for a runtime that binds host files,
 // and returns them with their Source set. The files are the same for every
 // sandbox of a user and root kind, and bound read-only, so they are
-// written once, into a directory under dir named by their content (made
-// whole under a temporary name, then renamed into place), and shared.
+// written once, into a SharedDir under dir named by their content.
 func IdentityFiles(dir string, uid int, hostRoot bool) ([]sandboxinit.Bind, error) {
 	binds := IdentityBinds(uid, hostRoot)
 	h := sha256.New()
 	for _, b := range binds {
 		fmt.Fprintf(h, "%s\x00%s\x00", b.Target, b.Content)
 	}
-	shared := filepath.Join(dir, "identity-"+hex.EncodeToString(h.Sum(nil))[:16])
-	if _, err := os.Stat(shared); err != nil {
-		tmp, err := os.MkdirTemp(dir, ".identity-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(tmp)
+	shared, err := SharedDir(dir, "identity-"+hex.EncodeToString(h.Sum(nil))[:16], func(tmp string) error {
 		for _, b := range binds {
 			if err := os.WriteFile(filepath.Join(tmp, filepath.Base(b.Target)), []byte(b.Content), 0o644); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		if err := os.Chmod(tmp, 0o755); err != nil {
-			return nil, err
-		}
-		// Another creator may have won the race: its copy is the same.
-		if err := os.Rename(tmp, shared); err != nil && !errors.Is(err, os.ErrExist) && !errors.Is(err, unix.ENOTEMPTY) {
-			return nil, err
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	for i, b := range binds {
 		binds[i].Source, binds[i].Content = filepath.Join(shared, filepath.Base(b.Target)), ""
