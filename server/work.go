@@ -109,44 +109,62 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
-	id := ""
+	id, spare := "", false
 	if raw, ok := req["executionId"]; ok {
 		if json.Unmarshal(raw, &id) != nil || id == "" {
 			writeError(w, http.StatusBadRequest, api.CodeInvalid, "executionId must be a non-empty string")
 			return
 		}
 	} else {
-		res, err := e.sb.Client().Reserve(r.Context())
-		if err != nil {
+		var err error
+		if id, spare, err = e.sb.Client().Lease(r.Context()); err != nil {
 			writeErr(w, err)
 			return
 		}
-		id = res.ExecutionID
-		req["executionId"], _ = json.Marshal(id)
 	}
-	body, _ := json.Marshal(req)
 	rec := s.recordOf(e)
-	s.emit(api.EventExecStarted, rec, map[string]any{"executionId": id})
 	start := time.Now()
 	before := s.oomKills(e)
 	// The stream is relayed event by event, not through a reverse proxy:
 	// the finished event must be published before the caller sees the
 	// result, and a caller that goes away must not end the relay, which
 	// reads on until the command's result so that its end is recorded.
-	resp, err := e.agent.post(context.WithoutCancel(r.Context()), wire.RouteExecute, body)
+	post := func() (*http.Response, []byte, error) {
+		req["executionId"], _ = json.Marshal(id)
+		body, _ := json.Marshal(req)
+		resp, err := e.agent.post(context.WithoutCancel(r.Context()), wire.RouteExecute, body)
+		if err != nil || resp.StatusCode == http.StatusOK {
+			return resp, nil, err
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		return resp, b, nil
+	}
+	resp, refusal, err := post()
+	if err == nil && spare && client.StaleLease(client.AnswerError(resp.StatusCode, refusal)) {
+		// The agent let the spare reservation go first; nothing started.
+		res, rerr := e.sb.Client().Reserve(r.Context())
+		if rerr != nil {
+			writeErr(w, rerr)
+			return
+		}
+		id = res.ExecutionID
+		resp, refusal, err = post()
+	}
 	if err != nil {
 		writeError(w, http.StatusBadGateway, api.CodeAgent, "the sandbox's agent did not answer: "+err.Error())
 		return
 	}
-	defer resp.Body.Close()
+	s.emit(api.EventExecStarted, rec, map[string]any{"executionId": id})
 	w.Header().Set(api.ExecutionHeader, id)
 	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(w, io.LimitReader(resp.Body, 1<<20))
+		_, _ = w.Write(refusal)
 		return
 	}
+	defer resp.Body.Close()
 	_ = rc.Flush()
 	gone := false
 	data := map[string]any{"executionId": id}

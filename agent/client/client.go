@@ -39,6 +39,7 @@ type Client struct {
 	hc   *http.Client
 	// cancelWait bounds how long a cancel may take to be confirmed.
 	cancelWait time.Duration
+	spare      spareLease
 }
 
 // MaxEventBytes bounds one NDJSON line read from an agent.
@@ -148,6 +149,10 @@ func decode(resp *http.Response, out any) error {
 	}
 	return nil
 }
+
+// AnswerError is the error an agent's non-2xx answer stands for, from its
+// status and body, as every method of Client reports it.
+func AnswerError(status int, body []byte) error { return errorFrom(status, body) }
 
 func errorFrom(status int, b []byte) error {
 	var eb struct {
@@ -293,22 +298,38 @@ type ExecOptions struct {
 }
 
 // Exec runs command to completion and streams its output. The command is
-// reserved first, so that when ctx ends it is cancelled over the wire and
+// reserved first (with a spare reservation when the client holds one, see
+// Lease), so that when ctx ends it is cancelled over the wire and
 // Exec returns only once the agent confirms it stopped (with the confirmed
 // result and an error wrapping ctx.Err()). Dropping the stream is never
 // mistaken for stopping the command.
 func (c *Client) Exec(ctx context.Context, command string, o ExecOptions) (*wire.Result, error) {
-	res, err := c.Reserve(ctx)
+	id, spare, err := c.Lease(ctx)
 	if err != nil {
 		return nil, err
 	}
 	req := wire.ExecuteRequest{
-		ExecutionID: res.ExecutionID, Command: command, Args: o.Args, Cwd: o.Cwd, Env: o.Env,
+		ExecutionID: id, Command: command, Args: o.Args, Cwd: o.Cwd, Env: o.Env,
 		Stdin: o.Stdin, MaxOutputBytes: o.MaxOutputBytes,
 	}
 	if o.Timeout > 0 {
 		req.TimeoutMs = max(1, o.Timeout.Milliseconds())
 	}
+	res, err := c.exec(ctx, req, o)
+	if spare && StaleLease(err) {
+		// The agent let the spare go first; nothing started.
+		r, rerr := c.Reserve(ctx)
+		if rerr != nil {
+			return nil, rerr
+		}
+		req.ExecutionID = r.ExecutionID
+		res, err = c.exec(ctx, req, o)
+	}
+	return res, err
+}
+
+// exec runs a reserved command for Exec.
+func (c *Client) exec(ctx context.Context, req wire.ExecuteRequest, o ExecOptions) (*wire.Result, error) {
 	type outcome struct {
 		result *wire.Result
 		err    error
@@ -350,13 +371,13 @@ func (c *Client) Exec(ctx context.Context, command string, o ExecOptions) (*wire
 			return nil, out.err
 		}
 		// The stream broke: learn the command's fate through the control route.
-		t, err := c.confirmStop(res.ExecutionID)
+		t, err := c.confirmStop(req.ExecutionID)
 		if err != nil {
 			return nil, fmt.Errorf("execution stream failed (%v) and its stop could not be confirmed: %w", out.err, err)
 		}
 		return t.Result, fmt.Errorf("%w (%v)", ErrIncompleteStream, out.err)
 	case <-ctx.Done():
-		t, err := c.confirmStop(res.ExecutionID)
+		t, err := c.confirmStop(req.ExecutionID)
 		if err != nil {
 			return nil, fmt.Errorf("cancelling: %w (stop not confirmed: %v)", ctx.Err(), err)
 		}

@@ -2,13 +2,19 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/wire"
@@ -66,5 +72,173 @@ func TestAdmitRefusesOtherVersions(t *testing.T) {
 	}
 	if _, err := c.WaitReady(context.Background()); !errors.Is(err, client.ErrProtocolMismatch) {
 		t.Fatalf("WaitReady: %v", err)
+	}
+}
+
+// leaseAgent keeps reservations as the agent does: an id is reserved once
+// and started once; an unknown id answers 404 unknown_execution. Its log
+// records, in order, each reservation and each execute.
+type leaseAgent struct {
+	mu       sync.Mutex
+	reserved map[string]bool
+	log      []string
+	n        int
+	// hold, when set, makes an execute wait until that many reservations
+	// exist, so that a spare is on the agent before the command answers.
+	hold func(execs int) int
+	cond *sync.Cond
+}
+
+func (a *leaseAgent) note(s string) {
+	a.log = append(a.log, s)
+	a.cond.Broadcast()
+}
+
+func (a *leaseAgent) forget() {
+	a.mu.Lock()
+	clear(a.reserved)
+	a.mu.Unlock()
+}
+
+func startLeaseAgent(t *testing.T) (*leaseAgent, client.Endpoint) {
+	a := &leaseAgent{reserved: map[string]bool{}}
+	a.cond = sync.NewCond(&a.mu)
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserves, execs := 0, 0
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		switch r.URL.Path {
+		case wire.RouteReserve:
+			a.n++
+			reserves++
+			id := fmt.Sprintf("exec_00000000-0000-4000-8000-%012d", a.n)
+			a.reserved[id] = true
+			a.note("reserve " + id)
+			w.WriteHeader(201)
+			fmt.Fprintf(w, `{"ok":true,"protocolVersion":2,"executionId":%q,"leaseExpiresAt":%d}`, id, time.Now().Add(30*time.Second).UnixMilli())
+		case wire.RouteExecute:
+			var req wire.ExecuteRequest
+			json.NewDecoder(r.Body).Decode(&req)
+			if !a.reserved[req.ExecutionID] {
+				a.note("refused " + req.ExecutionID)
+				w.WriteHeader(404)
+				fmt.Fprint(w, `{"error":"unknown_execution"}`)
+				return
+			}
+			delete(a.reserved, req.ExecutionID)
+			execs++
+			a.note("execute " + req.ExecutionID)
+			if a.hold != nil {
+				// Bounded, so that a client that never takes a spare fails
+				// the test rather than hanging it.
+				stop := time.AfterFunc(5*time.Second, func() {
+					a.mu.Lock()
+					a.hold = nil
+					a.cond.Broadcast()
+					a.mu.Unlock()
+				})
+				for a.hold != nil && reserves < a.hold(execs) {
+					a.cond.Wait()
+				}
+				stop.Stop()
+			}
+			fmt.Fprintln(w, `{"type":"result","exitCode":0,"timedOut":false,"durationMs":1,"stdoutTruncated":false,"stderrTruncated":false}`)
+		}
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return a, client.Endpoint{Network: "unix", Address: sock}
+}
+
+// From its second command on, a client runs each command on a reservation
+// taken while the previous one ran: one round trip per command.
+func TestExecUsesSpareLease(t *testing.T) {
+	a, ep := startLeaseAgent(t)
+	// From the second execute on, the next spare is reserved before the
+	// command answers, so whether a spare is used never depends on timing.
+	a.hold = func(execs int) int {
+		if execs < 2 {
+			return 0
+		}
+		return execs + 1
+	}
+	c := client.New(ep)
+	defer c.Close()
+	ctx := context.Background()
+	for k := 1; k <= 5; k++ {
+		a.mu.Lock()
+		a.note(fmt.Sprintf("call %d", k))
+		a.mu.Unlock()
+		if res, err := c.Exec(ctx, "true", client.ExecOptions{}); err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec %d: %+v %v", k, res, err)
+		}
+	}
+	a.mu.Lock()
+	log := slices.Clone(a.log)
+	a.mu.Unlock()
+	// Each execute's id, and whether it was reserved after its call began.
+	reservedAt := map[string]int{}
+	call := 0
+	var synchronous []int
+	for i, line := range log {
+		kind, arg, _ := strings.Cut(line, " ")
+		switch kind {
+		case "call":
+			call, _ = strconv.Atoi(arg)
+		case "reserve":
+			reservedAt[arg] = i
+		case "execute":
+			if reservedAt[arg] > indexOf(log, fmt.Sprintf("call %d", call)) {
+				synchronous = append(synchronous, call)
+			}
+		case "refused":
+			t.Fatalf("an execute was refused: %v", log)
+		}
+	}
+	if !slices.Equal(synchronous, []int{1, 2}) {
+		t.Fatalf("commands %v reserved in their own call, want only 1 and 2:\n%s", synchronous, strings.Join(log, "\n"))
+	}
+}
+
+func indexOf(s []string, v string) int { return slices.Index(s, v) }
+
+// A spare the agent has already let go of costs a retry, not a failure:
+// the refused execute started nothing.
+func TestExecRetriesStaleSpare(t *testing.T) {
+	a, ep := startLeaseAgent(t)
+	a.hold = func(execs int) int {
+		if execs < 2 {
+			return 0
+		}
+		return execs + 1
+	}
+	c := client.New(ep)
+	defer c.Close()
+	ctx := context.Background()
+	for k := 0; k < 2; k++ {
+		if _, err := c.Exec(ctx, "true", client.ExecOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.forget() // the spare expires on the agent
+	a.hold = nil
+	if res, err := c.Exec(ctx, "true", client.ExecOptions{}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec on a stale spare: %+v %v", res, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	refused := 0
+	for _, line := range a.log {
+		if strings.HasPrefix(line, "refused ") {
+			refused++
+		}
+	}
+	if refused != 1 || !strings.HasPrefix(a.log[len(a.log)-1], "execute ") && !strings.HasPrefix(a.log[len(a.log)-2], "execute ") {
+		t.Fatalf("want one refusal, then the command on a fresh reservation:\n%s", strings.Join(a.log, "\n"))
 	}
 }

@@ -1,0 +1,124 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/wire"
+)
+
+// A client that runs commands one after another keeps one execution
+// reservation in hand, taken while the previous command runs, so that a
+// command costs one round trip to the agent instead of two. A reservation is
+// an inert, expiring lease (protocol v2): one held and never used expires on
+// the agent and starts nothing.
+
+// spareMaxAge bounds how long a spare reservation is trusted. The agent's
+// lease (30 s by default) is longer; a spare the agent has already let go
+// of is refused there (StaleLease) and the command is reserved afresh.
+const spareMaxAge = 5 * time.Second
+
+type spareLease struct {
+	mu sync.Mutex
+	id string
+	// until is when this host stops trusting id.
+	until time.Time
+	// filling is closed when the reservation in flight lands.
+	filling chan struct{}
+	// leases counts Lease calls: the first command of a client takes no
+	// spare, so a sandbox that runs one command reserves once.
+	leases int
+}
+
+// Lease returns the id of a live reservation for a command about to start:
+// the spare one when it is young enough (spare is then true), otherwise a
+// fresh one. From a client's second command on, each Lease also takes the
+// next spare in the background. A command started with a spare that the
+// agent refuses as StaleLease has started nothing and may be retried with
+// a fresh reservation (Reserve).
+func (c *Client) Lease(ctx context.Context) (id string, spare bool, err error) {
+	l := &c.spare
+	l.mu.Lock()
+	l.leases++
+	second := l.leases > 1
+	l.mu.Unlock()
+	for {
+		l.mu.Lock()
+		if l.id != "" {
+			id, fresh := l.id, time.Now().Before(l.until)
+			l.id = ""
+			if fresh {
+				c.refillLocked()
+				l.mu.Unlock()
+				return id, true, nil
+			}
+		}
+		wait := l.filling
+		if wait == nil {
+			l.mu.Unlock()
+			r, err := c.Reserve(ctx)
+			if err != nil {
+				return "", false, err
+			}
+			if second {
+				l.mu.Lock()
+				c.refillLocked()
+				l.mu.Unlock()
+			}
+			return r.ExecutionID, false, nil
+		}
+		l.mu.Unlock()
+		// A spare is on its way: waiting for it costs no more than a new
+		// reservation and leaves the agent one lease fewer to hold.
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return "", false, ctx.Err()
+		}
+	}
+}
+
+// refillLocked starts taking the next spare unless one is held or on its
+// way. c.spare.mu is held.
+func (c *Client) refillLocked() {
+	l := &c.spare
+	if l.id != "" || l.filling != nil {
+		return
+	}
+	done := make(chan struct{})
+	l.filling = done
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), spareMaxAge)
+		defer cancel()
+		start := time.Now()
+		r, err := c.Reserve(ctx)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.filling = nil
+		close(done)
+		if err != nil {
+			return
+		}
+		// Trust it for half the lease the agent granted, as this host's
+		// clock sees it, and never past spareMaxAge.
+		ttl := min(time.Until(time.UnixMilli(r.LeaseExpiresAt))/2, spareMaxAge)
+		if ttl > 0 {
+			l.id, l.until = r.ExecutionID, start.Add(ttl)
+		}
+	}()
+}
+
+// StaleLease reports whether err is the agent refusing an execution id as
+// unknown or no longer reserved: a command that started nothing.
+func StaleLease(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && staleLeaseAnswer(e.Status, e.Code)
+}
+
+func staleLeaseAnswer(status int, code string) bool {
+	return status == http.StatusNotFound && code == wire.CodeUnknownExecution ||
+		status == http.StatusConflict && code == wire.CodeExecutionNotReserved
+}
