@@ -277,6 +277,9 @@ func (s *Server) admit(ctx context.Context, sb *sandbox.Sandbox, rec *record, sp
 	}
 	e := &entry{rec: rec, sb: sb, agent: newAgentProxy(sb.Client())}
 	e.touch()
+	// The caller's first command will want a reservation: it is taken
+	// while the record is written to disk.
+	sb.Client().Prefetch()
 	if err := s.store.addSandbox(rec); err != nil {
 		return nil, errors.Join(err, sb.Destroy(context.WithoutCancel(ctx)))
 	}

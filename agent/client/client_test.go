@@ -169,19 +169,30 @@ func TestExecUsesSpareLease(t *testing.T) {
 	}
 	c := client.New(ep)
 	defer c.Close()
-	ctx := context.Background()
-	for k := 1; k <= 5; k++ {
+	runCalls(t, a, c, 5)
+	if got := synchronousCalls(t, a); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("commands %v reserved in their own call, want only 1 and 2:\n%s", got, strings.Join(a.log, "\n"))
+	}
+}
+
+// runCalls runs n commands, noting each call in the agent's log.
+func runCalls(t *testing.T, a *leaseAgent, c *client.Client, n int) {
+	for k := 1; k <= n; k++ {
 		a.mu.Lock()
 		a.note(fmt.Sprintf("call %d", k))
 		a.mu.Unlock()
-		if res, err := c.Exec(ctx, "true", client.ExecOptions{}); err != nil || res.ExitCode != 0 {
+		if res, err := c.Exec(context.Background(), "true", client.ExecOptions{}); err != nil || res.ExitCode != 0 {
 			t.Fatalf("exec %d: %+v %v", k, res, err)
 		}
 	}
+}
+
+// synchronousCalls lists the calls whose command ran on a reservation taken
+// after the call began: the ones that paid a round trip for it.
+func synchronousCalls(t *testing.T, a *leaseAgent) []int {
 	a.mu.Lock()
 	log := slices.Clone(a.log)
 	a.mu.Unlock()
-	// Each execute's id, and whether it was reserved after its call began.
 	reservedAt := map[string]int{}
 	call := 0
 	var synchronous []int
@@ -193,19 +204,35 @@ func TestExecUsesSpareLease(t *testing.T) {
 		case "reserve":
 			reservedAt[arg] = i
 		case "execute":
-			if reservedAt[arg] > indexOf(log, fmt.Sprintf("call %d", call)) {
+			if reservedAt[arg] > slices.Index(log, fmt.Sprintf("call %d", call)) {
 				synchronous = append(synchronous, call)
 			}
 		case "refused":
 			t.Fatalf("an execute was refused: %v", log)
 		}
 	}
-	if !slices.Equal(synchronous, []int{1, 2}) {
-		t.Fatalf("commands %v reserved in their own call, want only 1 and 2:\n%s", synchronous, strings.Join(log, "\n"))
-	}
+	return synchronous
 }
 
-func indexOf(s []string, v string) int { return slices.Index(s, v) }
+// A client told a command is coming (Prefetch) runs even its first on a
+// reservation taken ahead.
+func TestPrefetchServesFirstCommand(t *testing.T) {
+	a, ep := startLeaseAgent(t)
+	a.hold = func(execs int) int { return execs + 1 }
+	c := client.New(ep)
+	defer c.Close()
+	c.Prefetch()
+	// The prefetch lands on the agent before the first call.
+	a.mu.Lock()
+	for a.n == 0 {
+		a.cond.Wait()
+	}
+	a.mu.Unlock()
+	runCalls(t, a, c, 3)
+	if got := synchronousCalls(t, a); len(got) != 0 {
+		t.Fatalf("commands %v reserved in their own call, want none:\n%s", got, strings.Join(a.log, "\n"))
+	}
+}
 
 // A spare the agent has already let go of costs a retry, not a failure:
 // the refused execute started nothing.

@@ -81,6 +81,16 @@ func (c *Client) Lease(ctx context.Context) (id string, spare bool, err error) {
 	}
 }
 
+// Prefetch takes a spare reservation in the background, unless one is held
+// or on its way, so that even the client's next command costs one round
+// trip: for a caller that knows a command is coming (a daemon whose caller
+// was just handed a sandbox).
+func (c *Client) Prefetch() {
+	c.spare.mu.Lock()
+	c.refillLocked()
+	c.spare.mu.Unlock()
+}
+
 // refillLocked starts taking the next spare unless one is held or on its
 // way. c.spare.mu is held.
 func (c *Client) refillLocked() {
