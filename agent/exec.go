@@ -55,6 +55,7 @@ func validExecutionID(id string) bool {
 type execution struct {
 	id        string
 	tracked   bool
+	spare     bool // a host's spare reservation, evictable while reserved
 	state     string
 	expiresAt time.Time
 	startedAt time.Time
@@ -104,15 +105,26 @@ func (s *Server) pruneLocked(now time.Time) {
 	}
 }
 
-// makeRoomLocked evicts the oldest terminal records until a new reservation
-// fits; live ones are never evicted.
+// makeRoomLocked evicts records until a new reservation fits: the oldest
+// terminal ones first, then hosts' spare reservations, oldest first. Live
+// executions and reservations the caller asked for are never evicted.
 func (s *Server) makeRoomLocked() {
 	for len(s.executions) >= s.cfg.MaxTrackedExecutions {
-		var oldest *execution
+		var oldest, spare *execution
 		for _, e := range s.executions {
-			if e.state == stateTerminal && (oldest == nil || e.expiresAt.Before(oldest.expiresAt)) {
-				oldest = e
+			switch {
+			case e.state == stateTerminal:
+				if oldest == nil || e.expiresAt.Before(oldest.expiresAt) {
+					oldest = e
+				}
+			case e.state == stateReserved && e.spare:
+				if spare == nil || e.expiresAt.Before(spare.expiresAt) {
+					spare = e
+				}
 			}
+		}
+		if oldest == nil {
+			oldest = spare
 		}
 		if oldest == nil {
 			return
@@ -140,7 +152,8 @@ func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("agent already tracks %d execution leases", s.cfg.MaxTrackedExecutions)})
 		return
 	}
-	e := &execution{id: newExecutionID(), tracked: true, state: stateReserved, expiresAt: now.Add(s.cfg.ExecutionLeaseTTL)}
+	e := &execution{id: newExecutionID(), tracked: true, state: stateReserved, expiresAt: now.Add(s.cfg.ExecutionLeaseTTL),
+		spare: r.Header.Get(wire.LeaseHeader) == wire.LeaseSpare}
 	s.executions[e.id] = e
 	s.mu.Unlock()
 	writeJSON(w, http.StatusCreated, wire.Reservation{

@@ -44,6 +44,9 @@ var Features = []string{
 	"activity",
 	// stat, list, mkdir and remove under the path jail (/fs/...).
 	"fs-ops",
+	// A reservation marked as a host's spare (Cordon-Lease: spare) yields
+	// its slot to another reservation when the agent is at capacity.
+	"spare-leases",
 }
 
 // Server serves the agent wire. Build one with New; it is an http.Handler.

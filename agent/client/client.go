@@ -107,6 +107,11 @@ type ExecError struct{ Message string }
 func (e *ExecError) Error() string { return "execution failed: " + e.Message }
 
 func (c *Client) do(ctx context.Context, method, route string, body any) (*http.Response, error) {
+	return c.doWith(ctx, method, route, body, nil)
+}
+
+// doWith is do with extra request headers.
+func (c *Client) doWith(ctx context.Context, method, route string, body any, h http.Header) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -121,6 +126,9 @@ func (c *Client) do(ctx context.Context, method, route string, body any) (*http.
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range h {
+		req.Header[k] = v
 	}
 	c.auth(req)
 	return c.hc.Do(req)
@@ -219,8 +227,17 @@ func (c *Client) WaitReady(ctx context.Context) (*wire.Health, error) {
 
 // Reserve takes an execution lease.
 func (c *Client) Reserve(ctx context.Context) (*wire.Reservation, error) {
+	return c.reserve(ctx, nil)
+}
+
+func (c *Client) reserve(ctx context.Context, h http.Header) (*wire.Reservation, error) {
+	resp, err := c.doWith(ctx, http.MethodPost, wire.RouteReserve, struct{}{}, h)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
 	var r wire.Reservation
-	if err := c.call(ctx, wire.RouteReserve, struct{}{}, &r); err != nil {
+	if err := decode(resp, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil

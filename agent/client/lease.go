@@ -14,7 +14,8 @@ import (
 // reservation in hand, taken while the previous command runs, so that a
 // command costs one round trip to the agent instead of two. A reservation is
 // an inert, expiring lease (protocol v2): one held and never used expires on
-// the agent and starts nothing.
+// the agent and starts nothing, and cordon-agent gives a spare's slot to any
+// reservation asked for when it is full (feature "spare-leases").
 
 // spareMaxAge bounds how long a spare reservation is trusted. The agent's
 // lease (30 s by default) is longer; a spare the agent has already let go
@@ -104,7 +105,9 @@ func (c *Client) refillLocked() {
 		ctx, cancel := context.WithTimeout(context.Background(), spareMaxAge)
 		defer cancel()
 		start := time.Now()
-		r, err := c.Reserve(ctx)
+		// Marked as a spare: an agent at capacity gives its slot to a
+		// reservation someone asked for rather than refuse that one.
+		r, err := c.reserve(ctx, http.Header{wire.LeaseHeader: {wire.LeaseSpare}})
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.filling = nil

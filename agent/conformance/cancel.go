@@ -73,6 +73,34 @@ func testReserve(t *testing.T, h *harness, start Factory) {
 		h2.reserve(t)
 		wantError(t, h2.post(t, wire.RouteCancel, map[string]any{"executionId": a}), 404, wire.CodeUnknownExecution)
 	})
+	t.Run("SpareYields", func(t *testing.T) {
+		if !h.c.HasFeature(context.Background(), "spare-leases") {
+			if h.Reference {
+				t.Skip("cordon addition: the reference worker has no spare leases")
+			}
+			t.Fatal("cordon-agent does not advertise spare-leases")
+		}
+		h2 := for2(t, Settings{"MAX_TRACKED_EXECUTIONS": "2"}, start)
+		spare := func() string {
+			r := h2.rawWith(t, http.MethodPost, wire.RouteReserve, h2.Endpoint.Token, []byte(`{}`), http.Header{wire.LeaseHeader: {wire.LeaseSpare}})
+			if r.status != http.StatusCreated {
+				t.Fatalf("spare reserve: %d %s", r.status, r.body)
+			}
+			return r.json(t)["executionId"].(string)
+		}
+		// A spare gives its slot to a reservation asked for ...
+		old, young := spare(), spare()
+		asked := h2.reserve(t)
+		r := h2.execute(t, map[string]any{"executionId": old, "command": "true"})
+		wantError(t, &response{status: r.status, body: r.body}, http.StatusNotFound, wire.CodeUnknownExecution)
+		// ... the oldest first, and a reservation asked for never yields.
+		h2.reserve(t)
+		wantError(t, h2.post(t, wire.RouteReserve, map[string]any{}), http.StatusServiceUnavailable, wire.CodeExecutionCapacity)
+		wantError(t, h2.post(t, wire.RouteCancel, map[string]any{"executionId": young}), 404, wire.CodeUnknownExecution)
+		if r := h2.execute(t, map[string]any{"executionId": asked, "command": "true"}); r.status != http.StatusOK {
+			t.Fatalf("the reservation asked for: %d %s", r.status, r.body)
+		}
+	})
 }
 
 func testCancel(t *testing.T, h *harness) {

@@ -121,6 +121,12 @@ func (r *response) json(t *testing.T) map[string]any {
 // raw sends one request; token "" sends no Authorization header.
 func (h *harness) raw(t *testing.T, method, uri, token string, body []byte) *response {
 	t.Helper()
+	return h.rawWith(t, method, uri, token, body, nil)
+}
+
+// rawWith is raw with extra request headers.
+func (h *harness) rawWith(t *testing.T, method, uri, token string, body []byte, hdr http.Header) *response {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var rd io.Reader
@@ -130,6 +136,9 @@ func (h *harness) raw(t *testing.T, method, uri, token string, body []byte) *res
 	req, err := http.NewRequestWithContext(ctx, method, baseURL(h.Endpoint)+uri, rd)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)

@@ -11,6 +11,17 @@ package wire
 // an agent that reports exactly this number.
 const ProtocolVersion = 2
 
+// LeaseHeader on POST /executions/reserve, with the value LeaseSpare, marks
+// the reservation as a host's spare (feature "spare-leases"): taken ahead of
+// a command that may never come, it yields its slot when the agent is at
+// MAX_TRACKED_EXECUTIONS, after the terminal records and before refusing
+// another reservation. Its holder learns that at /execute
+// (404 unknown_execution) and reserves again.
+const (
+	LeaseHeader = "Cordon-Lease"
+	LeaseSpare  = "spare"
+)
+
 // Routes of the agent wire. Matching is on the whole request URI: a query
 // string or a trailing slash is a different (missing) route.
 const (
