@@ -36,20 +36,8 @@ const (
 	causeTimeout   = "timeout"
 )
 
-// validExecutionID: "exec_" and 36 characters of lower-case hex and
-// dashes (a UUID's shape, as the reference checks it).
-func validExecutionID(id string) bool {
-	rest, ok := strings.CutPrefix(id, "exec_")
-	if !ok || len(rest) != 36 {
-		return false
-	}
-	for i := 0; i < len(rest); i++ {
-		if c := rest[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// validExecutionID: an id of the shape the agent hands out (wire.ValidExecutionID).
+var validExecutionID = wire.ValidExecutionID
 
 // execution is one command's record. Every field is guarded by Server.mu.
 type execution struct {
@@ -142,25 +130,34 @@ func newExecutionID() string {
 }
 
 func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
+	res, ok := s.reserve(r.Header.Get(wire.LeaseHeader) == wire.LeaseSpare)
+	if !ok {
+		writeJSON(w, http.StatusServiceUnavailable, wire.ErrorBody{Error: wire.CodeExecutionCapacity,
+			Message: fmt.Sprintf("agent already tracks %d execution leases", s.cfg.MaxTrackedExecutions)})
+		return
+	}
+	writeJSON(w, http.StatusCreated, res)
+}
+
+// reserve takes an execution lease, a host's spare one if spare; false
+// when the agent is at capacity.
+func (s *Server) reserve(spare bool) (wire.Reservation, bool) {
 	now := time.Now()
 	s.mu.Lock()
 	s.pruneLocked(now)
 	s.makeRoomLocked()
 	if len(s.executions) >= s.cfg.MaxTrackedExecutions {
 		s.mu.Unlock()
-		writeJSON(w, http.StatusServiceUnavailable, wire.ErrorBody{Error: wire.CodeExecutionCapacity,
-			Message: fmt.Sprintf("agent already tracks %d execution leases", s.cfg.MaxTrackedExecutions)})
-		return
+		return wire.Reservation{}, false
 	}
-	e := &execution{id: newExecutionID(), tracked: true, state: stateReserved, expiresAt: now.Add(s.cfg.ExecutionLeaseTTL),
-		spare: r.Header.Get(wire.LeaseHeader) == wire.LeaseSpare}
+	e := &execution{id: newExecutionID(), tracked: true, state: stateReserved, expiresAt: now.Add(s.cfg.ExecutionLeaseTTL), spare: spare}
 	s.executions[e.id] = e
 	s.mu.Unlock()
-	writeJSON(w, http.StatusCreated, wire.Reservation{
+	return wire.Reservation{
 		OK: true, ProtocolVersion: wire.ProtocolVersion, ExecutionID: e.id,
 		LeaseExpiresAt: e.expiresAt.UnixMilli(), NormalExitPolicy: s.cfg.NormalExitPolicy,
 		Stdio: wire.StdioInfo{Version: 1, MaxLifetimeMs: s.cfg.MaxTimeout.Milliseconds()},
-	})
+	}, true
 }
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {

@@ -72,8 +72,9 @@ type Options struct {
 	// reaches all commands from there, while the agent's other threads
 	// stay able to inspect them.
 	CommandThread func(func())
-	// Ready, when set, is called once the agent listens.
-	Ready func()
+	// Ready, when set, is called once the agent listens, with the
+	// encoded wire.ReadyRecord for the host.
+	Ready func(record []byte)
 }
 
 // Run validates the configuration in env (os.Environ's shape), protects
@@ -146,7 +147,7 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 	}
 	s.onRetire = func() { ln.Close() }
 	if opts.Ready != nil {
-		opts.Ready()
+		opts.Ready(s.readyRecord())
 	}
 	go func() {
 		if err := srv.Serve(limitListener(ln, MaxConnections)); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {

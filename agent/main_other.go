@@ -22,5 +22,5 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 // Options are what an embedding adds to Run.
 type Options struct {
 	CommandThread func(func())
-	Ready         func()
+	Ready         func(record []byte)
 }

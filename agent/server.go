@@ -291,10 +291,26 @@ func (s *Server) acquireActivity() func() {
 // health is the healthz body; the boot id and activity only for a caller
 // that presented the token (healthz itself is open, as the readiness probe).
 func (s *Server) health(r *http.Request) wire.Health {
-	h := wire.Health{OK: true, ProtocolVersion: wire.ProtocolVersion, Features: Features}
 	if s.tokenDigest == nil || !s.authorized(r) {
-		return h
+		return wire.Health{OK: true, ProtocolVersion: wire.ProtocolVersion, Features: Features}
 	}
+	return s.hostHealth()
+}
+
+// readyRecord is the encoded wire.ReadyRecord for a host that started this
+// agent: its health as the host would be told it, and a spare reservation.
+func (s *Server) readyRecord() []byte {
+	rec := wire.ReadyRecord{Health: s.hostHealth()}
+	if res, ok := s.reserve(true); ok {
+		rec.Spare = &res
+	}
+	b, _ := json.Marshal(rec)
+	return b
+}
+
+// hostHealth is the health an authenticated caller is told.
+func (s *Server) hostHealth() wire.Health {
+	h := wire.Health{OK: true, ProtocolVersion: wire.ProtocolVersion, Features: Features}
 	s.mu.Lock()
 	for pg := range s.handoffs {
 		// A handed-over group counts until its last process is gone.

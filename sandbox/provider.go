@@ -231,10 +231,23 @@ type Readier interface {
 	Ready() <-chan struct{}
 }
 
+// ReadyReporter is a Readier whose agent hands its host a wire.ReadyRecord
+// as it becomes ready: admission then needs no request at all.
+type ReadyReporter interface {
+	Readier
+	// ReadyRecord is the record, once Ready has closed; nil if none came.
+	ReadyRecord() []byte
+}
+
 func waitReady(ctx context.Context, c *client.Client, inst Instance) (*wire.Health, error) {
 	if r, ok := inst.(Readier); ok && r.Ready() != nil {
 		select {
 		case <-r.Ready():
+			if rr, ok := inst.(ReadyReporter); ok {
+				if rec := rr.ReadyRecord(); len(rec) > 0 {
+					return c.AdmitRecord(rec)
+				}
+			}
 		case <-inst.Exited():
 		case <-ctx.Done():
 		}

@@ -198,8 +198,33 @@ func (c *Client) Admit(ctx context.Context) (*wire.Health, error) {
 	if err != nil {
 		return nil, err
 	}
+	return admissible(h)
+}
+
+func admissible(h *wire.Health) (*wire.Health, error) {
 	if !h.OK || h.ProtocolVersion != wire.ProtocolVersion {
 		return nil, fmt.Errorf("%w: agent reports version %d, this release speaks %d", ErrProtocolMismatch, h.ProtocolVersion, wire.ProtocolVersion)
+	}
+	return h, nil
+}
+
+// AdmitRecord admits the agent from the wire.ReadyRecord it handed its host
+// at start, as Admit does from GET /healthz, and keeps the record's spare
+// reservation for the first command (see Lease). A record that does not
+// parse is an error; the caller may then Admit over the wire.
+func (c *Client) AdmitRecord(record []byte) (*wire.Health, error) {
+	var rec wire.ReadyRecord
+	if err := json.Unmarshal(record, &rec); err != nil {
+		return nil, fmt.Errorf("the agent's ready record: %w", err)
+	}
+	h, err := admissible(&rec.Health)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Spare != nil && wire.ValidExecutionID(rec.Spare.ExecutionID) {
+		c.spare.mu.Lock()
+		c.keepLocked(rec.Spare, time.Now())
+		c.spare.mu.Unlock()
 	}
 	return h, nil
 }

@@ -269,3 +269,35 @@ func TestExecRetriesStaleSpare(t *testing.T) {
 		t.Fatalf("want one refusal, then the command on a fresh reservation:\n%s", strings.Join(a.log, "\n"))
 	}
 }
+
+// A ready record admits as healthz does: the same version check, and its
+// spare runs the first command without a reservation round trip.
+func TestAdmitRecord(t *testing.T) {
+	a, ep := startLeaseAgent(t)
+	c := client.New(ep)
+	defer c.Close()
+	for _, bad := range []string{`{"health":{"ok":true,"protocolVersion":1}}`, `{"health":`, ``} {
+		if _, err := c.AdmitRecord([]byte(bad)); err == nil {
+			t.Fatalf("record %q admitted", bad)
+		}
+	}
+	if _, err := c.AdmitRecord([]byte(`{"health":{"ok":true,"protocolVersion":2},"spare":{"executionId":"../x"}}`)); err != nil {
+		t.Fatalf("a record with a malformed spare: %v", err)
+	}
+	// The agent's own spare, as it would hand it over.
+	a.mu.Lock()
+	a.n++
+	id := fmt.Sprintf("exec_00000000-0000-4000-8000-%012d", a.n)
+	a.reserved[id] = true
+	a.note("reserve " + id)
+	a.mu.Unlock()
+	rec := fmt.Sprintf(`{"health":{"ok":true,"protocolVersion":2,"bootId":"b1"},"spare":{"ok":true,"executionId":%q,"leaseExpiresAt":%d}}`, id, time.Now().Add(30*time.Second).UnixMilli())
+	h, err := c.AdmitRecord([]byte(rec))
+	if err != nil || h.BootID != "b1" {
+		t.Fatalf("admit: %+v %v", h, err)
+	}
+	runCalls(t, a, c, 1)
+	if got := synchronousCalls(t, a); len(got) != 0 {
+		t.Fatalf("the first command reserved in its own call:\n%s", strings.Join(a.log, "\n"))
+	}
+}

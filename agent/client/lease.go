@@ -112,16 +112,20 @@ func (c *Client) refillLocked() {
 		defer l.mu.Unlock()
 		l.filling = nil
 		close(done)
-		if err != nil {
-			return
-		}
-		// Trust it for half the lease the agent granted, as this host's
-		// clock sees it, and never past spareMaxAge.
-		ttl := min(time.Until(time.UnixMilli(r.LeaseExpiresAt))/2, spareMaxAge)
-		if ttl > 0 {
-			l.id, l.until = r.ExecutionID, start.Add(ttl)
+		if err == nil {
+			c.keepLocked(r, start)
 		}
 	}()
+}
+
+// keepLocked holds r as the spare, taken at start. c.spare.mu is held.
+func (c *Client) keepLocked(r *wire.Reservation, start time.Time) {
+	// Trust it for half the lease the agent granted, as this host's clock
+	// sees it, and never past spareMaxAge.
+	ttl := min(time.Until(time.UnixMilli(r.LeaseExpiresAt))/2, spareMaxAge)
+	if ttl > 0 {
+		c.spare.id, c.spare.until = r.ExecutionID, start.Add(ttl)
+	}
 }
 
 // StaleLease reports whether err is the agent refusing an execution id as

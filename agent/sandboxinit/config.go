@@ -12,9 +12,11 @@ const Arg = "sandbox-init"
 // ConfigFD is the descriptor the init reads its Config from (JSON, to EOF).
 const ConfigFD = 3
 
-// ReadyFD is the write end of a pipe the agent closes once it listens: the
-// host waits for the end of file there rather than polling the socket. It
-// also closes if the init fails, so the host then sees why at once.
+// ReadyFD is the write end of a pipe on which the agent, once it listens,
+// writes its wire.ReadyRecord and closes: the host waits for the end of file
+// there rather than polling the socket, and admits the agent from the record
+// without a request. It also closes if the init fails, so the host then sees
+// why at once.
 const ReadyFD = 4
 
 // FirstTreeFD is the first descriptor of the detached layout mount trees

@@ -7,6 +7,8 @@
 // Features list of GET /healthz.
 package wire
 
+import "strings"
+
 // ProtocolVersion is the one version this release speaks. A host admits only
 // an agent that reports exactly this number.
 const ProtocolVersion = 2
@@ -127,6 +129,35 @@ type Health struct {
 	// Activity (feature "activity") says what the agent is doing, so a
 	// host can tell a long build from an idle sandbox.
 	Activity *Activity `json:"activity,omitempty"`
+}
+
+// ReadyRecord is what cordon-agent hands its host on a readiness
+// descriptor once it listens (the process tier's pipe): what GET /healthz
+// would answer the host, and a spare reservation (see LeaseSpare) for the
+// host's first command. A host admits the agent from it without a round
+// trip; it is at most MaxReadyRecordBytes of JSON.
+type ReadyRecord struct {
+	Health Health       `json:"health"`
+	Spare  *Reservation `json:"spare,omitempty"`
+}
+
+// MaxReadyRecordBytes bounds a ReadyRecord as a host reads it.
+const MaxReadyRecordBytes = 64 << 10
+
+// ValidExecutionID reports whether id has the shape of an execution id:
+// "exec_" and 36 characters of lower-case hex and dashes (a UUID's shape,
+// as the reference checks it).
+func ValidExecutionID(id string) bool {
+	rest, ok := strings.CutPrefix(id, "exec_")
+	if !ok || len(rest) != 36 {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		if c := rest[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Activity is the agent's own account of its work.

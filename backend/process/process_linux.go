@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"os"
@@ -30,6 +31,7 @@ import (
 	"github.com/cordon-sandbox/cordon/agent"
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
+	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
 	"github.com/cordon-sandbox/cordon/internal/agentproc"
 	"github.com/cordon-sandbox/cordon/internal/procid"
@@ -250,7 +252,13 @@ type slot struct {
 	egress               net.Listener
 	proc                 *agentproc.Proc
 	cfgW                 *os.File
-	ready                chan struct{} // closed when the agent listens (or the init ends)
+	ready                *readiness
+}
+
+// readiness is the agent's readiness pipe as the host reads it.
+type readiness struct {
+	done   chan struct{} // closed at the end of file: the agent listens, or the init ended
+	record []byte        // what the agent wrote first (wire.ReadyRecord), set before done closes
 }
 
 // newSlot makes a sandbox's host directory and egress socket and starts its
@@ -309,12 +317,17 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, trees []*os.F
 		return nil, fmt.Errorf("%w: start the sandbox: %v", sandbox.ErrUnavailable, err)
 	}
 	sl.cfgW = cfgW
-	sl.ready = make(chan struct{})
+	sl.ready = &readiness{done: make(chan struct{})}
 	go func() {
-		// The agent writes nothing: the end of file is the signal.
-		_, _ = readyR.Read(make([]byte, 1))
+		// The end of file is the signal; a record longer than the bound is
+		// no record, and the pipe is drained to its end regardless.
+		rec, err := io.ReadAll(io.LimitReader(readyR, wire.MaxReadyRecordBytes+1))
+		if err == nil && len(rec) <= wire.MaxReadyRecordBytes {
+			sl.ready.record = rec
+		}
+		_, _ = io.Copy(io.Discard, readyR)
 		readyR.Close()
-		close(sl.ready)
+		close(sl.ready.done)
 	}()
 	_ = writeInitRecord(sl.dir, sl.proc.Pid())
 	return sl, nil
@@ -558,13 +571,24 @@ type instance struct {
 	egress net.Listener
 	dir    string
 	cg     *cgroups
-	ready  <-chan struct{}
+	ready  *readiness
 	mu     sync.Mutex
 	gone   bool
 }
 
 // Ready is closed once the agent listens (sandbox.Readier).
-func (i *instance) Ready() <-chan struct{} { return i.ready }
+func (i *instance) Ready() <-chan struct{} { return i.ready.done }
+
+// ReadyRecord is what the agent handed over as it became ready
+// (sandbox.ReadyReporter); nil before Ready closes, or if it wrote none.
+func (i *instance) ReadyRecord() []byte {
+	select {
+	case <-i.ready.done:
+		return i.ready.record
+	default:
+		return nil
+	}
+}
 
 // EgressListener is where the sandbox's egress arrives on the host.
 func (i *instance) EgressListener() net.Listener { return i.egress }

@@ -3,14 +3,18 @@ package process_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/conformance"
+	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/backend/adversarial"
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
@@ -192,4 +196,68 @@ func TestPauseResume(t *testing.T) {
 // TestDebianRoot: a Debian minbase root runs on the process tier, read-only.
 func TestDebianRoot(t *testing.T) {
 	adversarial.DebianRoot(t, create, testutil.DebianMinbase(t))
+}
+
+// TestReadyRecord: the agent hands its host, on the readiness pipe, what an
+// authenticated healthz would answer and a spare reservation; the host
+// admits from it without a request, and the spare runs the first command.
+func TestReadyRecord(t *testing.T) {
+	b := backend(t)
+	token, err := sandbox.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := b.Start(t.Context(), sandbox.Launch{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Destroy(context.WithoutCancel(t.Context()))
+	rr, ok := inst.(sandbox.ReadyReporter)
+	if !ok {
+		t.Fatal("the process tier's instance does not report a ready record")
+	}
+	select {
+	case <-rr.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent never became ready")
+	}
+	var rec wire.ReadyRecord
+	if err := json.Unmarshal(rr.ReadyRecord(), &rec); err != nil {
+		t.Fatalf("ready record %q: %v", rr.ReadyRecord(), err)
+	}
+	if rec.Spare == nil || !wire.ValidExecutionID(rec.Spare.ExecutionID) {
+		t.Fatalf("no spare reservation in %+v", rec)
+	}
+	c := client.New(inst.Endpoint())
+	defer c.Close()
+	h, err := c.AdmitRecord(rr.ReadyRecord())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := c.Health(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.BootID == "" || h.BootID != live.BootID || !slices.Equal(h.Features, live.Features) {
+		t.Fatalf("record says %+v, healthz says %+v", h, live)
+	}
+	// The spare is a live reservation: the command runs on it.
+	var out bytes.Buffer
+	res, err := c.Exec(t.Context(), "echo", client.ExecOptions{Args: []string{"hi"}, Stdout: &out})
+	if err != nil || res.ExitCode != 0 || out.String() != "hi\n" {
+		t.Fatalf("first command: %+v %v %q", res, err, out.String())
+	}
+	state := settledState(t, c, rec.Spare.ExecutionID)
+	if state != "completed" {
+		t.Fatalf("the spare reservation is %q after the first command, want it to have run it (completed)", state)
+	}
+}
+
+// settledState is the state /cancel reports for a settled execution.
+func settledState(t *testing.T, c *client.Client, id string) string {
+	term, err := c.Cancel(t.Context(), id)
+	if err != nil {
+		t.Fatalf("cancel %s: %v", id, err)
+	}
+	return term.State
 }
