@@ -300,4 +300,11 @@ func TestAdmitRecord(t *testing.T) {
 	if got := synchronousCalls(t, a); len(got) != 0 {
 		t.Fatalf("the first command reserved in its own call:\n%s", strings.Join(a.log, "\n"))
 	}
+	// A client's first command, often its only one, takes no next spare.
+	time.Sleep(50 * time.Millisecond)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n != 1 {
+		t.Fatalf("%d reservations for one command run on the handed-over spare:\n%s", a.n, strings.Join(a.log, "\n"))
+	}
 }

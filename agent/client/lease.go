@@ -30,21 +30,24 @@ type spareLease struct {
 	// filling is closed when the reservation in flight lands.
 	filling chan struct{}
 	// leases counts Lease calls: the first command of a client takes no
-	// spare, so a sandbox that runs one command reserves once.
+	// spare, so a sandbox that runs one command reserves once, unless the
+	// client was told commands are coming (eager, see Prefetch).
 	leases int
+	eager  bool
 }
 
 // Lease returns the id of a live reservation for a command about to start:
 // the spare one when it is young enough (spare is then true), otherwise a
 // fresh one. From a client's second command on, each Lease also takes the
-// next spare in the background. A command started with a spare that the
+// next spare in the background; a client's first command, often its only
+// one, takes none. A command started with a spare that the
 // agent refuses as StaleLease has started nothing and may be retried with
 // a fresh reservation (Reserve).
 func (c *Client) Lease(ctx context.Context) (id string, spare bool, err error) {
 	l := &c.spare
 	l.mu.Lock()
 	l.leases++
-	second := l.leases > 1
+	second := l.leases > 1 || l.eager
 	l.mu.Unlock()
 	for {
 		l.mu.Lock()
@@ -52,7 +55,9 @@ func (c *Client) Lease(ctx context.Context) (id string, spare bool, err error) {
 			id, fresh := l.id, time.Now().Before(l.until)
 			l.id = ""
 			if fresh {
-				c.refillLocked()
+				if second {
+					c.refillLocked()
+				}
 				l.mu.Unlock()
 				return id, true, nil
 			}
@@ -83,11 +88,12 @@ func (c *Client) Lease(ctx context.Context) (id string, spare bool, err error) {
 }
 
 // Prefetch takes a spare reservation in the background, unless one is held
-// or on its way, so that even the client's next command costs one round
-// trip: for a caller that knows a command is coming (a daemon whose caller
-// was just handed a sandbox).
+// or on its way, and keeps one from then on, so that even the client's next
+// command costs one round trip: for a caller that knows commands are coming
+// (a daemon whose caller was just handed a sandbox).
 func (c *Client) Prefetch() {
 	c.spare.mu.Lock()
+	c.spare.eager = true
 	c.refillLocked()
 	c.spare.mu.Unlock()
 }
