@@ -632,6 +632,7 @@ func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 		}
 		return err
 	}
+	process.SweepSharedTemps(b.cfg.StateDir)
 	kept := map[string]bool{}
 	for _, i := range keep {
 		if in, ok := i.(*instance); ok {

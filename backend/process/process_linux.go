@@ -721,7 +721,7 @@ func SharedDir(base, name string, fill func(dir string) error) (string, error) {
 	if _, err := os.Lstat(dir); err == nil {
 		return dir, nil
 	}
-	tmp, err := os.MkdirTemp(base, "."+name+"-")
+	tmp, err := os.MkdirTemp(base, sharedTempPrefix+name+"-")
 	if err != nil {
 		return "", err
 	}
@@ -736,6 +736,33 @@ func SharedDir(base, name string, fill func(dir string) error) (string, error) {
 		return "", err
 	}
 	return dir, nil
+}
+
+// A SharedDir is made under sharedTempPrefix+NAME+"-…" and renamed whole;
+// one older than sharedTempAge is abandoned (a maker fills one in
+// milliseconds).
+const (
+	sharedTempPrefix = ".shared-"
+	sharedTempAge    = time.Minute
+)
+
+// SweepSharedTemps removes from base the temporaries of SharedDir makers
+// that were killed before renaming them, leaving any a live maker may still
+// be filling.
+func SweepSharedTemps(base string) {
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, sharedTempPrefix) {
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > sharedTempAge {
+			_ = os.RemoveAll(filepath.Join(base, name))
+		}
+	}
 }
 
 // IdentityFiles writes IdentityBinds for a runtime that binds host files,

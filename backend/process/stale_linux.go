@@ -40,6 +40,7 @@ func recordAlive(dir string) bool {
 }
 
 func (b *Backend) sweepStale() {
+	SweepSharedTemps(b.cfg.StateDir)
 	ents, err := os.ReadDir(b.cfg.StateDir)
 	if err != nil {
 		return

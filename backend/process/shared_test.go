@@ -1,0 +1,59 @@
+package process_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/backend/process"
+)
+
+// TestSharedDir: a shared directory is made once, whole, under its name; a
+// maker that fails leaves nothing, and one killed mid-fill leaves a
+// temporary that the sweep removes once it is old.
+func TestSharedDir(t *testing.T) {
+	base := t.TempDir()
+	fills := 0
+	fill := func(dir string) error {
+		fills++
+		if !strings.HasPrefix(filepath.Base(dir), ".shared-") {
+			t.Errorf("filled %s, not a sweepable temporary", dir)
+		}
+		return os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644)
+	}
+	for range 2 {
+		dir, err := process.SharedDir(base, "thing-1", fill)
+		if err != nil || dir != filepath.Join(base, "thing-1") {
+			t.Fatalf("%q %v", dir, err)
+		}
+	}
+	if fills != 1 {
+		t.Fatalf("filled %d times, want once", fills)
+	}
+	if _, err := process.SharedDir(base, "thing-2", func(string) error { return errors.New("no") }); err == nil {
+		t.Fatal("a failed fill made a shared directory")
+	}
+	// A killed maker's temporary, an old and a young one.
+	old, young := filepath.Join(base, ".shared-thing-3-1"), filepath.Join(base, ".shared-thing-3-2")
+	for _, d := range []string{old, young} {
+		if err := os.MkdirAll(filepath.Join(d, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	past := time.Now().Add(-2 * time.Minute)
+	if err := os.Chtimes(old, past, past); err != nil {
+		t.Fatal(err)
+	}
+	process.SweepSharedTemps(base)
+	ents, _ := os.ReadDir(base)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, " "); got != ".shared-thing-3-2 thing-1" {
+		t.Fatalf("after the sweep: %q, want the young temporary and the shared directory", got)
+	}
+}
