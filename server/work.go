@@ -129,10 +129,11 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	// the finished event must be published before the caller sees the
 	// result, and a caller that goes away must not end the relay, which
 	// reads on until the command's result so that its end is recorded.
+	relayCtx, cancelRelay := context.WithCancel(context.WithoutCancel(r.Context()))
 	post := func() (*http.Response, []byte, error) {
 		req["executionId"], _ = json.Marshal(id)
 		body, _ := json.Marshal(req)
-		resp, err := e.agent.post(context.WithoutCancel(r.Context()), wire.RouteExecute, body)
+		resp, err := e.agent.post(relayCtx, wire.RouteExecute, body)
 		if err != nil || resp.StatusCode == http.StatusOK {
 			return resp, nil, err
 		}
@@ -145,6 +146,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		// The agent let the spare reservation go first; nothing started.
 		res, rerr := e.sb.Client().Reserve(r.Context())
 		if rerr != nil {
+			cancelRelay()
 			writeErr(w, rerr)
 			return
 		}
@@ -152,6 +154,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		resp, refusal, err = post()
 	}
 	if err != nil {
+		cancelRelay()
 		writeError(w, http.StatusBadGateway, api.CodeAgent, "the sandbox's agent did not answer: "+err.Error())
 		return
 	}
@@ -161,10 +164,10 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	if resp.StatusCode != http.StatusOK {
+		cancelRelay()
 		_, _ = w.Write(refusal)
 		return
 	}
-	defer resp.Body.Close()
 	_ = rc.Flush()
 	gone := false
 	data := map[string]any{"executionId": id}
@@ -190,11 +193,14 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	if err != nil {
+		resp.Body.Close()
+		cancelRelay()
 		data["error"] = "the agent's stream broke: " + err.Error()
 		s.emit(api.EventExecFinished, rec, data)
 		// A cut-off stream must not look whole to the caller.
 		panic(http.ErrAbortHandler)
 	}
+	client.Release(resp.Body, cancelRelay)
 }
 
 // relayEvents reads an NDJSON stream line by line (each at most

@@ -281,16 +281,51 @@ func (c *Client) Cancel(ctx context.Context, id string) (*wire.Terminal, error) 
 // Execute posts /execute and calls fn for every event until the stream ends.
 // It is the raw route: it does not cancel anything when ctx ends.
 func (c *Client) Execute(ctx context.Context, req wire.ExecuteRequest, fn func(wire.Event) error) error {
-	resp, err := c.do(ctx, http.MethodPost, wire.RouteExecute, req)
+	// The request outlives ctx by as much as Release needs once the
+	// stream is over; until then, ctx ending aborts it.
+	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	resp, err := c.do(reqCtx, http.MethodPost, wire.RouteExecute, req)
 	if err != nil {
+		cancel()
 		return err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		cancel()
 		return errorFrom(resp.StatusCode, b)
 	}
-	return ReadEvents(resp.Body, fn)
+	if err := ReadEvents(resp.Body, fn); err != nil {
+		resp.Body.Close()
+		cancel()
+		return err
+	}
+	stop()
+	Release(resp.Body, cancel)
+	return nil
+}
+
+// How much of a finished stream Release reads, and for how long.
+const (
+	drainBytes = 64 << 10
+	drainWait  = time.Second
+)
+
+// Release ends a response whose NDJSON stream is over (its result or error
+// event came). net/http keeps a connection for reuse only once its body has
+// been read to the end, and the end of a stream (the chunked encoding's last
+// chunk) follows its last event at once: Release reads it in the background,
+// then closes the body. cancel must end the request's context: it bounds the
+// wait to drainWait (and drainBytes), past which the connection is dropped.
+func Release(body io.ReadCloser, cancel context.CancelFunc) {
+	go func() {
+		t := time.AfterFunc(drainWait, cancel)
+		_, _ = io.Copy(io.Discard, io.LimitReader(body, drainBytes))
+		t.Stop()
+		body.Close()
+		cancel()
+	}()
 }
 
 // ReadEvents reads an /execute NDJSON stream (events of at most

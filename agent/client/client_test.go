@@ -79,6 +79,7 @@ func TestAdmitRefusesOtherVersions(t *testing.T) {
 // and started once; an unknown id answers 404 unknown_execution. Its log
 // records, in order, each reservation and each execute.
 type leaseAgent struct {
+	conns    atomic.Int32 // connections accepted
 	mu       sync.Mutex
 	reserved map[string]bool
 	log      []string
@@ -109,7 +110,11 @@ func startLeaseAgent(t *testing.T) (*leaseAgent, client.Endpoint) {
 		t.Fatal(err)
 	}
 	reserves, execs := 0, 0
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := &http.Server{ConnState: func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			a.conns.Add(1)
+		}
+	}, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		switch r.URL.Path {
@@ -148,6 +153,10 @@ func startLeaseAgent(t *testing.T) (*leaseAgent, client.Endpoint) {
 				stop.Stop()
 			}
 			fmt.Fprintln(w, `{"type":"result","exitCode":0,"timedOut":false,"durationMs":1,"stdoutTruncated":false,"stderrTruncated":false}`)
+			// As the agent does: the result goes out on its own, the
+			// stream's end after it.
+			w.(http.Flusher).Flush()
+			time.Sleep(time.Millisecond)
 		}
 	})}
 	go srv.Serve(ln)
@@ -307,4 +316,55 @@ func TestAdmitRecord(t *testing.T) {
 	if a.n != 1 {
 		t.Fatalf("%d reservations for one command run on the handed-over spare:\n%s", a.n, strings.Join(a.log, "\n"))
 	}
+}
+
+// A finished stream's connection goes back to the pool: commands one after
+// another reuse connections rather than dial one each.
+func TestExecReusesConnections(t *testing.T) {
+	a, ep := startLeaseAgent(t)
+	c := client.New(ep)
+	defer c.Close()
+	for k := 0; k < 20; k++ {
+		if _, err := c.Exec(context.Background(), "true", client.ExecOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond) // the stream's end is read in the background
+	}
+	// One for the commands, one for the spare taken while each runs.
+	if n := a.conns.Load(); n > 3 {
+		t.Fatalf("%d connections for 20 commands in a row", n)
+	}
+}
+
+// A stream that never ends after its result (an agent gone wrong) neither
+// holds the command's caller nor the connection for good.
+func TestExecDoesNotWaitForStreamEnd(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold, held := make(chan struct{}), make(chan struct{})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case wire.RouteReserve:
+			w.WriteHeader(201)
+			fmt.Fprint(w, `{"ok":true,"protocolVersion":2,"executionId":"exec_00000000-0000-4000-8000-000000000001"}`)
+		case wire.RouteExecute:
+			fmt.Fprintln(w, `{"type":"result","exitCode":0,"timedOut":false,"durationMs":1,"stdoutTruncated":false,"stderrTruncated":false}`)
+			w.(http.Flusher).Flush()
+			close(held)
+			<-hold
+		}
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	defer close(hold)
+	c := client.New(client.Endpoint{Network: "unix", Address: sock})
+	defer c.Close()
+	res, err := c.Exec(context.Background(), "true", client.ExecOptions{})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	<-held // Exec returned while the stream was still open
 }

@@ -230,16 +230,21 @@ func (c *Client) Exec(ctx context.Context, id, command string, o ExecOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	req, err := c.request(ctx, http.MethodPost, sbPath(id, "/exec"), bytes.NewReader(b), int64(len(b)))
+	// The request outlives ctx by as much as agentclient.Release needs once
+	// the stream is over; until then, ctx ending aborts it.
+	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	req, err := c.request(reqCtx, http.MethodPost, sbPath(id, "/exec"), bytes.NewReader(b), int64(len(b)))
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.do(req)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
-	defer resp.Body.Close()
 	if o.Started != nil {
 		o.Started(resp.Header.Get(api.ExecutionHeader))
 	}
@@ -263,8 +268,12 @@ func (c *Client) Exec(ctx context.Context, id, command string, o ExecOptions) (*
 		return nil
 	})
 	if err != nil {
+		resp.Body.Close()
+		cancel()
 		return nil, err
 	}
+	stop()
+	agentclient.Release(resp.Body, cancel)
 	if res == nil {
 		return nil, errors.New("exec stream ended without a result")
 	}
