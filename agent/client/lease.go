@@ -40,9 +40,9 @@ type spareLease struct {
 // the spare one when it is young enough (spare is then true), otherwise a
 // fresh one. From a client's second command on, each Lease also takes the
 // next spare in the background; a client's first command, often its only
-// one, takes none. A command started with a spare that the
-// agent refuses as StaleLease has started nothing and may be retried with
-// a fresh reservation (Reserve).
+// one, takes none. A command started with a spare that the agent refuses
+// as StaleLease has started nothing and may be retried with a fresh
+// reservation (Reserve).
 func (c *Client) Lease(ctx context.Context) (id string, spare bool, err error) {
 	l := &c.spare
 	l.mu.Lock()
@@ -138,10 +138,7 @@ func (c *Client) keepLocked(r *wire.Reservation, start time.Time) {
 // unknown or no longer reserved: a command that started nothing.
 func StaleLease(err error) bool {
 	var e *Error
-	return errors.As(err, &e) && staleLeaseAnswer(e.Status, e.Code)
-}
-
-func staleLeaseAnswer(status int, code string) bool {
-	return status == http.StatusNotFound && code == wire.CodeUnknownExecution ||
-		status == http.StatusConflict && code == wire.CodeExecutionNotReserved
+	return errors.As(err, &e) &&
+		(e.Status == http.StatusNotFound && e.Code == wire.CodeUnknownExecution ||
+			e.Status == http.StatusConflict && e.Code == wire.CodeExecutionNotReserved)
 }
