@@ -52,7 +52,20 @@ type Config struct {
 	DefaultTimeout         time.Duration
 	DefaultMaxOutputBytes  int64
 	StdioHeartbeatInterval time.Duration
+	// SpareThreads is how many idle OS threads the agent keeps against a
+	// sandbox whose pids limit is exhausted (see ReserveThreads).
+	SpareThreads int
 }
+
+// ReserveThreads is how many spare OS threads the agent makes at start
+// unless told otherwise (CORDON_AGENT_SPARE_THREADS, at most
+// MaxSpareThreads). They matter only under a pids limit: with none, the
+// host tells the agent to make none, and a workload that exhausts the
+// host's own pids takes the agent and so its whole sandbox down with it.
+const (
+	ReserveThreads  = 32
+	MaxSpareThreads = 256
+)
 
 // DefaultConfig is the configuration with nothing set.
 func DefaultConfig() Config {
@@ -72,6 +85,7 @@ func DefaultConfig() Config {
 		DefaultTimeout:         5 * time.Minute,
 		DefaultMaxOutputBytes:  100 << 20,
 		StdioHeartbeatInterval: 30 * time.Second,
+		SpareThreads:           ReserveThreads,
 	}
 }
 
@@ -149,6 +163,9 @@ func FromEnv(env []string) (Config, error) {
 	ms("CANCEL_GRACE_MS", &c.CancelGrace)
 	ms("CANCEL_CONFIRM_TIMEOUT_MS", &c.CancelConfirmTimeout)
 	ms("STDIO_HEARTBEAT_MS", &c.StdioHeartbeatInterval)
+	spare := int64(c.SpareThreads)
+	num("SPARE_THREADS", &spare)
+	c.SpareThreads = int(spare)
 	if err != nil {
 		return c, err
 	}
@@ -173,6 +190,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxTrackedExecutions <= 0 {
 		return refuse("CORDON_AGENT_MAX_TRACKED_EXECUTIONS must be above zero, or no execution could be reserved.")
+	}
+	if c.SpareThreads > MaxSpareThreads {
+		return refuse("CORDON_AGENT_SPARE_THREADS=%d is above %d; each is an OS thread the agent makes before its first command.", c.SpareThreads, MaxSpareThreads)
 	}
 	if c.tokenSet || c.Token != "" {
 		if c.Token == "" || jsTrim(c.Token) != c.Token {

@@ -104,7 +104,7 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 	// command starts until they exist (reaper.reserved).
 	reserved := make(chan struct{})
 	go func() {
-		reserveThreads(ReserveThreads)
+		reserveThreads(cfg.SpareThreads)
 		close(reserved)
 	}()
 	ln, err := listen(cfg)

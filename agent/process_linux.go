@@ -296,9 +296,6 @@ func scrubEnvironBlock(names []string) error {
 	return nil
 }
 
-// ReserveThreads is how many spare OS threads the agent makes at start.
-const ReserveThreads = 32
-
 // reserveThreads makes n OS threads and leaves them idle. A sandbox whose
 // pids limit is exhausted (a fork bomb) refuses every new thread, and a Go
 // program that cannot make one when it needs one dies; with spare threads

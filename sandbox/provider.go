@@ -190,6 +190,12 @@ func (p *Provider) start(ctx context.Context, b Backend, spec Spec) (*Sandbox, e
 	if spec.MaxTimeout > 0 {
 		agentEnv["MAX_TIMEOUT_MS"] = strconv.FormatInt(spec.MaxTimeout.Milliseconds(), 10)
 	}
+	if spec.Limits.Pids == 0 {
+		// The spare threads keep the agent alive when a workload exhausts
+		// its pids limit; without one there is nothing for them to guard,
+		// and making them costs the first command some 2–3 ms.
+		agentEnv["SPARE_THREADS"] = "0"
+	}
 	inst, err := b.Start(ctx, Launch{Spec: spec, Token: token, AgentEnv: agentEnv})
 	if err != nil {
 		return nil, err

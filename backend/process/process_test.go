@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/agent"
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/conformance"
 	"github.com/cordon-sandbox/cordon/agent/wire"
@@ -260,4 +262,22 @@ func settledState(t *testing.T, c *client.Client, id string) string {
 		t.Fatalf("cancel %s: %v", id, err)
 	}
 	return term.State
+}
+
+// TestSpareThreads: the agent keeps its spare threads (the reserve against
+// an exhausted pids limit) only in a sandbox that has a pids limit.
+func TestSpareThreads(t *testing.T) {
+	threads := func(spec sandbox.Spec) int {
+		sb := create(t, spec)
+		out, _, _ := sh(t, sb, "ls /proc/1/task | wc -l")
+		n, err := strconv.Atoi(strings.TrimSpace(out))
+		if err != nil {
+			t.Fatalf("%q", out)
+		}
+		return n
+	}
+	without, with := threads(sandbox.Spec{}), threads(sandbox.Spec{Limits: sandbox.Limits{Pids: 64}})
+	if with < agent.ReserveThreads || without >= agent.ReserveThreads {
+		t.Fatalf("agent threads: %d without a pids limit, %d with one; want fewer than %d, then at least that", without, with, agent.ReserveThreads)
+	}
 }
