@@ -2,6 +2,7 @@ package sandboxinit
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -141,7 +142,7 @@ func run(cfg *Config) error {
 	} else if err := dropBoundingSet(oneThread); err != nil {
 		return err
 	}
-	if err := dropPrivileges(sc, cfg.UID, cfg.GID, cfg.Detached); err != nil {
+	if err := dropPrivileges(sc, cfg.UID, cfg.GID, cfg.Detached, commands); err != nil {
 		return err
 	}
 	// A Landlock domain is per thread, and each thread's own call makes a
@@ -480,42 +481,106 @@ func dropBoundingSet(sc syscaller) error {
 }
 
 // dropPrivileges switches to uid/gid with no supplementary groups, clears
-// every capability set, and sets no_new_privs (the bounding set is already
-// empty).
-func dropPrivileges(sc syscaller, uid, gid int, detached bool) error {
-	if err := sc.call(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL); err != nil {
-		return fmt.Errorf("clear ambient capabilities: %w", err)
+// every capability set, and sets no_new_privs and the parent-death signal
+// (the bounding set is already empty). all reaches every thread whose
+// credentials must change (allThreads in place, oneThread on the exec
+// path); each such call stops every thread of a Go process, so only the
+// credential changes themselves go through it:
+//   - Moving every uid off 0 clears the permitted, effective and ambient
+//     sets by itself (capabilities(7)); only the inheritable set survives,
+//     and it is empty unless the host passed one, which this thread shows.
+//     Otherwise (root inside, or an inheritable set) every set is cleared
+//     explicitly, on every thread. Either way this thread's sets are then
+//     checked empty.
+//   - no_new_privs and the parent-death signal are per-thread flags: they
+//     are set on this thread and on commandThread (when given), which
+//     forks every command; seccomp's thread sync, installed next, gives
+//     every other thread no_new_privs, and the parent-death signal of any
+//     one thread kills the whole process.
+func dropPrivileges(all syscaller, uid, gid int, detached bool, commandThread func(func())) error {
+	fixup := uid != 0 && inheritableEmpty()
+	if !fixup {
+		if err := all.call(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL); err != nil {
+			return fmt.Errorf("clear ambient capabilities: %w", err)
+		}
 	}
 	// setgroups is denied in user namespaces the caller mapped without
 	// privilege; there the process has no supplementary groups anyway.
-	if err := sc.call(unix.SYS_SETGROUPS, 0, 0); err != nil && err != unix.EPERM {
+	if err := all.call(unix.SYS_SETGROUPS, 0, 0); err != nil && err != unix.EPERM {
 		return fmt.Errorf("setgroups: %w", err)
 	}
-	if err := sc.call(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); err != nil {
+	if err := all.call(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); err != nil {
 		return fmt.Errorf("setresgid %d: %w", gid, err)
 	}
-	if err := sc.call(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); err != nil {
+	if err := all.call(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); err != nil {
 		return fmt.Errorf("setresuid %d: %w", uid, err)
 	}
-	hdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	data := new([2]unix.CapUserData)
-	err := sc.call(unix.SYS_CAPSET, uintptr(unsafePointer(hdr)), uintptr(unsafePointer(&data[0])))
-	runtime.KeepAlive(hdr)
-	runtime.KeepAlive(data)
-	if err != nil {
-		return fmt.Errorf("clear capabilities: %w", err)
-	}
-	// The credential change cleared the parent-death signal; set it again,
-	// unless the sandbox is to outlive its creator.
-	if !detached {
-		if err := sc.call(unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL)); err != nil {
-			return err
+	if !fixup {
+		hdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		data := new([2]unix.CapUserData)
+		err := all.call(unix.SYS_CAPSET, uintptr(unsafePointer(hdr)), uintptr(unsafePointer(&data[0])))
+		runtime.KeepAlive(hdr)
+		runtime.KeepAlive(data)
+		if err != nil {
+			return fmt.Errorf("clear capabilities: %w", err)
 		}
 	}
-	if err := sc.call(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
+	if !capsEmpty() {
+		return errors.New("a capability survived the change of user")
+	}
+	flags := func() error {
+		// The credential change cleared the parent-death signal; set it
+		// again, unless the sandbox is to outlive its creator.
+		if !detached {
+			if err := oneThread.call(unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL)); err != nil {
+				return err
+			}
+		}
+		if err := oneThread.call(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
+			return fmt.Errorf("no_new_privs: %w", err)
+		}
+		return nil
+	}
+	if err := flags(); err != nil {
+		return err
+	}
+	if commandThread != nil {
+		var err error
+		commandThread(func() { err = flags() })
+		return err
 	}
 	return nil
+}
+
+// capData reads this thread's capability sets.
+func capData() (*[2]unix.CapUserData, error) {
+	hdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := new([2]unix.CapUserData)
+	if err := unix.Capget(hdr, &data[0]); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// inheritableEmpty reports whether this thread's inheritable set is empty.
+func inheritableEmpty() bool {
+	d, err := capData()
+	return err == nil && d[0].Inheritable == 0 && d[1].Inheritable == 0
+}
+
+// capsEmpty reports whether every capability set of this thread is empty
+// (the ambient set lies within the permitted one).
+func capsEmpty() bool {
+	d, err := capData()
+	if err != nil {
+		return false
+	}
+	for _, c := range d {
+		if c.Effective != 0 || c.Permitted != 0 || c.Inheritable != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // bindFile binds b's file over dst, read-only. A file given by its

@@ -281,3 +281,30 @@ func TestSpareThreads(t *testing.T) {
 		t.Fatalf("agent threads: %d without a pids limit, %d with one; want fewer than %d, then at least that", without, with, agent.ReserveThreads)
 	}
 }
+
+// TestRootInside: a sandbox whose user is root inside holds no capability
+// either, in any set of any of its agent's threads or its commands, and has
+// no_new_privs and seccomp everywhere (the credential change clears nothing
+// by itself when the user stays 0).
+func TestRootInside(t *testing.T) {
+	root := 0
+	sb := create(t, sandbox.Spec{User: &root})
+	out, _, _ := sh(t, sb, "id -u; grep -hE '^(CapEff|CapPrm|CapAmb|CapInh|NoNewPrivs|Seccomp):' /proc/self/status /proc/1/task/*/status")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 10 || lines[0] != "0" {
+		t.Fatalf("want uid 0 and status lines:\n%s", out)
+	}
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		want := "0000000000000000"
+		switch f[0] {
+		case "NoNewPrivs:":
+			want = "1"
+		case "Seccomp:":
+			want = "2"
+		}
+		if f[1] != want {
+			t.Errorf("%s, want %s", l, want)
+		}
+	}
+}
