@@ -293,9 +293,10 @@ func Limits(t *testing.T, caps sandbox.Capabilities, create Create) {
 	}
 	t.Run("ForkBomb", func(t *testing.T) {
 		sb := create(t, sandbox.Spec{Limits: sandbox.Limits{Pids: 64}})
-		// The shell then becomes sleep (exec, no fork): with every pid
-		// taken, a fork of sleep would fail and end the shell early.
-		res, err := sb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", "bomb() { bomb | bomb & }; bomb; exec sleep 300"}, Timeout: 2 * time.Second})
+		// The bomb goes off in a subshell, forked while pids are free, and
+		// the shell then becomes sleep (exec, no fork): a shell that has to
+		// fork with every pid taken exits at once, before the timeout.
+		res, err := sb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", "(bomb() { bomb | bomb & }; bomb); exec sleep 300"}, Timeout: 2 * time.Second})
 		if err != nil || !res.TimedOut {
 			t.Fatalf("fork bomb: %+v %v", res, err)
 		}
