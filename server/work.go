@@ -109,16 +109,10 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
-	id, spare := "", false
+	id := ""
 	if raw, ok := req["executionId"]; ok {
 		if json.Unmarshal(raw, &id) != nil || id == "" {
 			writeError(w, http.StatusBadRequest, api.CodeInvalid, "executionId must be a non-empty string")
-			return
-		}
-	} else {
-		var err error
-		if id, spare, err = e.sb.Client().Lease(r.Context()); err != nil {
-			writeErr(w, err)
 			return
 		}
 	}
@@ -130,30 +124,32 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	// result, and a caller that goes away must not end the relay, which
 	// reads on until the command's result so that its end is recorded.
 	relayCtx, cancelRelay := context.WithCancel(context.WithoutCancel(r.Context()))
-	post := func() (*http.Response, []byte, error) {
+	// post sends the command; an answer other than 200 is read whole, kept
+	// for the caller, and returned as the agent's error.
+	var resp *http.Response
+	var refusal []byte
+	post := func(id string) error {
 		req["executionId"], _ = json.Marshal(id)
 		body, _ := json.Marshal(req)
-		resp, err := e.agent.post(relayCtx, wire.RouteExecute, body)
-		if err != nil || resp.StatusCode == http.StatusOK {
-			return resp, nil, err
+		var err error
+		resp, refusal = nil, nil
+		if resp, err = e.agent.post(relayCtx, wire.RouteExecute, body); err != nil || resp.StatusCode == http.StatusOK {
+			return err
 		}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		refusal, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
-		return resp, b, nil
+		return client.AnswerError(resp.StatusCode, refusal)
 	}
-	resp, refusal, err := post()
-	if err == nil && spare && client.StaleLease(client.AnswerError(resp.StatusCode, refusal)) {
-		// The agent let the spare reservation go first; nothing started.
-		res, rerr := e.sb.Client().Reserve(r.Context())
-		if rerr != nil {
-			cancelRelay()
-			writeErr(w, rerr)
-			return
-		}
-		id = res.ExecutionID
-		resp, refusal, err = post()
+	var err error
+	if id != "" {
+		err = post(id)
+	} else if id, err = e.sb.Client().RunLeased(r.Context(), post); id == "" {
+		// No reservation could be taken.
+		cancelRelay()
+		writeErr(w, err)
+		return
 	}
-	if err != nil {
+	if resp == nil {
 		cancelRelay()
 		writeError(w, http.StatusBadGateway, api.CodeAgent, "the sandbox's agent did not answer: "+err.Error())
 		return

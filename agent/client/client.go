@@ -381,27 +381,20 @@ type ExecOptions struct {
 // result and an error wrapping ctx.Err()). Dropping the stream is never
 // mistaken for stopping the command.
 func (c *Client) Exec(ctx context.Context, command string, o ExecOptions) (*wire.Result, error) {
-	id, spare, err := c.Lease(ctx)
-	if err != nil {
-		return nil, err
-	}
 	req := wire.ExecuteRequest{
-		ExecutionID: id, Command: command, Args: o.Args, Cwd: o.Cwd, Env: o.Env,
+		Command: command, Args: o.Args, Cwd: o.Cwd, Env: o.Env,
 		Stdin: o.Stdin, MaxOutputBytes: o.MaxOutputBytes,
 	}
 	if o.Timeout > 0 {
 		req.TimeoutMs = max(1, o.Timeout.Milliseconds())
 	}
-	res, err := c.exec(ctx, req, o)
-	if spare && StaleLease(err) {
-		// The agent let the spare go first; nothing started.
-		r, rerr := c.Reserve(ctx)
-		if rerr != nil {
-			return nil, rerr
-		}
-		req.ExecutionID = r.ExecutionID
+	var res *wire.Result
+	_, err := c.RunLeased(ctx, func(id string) error {
+		req.ExecutionID = id
+		var err error
 		res, err = c.exec(ctx, req, o)
-	}
+		return err
+	})
 	return res, err
 }
 

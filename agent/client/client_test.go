@@ -168,20 +168,23 @@ func startLeaseAgent(t *testing.T) (*leaseAgent, client.Endpoint) {
 // taken while the previous one ran: one round trip per command.
 func TestExecUsesSpareLease(t *testing.T) {
 	a, ep := startLeaseAgent(t)
-	// From the second execute on, the next spare is reserved before the
-	// command answers, so whether a spare is used never depends on timing.
-	a.hold = func(execs int) int {
-		if execs < 2 {
-			return 0
-		}
-		return execs + 1
-	}
+	a.hold = fromSecond
 	c := client.New(ep)
 	defer c.Close()
 	runCalls(t, a, c, 5)
 	if got := synchronousCalls(t, a); !slices.Equal(got, []int{1, 2}) {
 		t.Fatalf("commands %v reserved in their own call, want only 1 and 2:\n%s", got, strings.Join(a.log, "\n"))
 	}
+}
+
+// fromSecond is a leaseAgent hold: from the second execute on, the next
+// spare is reserved before the command answers, so whether a spare is used
+// never depends on timing.
+func fromSecond(execs int) int {
+	if execs < 2 {
+		return 0
+	}
+	return execs + 1
 }
 
 // runCalls runs n commands, noting each call in the agent's log.
@@ -247,12 +250,7 @@ func TestPrefetchServesFirstCommand(t *testing.T) {
 // the refused execute started nothing.
 func TestExecRetriesStaleSpare(t *testing.T) {
 	a, ep := startLeaseAgent(t)
-	a.hold = func(execs int) int {
-		if execs < 2 {
-			return 0
-		}
-		return execs + 1
-	}
+	a.hold = fromSecond
 	c := client.New(ep)
 	defer c.Close()
 	ctx := context.Background()
@@ -262,7 +260,9 @@ func TestExecRetriesStaleSpare(t *testing.T) {
 		}
 	}
 	a.forget() // the spare expires on the agent
+	a.mu.Lock()
 	a.hold = nil
+	a.mu.Unlock()
 	if res, err := c.Exec(ctx, "true", client.ExecOptions{}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec on a stale spare: %+v %v", res, err)
 	}
@@ -362,9 +362,22 @@ func TestExecDoesNotWaitForStreamEnd(t *testing.T) {
 	defer close(hold)
 	c := client.New(client.Endpoint{Network: "unix", Address: sock})
 	defer c.Close()
-	res, err := c.Exec(context.Background(), "true", client.ExecOptions{})
-	if err != nil || res.ExitCode != 0 {
-		t.Fatalf("%+v %v", res, err)
+	type outcome struct {
+		res *wire.Result
+		err error
 	}
-	<-held // Exec returned while the stream was still open
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := c.Exec(context.Background(), "true", client.ExecOptions{})
+		done <- outcome{res, err}
+	}()
+	select {
+	case o := <-done:
+		if o.err != nil || o.res.ExitCode != 0 {
+			t.Fatalf("%+v %v", o.res, o.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Exec waited for the end of a stream that never ends")
+	}
+	<-held
 }

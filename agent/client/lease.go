@@ -29,11 +29,11 @@ type spareLease struct {
 	until time.Time
 	// filling is closed when the reservation in flight lands.
 	filling chan struct{}
-	// leases counts Lease calls: the first command of a client takes no
-	// spare, so a sandbox that runs one command reserves once, unless the
-	// client was told commands are coming (eager, see Prefetch).
-	leases int
-	eager  bool
+	// used is set by the first Lease: a client's first command takes no
+	// next spare, so a sandbox that runs one command reserves once, unless
+	// the client was told commands are coming (eager, see Prefetch).
+	used  bool
+	eager bool
 }
 
 // Lease returns the id of a live reservation for a command about to start:
@@ -46,8 +46,8 @@ type spareLease struct {
 func (c *Client) Lease(ctx context.Context) (id string, spare bool, err error) {
 	l := &c.spare
 	l.mu.Lock()
-	l.leases++
-	second := l.leases > 1 || l.eager
+	second := l.used || l.eager
+	l.used = true
 	l.mu.Unlock()
 	for {
 		l.mu.Lock()
@@ -85,6 +85,26 @@ func (c *Client) Lease(ctx context.Context) (id string, spare bool, err error) {
 			return "", false, ctx.Err()
 		}
 	}
+}
+
+// RunLeased runs start on a reservation from Lease and returns the id it
+// last ran with. When start's error says the agent had let a spare go
+// (StaleLease: nothing started), it runs once more on a fresh reservation.
+func (c *Client) RunLeased(ctx context.Context, start func(id string) error) (string, error) {
+	id, spare, err := c.Lease(ctx)
+	if err != nil {
+		return "", err
+	}
+	err = start(id)
+	if spare && StaleLease(err) {
+		r, rerr := c.Reserve(ctx)
+		if rerr != nil {
+			return "", rerr
+		}
+		id = r.ExecutionID
+		err = start(id)
+	}
+	return id, err
 }
 
 // Prefetch takes a spare reservation in the background, unless one is held
