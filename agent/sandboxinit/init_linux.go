@@ -504,10 +504,13 @@ func dropPrivileges(all syscaller, uid, gid int, detached bool, commandThread fu
 			return fmt.Errorf("clear ambient capabilities: %w", err)
 		}
 	}
-	// setgroups is denied in user namespaces the caller mapped without
-	// privilege; there the process has no supplementary groups anyway.
-	if err := all.call(unix.SYS_SETGROUPS, 0, 0); err != nil && err != unix.EPERM {
-		return fmt.Errorf("setgroups: %w", err)
+	// The host dropped its supplementary groups at the clone where it could
+	// (as root); an unprivileged caller's stay, since the kernel denies
+	// setgroups in a user namespace mapped without privilege.
+	if groups, err := unix.Getgroups(); err != nil || len(groups) > 0 {
+		if err := all.call(unix.SYS_SETGROUPS, 0, 0); err != nil && err != unix.EPERM {
+			return fmt.Errorf("setgroups: %w", err)
+		}
 	}
 	if err := all.call(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); err != nil {
 		return fmt.Errorf("setresgid %d: %w", gid, err)

@@ -168,15 +168,22 @@ func (b *Backend) sysProcAttr() (*syscall.SysProcAttr, int) {
 func sysProcAttr() (*syscall.SysProcAttr, int) {
 	base, size := idRange()
 	gbase := base
-	if os.Geteuid() != 0 {
+	root := os.Geteuid() == 0
+	if !root {
 		gbase = os.Getegid()
 	}
+	// As root, setgroups stays allowed so the child drops this process's
+	// supplementary groups before it runs: they are host groups, and would
+	// otherwise grant the sandbox whatever they grant on the host (they
+	// show as 65534 inside). Without root the kernel requires setgroups
+	// denied, and the caller's groups stay, as under any unprivileged
+	// user namespace.
 	return &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
 			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
 		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: base, Size: size}},
 		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gbase, Size: size}},
-		GidMappingsEnableSetgroups: false,
+		GidMappingsEnableSetgroups: root,
 		Credential:                 &syscall.Credential{Uid: 0, Gid: 0},
 		Pdeathsig:                  syscall.SIGKILL,
 		Setsid:                     true,

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -305,6 +306,41 @@ func TestRootInside(t *testing.T) {
 		}
 		if f[1] != want {
 			t.Errorf("%s, want %s", l, want)
+		}
+	}
+}
+
+// TestHostGroups: supplementary groups of the process that creates a
+// sandbox are host groups (adm, docker, …) and must not reach it, neither
+// its commands nor any thread of its agent, as the default user or as
+// root inside. Before the fix they showed as 65534 inside and kept their
+// host rights.
+func TestHostGroups(t *testing.T) {
+	testutil.RequiresRoot(t)
+	old, err := syscall.Getgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Setgroups([]int{4, 27}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Setgroups(old); err != nil {
+			t.Errorf("restore groups: %v", err)
+		}
+	})
+	root := 0
+	for _, spec := range []sandbox.Spec{{}, {User: &root}} {
+		sb := create(t, spec)
+		out, _, _ := sh(t, sb, "grep -h '^Groups:' /proc/self/status /proc/1/task/*/status")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) < 3 {
+			t.Fatalf("want status lines:\n%s", out)
+		}
+		for _, l := range lines {
+			if strings.TrimSpace(strings.TrimPrefix(l, "Groups:")) != "" {
+				t.Errorf("user %v: %q, want no supplementary group", spec.User, l)
+			}
 		}
 	}
 }
