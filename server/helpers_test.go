@@ -131,7 +131,7 @@ func startDaemon(t testing.TB, tune ...func(*server.Config)) *daemon {
 		}
 		os.RemoveAll(dir)
 	})
-	pb := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: dir, Detached: true})
+	pb := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: dir, Detached: true, Spawner: true})
 	if err := pb.Probe(t.Context()); err != nil {
 		testutil.Missing(t, "process tier unavailable: %v", err)
 	}

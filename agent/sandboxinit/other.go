@@ -21,6 +21,9 @@ func LandlockABI() int { return 0 }
 // Hold refuses likewise.
 func Hold() int { return Main() }
 
+// Spawner refuses likewise.
+func Spawner() int { return Main() }
+
 // ContainerOptions confines nothing off Linux (where the agent refuses to
 // run anyway).
 func ContainerOptions(env []string) (agent.Options, error) { return agent.Options{}, nil }

@@ -3,6 +3,7 @@ package process_test
 import (
 	"context"
 	"os/exec"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -25,9 +26,9 @@ func percentiles(b *testing.B, name string, d []time.Duration) {
 	b.ReportMetric(at(0.99), name+"-p99-ms")
 }
 
-func benchProvider(b *testing.B, limits bool, prestart ...int) (*sandbox.Provider, sandbox.Spec) {
+func benchProvider(b *testing.B, limits, spawner bool, prestart ...int) (*sandbox.Provider, sandbox.Spec) {
 	testutil.RequiresRoot(b)
-	cfg := process.Config{AgentPath: testutil.BuildAgent(b)}
+	cfg := process.Config{AgentPath: testutil.BuildAgent(b), Spawner: spawner}
 	if len(prestart) > 0 {
 		cfg.Prestart = prestart[0]
 	}
@@ -44,14 +45,29 @@ func benchProvider(b *testing.B, limits bool, prestart ...int) (*sandbox.Provide
 }
 
 // BenchmarkLifecycle: create → first exec result → destroy, per phase.
+// The Host100MB cases hold 100 MB of written memory in this process while
+// they run, as a daemon serving many sandboxes does: a fork that makes a
+// user namespace costs more the more memory its parent holds, which the
+// spawner takes out of the path.
 func BenchmarkLifecycle(b *testing.B) {
 	for _, c := range []struct {
 		name     string
 		limits   bool
 		prestart int
-	}{{"NoLimits", false, 0}, {"WithLimits", true, 0}, {"WithLimitsPrestart2", true, 2}} {
+		spawner  bool
+		hostMB   int
+	}{
+		{"NoLimits", false, 0, false, 0}, {"WithLimits", true, 0, false, 0}, {"WithLimitsPrestart2", true, 2, false, 0},
+		{"NoLimitsSpawner", false, 0, true, 0}, {"WithLimitsSpawner", true, 0, true, 0},
+		{"NoLimitsHost100MB", false, 0, false, 100}, {"NoLimitsHost100MBSpawner", false, 0, true, 100},
+	} {
 		b.Run(c.name, func(b *testing.B) {
-			p, spec := benchProvider(b, c.limits, c.prestart)
+			held := make([]byte, c.hostMB<<20)
+			for i := range held {
+				held[i] = 1
+			}
+			defer runtime.KeepAlive(held)
+			p, spec := benchProvider(b, c.limits, c.spawner, c.prestart)
 			ctx := context.Background()
 			var create, exec, destroy, first []time.Duration
 			for b.Loop() {
@@ -82,7 +98,7 @@ func BenchmarkLifecycle(b *testing.B) {
 
 // BenchmarkConcurrentCreate: 50 sandboxes created at once.
 func BenchmarkConcurrentCreate(b *testing.B) {
-	p, spec := benchProvider(b, true)
+	p, spec := benchProvider(b, true, false)
 	ctx := context.Background()
 	var all []time.Duration
 	var wall []time.Duration

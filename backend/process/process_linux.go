@@ -35,6 +35,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
 	"github.com/cordon-sandbox/cordon/internal/agentproc"
 	"github.com/cordon-sandbox/cordon/internal/procid"
+	"github.com/cordon-sandbox/cordon/internal/spawner"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -73,6 +74,12 @@ type Config struct {
 	// that restarts takes them back with Adopt); otherwise a sandbox dies
 	// with its creator.
 	Detached bool
+	// Spawner starts sandbox inits through a small helper process (started
+	// at the first create, living as long as this one; see
+	// internal/spawner) rather than by forking this process, whose fork
+	// costs more the more memory it holds. Worth it for a long-lived host
+	// (a daemon); a one-shot `cordon run` would pay the helper's start.
+	Spawner bool
 }
 
 // Backend is the process tier.
@@ -314,7 +321,7 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, trees []*os.F
 	cmd.Dir = "/"
 	cmd.ExtraFiles = append([]*os.File{cfgR, readyW}, trees...)
 	cmd.SysProcAttr = attr
-	sl.proc, err = agentproc.Start(cmd, client.Endpoint{Network: "unix", Address: filepath.Join(sl.sock, "agent.sock")})
+	sl.proc, err = b.startInit(agent, cmd, client.Endpoint{Network: "unix", Address: filepath.Join(sl.sock, "agent.sock")})
 	cfgR.Close()
 	readyW.Close()
 	if err != nil {
@@ -338,6 +345,18 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, trees []*os.F
 	}()
 	_ = writeInitRecord(sl.dir, sl.proc.Pid())
 	return sl, nil
+}
+
+// startInit starts a sandbox's init: through the spawner when configured
+// and it can be started, else from this process. (A spawner that fails
+// mid-request is an error: it may have started the init already.)
+func (b *Backend) startInit(agent string, cmd *exec.Cmd, ep client.Endpoint) (*agentproc.Proc, error) {
+	if b.cfg.Spawner {
+		if sp, err := spawner.Shared(agent); err == nil {
+			return agentproc.StartSpawned(sp, cmd, ep)
+		}
+	}
+	return agentproc.Start(cmd, ep)
 }
 
 // discard ends a slot that did not become a sandbox.

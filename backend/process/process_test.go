@@ -17,6 +17,7 @@ import (
 	"github.com/cordon-sandbox/cordon/agent"
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/conformance"
+	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/backend/adversarial"
 	"github.com/cordon-sandbox/cordon/backend/process"
@@ -342,5 +343,43 @@ func TestHostGroups(t *testing.T) {
 				t.Errorf("user %v: %q, want no supplementary group", spec.User, l)
 			}
 		}
+	}
+}
+
+// TestSpawner: a backend that starts its inits through the spawner (as the
+// daemon's does) makes working sandboxes whose init is the spawner's child,
+// not this process's, and confirms their teardown all the same.
+func TestSpawner(t *testing.T) {
+	testutil.RequiresRoot(t)
+	b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: stateDir(t), Spawner: true})
+	if err := b.Probe(t.Context()); err != nil {
+		testutil.Missing(t, "process tier unavailable: %v", err)
+	}
+	p := sandbox.NewProvider([]sandbox.Backend{b})
+	sb, err := p.Create(t.Context(), sandbox.Spec{Limits: sandbox.Limits{Pids: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, res := sh(t, sb, "echo ok")
+	if out != "ok\n" || res.ExitCode != 0 {
+		t.Errorf("got %q, %+v", out, res)
+	}
+	parents := map[string]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if !bytes.HasPrefix(cmdline, []byte("cordon-agent\x00"+sandboxinit.Arg)) {
+			continue
+		}
+		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		parent, _ := os.ReadFile("/proc/" + f[1] + "/cmdline")
+		parents[string(bytes.ReplaceAll(parent, []byte{0}, []byte{' '}))]++
+	}
+	if parents["cordon-agent "+sandboxinit.SpawnerArg+" "] == 0 {
+		t.Errorf("no sandbox init is the spawner's child; their parents: %v", parents)
+	}
+	if err := sb.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -19,6 +19,8 @@ func main() {
 			os.Exit(sandboxinit.Main())
 		case sandboxinit.HoldArg:
 			os.Exit(sandboxinit.Hold())
+		case sandboxinit.SpawnerArg:
+			os.Exit(sandboxinit.Spawner())
 		}
 	}
 	// Started by an OCI runtime, the agent may be asked to confine its

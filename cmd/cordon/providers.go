@@ -23,14 +23,15 @@ func newProvider() *sandbox.Provider {
 func stateDir() string { return os.Getenv("CORDON_STATE_DIR") }
 
 // backends are the tiers cordon offers, their state under base ("" for
-// their defaults); detached ones outlive this process (the daemon's).
+// their defaults); detached ones outlive this process (the daemon's, which
+// also starts its sandboxes through a spawner: it lives long and grows).
 func backends(base string, detached bool) []sandbox.Backend {
 	ociDir, gvisorDir := "", ""
 	if base != "" {
 		ociDir, gvisorDir = filepath.Join(base, "oci"), filepath.Join(base, "gvisor")
 	}
 	return []sandbox.Backend{
-		process.New(process.Config{StateDir: base, Detached: detached}),
+		process.New(process.Config{StateDir: base, Detached: detached, Spawner: detached}),
 		oci.New(oci.Config{StateDir: ociDir}),
 		oci.New(oci.Config{Tier: oci.GVisor, StateDir: gvisorDir}),
 		passthrough.New(passthrough.Config{}),

@@ -1,0 +1,218 @@
+package spawner
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+)
+
+// run starts cmd through s and returns its process and what it printed
+// (read to the end, so only for commands that exit).
+func run(t *testing.T, s *Spawner, cmd *exec.Cmd) (*Process, string) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p, err := s.Start(cmd, w)
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(r)
+	return p, string(out)
+}
+
+func exited(t *testing.T, p *Process) {
+	t.Helper()
+	select {
+	case <-p.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("pid %d has not exited", p.Pid())
+	}
+}
+
+func TestSpawner(t *testing.T) {
+	agent := testutil.BuildAgent(t)
+	s, err := Shared(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := Shared(agent); again != s {
+		t.Error("a second Shared started a second helper")
+	}
+
+	t.Run("ExitAndOutput", func(t *testing.T) {
+		extra, w, _ := os.Pipe()
+		defer extra.Close()
+		cmd := exec.Command("/bin/sh", "-c", "echo $GREETING; pwd; echo extra >&3; exit 3")
+		cmd.Env, cmd.Dir, cmd.ExtraFiles = []string{"GREETING=hi"}, "/tmp", []*os.File{w}
+		p, out := run(t, s, cmd)
+		w.Close()
+		exited(t, p)
+		if out != "hi\n/tmp\n" || p.ExitCode() != 3 {
+			t.Errorf("got %q, exit %d; want \"hi\\n/tmp\\n\", exit 3", out, p.ExitCode())
+		}
+		if got, _ := io.ReadAll(extra); string(got) != "extra\n" {
+			t.Errorf("descriptor 3 got %q", got)
+		}
+	})
+
+	t.Run("Signal", func(t *testing.T) {
+		p, _ := run(t, s, exec.Command("/bin/sh", "-c", "exec sleep 100 >/dev/null 2>&1"))
+		if err := p.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		exited(t, p)
+		if p.ExitCode() != -1 {
+			t.Errorf("exit code %d after SIGKILL, want -1", p.ExitCode())
+		}
+		if err := p.Kill(); err != os.ErrProcessDone {
+			t.Errorf("signal after exit: %v, want os.ErrProcessDone", err)
+		}
+	})
+
+	t.Run("UserNamespace", func(t *testing.T) {
+		testutil.RequiresRoot(t)
+		cmd := exec.Command("/bin/sh", "-c", "cat /proc/self/uid_map; id -u; grep Groups /proc/self/status")
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: 200000, Size: 65536}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: 200000, Size: 65536}},
+			GidMappingsEnableSetgroups: true,
+			Credential:                 &syscall.Credential{},
+		}
+		p, out := run(t, s, cmd)
+		exited(t, p)
+		if f := strings.Fields(out); len(f) < 5 || f[1] != "200000" || f[3] != "0" || f[4] != "Groups:" || len(f) > 5 {
+			t.Errorf("got %q; want uid 0 mapped to 200000 and no groups", out)
+		}
+	})
+
+	t.Run("Refusals", func(t *testing.T) {
+		cmd := exec.Command("/bin/true")
+		cmd.Args = append(cmd.Args, strings.Repeat("x", 300<<10))
+		if _, err := s.Start(cmd, os.Stderr); err == nil {
+			t.Error("an oversized request was accepted")
+		}
+		if _, err := s.Start(exec.Command("/nonexistent/program"), os.Stderr); err == nil || !strings.Contains(err.Error(), "no such file") {
+			t.Errorf("missing program: %v", err)
+		}
+		// The helper still serves.
+		p, out := run(t, s, exec.Command("/bin/echo", "still"))
+		exited(t, p)
+		if out != "still\n" {
+			t.Errorf("after refusals: %q", out)
+		}
+	})
+}
+
+// TestSpawnerEnds: when the helper ends, a process it started with a
+// parent-death signal dies with it, one started without lives on, and both
+// are still watched (through their pidfds) and can be signalled; the next
+// Shared starts a new helper.
+func TestSpawnerEnds(t *testing.T) {
+	agent := testutil.BuildAgent(t)
+	s, err := start(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := exec.Command("/bin/sh", "-c", "exec sleep 100 >/dev/null 2>&1")
+	bound.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	pb, _ := run(t, s, bound)
+	pf, _ := run(t, s, exec.Command("/bin/sh", "-c", "exec sleep 100 >/dev/null 2>&1"))
+	defer pf.Kill()
+	if err := s.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.gone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the helper's end went unnoticed")
+	}
+	exited(t, pb)
+	select {
+	case <-pf.Exited():
+		t.Fatal("a process without a parent-death signal died with the helper")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := pf.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	exited(t, pf)
+	if _, err := s.Start(exec.Command("/bin/true"), os.Stderr); err == nil {
+		t.Error("an ended helper accepted a request")
+	}
+}
+
+// TestDiesWithHost: the helper carries a parent-death signal, so when its
+// host dies it ends, and so does every process it started with one. The
+// host here is this test binary run again (see hostMain).
+func TestDiesWithHost(t *testing.T) {
+	agent := testutil.BuildAgent(t)
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestDiesWithHost$")
+	cmd.Env = append(os.Environ(), "SPAWNER_TEST_HOST="+agent)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var helper, child int
+	if _, err := fmt.Fscan(out, &helper, &child); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range []int{helper, child} {
+		for syscall.Kill(pid, 0) == nil && !zombie(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("pid %d outlived the host", pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+func zombie(pid int) bool {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(f) > 0 && f[0] == "Z"
+}
+
+func TestMain(m *testing.M) {
+	if agent := os.Getenv("SPAWNER_TEST_HOST"); agent != "" {
+		os.Exit(hostMain(agent))
+	}
+	os.Exit(m.Run())
+}
+
+// hostMain starts a helper and a child through it, prints both pids and
+// waits to be killed.
+func hostMain(agent string) int {
+	s, err := Shared(agent)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cmd := exec.Command("/bin/sleep", "100")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p, err := s.Start(cmd, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(s.cmd.Process.Pid, p.Pid())
+	select {}
+}
