@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -37,7 +39,18 @@ type record struct {
 	Adoption *sandbox.Adoption `json:"adoption,omitempty"`
 }
 
-type store struct{ db *bolt.DB }
+type store struct {
+	db *bolt.DB
+	j  *journal
+
+	mu      sync.Mutex
+	flushed *sync.Cond  // signalled after each background commit
+	pending []journaled // durable in the journal, not yet in bbolt
+	err     error       // the last background commit's failure
+	wake    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+}
 
 func openStore(dir string) (*store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -62,10 +75,113 @@ func openStore(dir string) (*store, error) {
 		db.Close()
 		return nil, err
 	}
-	return &store{db: db}, nil
+	j, recs, err := openJournal(filepath.Join(dir, "journal"))
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s := &store{db: db, j: j, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	s.flushed = sync.NewCond(&s.mu)
+	// What the last daemon journaled and had not yet committed.
+	if err := s.commit(recs); err == nil {
+		err = j.reset()
+	}
+	if err != nil {
+		j.close()
+		db.Close()
+		return nil, err
+	}
+	go s.committer()
+	return s, nil
 }
 
-func (s *store) close() error { return s.db.Close() }
+func (s *store) close() error {
+	err := s.sync()
+	close(s.stop)
+	<-s.done
+	return errors.Join(err, s.j.close(), s.db.Close())
+}
+
+// commit puts journaled records into bbolt, each with its id, unless its
+// id is there already: then bbolt holds it, or a later state of it.
+func (s *store) commit(recs []journaled) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	issued := []byte(time.Now().UTC().Format(time.RFC3339Nano))
+	return s.db.Update(func(tx *bolt.Tx) error {
+		ids := tx.Bucket(bucketIDs)
+		for _, r := range recs {
+			if ids.Get([]byte(r.id)) != nil {
+				continue
+			}
+			if err := ids.Put([]byte(r.id), issued); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketSandboxes).Put([]byte(r.id), r.body); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// committer moves journaled records into bbolt, and empties the journal
+// whenever nothing is left pending.
+func (s *store) committer() {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.wake:
+		case <-s.stop:
+			return
+		}
+		s.mu.Lock()
+		batch := slices.Clone(s.pending)
+		s.mu.Unlock()
+		err := s.commit(batch)
+		s.mu.Lock()
+		if err == nil {
+			s.pending = s.pending[len(batch):]
+			if len(s.pending) == 0 {
+				err = s.j.reset()
+			} else {
+				s.poke()
+			}
+		}
+		s.err = err
+		s.flushed.Broadcast()
+		s.mu.Unlock()
+		if err != nil {
+			// The records are safe in the journal; try again shortly.
+			time.AfterFunc(time.Second, func() {
+				s.mu.Lock()
+				s.poke()
+				s.mu.Unlock()
+			})
+		}
+	}
+}
+
+func (s *store) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// sync waits until every journaled record is in bbolt.
+func (s *store) sync() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.pending) > 0 {
+		if s.err != nil {
+			return s.err
+		}
+		s.flushed.Wait()
+	}
+	return nil
+}
 
 func put(tx *bolt.Tx, bucket []byte, key string, v any) error {
 	b, err := json.Marshal(v)
@@ -78,9 +194,43 @@ func put(tx *bolt.Tx, bucket []byte, key string, v any) error {
 // errIDReused: a sandbox id that was issued before.
 var errIDReused = errors.New("sandbox id issued before")
 
-// addSandbox records a new sandbox, claiming its id, in one transaction
-// (one fsync); an id ever issued before is refused.
+// addSandbox records a new sandbox, claiming its id, durably (in the
+// journal: one fdatasync); an id ever issued before is refused.
 func (s *store) addSandbox(r *record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.pending {
+		if p.id == r.ID {
+			return fmt.Errorf("%w: %s", errIDReused, r.ID)
+		}
+	}
+	issued := false
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		issued = tx.Bucket(bucketIDs).Get([]byte(r.ID)) != nil
+		return nil
+	}); err != nil {
+		return err
+	}
+	if issued {
+		return fmt.Errorf("%w: %s", errIDReused, r.ID)
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	switch err := s.j.append(journaled{id: r.ID, body: body}); {
+	case err == nil:
+		s.pending = append(s.pending, journaled{id: r.ID, body: body})
+		s.poke()
+		return nil
+	case !errors.Is(err, errJournalFull):
+		return err
+	}
+	// A full journal empties once the committer catches up; meanwhile the
+	// record goes to bbolt directly, after those ahead of it.
+	for len(s.pending) > 0 && s.err == nil {
+		s.flushed.Wait()
+	}
 	return s.db.Update(func(tx *bolt.Tx) error {
 		ids := tx.Bucket(bucketIDs)
 		if ids.Get([]byte(r.ID)) != nil {
@@ -94,11 +244,17 @@ func (s *store) addSandbox(r *record) error {
 }
 
 func (s *store) putSandbox(r *record) error {
+	if err := s.sync(); err != nil {
+		return err
+	}
 	return s.db.Update(func(tx *bolt.Tx) error { return put(tx, bucketSandboxes, r.ID, r) })
 }
 
 // sandbox reads one record; nil if there is none.
 func (s *store) sandbox(id string) (*record, error) {
+	if err := s.sync(); err != nil {
+		return nil, err
+	}
 	var r *record
 	err := s.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketSandboxes).Get([]byte(id))
@@ -112,6 +268,9 @@ func (s *store) sandbox(id string) (*record, error) {
 }
 
 func (s *store) sandboxes() ([]*record, error) {
+	if err := s.sync(); err != nil {
+		return nil, err
+	}
 	var out []*record
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketSandboxes).ForEach(func(_, v []byte) error {
@@ -129,6 +288,9 @@ func (s *store) sandboxes() ([]*record, error) {
 // pruneDestroyed drops records of sandboxes destroyed before cutoff; their
 // ids stay claimed.
 func (s *store) pruneDestroyed(cutoff time.Time) error {
+	if err := s.sync(); err != nil {
+		return err
+	}
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketSandboxes)
 		var doomed [][]byte
