@@ -38,7 +38,7 @@ type reaper struct {
 // runs setup there, and returns a function that runs work on that thread
 // (Options.CommandThread).
 func NewCommandThread(setup func() error) (func(func()), error) {
-	work := make(chan func())
+	commands, serve := CommandQueue()
 	ready := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread carries setup's effects
@@ -47,18 +47,27 @@ func NewCommandThread(setup func() error) (func(func()), error) {
 			return
 		}
 		ready <- nil
-		for f := range work {
-			f()
-		}
+		serve()
 	}()
 	if err := <-ready; err != nil {
 		return nil, err
 	}
+	return commands, nil
+}
+
+// CommandQueue is NewCommandThread for a caller that brings its own locked
+// thread: serve, called there, runs for good whatever commands is given.
+func CommandQueue() (commands func(func()), serve func()) {
+	work := make(chan func())
 	return func(f func()) {
-		done := make(chan struct{})
-		work <- func() { f(); close(done) }
-		<-done
-	}, nil
+			done := make(chan struct{})
+			work <- func() { f(); close(done) }
+			<-done
+		}, func() {
+			for f := range work {
+				f()
+			}
+		}
 }
 
 func newReaper(all bool) *reaper {

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -125,42 +124,31 @@ func run(cfg *Config) error {
 	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_GETPID, 0, 0, 0); errno == unix.ENOTSUP {
 		sc, inProcess = oneThread, false
 	}
-	// The bounding set is per thread, and emptying it takes one system
-	// call per capability: on every thread of a Go process each is a
-	// stop-the-world, some 7 ms in all. In place, it is emptied on the one
-	// thread every command is forked from (while that thread still holds
-	// CAP_SETPCAP), so every command and all it starts inherit an empty
-	// set; the agent's own threads keep theirs, which gives them nothing:
-	// they hold no capability in any other set and have no_new_privs, so
-	// no execve and no capset can raise one. On the exec path, the one
-	// thread is the one that execs.
-	var commands func(func())
-	if inProcess {
-		if commands, err = agent.NewCommandThread(func() error { return dropBoundingSet(oneThread) }); err != nil {
-			return err
-		}
-	} else if err := dropBoundingSet(oneThread); err != nil {
+	// This thread, locked since Main began, is the one every command is
+	// forked from (in place: it serves the agent's forks for good) or the
+	// one that execs the agent. The bounding set is per thread, and
+	// emptying it takes one system call per capability: on every thread of
+	// a Go process each is a stop-the-world, some 7 ms in all. It is
+	// emptied here only (while this thread still holds CAP_SETPCAP), so
+	// every command and all it starts inherit an empty set; the agent's
+	// own threads keep theirs, which gives them nothing: they hold no
+	// capability in any other set and have no_new_privs, so no execve and
+	// no capset can raise one.
+	if err := dropBoundingSet(oneThread); err != nil {
 		return err
 	}
-	if err := dropPrivileges(sc, cfg.UID, cfg.GID, cfg.Detached, commands); err != nil {
+	if err := dropPrivileges(sc, cfg.UID, cfg.GID, cfg.Detached); err != nil {
 		return err
 	}
 	// A Landlock domain is per thread, and each thread's own call makes a
-	// sibling domain that may not inspect the others' children. In place,
-	// the domain goes on the one thread every command is forked from; on
-	// the exec path, on the thread that execs.
+	// sibling domain that may not inspect the others' children: it goes on
+	// this thread.
 	ruleset := -1
 	if abi >= 1 && cfg.Landlock != "off" {
 		if ruleset, err = buildRuleset(abi, landlockRules(cfg, abi)); err != nil {
 			return err
 		}
-		restrict := func() { err = restrictSelf(ruleset) }
-		if inProcess {
-			commands(restrict)
-		} else {
-			restrict()
-		}
-		if err != nil {
+		if err := restrictSelf(ruleset); err != nil {
 			return err
 		}
 	}
@@ -169,15 +157,18 @@ func run(cfg *Config) error {
 	}
 	if inProcess {
 		unix.Close(self)
-		runtime.UnlockOSThread()
-		os.Exit(agent.Run(cfg.Env, false, os.Stdout, os.Stderr, agent.Options{
-			CommandThread: commands,
-			Ready: func(record []byte) {
-				// A host that reads only for the end of file ignores it.
-				_, _ = unix.Write(ReadyFD, record)
-				unix.Close(ReadyFD)
-			},
-		}))
+		commands, serve := agent.CommandQueue()
+		go func() {
+			os.Exit(agent.Run(cfg.Env, false, os.Stdout, os.Stderr, agent.Options{
+				CommandThread: commands,
+				Ready: func(record []byte) {
+					// A host that reads only for the end of file ignores it.
+					_, _ = unix.Write(ReadyFD, record)
+					unix.Close(ReadyFD)
+				},
+			}))
+		}()
+		serve()
 	}
 	env, err := handOverToken(cfg.Env)
 	if err != nil {
@@ -466,14 +457,16 @@ func (sc syscaller) call(trap uintptr, args ...uintptr) error {
 	return nil
 }
 
-// dropBoundingSet empties the capability bounding set.
+// dropBoundingSet empties the capability bounding set: every capability
+// up to the first the kernel does not know (EINVAL), which saves reading
+// cap_last_cap.
 func dropBoundingSet(sc syscaller) error {
-	last := 40
-	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
-		last, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-	}
-	for c := 0; c <= last; c++ {
-		if err := sc.call(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c)); err != nil && err != unix.EINVAL {
+	for c := 0; c < 64; c++ {
+		err := sc.call(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c))
+		if err == unix.EINVAL {
+			return nil
+		}
+		if err != nil {
 			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
 		}
 	}
@@ -493,11 +486,11 @@ func dropBoundingSet(sc syscaller) error {
 //     explicitly, on every thread. Either way this thread's sets are then
 //     checked empty.
 //   - no_new_privs and the parent-death signal are per-thread flags: they
-//     are set on this thread and on commandThread (when given), which
-//     forks every command; seccomp's thread sync, installed next, gives
-//     every other thread no_new_privs, and the parent-death signal of any
-//     one thread kills the whole process.
-func dropPrivileges(all syscaller, uid, gid int, detached bool, commandThread func(func())) error {
+//     are set on this thread, which forks every command (or execs the
+//     agent); seccomp's thread sync, installed next, gives every other
+//     thread no_new_privs, and the parent-death signal of any one thread
+//     kills the whole process.
+func dropPrivileges(all syscaller, uid, gid int, detached bool) error {
 	fixup := uid != 0 && inheritableEmpty()
 	if !fixup {
 		if err := all.call(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL); err != nil {
@@ -531,26 +524,15 @@ func dropPrivileges(all syscaller, uid, gid int, detached bool, commandThread fu
 	if !capsEmpty() {
 		return errors.New("a capability survived the change of user")
 	}
-	flags := func() error {
-		// The credential change cleared the parent-death signal; set it
-		// again, unless the sandbox is to outlive its creator.
-		if !detached {
-			if err := oneThread.call(unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL)); err != nil {
-				return err
-			}
+	// The credential change cleared the parent-death signal; set it again,
+	// unless the sandbox is to outlive its creator.
+	if !detached {
+		if err := oneThread.call(unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL)); err != nil {
+			return err
 		}
-		if err := oneThread.call(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
-			return fmt.Errorf("no_new_privs: %w", err)
-		}
-		return nil
 	}
-	if err := flags(); err != nil {
-		return err
-	}
-	if commandThread != nil {
-		var err error
-		commandThread(func() { err = flags() })
-		return err
+	if err := oneThread.call(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
 	}
 	return nil
 }
