@@ -166,3 +166,31 @@ func BenchmarkBaselines(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLayout: create → first exec result → destroy with all six
+// layout directories (each an id-mapped mount).
+func BenchmarkLayout(b *testing.B) {
+	p, spec := benchProvider(b, false, false)
+	dirs := make([]string, 6)
+	for i := range dirs {
+		dirs[i] = b.TempDir()
+	}
+	spec.Layout = sandbox.Layout{Outputs: dirs[0], Uploads: dirs[1], Scratch: dirs[2], ToolResults: dirs[3], Transcripts: dirs[4], Skills: dirs[5]}
+	ctx := context.Background()
+	var first []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		sb, err := p.Create(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res, err := sb.Exec(ctx, "true", sandbox.ExecOptions{}); err != nil || res.ExitCode != 0 {
+			b.Fatalf("%+v %v", res, err)
+		}
+		first = append(first, time.Since(t0))
+		if err := sb.Destroy(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	percentiles(b, "create-to-result", first)
+}

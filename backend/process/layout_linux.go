@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -97,8 +98,48 @@ func IdmappedTrees(agent string, mounts []LayoutMount, kuid, kgid int) ([]*os.Fi
 }
 
 // holdUserns returns a user namespace mapping host uid/gid (inside it) to
-// the sandbox user's kuid/kgid (outside it), held by a short-lived helper.
+// the sandbox user's kuid/kgid (outside it). It serves only to describe an
+// id mapping, so one namespace serves every mount of the same mapping: they
+// are kept (an open descriptor keeps a namespace without any process in
+// it), and only a new mapping costs a helper process, which is ended as
+// soon as its namespace is open. The caller closes the file it gets.
 func holdUserns(agent string, uid, gid, kuid, kgid int) (*os.File, error) {
+	key := [4]int{uid, gid, kuid, kgid}
+	usernsMu.Lock()
+	defer usernsMu.Unlock()
+	f := userns[key]
+	if f == nil {
+		var err error
+		if f, err = newUserns(agent, uid, gid, kuid, kgid); err != nil {
+			return nil, err
+		}
+		if len(userns) >= maxUserns {
+			for k, old := range userns {
+				old.Close()
+				delete(userns, k)
+				break
+			}
+		}
+		userns[key] = f
+	}
+	// A duplicate: the cached one stays open whatever the caller does.
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+// maxUserns bounds the id-mapping namespaces kept (one per layout owner
+// and sandbox user).
+const maxUserns = 256
+
+var (
+	usernsMu sync.Mutex
+	userns   = map[[4]int]*os.File{}
+)
+
+func newUserns(agent string, uid, gid, kuid, kgid int) (*os.File, error) {
 	cmd := exec.Command(agent, sandboxinit.HoldArg)
 	cmd.Args[0] = "cordon-agent"
 	cmd.Env = []string{}
@@ -116,6 +157,9 @@ func holdUserns(agent string, uid, gid, kuid, kgid int) (*os.File, error) {
 		return nil, fmt.Errorf("%w: user namespace for an id-mapped mount: %v", sandbox.ErrUnavailable, err)
 	}
 	defer func() {
+		// The namespace is open (or failed to): the helper need not even
+		// finish starting.
+		_ = cmd.Process.Kill()
 		stdin.Close()
 		_ = cmd.Wait()
 	}()
