@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"runtime"
 	"sync"
 	"syscall"
@@ -26,7 +27,8 @@ func Spawner() int {
 		fmt.Fprintf(os.Stderr, "cordon-agent spawner: descriptor %d is not a unix socket: %v\n", SpawnerFD, err)
 		return 1
 	}
-	s := &spawner{conn: conn, start: make(chan func())}
+	s := &spawner{conn: conn, start: make(chan func()), answered: map[int]bool{}, early: map[int]int{}}
+	go s.reap()
 	// Every process is started from this one locked thread, which lives as
 	// long as the spawner: a parent-death signal fires when the thread that
 	// forked exits, not the process.
@@ -66,6 +68,35 @@ type spawner struct {
 	conn   *net.UnixConn
 	sendMu sync.Mutex
 	start  chan func()
+
+	// Exits are reaped by one loop (not a waiting thread per process) and
+	// sent only after the process's start was answered: mu orders the two.
+	mu       sync.Mutex
+	answered map[int]bool
+	early    map[int]int // reaped before its start was answered: pid → status
+}
+
+// reap waits for every child that has exited, whenever one has.
+func (s *spawner) reap() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGCHLD)
+	for range sig {
+		for {
+			var ws unix.WaitStatus
+			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			if pid <= 0 || err != nil {
+				break
+			}
+			s.mu.Lock()
+			if s.answered[pid] {
+				delete(s.answered, pid)
+				s.answer(SpawnMessage{Exited: pid, Status: int(ws)}, -1)
+			} else {
+				s.early[pid] = int(ws)
+			}
+			s.mu.Unlock()
+		}
+	}
 }
 
 func receivedFDs(oob []byte) ([]int, error) {
@@ -99,39 +130,41 @@ func (s *spawner) serve(req []byte, files []*os.File) {
 		s.answer(SpawnMessage{Error: "spawn request needs standard input, output and error, and no cgroup or pidfd descriptor"}, -1)
 		return
 	}
-	var p *os.Process
+	fds := make([]uintptr, len(files))
+	for i, f := range files {
+		fds[i] = f.Fd()
+	}
+	// The pidfd comes from the clone itself: the process may exit, and be
+	// reaped, before this goroutine runs again.
+	pidfd := -1
+	attr.PidFD = &pidfd
+	var pid int
 	var err error
 	done := make(chan struct{})
 	s.start <- func() {
 		defer close(done)
-		p, err = os.StartProcess(r.Path, r.Args, &os.ProcAttr{Dir: r.Dir, Env: r.Env, Files: files, Sys: attr})
+		pid, err = syscall.ForkExec(r.Path, r.Args, &syscall.ProcAttr{Dir: r.Dir, Env: r.Env, Files: fds, Sys: attr})
 	}
 	<-done
 	if err != nil {
+		// A child that failed to exec may have been reaped by the loop
+		// before ForkExec could; no other start is in flight.
+		s.mu.Lock()
+		clear(s.early)
+		s.mu.Unlock()
 		s.answer(SpawnMessage{Error: err.Error()}, -1)
 		return
 	}
-	// The process is this one's child and not yet waited for, so its pid
-	// names it still.
-	pidfd, err := unix.PidfdOpen(p.Pid, 0)
-	if err != nil {
-		_ = p.Kill()
-		_, _ = p.Wait()
-		s.answer(SpawnMessage{Error: "pidfd: " + err.Error()}, -1)
-		return
-	}
-	s.answer(SpawnMessage{Pid: p.Pid}, pidfd)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answer(SpawnMessage{Pid: pid}, pidfd)
 	unix.Close(pidfd)
-	go func() {
-		st, err := p.Wait()
-		status := -1
-		if err == nil {
-			if ws, ok := st.Sys().(syscall.WaitStatus); ok {
-				status = int(ws)
-			}
-		}
-		s.answer(SpawnMessage{Exited: p.Pid, Status: status}, -1)
-	}()
+	if status, ok := s.early[pid]; ok {
+		delete(s.early, pid)
+		s.answer(SpawnMessage{Exited: pid, Status: status}, -1)
+	} else {
+		s.answered[pid] = true
+	}
 }
 
 // answer sends m, with fd (when not -1) as SCM_RIGHTS. A host that cannot

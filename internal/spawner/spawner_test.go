@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -215,4 +216,32 @@ func hostMain(agent string) int {
 	}
 	fmt.Println(s.cmd.Process.Pid, p.Pid())
 	select {}
+}
+
+// TestSpawnerThreads: the helper reaps its processes in one loop, so many
+// live processes do not hold a thread each; every exit is still reported.
+func TestSpawnerThreads(t *testing.T) {
+	s, err := Shared(testutil.BuildAgent(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var procs []*Process
+	for range 64 {
+		p, _ := run(t, s, exec.Command("/bin/sh", "-c", "exec sleep 100 >/dev/null 2>&1"))
+		procs = append(procs, p)
+	}
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	for _, l := range strings.Split(string(status), "\n") {
+		if n, ok := strings.CutPrefix(l, "Threads:"); ok {
+			if threads, _ := strconv.Atoi(strings.TrimSpace(n)); threads > 32 {
+				t.Errorf("the helper has %d threads for 64 processes", threads)
+			}
+		}
+	}
+	for _, p := range procs {
+		_ = p.Kill()
+	}
+	for _, p := range procs {
+		exited(t, p)
+	}
 }
