@@ -81,6 +81,23 @@ func BenchmarkColdLifecycle(b *testing.B) {
 	p.report(b)
 }
 
+// BenchmarkSpacedColdLifecycle: cold lifecycles with the daemon idle for
+// 150 ms (untimed) before each, as sporadic creates come: the tier's
+// prestarted inits (cordon serve's --prestart) have refilled by then.
+func BenchmarkSpacedColdLifecycle(b *testing.B) {
+	d := startDaemon(b)
+	var p phases
+	for b.Loop() {
+		b.StopTimer()
+		time.Sleep(150 * time.Millisecond)
+		b.StartTimer()
+		if err := lifecycle(b.Context(), d.local, api.CreateRequest{}, &p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p.report(b)
+}
+
 // BenchmarkPoolLifecycle: the same, claimed from a warm pool. The pool is
 // given time to refill between iterations (untimed): this measures a
 // claim, not a pool run dry.

@@ -131,7 +131,8 @@ func startDaemon(t testing.TB, tune ...func(*server.Config)) *daemon {
 		}
 		os.RemoveAll(dir)
 	})
-	pb := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: dir, Detached: true, Spawner: true})
+	// As cordon serve runs it (its default --prestart included).
+	pb := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: dir, Detached: true, Spawner: true, Prestart: 2})
 	if err := pb.Probe(t.Context()); err != nil {
 		testutil.Missing(t, "process tier unavailable: %v", err)
 	}
@@ -213,6 +214,11 @@ func (d *daemon) stop(t testing.TB, destroy bool) {
 	}
 	if err != nil {
 		t.Errorf("daemon stop: %v", err)
+	}
+	// As cordon serve does at shutdown: the inits waiting for a create go
+	// (sandboxes stay).
+	if c, ok := d.backend.Backend.(interface{ Close() error }); ok {
+		_ = c.Close()
 	}
 	d.srv = nil
 }

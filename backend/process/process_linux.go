@@ -88,6 +88,8 @@ type Backend struct {
 	poolMu   sync.Mutex
 	pool     []*slot
 	filling  int
+	refill   *time.Timer    // re-armed by every create: refills wait for a pause
+	fills    sync.WaitGroup // refills under way
 	closed   bool
 	once     sync.Once
 	cgroups  cgroupSupport
@@ -469,13 +471,16 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, ui
 	return inst, nil
 }
 
-// takeSlot hands out a prestarted init, if the pool has one, and refills
-// the pool in the background.
+// takeSlot hands out a prestarted init, if the pool has one. The pool is
+// refilled once creates pause for refillDelay: a new init's start-up would
+// otherwise compete for the CPU with the sandboxes just made, and a burst
+// of creates gains nothing from a pool that cannot keep up with it.
 func (b *Backend) takeSlot(agent string) *slot {
 	if b.cfg.Prestart <= 0 {
 		return nil
 	}
 	b.poolMu.Lock()
+	defer b.poolMu.Unlock()
 	var sl *slot
 	for len(b.pool) > 0 && sl == nil {
 		sl, b.pool = b.pool[0], b.pool[1:]
@@ -486,13 +491,31 @@ func (b *Backend) takeSlot(agent string) *slot {
 		default:
 		}
 	}
+	if b.closed {
+		return sl
+	}
+	if b.refill == nil {
+		b.refill = time.AfterFunc(refillDelay, func() { b.fill(agent) })
+	} else {
+		b.refill.Reset(refillDelay)
+	}
+	return sl
+}
+
+// fill starts the inits the pool lacks.
+func (b *Backend) fill(agent string) {
+	b.poolMu.Lock()
 	need := b.cfg.Prestart - len(b.pool) - b.filling
-	b.filling += max(need, 0)
+	if b.closed || need <= 0 {
+		b.poolMu.Unlock()
+		return
+	}
+	b.filling += need
+	b.fills.Add(need)
 	b.poolMu.Unlock()
-	for range max(need, 0) {
-		// Start refills a moment later: a new init's start-up would
-		// otherwise compete for the CPU with the sandbox just claimed.
-		time.AfterFunc(refillDelay, func() {
+	for range need {
+		go func() {
+			defer b.fills.Done()
 			attr, _ := b.sysProcAttr()
 			s, err := b.newSlot(agent, attr, nil)
 			b.poolMu.Lock()
@@ -506,20 +529,24 @@ func (b *Backend) takeSlot(agent string) *slot {
 				return
 			}
 			b.pool = append(b.pool, s)
-		})
+		}()
 	}
-	return sl
 }
 
 // refillDelay is how long the pool waits before replacing a claimed init.
 const refillDelay = 100 * time.Millisecond
 
-// Close ends the prestarted inits the pool holds.
+// Close ends the prestarted inits the pool holds, and those on their way:
+// when it returns, none is left.
 func (b *Backend) Close() error {
 	b.poolMu.Lock()
 	pool := b.pool
 	b.pool, b.closed = nil, true
+	if b.refill != nil {
+		b.refill.Stop()
+	}
 	b.poolMu.Unlock()
+	b.fills.Wait()
 	for _, sl := range pool {
 		sl.discard()
 	}

@@ -120,10 +120,26 @@ func TestPrestart(t *testing.T) {
 	defer b.Close()
 	p := sandbox.NewProvider([]sandbox.Backend{b})
 	var tokens []string
+	dirs := func() map[string]bool {
+		out := map[string]bool{}
+		ents, _ := os.ReadDir(stateDir(t))
+		for _, e := range ents {
+			out[e.Name()] = true
+		}
+		return out
+	}
 	for i := 0; i < 4; i++ {
+		before := dirs()
 		sb, err := p.Create(t.Context(), sandbox.Spec{Limits: sandbox.Limits{Pids: 64}})
 		if err != nil {
 			t.Fatal(err)
+		}
+		// After the first, each sandbox is a waiting init from the pool:
+		// its create made no directory.
+		for d := range dirs() {
+			if i > 0 && !before[d] {
+				t.Errorf("sandbox %d was started cold (new directory %s), not taken from the pool", i, d)
+			}
 		}
 		out, _, res := sh(t, sb, "ls /workspace | wc -l; touch /workspace/mine; id -u")
 		if out != "0\n1000\n" || res.ExitCode != 0 {
@@ -133,7 +149,7 @@ func TestPrestart(t *testing.T) {
 		if err := sb.Destroy(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond) // let the pool refill
+		time.Sleep(300 * time.Millisecond) // creates pause: the pool refills
 	}
 	seen := map[string]bool{}
 	for _, tok := range tokens {

@@ -15,23 +15,31 @@ import (
 const defaultTier = process.Name
 
 func newProvider() *sandbox.Provider {
-	return sandbox.NewProvider(backends(stateDir(), false), sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()))
+	return sandbox.NewProvider(backends(stateDir(), nil), sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()))
 }
 
 // stateDir is where the tiers keep their host-side state: CORDON_STATE_DIR,
 // or each tier's default (under /run/cordon as root).
 func stateDir() string { return os.Getenv("CORDON_STATE_DIR") }
 
+// daemonTiers is how the daemon runs the process tier: sandboxes detached
+// (they outlive a restart), started through a spawner (the daemon lives
+// long and grows), and Prestart inits kept waiting.
+type daemonTiers struct{ prestart int }
+
 // backends are the tiers cordon offers, their state under base ("" for
-// their defaults); detached ones outlive this process (the daemon's, which
-// also starts its sandboxes through a spawner: it lives long and grows).
-func backends(base string, detached bool) []sandbox.Backend {
+// their defaults), for the daemon when d is set.
+func backends(base string, d *daemonTiers) []sandbox.Backend {
+	pcfg := process.Config{StateDir: base}
+	if d != nil {
+		pcfg.Detached, pcfg.Spawner, pcfg.Prestart = true, true, d.prestart
+	}
 	ociDir, gvisorDir := "", ""
 	if base != "" {
 		ociDir, gvisorDir = filepath.Join(base, "oci"), filepath.Join(base, "gvisor")
 	}
 	return []sandbox.Backend{
-		process.New(process.Config{StateDir: base, Detached: detached, Spawner: detached}),
+		process.New(pcfg),
 		oci.New(oci.Config{StateDir: ociDir}),
 		oci.New(oci.Config{Tier: oci.GVisor, StateDir: gvisorDir}),
 		passthrough.New(passthrough.Config{}),

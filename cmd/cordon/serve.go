@@ -70,6 +70,7 @@ func serveCmd(args []string) int {
 	maxTTL := fs.Duration("max-ttl", 0, "the longest TTL a create may ask for (0: no limit)")
 	idle := fs.Duration("idle-timeout", 0, "reap a sandbox after this long without activity inside, unless its create says otherwise (0: never)")
 	maxSandboxes := fs.Int("max-sandboxes", 0, "live sandboxes per tenant (default 100)")
+	prestart := fs.Int("prestart", 2, "process-tier inits to keep started and waiting for a create without layout directories (a few MiB each; 0: none)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -113,7 +114,11 @@ func serveCmd(args []string) int {
 	if m := process.SlowCgroupMoves(); m != "" && os.Geteuid() == 0 {
 		log.Warn("cgroup2 is mounted without favordynmods: every sandbox create waits for an RCU grace period (about 10 ms on small VMs); systemd 253+ sets it, or: mount -o remount,favordynmods "+m, "mount", m)
 	}
-	provider := sandbox.NewProvider(backends(processDir, true), sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()), sandbox.WithEgressProxy(proxy), sandbox.WithLogger(log))
+	if *prestart < 0 || *prestart > 64 {
+		return fail("--prestart %d: 0 to 64", *prestart)
+	}
+	tiers := backends(processDir, &daemonTiers{prestart: *prestart})
+	provider := sandbox.NewProvider(tiers, sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()), sandbox.WithEgressProxy(proxy), sandbox.WithLogger(log))
 	srv, err := server.New(server.Config{
 		Provider: provider, StateDir: *stateDir, HostPaths: hostPaths, Profiles: profs,
 		DefaultTTL: *defTTL, MaxTTL: *maxTTL, DefaultIdleTimeout: *idle,
@@ -127,6 +132,12 @@ func serveCmd(args []string) int {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
+		// Sandboxes stay; the inits waiting for a create go.
+		for _, b := range tiers {
+			if c, ok := b.(interface{ Close() error }); ok {
+				_ = c.Close()
+			}
+		}
 	}
 	if *adminKeyFile != "" {
 		b, err := os.ReadFile(*adminKeyFile)
