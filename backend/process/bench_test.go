@@ -57,7 +57,7 @@ func BenchmarkLifecycle(b *testing.B) {
 		spawner  bool
 		hostMB   int
 	}{
-		{"NoLimits", false, 0, false, 0}, {"WithLimits", true, 0, false, 0}, {"WithLimitsPrestart2", true, 2, false, 0},
+		{"NoLimits", false, 0, false, 0}, {"WithLimits", true, 0, false, 0},
 		{"NoLimitsSpawner", false, 0, true, 0}, {"WithLimitsSpawner", true, 0, true, 0},
 		{"NoLimitsHost100MB", false, 0, false, 100}, {"NoLimitsHost100MBSpawner", false, 0, true, 100},
 	} {
@@ -193,4 +193,38 @@ func BenchmarkLayout(b *testing.B) {
 		}
 	}
 	percentiles(b, "create-to-result", first)
+}
+
+// BenchmarkSpaced: create → first result with 150 ms of idle before each
+// create (untimed), as sporadic creates come, cold and from 2 prestarted
+// inits (which refill in such pauses), through the spawner as the daemon
+// runs the tier.
+func BenchmarkSpaced(b *testing.B) {
+	for _, pre := range []int{0, 2} {
+		b.Run(map[int]string{0: "Cold", 2: "Prestart2"}[pre], func(b *testing.B) {
+			p, spec := benchProvider(b, false, true, pre)
+			ctx := context.Background()
+			var create, first []time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				time.Sleep(150 * time.Millisecond)
+				b.StartTimer()
+				t0 := time.Now()
+				sb, err := p.Create(ctx, spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				if res, err := sb.Exec(ctx, "true", sandbox.ExecOptions{}); err != nil || res.ExitCode != 0 {
+					b.Fatalf("%+v %v", res, err)
+				}
+				create, first = append(create, t1.Sub(t0)), append(first, time.Since(t0))
+				if err := sb.Destroy(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			percentiles(b, "create", create)
+			percentiles(b, "create-to-result", first)
+		})
+	}
 }
