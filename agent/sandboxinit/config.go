@@ -9,7 +9,11 @@ package sandboxinit
 // Arg is the argument that selects the init stage.
 const Arg = "sandbox-init"
 
-// ConfigFD is the descriptor the init reads its Config from (JSON, to EOF).
+// ConfigFD is a unix stream socket the init reads its Config from: JSON to
+// the end of the stream, the detached layout mount trees (Bind.Tree)
+// travelling as SCM_RIGHTS with its first bytes. The configuration comes
+// when the sandbox is created, which may be long after the init started
+// (a prestarted init waits on it).
 const ConfigFD = 3
 
 // ReadyFD is the write end of a pipe on which the agent, once it listens,
@@ -19,9 +23,8 @@ const ConfigFD = 3
 // why at once.
 const ReadyFD = 4
 
-// FirstTreeFD is the first descriptor of the detached layout mount trees
-// (Bind.FD), passed in order after ReadyFD.
-const FirstTreeFD = 5
+// MaxTrees bounds the layout trees one configuration carries.
+const MaxTrees = 16
 
 // Config is everything the init needs, sent by the host over ConfigFD.
 type Config struct {
@@ -55,6 +58,8 @@ type Config struct {
 	// Detached: the sandbox outlives the process that created it (no
 	// parent-death signal).
 	Detached bool `json:"detached,omitempty"`
+	// trees are the layout trees received with the configuration.
+	trees []int
 }
 
 // Tmpfs is one tmpfs mount inside the sandbox.
@@ -69,9 +74,10 @@ type Bind struct {
 	Source   string `json:"source"`
 	Target   string `json:"target"`
 	ReadOnly bool   `json:"readOnly"`
-	// FD, when set, is a detached mount tree (already id-mapped and with
-	// its flags set by the host) that the init attaches at Target.
-	FD int `json:"fd,omitempty"`
+	// Tree, when set, is the 1-based index among the descriptors sent with
+	// the configuration of a detached mount tree (already id-mapped and
+	// with its flags set by the host) that the init attaches at Target.
+	Tree int `json:"tree,omitempty"`
 	// File binds a single file over an existing one, read-only; when the
 	// root has no file at Target it is skipped.
 	File bool `json:"file,omitempty"`

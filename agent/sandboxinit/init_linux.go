@@ -67,16 +67,34 @@ func Main() int {
 }
 
 func readConfig() (*Config, error) {
+	// The trees come with the first bytes; the rest is read to the end.
+	first := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(MaxTrees*4))
+	n, oobn, flags, _, err := unix.Recvmsg(ConfigFD, first, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("reading the configuration: %w", err)
+	}
+	var trees []int
+	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+		for _, m := range msgs {
+			fds, _ := unix.ParseUnixRights(&m)
+			trees = append(trees, fds...)
+		}
+	}
+	if flags&unix.MSG_CTRUNC != 0 {
+		return nil, fmt.Errorf("the configuration carried more than %d layout trees", MaxTrees)
+	}
 	f := os.NewFile(ConfigFD, "config")
-	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	rest, err := io.ReadAll(io.LimitReader(f, 1<<20))
 	f.Close()
 	if err != nil {
 		return nil, fmt.Errorf("reading the configuration: %w", err)
 	}
 	var cfg Config
-	if err := json.Unmarshal(b, &cfg); err != nil {
+	if err := json.Unmarshal(append(first[:n], rest...), &cfg); err != nil {
 		return nil, fmt.Errorf("decoding the configuration: %w", err)
 	}
+	cfg.trees = trees
 	return &cfg, nil
 }
 
@@ -272,11 +290,15 @@ func buildRoot(cfg *Config) error {
 		if err := os.MkdirAll(dst, 0o755); err != nil {
 			return fmt.Errorf("mountpoint %s: %w", b.Target, err)
 		}
-		if b.FD > 0 {
-			if err := unix.MoveMount(b.FD, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		if b.Tree > 0 {
+			if b.Tree > len(cfg.trees) {
+				return fmt.Errorf("attach %s: layout tree %d was not sent", b.Target, b.Tree)
+			}
+			fd := cfg.trees[b.Tree-1]
+			if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 				return fmt.Errorf("attach %s: %w", b.Target, err)
 			}
-			unix.Close(b.FD)
+			unix.Close(fd)
 			continue
 		}
 		if err := mount(b.Source, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {

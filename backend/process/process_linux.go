@@ -232,27 +232,27 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		return nil, err
 	}
 	// A started init waiting for its configuration is most of a sandbox's
-	// start-up; take one from the pool when the spec needs nothing passed
-	// at start (layout trees are).
-	sl := (*slot)(nil)
-	if len(layout) == 0 {
-		sl = b.takeSlot(agent)
-	}
+	// start-up: take one from the pool if it has one.
+	sl := b.takeSlot(agent)
 	if sl == nil {
 		attr, _ := b.sysProcAttr()
-		trees, err := IdmappedTrees(agent, layout, attr.UidMappings[0].HostID+uid, attr.GidMappings[0].HostID+gid)
-		if err != nil {
+		if sl, err = b.newSlot(agent, attr); err != nil {
 			return nil, err
 		}
-		sl, err = b.newSlot(agent, attr, trees)
+	}
+	// The layout trees are mapped for this init's ids, and sent with its
+	// configuration.
+	trees, err := IdmappedTrees(agent, layout, sl.uidBase+uid, sl.gidBase+gid)
+	if err != nil {
+		sl.discard()
+		return nil, err
+	}
+	defer func() {
 		for _, f := range trees {
 			f.Close()
 		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	inst, err := b.configure(sl, l, layout, uid, gid)
+	}()
+	inst, err := b.configure(sl, l, layout, trees, uid, gid)
 	if err != nil {
 		sl.discard()
 		return nil, err
@@ -278,9 +278,9 @@ type readiness struct {
 }
 
 // newSlot makes a sandbox's host directory and egress socket and starts its
-// init, which waits on its configuration pipe; trees are layout mounts the
+// init, which waits on its configuration socket; trees are layout mounts the
 // init will attach.
-func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, trees []*os.File) (*slot, error) {
+func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr) (*slot, error) {
 	if err := os.MkdirAll(b.cfg.StateDir, 0o711); err != nil {
 		return nil, err
 	}
@@ -305,7 +305,7 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, trees []*os.F
 		sl.discard()
 		return nil, err
 	}
-	cfgR, cfgW, err := os.Pipe()
+	cfgR, cfgW, err := socketPair()
 	if err != nil {
 		sl.discard()
 		return nil, err
@@ -321,7 +321,7 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, trees []*os.F
 	cmd.Args[0] = "cordon-agent"
 	cmd.Env = []string{}
 	cmd.Dir = "/"
-	cmd.ExtraFiles = append([]*os.File{cfgR, readyW}, trees...)
+	cmd.ExtraFiles = []*os.File{cfgR, readyW}
 	cmd.SysProcAttr = attr
 	sl.proc, err = b.startInit(agent, cmd, client.Endpoint{Network: "unix", Address: filepath.Join(sl.sock, "agent.sock")})
 	cfgR.Close()
@@ -361,6 +361,37 @@ func (b *Backend) startInit(agent string, cmd *exec.Cmd, ep client.Endpoint) (*a
 	return agentproc.Start(cmd, ep)
 }
 
+// socketPair is a connected unix stream pair: the init's end and the host's.
+func socketPair() (*os.File, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fds[0]), "config"), os.NewFile(uintptr(fds[1]), "config"), nil
+}
+
+// sendConfig writes the init's configuration on w, the layout trees going
+// as SCM_RIGHTS with its first bytes.
+func sendConfig(w *os.File, cfg []byte, trees []*os.File) error {
+	if len(trees) > sandboxinit.MaxTrees {
+		return fmt.Errorf("%d layout trees, at most %d", len(trees), sandboxinit.MaxTrees)
+	}
+	var oob []byte
+	if len(trees) > 0 {
+		fds := make([]int, len(trees))
+		for i, f := range trees {
+			fds[i] = int(f.Fd())
+		}
+		oob = unix.UnixRights(fds...)
+	}
+	n, err := unix.SendmsgN(int(w.Fd()), cfg, oob, nil, 0)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(cfg[n:])
+	return err
+}
+
 // discard ends a slot that did not become a sandbox.
 func (sl *slot) discard() {
 	if sl.cfgW != nil {
@@ -379,7 +410,7 @@ func (sl *slot) discard() {
 // configure turns a slot into the sandbox spec describes: ownership of its
 // sockets, cgroups, identity files, then the configuration the init waits
 // for.
-func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, uid, gid int) (*instance, error) {
+func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, trees []*os.File, uid, gid int) (*instance, error) {
 	spec := l.Spec
 	inst := &instance{proc: sl.proc, egress: sl.egress, dir: sl.dir, ready: sl.ready}
 	sl.proc.SetEndpoint(client.Endpoint{Network: "unix", Address: filepath.Join(sl.sock, "agent.sock"), Token: l.Token})
@@ -456,13 +487,13 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, ui
 	}
 	icfg.Binds = append(icfg.Binds, IdentityBinds(uid, hostRoot)...)
 	for i, m := range layout {
-		icfg.Binds = append(icfg.Binds, sandboxinit.Bind{Target: m.Target, ReadOnly: m.ReadOnly, FD: sandboxinit.FirstTreeFD + i})
+		icfg.Binds = append(icfg.Binds, sandboxinit.Bind{Target: m.Target, ReadOnly: m.ReadOnly, Tree: i + 1})
 	}
 	cfgJSON, err := json.Marshal(icfg)
 	if err != nil {
 		return fail(err)
 	}
-	_, err = sl.cfgW.Write(cfgJSON)
+	err = sendConfig(sl.cfgW, cfgJSON, trees)
 	sl.cfgW.Close()
 	sl.cfgW = nil
 	if err != nil {
@@ -517,7 +548,7 @@ func (b *Backend) fill(agent string) {
 		go func() {
 			defer b.fills.Done()
 			attr, _ := b.sysProcAttr()
-			s, err := b.newSlot(agent, attr, nil)
+			s, err := b.newSlot(agent, attr)
 			b.poolMu.Lock()
 			defer b.poolMu.Unlock()
 			b.filling--

@@ -130,9 +130,18 @@ func TestPrestart(t *testing.T) {
 	}
 	for i := 0; i < 4; i++ {
 		before := dirs()
-		sb, err := p.Create(t.Context(), sandbox.Spec{Limits: sandbox.Limits{Pids: 64}})
+		// Layout trees travel with the configuration, so a sandbox with
+		// layout directories is taken from the pool too.
+		outputs := t.TempDir()
+		sb, err := p.Create(t.Context(), sandbox.Spec{Limits: sandbox.Limits{Pids: 64}, Layout: sandbox.Layout{Outputs: outputs}})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if _, _, res := sh(t, sb, "echo hi > /mnt/user-data/outputs/f"); res.ExitCode != 0 {
+			t.Fatalf("sandbox %d: writing to its outputs failed", i)
+		}
+		if b, err := os.ReadFile(filepath.Join(outputs, "f")); err != nil || string(b) != "hi\n" {
+			t.Fatalf("sandbox %d: outputs on the host: %q %v", i, b, err)
 		}
 		// After the first, each sandbox is a waiting init from the pool:
 		// its create made no directory.

@@ -70,7 +70,7 @@ func serveCmd(args []string) int {
 	maxTTL := fs.Duration("max-ttl", 0, "the longest TTL a create may ask for (0: no limit)")
 	idle := fs.Duration("idle-timeout", 0, "reap a sandbox after this long without activity inside, unless its create says otherwise (0: never)")
 	maxSandboxes := fs.Int("max-sandboxes", 0, "live sandboxes per tenant (default 100)")
-	prestart := fs.Int("prestart", 2, "process-tier inits to keep started and waiting for a create without layout directories (a few MiB each; 0: none)")
+	prestart := fs.Int("prestart", 2, "process-tier inits to keep started and waiting for a create (a few MiB each; 0: none)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
