@@ -116,20 +116,45 @@ func TestLayout(t *testing.T) { adversarial.Layout(t, create) }
 // other, each with its own token and workspace, and Close ends the pool.
 func TestPrestart(t *testing.T) {
 	testutil.RequiresRoot(t)
-	b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: stateDir(t), Prestart: 2})
+	// A state directory of its own: what is in it is this pool's.
+	dir := filepath.Join(os.TempDir(), "cordon-process-prestart-test")
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: dir, Prestart: 2})
 	defer b.Close()
 	p := sandbox.NewProvider([]sandbox.Backend{b})
 	var tokens []string
-	dirs := func() map[string]bool {
-		out := map[string]bool{}
-		ents, _ := os.ReadDir(stateDir(t))
+	// A slot's init record is the last thing written before it joins the
+	// pool.
+	slots := func() int {
+		n := 0
+		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
-			out[e.Name()] = true
+			if _, err := os.Stat(filepath.Join(dir, e.Name(), "init")); err == nil && strings.HasPrefix(e.Name(), "sb-") {
+				n++
+			}
 		}
-		return out
+		return n
 	}
 	for i := 0; i < 4; i++ {
-		before := dirs()
+		var before map[string]bool
+		if i > 0 {
+			// Creates have paused: the pool refills to its two inits.
+			for deadline := time.Now().Add(20 * time.Second); slots() < 2; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the pool did not refill before sandbox %d", i)
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+			before = map[string]bool{}
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				before[e.Name()] = true
+			}
+		}
 		// Layout trees travel with the configuration, so a sandbox with
 		// layout directories is taken from the pool too.
 		outputs := t.TempDir()
@@ -137,18 +162,23 @@ func TestPrestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// After the first, each sandbox is an init that waited in the pool:
+		// its directory was there before its create.
+		if i > 0 {
+			a, err := sb.Persist()
+			var st struct{ Dir string }
+			if err == nil {
+				err = json.Unmarshal(a.State, &st)
+			}
+			if err != nil || !before[filepath.Base(st.Dir)] {
+				t.Errorf("sandbox %d (%s, %v) was started cold, not taken from the pool", i, st.Dir, err)
+			}
+		}
 		if _, _, res := sh(t, sb, "echo hi > /mnt/user-data/outputs/f"); res.ExitCode != 0 {
 			t.Fatalf("sandbox %d: writing to its outputs failed", i)
 		}
 		if b, err := os.ReadFile(filepath.Join(outputs, "f")); err != nil || string(b) != "hi\n" {
 			t.Fatalf("sandbox %d: outputs on the host: %q %v", i, b, err)
-		}
-		// After the first, each sandbox is a waiting init from the pool:
-		// its create made no directory.
-		for d := range dirs() {
-			if i > 0 && !before[d] {
-				t.Errorf("sandbox %d was started cold (new directory %s), not taken from the pool", i, d)
-			}
 		}
 		out, _, res := sh(t, sb, "ls /workspace | wc -l; touch /workspace/mine; id -u")
 		if out != "0\n1000\n" || res.ExitCode != 0 {
@@ -158,7 +188,6 @@ func TestPrestart(t *testing.T) {
 		if err := sb.Destroy(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(300 * time.Millisecond) // creates pause: the pool refills
 	}
 	seen := map[string]bool{}
 	for _, tok := range tokens {
@@ -168,9 +197,9 @@ func TestPrestart(t *testing.T) {
 		seen[tok] = true
 	}
 	b.Close()
-	ents, _ := os.ReadDir(stateDir(t))
+	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if b, err := os.ReadFile(filepath.Join(stateDir(t), e.Name(), "init")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(dir, e.Name(), "init")); err == nil {
 			f := strings.Fields(string(b))
 			if _, err := os.Stat("/proc/" + f[0]); err == nil {
 				if st, _ := os.ReadFile("/proc/" + f[0] + "/stat"); !strings.Contains(string(st), ") Z ") {
