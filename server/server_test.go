@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/conformance"
+	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/backend/oci"
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
@@ -606,5 +609,51 @@ func TestContainerTier(t *testing.T) {
 		if e.Name() != "runtime" && !strings.HasPrefix(e.Name(), "identity-") && !strings.HasPrefix(e.Name(), "skeleton-") {
 			t.Fatalf("left in the container tier's directory: %v", ents)
 		}
+	}
+}
+
+// TestStaleSpare: the daemon's exec route holds a spare reservation on the
+// agent; when the agent has let it go (here: its capacity filled through
+// the agent route, which makes spares yield), the exec still runs, on a
+// fresh reservation, instead of failing with unknown_execution.
+func TestStaleSpare(t *testing.T) {
+	d := startDaemon(t)
+	c, key := d.tenant(t, "spare")
+	ctx := t.Context()
+	sb, err := c.Create(ctx, api.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two commands: the daemon's client now keeps a spare, taken in the
+	// background.
+	for range 2 {
+		sh(t, c, sb.ID, "true")
+	}
+	time.Sleep(200 * time.Millisecond)
+	ac := client.New(client.Endpoint{Network: "tcp", Address: d.tcp, Token: key, Prefix: "/v1/sandboxes/" + sb.ID + "/agent"})
+	defer ac.Close()
+	// Reservations asked for take every slot: finished records go first,
+	// then the spare.
+	var ours []string
+	for {
+		r, err := ac.Reserve(ctx)
+		if err != nil {
+			var ae *client.Error
+			if !errors.As(err, &ae) || ae.Code != wire.CodeExecutionCapacity {
+				t.Fatalf("reserve %d: %v", len(ours), err)
+			}
+			break
+		}
+		ours = append(ours, r.ExecutionID)
+	}
+	if len(ours) != 1024 {
+		t.Fatalf("%d reservations fit; want the agent's 1024, the spare given up", len(ours))
+	}
+	// Room for one more, and the daemon's spare is stale.
+	if _, err := ac.Cancel(ctx, ours[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got := sh(t, c, sb.ID, "echo fresh"); got != "fresh\n" {
+		t.Fatalf("exec on a stale spare: %q", got)
 	}
 }
