@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
@@ -75,7 +76,7 @@ func start(agent string) (*Spawner, error) {
 	}
 	ours, theirs := os.NewFile(uintptr(fds[0]), "spawner"), os.NewFile(uintptr(fds[1]), "spawner")
 	defer theirs.Close()
-	s := &Spawner{logs: logbuf.New(16 << 10), answers: make(chan answer), kids: map[int]*Process{}, gone: make(chan struct{})}
+	s := &Spawner{logs: logbuf.New(16 << 10), answers: make(chan answer, 1), kids: map[int]*Process{}, gone: make(chan struct{})}
 	c, err := net.FileConn(ours)
 	ours.Close()
 	if err != nil {
@@ -136,8 +137,17 @@ func (s *Spawner) Start(cmd *exec.Cmd, out *os.File) (*Process, error) {
 		return a.p, a.err
 	case <-s.gone:
 		return nil, fmt.Errorf("%w: %s", ErrGone, strings.TrimSpace(s.logs.String()))
+	case <-time.After(answerTimeout):
+		// A helper that does not answer is ended: the next Shared starts
+		// another, and what it started dies with it or is watched.
+		_ = s.cmd.Process.Kill()
+		return nil, fmt.Errorf("%w: no answer in %v", ErrGone, answerTimeout)
 	}
 }
+
+// answerTimeout bounds how long a start may take in the helper (a clone
+// and an exec).
+var answerTimeout = 30 * time.Second
 
 // read receives the helper's answers and exits until it ends; then every
 // process not known to have exited is watched through its pidfd.

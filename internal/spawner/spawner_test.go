@@ -2,6 +2,7 @@ package spawner
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -243,5 +244,38 @@ func TestSpawnerThreads(t *testing.T) {
 	}
 	for _, p := range procs {
 		exited(t, p)
+	}
+}
+
+// TestSpawnerHangs: a helper that does not answer is ended after
+// answerTimeout, the start fails, and the next Shared starts a new one.
+func TestSpawnerHangs(t *testing.T) {
+	agent := testutil.BuildAgent(t)
+	s, err := Shared(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := answerTimeout
+	answerTimeout = 300 * time.Millisecond
+	defer func() { answerTimeout = old }()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Start(exec.Command("/bin/true"), os.Stderr); !errors.Is(err, ErrGone) {
+		t.Fatalf("a stopped helper: %v, want ErrGone", err)
+	}
+	select {
+	case <-s.gone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stopped helper was not ended")
+	}
+	s2, err := Shared(agent)
+	if err != nil || s2 == s {
+		t.Fatalf("after a hung helper: %v (same: %v)", err, s2 == s)
+	}
+	p, out := run(t, s2, exec.Command("/bin/echo", "again"))
+	exited(t, p)
+	if out != "again\n" {
+		t.Errorf("the new helper: %q", out)
 	}
 }
