@@ -30,7 +30,7 @@ func StartSpawned(sp *spawner.Spawner, cmd *exec.Cmd, ep client.Endpoint) (*Proc
 		_, _ = io.Copy(p.logs, r)
 		close(copied)
 	}()
-	sp2 := &spawnedProcess{Process: sproc, exited: make(chan struct{})}
+	proc := &spawnedProcess{Process: sproc, exited: make(chan struct{})}
 	go func() {
 		<-sproc.Exited()
 		// What the process wrote last is in the log before Exited closes,
@@ -41,9 +41,9 @@ func StartSpawned(sp *spawner.Spawner, cmd *exec.Cmd, ep client.Endpoint) (*Proc
 		case <-time.After(time.Second):
 		}
 		r.Close()
-		close(sp2.exited)
+		close(proc.exited)
 	}()
-	p.proc = sp2
+	p.proc = proc
 	return p, nil
 }
 

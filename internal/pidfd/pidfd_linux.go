@@ -17,11 +17,58 @@ import (
 // ErrGone: the process named is not (or no longer) running.
 var ErrGone = errors.New("process is gone")
 
+// FD is an open pidfd: it signals the process it names, or waits for its
+// exit, until it is closed.
+type FD struct {
+	mu sync.Mutex
+	fd int // -1 once closed
+}
+
+// NewFD takes ownership of fd, a pidfd.
+func NewFD(fd int) *FD { return &FD{fd: fd} }
+
+// Signal sends sig through the pidfd.
+func (f *FD) Signal(sig os.Signal) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fd < 0 {
+		return os.ErrProcessDone
+	}
+	return unix.PidfdSendSignal(f.fd, sig.(syscall.Signal), nil, 0)
+}
+
+// Kill sends SIGKILL.
+func (f *FD) Kill() error { return f.Signal(syscall.SIGKILL) }
+
+// Close closes the pidfd; later signals answer os.ErrProcessDone. A Proc
+// closed before its process ended stops watching it.
+func (f *FD) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fd >= 0 {
+		unix.Close(f.fd)
+		f.fd = -1
+	}
+}
+
+// Wait blocks (holding a thread) until the process has exited, or the
+// pidfd cannot be polled.
+func (f *FD) Wait() {
+	f.mu.Lock()
+	fds := []unix.PollFd{{Fd: int32(f.fd), Events: unix.POLLIN}}
+	f.mu.Unlock()
+	for {
+		n, err := unix.Poll(fds, -1)
+		if n > 0 || (err != nil && !errors.Is(err, unix.EINTR)) {
+			return
+		}
+	}
+}
+
 // Proc is one watched process.
 type Proc struct {
+	*FD
 	pid    int
-	mu     sync.Mutex
-	fd     int // -1 once the process has exited
 	exited chan struct{}
 }
 
@@ -37,31 +84,15 @@ func Open(pid int, start string) (*Proc, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("%w: pid %d", ErrGone, pid)
 	}
-	p := &Proc{pid: pid, fd: fd, exited: make(chan struct{})}
+	p := &Proc{FD: NewFD(fd), pid: pid, exited: make(chan struct{})}
 	go p.watch()
 	return p, nil
 }
 
 func (p *Proc) watch() {
-	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, -1)
-		if n > 0 || (err != nil && !errors.Is(err, unix.EINTR)) {
-			break
-		}
-	}
+	p.Wait()
 	p.Close()
 	close(p.exited)
-}
-
-// Close stops watching (Exited is then closed only if the process ended).
-func (p *Proc) Close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.fd >= 0 {
-		unix.Close(p.fd)
-		p.fd = -1
-	}
 }
 
 // Pid is the process id.
@@ -69,16 +100,3 @@ func (p *Proc) Pid() int { return p.pid }
 
 // Exited is closed when the process has exited.
 func (p *Proc) Exited() <-chan struct{} { return p.exited }
-
-// Signal sends sig through the pidfd.
-func (p *Proc) Signal(sig os.Signal) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.fd < 0 {
-		return os.ErrProcessDone
-	}
-	return unix.PidfdSendSignal(p.fd, sig.(syscall.Signal), nil, 0)
-}
-
-// Kill sends SIGKILL.
-func (p *Proc) Kill() error { return p.Signal(syscall.SIGKILL) }

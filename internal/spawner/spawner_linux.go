@@ -19,6 +19,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
+	"github.com/cordon-sandbox/cordon/internal/pidfd"
 	"github.com/cordon-sandbox/cordon/internal/spawnthread"
 	"golang.org/x/sys/unix"
 )
@@ -102,11 +103,9 @@ func start(agent string) (*Spawner, error) {
 // Start starts the process cmd describes (Path, Args, Env, Dir,
 // SysProcAttr, ExtraFiles) with standard input from /dev/null and its
 // output and error to out. Nothing else of cmd is used, and cmd is not
-// started: the Process answers for it.
+// started: the Process answers for it. The helper refuses a cgroup or pidfd
+// descriptor in SysProcAttr (its numbers are this process's).
 func (s *Spawner) Start(cmd *exec.Cmd, out *os.File) (*Process, error) {
-	if cmd.SysProcAttr != nil && (cmd.SysProcAttr.UseCgroupFD || cmd.SysProcAttr.PidFD != nil) {
-		return nil, errors.New("spawner: cgroup and pidfd descriptors are not passed")
-	}
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, err
@@ -189,7 +188,7 @@ func (s *Spawner) read() {
 			}
 			s.answers <- answer{err: errors.New("spawner: " + msg)}
 		default:
-			p := &Process{pid: m.Pid, fd: fds[0], exited: make(chan struct{}), status: -1}
+			p := &Process{FD: pidfd.NewFD(fds[0]), pid: m.Pid, exited: make(chan struct{}), status: -1}
 			s.mu.Lock()
 			s.kids[p.pid] = p
 			s.mu.Unlock()
@@ -218,12 +217,11 @@ func closeAll(fds []int) {
 // Process is one process the helper started. Its pidfd names it for good:
 // no signal reaches a later process that reuses its pid.
 type Process struct {
-	pid    int
-	mu     sync.Mutex
-	fd     int // -1 once it has exited
-	status int // raw wait status, -1 if unknown
-	exited chan struct{}
-	once   sync.Once
+	*pidfd.FD // closed once it has exited
+	pid       int
+	status    int // raw wait status, -1 if unknown
+	exited    chan struct{}
+	once      sync.Once
 }
 
 // Pid is the process id.
@@ -242,26 +240,10 @@ func (p *Process) ExitCode() int {
 	return ws.ExitStatus()
 }
 
-// Signal sends sig through the pidfd.
-func (p *Process) Signal(sig os.Signal) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.fd < 0 {
-		return os.ErrProcessDone
-	}
-	return unix.PidfdSendSignal(p.fd, sig.(syscall.Signal), nil, 0)
-}
-
-// Kill sends SIGKILL.
-func (p *Process) Kill() error { return p.Signal(syscall.SIGKILL) }
-
 func (p *Process) exit(status int) {
 	p.once.Do(func() {
-		p.mu.Lock()
 		p.status = status
-		unix.Close(p.fd)
-		p.fd = -1
-		p.mu.Unlock()
+		p.Close()
 		close(p.exited)
 	})
 }
@@ -269,12 +251,6 @@ func (p *Process) exit(status int) {
 // watch waits on the pidfd for a process whose helper has ended (it was
 // reparented, or its parent-death signal ended it).
 func (p *Process) watch() {
-	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, -1)
-		if n > 0 || (err != nil && !errors.Is(err, unix.EINTR)) {
-			break
-		}
-	}
+	p.Wait()
 	p.exit(-1)
 }

@@ -109,6 +109,12 @@ func TestSpawner(t *testing.T) {
 		if _, err := s.Start(exec.Command("/nonexistent/program"), os.Stderr); err == nil || !strings.Contains(err.Error(), "no such file") {
 			t.Errorf("missing program: %v", err)
 		}
+		withFD := exec.Command("/bin/true")
+		fd := 0
+		withFD.SysProcAttr = &syscall.SysProcAttr{PidFD: &fd}
+		if _, err := s.Start(withFD, os.Stderr); err == nil || !strings.Contains(err.Error(), "pidfd") {
+			t.Errorf("a pidfd descriptor in the request: %v", err)
+		}
 		// The helper still serves.
 		p, out := run(t, s, exec.Command("/bin/echo", "still"))
 		exited(t, p)
