@@ -83,7 +83,7 @@ func openStore(dir string) (*store, error) {
 	s := &store{db: db, j: j, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.flushed = sync.NewCond(&s.mu)
 	// What the last daemon journaled and had not yet committed.
-	if err := s.commit(recs); err == nil {
+	if err := s.commit(recs, false); err == nil {
 		err = j.reset()
 	}
 	if err != nil {
@@ -102,9 +102,10 @@ func (s *store) close() error {
 	return errors.Join(err, s.j.close(), s.db.Close())
 }
 
-// commit puts journaled records into bbolt, each with its id, unless its
-// id is there already: then bbolt holds it, or a later state of it.
-func (s *store) commit(recs []journaled) error {
+// commit puts records into bbolt, each with its id. An id there already is
+// refused when the records are new (fresh); a journaled one is skipped,
+// since bbolt then holds it, or a later state of it.
+func (s *store) commit(recs []journaled, fresh bool) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -113,6 +114,9 @@ func (s *store) commit(recs []journaled) error {
 		ids := tx.Bucket(bucketIDs)
 		for _, r := range recs {
 			if ids.Get([]byte(r.id)) != nil {
+				if fresh {
+					return fmt.Errorf("%w: %s", errIDReused, r.id)
+				}
 				continue
 			}
 			if err := ids.Put([]byte(r.id), issued); err != nil {
@@ -139,7 +143,7 @@ func (s *store) committer() {
 		s.mu.Lock()
 		batch := slices.Clone(s.pending)
 		s.mu.Unlock()
-		err := s.commit(batch)
+		err := s.commit(batch, false)
 		s.mu.Lock()
 		if err == nil {
 			s.pending = s.pending[len(batch):]
@@ -231,16 +235,7 @@ func (s *store) addSandbox(r *record) error {
 	for len(s.pending) > 0 && s.err == nil {
 		s.flushed.Wait()
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
-		ids := tx.Bucket(bucketIDs)
-		if ids.Get([]byte(r.ID)) != nil {
-			return fmt.Errorf("%w: %s", errIDReused, r.ID)
-		}
-		if err := ids.Put([]byte(r.ID), []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
-			return err
-		}
-		return put(tx, bucketSandboxes, r.ID, r)
-	})
+	return s.commit([]journaled{{id: r.ID, body: body}}, true)
 }
 
 func (s *store) putSandbox(r *record) error {
