@@ -1,0 +1,132 @@
+package process
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
+	"golang.org/x/sys/unix"
+)
+
+// The identity files every sandbox binds in, and the shared directories
+// (made once per content, never written again) that hold what tiers which
+// bind host files need.
+
+// IdentityBinds are the small files that say who and where the sandbox
+// is, so that nothing of the host's shows through: its users and groups
+// (with the host's own root, whose /etc would name the host's accounts),
+// hosts, hostname, and a resolver configuration naming no reachable
+// resolver (names resolve at the egress proxy; a lookup inside fails at
+// once). Each is a read-only File bind given by its Content, which the
+// process tier's init writes on its own tmpfs.
+func IdentityBinds(uid int, hostRoot bool) []sandboxinit.Bind {
+	files := map[string]string{
+		"hosts":       "127.0.0.1\tlocalhost cordon\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+		"hostname":    "cordon\n",
+		"resolv.conf": "# cordon: no resolver is reachable from a sandbox; names resolve at the egress proxy.\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
+	}
+	if hostRoot {
+		passwd := "root:x:0:0:root:/root:/bin/sh\n"
+		group := "root:x:0:\n"
+		if uid != 0 {
+			passwd += fmt.Sprintf("sandbox:x:%d:%d:sandbox:%s:/bin/sh\n", uid, uid, Home)
+			group += fmt.Sprintf("sandbox:x:%d:\n", uid)
+		}
+		files["passwd"] = passwd + "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+		files["group"] = group + "nogroup:x:65534:\n"
+	}
+	var binds []sandboxinit.Bind
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		binds = append(binds, sandboxinit.Bind{Target: "/etc/" + name, ReadOnly: true, File: true, Content: files[name]})
+	}
+	return binds
+}
+
+// SharedDir returns base/name, a directory made once by fill and never
+// written again, for content that name identifies (a hash of it). fill
+// works on a temporary directory (mode 0755) that is then renamed into
+// place whole; when another maker wins the race, its copy, the same, is
+// kept.
+func SharedDir(base, name string, fill func(dir string) error) (string, error) {
+	dir := filepath.Join(base, name)
+	if _, err := os.Lstat(dir); err == nil {
+		return dir, nil
+	}
+	tmp, err := os.MkdirTemp(base, sharedTempPrefix+name+"-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", err
+	}
+	if err := fill(tmp); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) && !errors.Is(err, unix.ENOTEMPTY) {
+		return "", err
+	}
+	return dir, nil
+}
+
+// A SharedDir is made under sharedTempPrefix+NAME+"-…" and renamed whole;
+// one older than sharedTempAge is abandoned (a maker fills one in
+// milliseconds).
+const (
+	sharedTempPrefix = ".shared-"
+	sharedTempAge    = time.Minute
+)
+
+// SweepSharedTemps removes from base the temporaries of SharedDir makers
+// that were killed before renaming them, leaving any a live maker may still
+// be filling.
+func SweepSharedTemps(base string) {
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, sharedTempPrefix) {
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > sharedTempAge {
+			_ = os.RemoveAll(filepath.Join(base, name))
+		}
+	}
+}
+
+// IdentityFiles writes IdentityBinds for a runtime that binds host files,
+// and returns them with their Source set. The files are the same for every
+// sandbox of a user and root kind, and bound read-only, so they are
+// written once, into a SharedDir under dir named by their content.
+func IdentityFiles(dir string, uid int, hostRoot bool) ([]sandboxinit.Bind, error) {
+	binds := IdentityBinds(uid, hostRoot)
+	h := sha256.New()
+	for _, b := range binds {
+		fmt.Fprintf(h, "%s\x00%s\x00", b.Target, b.Content)
+	}
+	shared, err := SharedDir(dir, "identity-"+hex.EncodeToString(h.Sum(nil))[:16], func(tmp string) error {
+		for _, b := range binds {
+			if err := os.WriteFile(filepath.Join(tmp, filepath.Base(b.Target)), []byte(b.Content), 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, b := range binds {
+		binds[i].Source, binds[i].Content = filepath.Join(shared, filepath.Base(b.Target)), ""
+	}
+	return binds, nil
+}
