@@ -35,8 +35,48 @@ func Main(stdout, stderr io.Writer, opts Options) int {
 		fmt.Fprintf(stderr, "cordon-agent: refusing to start: close inherited descriptors: %v\n", err)
 		return 1
 	}
+	if opts.Ready == nil {
+		if opts.Ready, err = readyFromFD(env); err != nil {
+			fmt.Fprintf(stderr, "cordon-agent: refusing to start: %v\n", err)
+			return 1
+		}
+	}
 	_, inEnv := os.LookupEnv(EnvPrefix + "TOKEN")
 	return Run(env, inEnv, stdout, stderr, opts)
+}
+
+// ReadyTo is an Options.Ready that writes the record to the descriptor fd
+// and closes it: the host reads to the end of file.
+func ReadyTo(fd int) func(record []byte) {
+	return func(record []byte) {
+		// A host that reads only for the end of file ignores the record.
+		_, _ = unix.Write(fd, record)
+		unix.Close(fd)
+	}
+}
+
+// readyFromFD is ReadyTo the descriptor CORDON_AGENT_READY_FD names (the
+// process tier's init passes its readiness pipe on when it executes the
+// agent rather than becoming it), nil when none is named. The descriptor
+// is already close-on-exec, as every inherited one is.
+func readyFromFD(env []string) (func([]byte), error) {
+	var fdText string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, EnvPrefix+"READY_FD="); ok {
+			fdText = v
+		}
+	}
+	if fdText == "" {
+		return nil, nil
+	}
+	fd, err := strconv.Atoi(fdText)
+	if err != nil || fd < 3 {
+		return nil, fmt.Errorf("CORDON_AGENT_READY_FD=%q is not a descriptor above 2", fdText)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+		return nil, fmt.Errorf("CORDON_AGENT_READY_FD=%d: %w", fd, err)
+	}
+	return ReadyTo(fd), nil
 }
 
 // cloexecInherited marks every descriptor above 2 close-on-exec: with

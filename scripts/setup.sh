@@ -16,6 +16,8 @@ command -v runc >/dev/null 2>&1 || need_apt+=(runc)                # the contain
 command -v crun >/dev/null 2>&1 || need_apt+=(crun)
 [ -x /usr/bin/runsc ] || need_apt+=(runsc)                         # Debian's 2022 gVisor (the gvisor tier's older generation)
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)  # a Debian root filesystem for image tests
+command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)                  # a cgo build of cordon-agent, as `go install` makes, is tested too
+[ -f /usr/include/stdio.h ] || need_apt+=(libc6-dev)
 if [ "${#need_apt[@]}" -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "setup: need root to install: ${need_apt[*]}" >&2

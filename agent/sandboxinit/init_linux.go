@@ -179,11 +179,7 @@ func run(cfg *Config) error {
 		go func() {
 			os.Exit(agent.Run(cfg.Env, false, os.Stdout, os.Stderr, agent.Options{
 				CommandThread: commands,
-				Ready: func(record []byte) {
-					// A host that reads only for the end of file ignores it.
-					_, _ = unix.Write(ReadyFD, record)
-					unix.Close(ReadyFD)
-				},
+				Ready:         agent.ReadyTo(ReadyFD),
 			}))
 		}()
 		serve()
@@ -192,6 +188,12 @@ func run(cfg *Config) error {
 	if err != nil {
 		return err
 	}
+	// The agent, a program of its own from here, hands the host its ready
+	// record on the same pipe; without it the host would poll the socket.
+	if _, err := unix.FcntlInt(ReadyFD, unix.F_SETFD, 0); err != nil {
+		return fmt.Errorf("readiness pipe: %w", err)
+	}
+	env = append(env, fmt.Sprintf("%sREADY_FD=%d", agent.EnvPrefix, ReadyFD))
 	argv := []string{"cordon-agent"}
 	return fmt.Errorf("exec agent: %w", execveat(self, argv, env))
 }
@@ -704,7 +706,8 @@ func handOverToken(env []string) ([]string, error) {
 		return nil, err
 	}
 	unix.Close(p[1])
-	// p[0] is the one descriptor without close-on-exec besides stdio.
+	// p[0] and the readiness pipe are the descriptors without
+	// close-on-exec besides stdio.
 	return append(out, fmt.Sprintf("CORDON_AGENT_TOKEN_FD=%d", p[0])), nil
 }
 

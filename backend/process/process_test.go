@@ -3,10 +3,12 @@ package process_test
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,7 +51,13 @@ func TestConformance(t *testing.T) {
 
 func create(t *testing.T, spec sandbox.Spec) *sandbox.Sandbox {
 	t.Helper()
-	p := sandbox.NewProvider([]sandbox.Backend{backend(t)})
+	return createOn(t, backend(t), spec)
+}
+
+// createOn creates a sandbox on b, destroyed when the test ends.
+func createOn(t *testing.T, b *process.Backend, spec sandbox.Spec) *sandbox.Sandbox {
+	t.Helper()
+	p := sandbox.NewProvider([]sandbox.Backend{b})
 	sb, err := p.Create(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)
@@ -259,8 +267,9 @@ func TestDebianRoot(t *testing.T) {
 // TestReadyRecord: the agent hands its host, on the readiness pipe, what an
 // authenticated healthz would answer and a spare reservation; the host
 // admits from it without a request, and the spare runs the first command.
-func TestReadyRecord(t *testing.T) {
-	b := backend(t)
+func TestReadyRecord(t *testing.T) { checkReadyRecord(t, backend(t)) }
+
+func checkReadyRecord(t *testing.T, b *process.Backend) {
 	token, err := sandbox.NewToken()
 	if err != nil {
 		t.Fatal(err)
@@ -309,6 +318,32 @@ func TestReadyRecord(t *testing.T) {
 	if state != "completed" {
 		t.Fatalf("the spare reservation is %q after the first command, want it to have run it (completed)", state)
 	}
+}
+
+// TestCgoAgent: an agent built with cgo, as `go install` builds it where a
+// C compiler is present, cannot confine every thread of its own, so the init
+// executes it instead of becoming it. It still hands its host the ready
+// record (the host would otherwise poll the socket) and holds against the
+// adversarial suite.
+func TestCgoAgent(t *testing.T) {
+	testutil.RequiresRoot(t)
+	path := testutil.BuildAgentCgo(t)
+	info, err := buildinfo.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(info.Settings, debug.BuildSetting{Key: "CGO_ENABLED", Value: "1"}) {
+		t.Fatalf("the agent at %s is not a cgo build: %v", path, info.Settings)
+	}
+	b := process.New(process.Config{AgentPath: path, StateDir: stateDir(t)})
+	if err := b.Probe(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	create := func(t *testing.T, spec sandbox.Spec) *sandbox.Sandbox { return createOn(t, b, spec) }
+	t.Run("ready record", func(t *testing.T) { checkReadyRecord(t, b) })
+	t.Run("adversarial", func(t *testing.T) { adversarial.Run(t, create) })
+	t.Run("limits", func(t *testing.T) { adversarial.Limits(t, b.Capabilities(), create) })
+	t.Run("escapees", func(t *testing.T) { adversarial.Escapees(t, create) })
 }
 
 // settledState is the state /cancel reports for a settled execution.

@@ -75,37 +75,53 @@ func SharedDir(t testing.TB) string {
 	return filepath.Join(RepoRoot(t), "..", "shared")
 }
 
-// BuildAgent builds cordon-agent once per test binary and returns its path.
-func BuildAgent(t testing.TB) string {
+// BuildAgent builds cordon-agent once per test binary, as the project's
+// build does (without cgo), and returns its path.
+func BuildAgent(t testing.TB) string { return agentBuilds[0].get(t) }
+
+// BuildAgentCgo builds cordon-agent with cgo, as `go install` does where a C
+// compiler is present, once per test binary, and returns its path. Such an
+// agent cannot confine all of its threads, so the process tier's init
+// executes it instead of becoming it.
+func BuildAgentCgo(t testing.TB) string {
 	t.Helper()
-	agentOnce.Do(func() {
+	Requires(t, "gcc")
+	return agentBuilds[1].get(t)
+}
+
+type agentBuild struct {
+	cgo  string
+	once sync.Once
+	path string
+	err  error
+}
+
+var agentBuilds = [2]*agentBuild{{cgo: "0"}, {cgo: "1"}}
+
+func (a *agentBuild) get(t testing.TB) string {
+	t.Helper()
+	a.once.Do(func() {
 		dir, err := os.MkdirTemp("", "cordon-agent-bin-")
 		if err != nil {
-			agentErr = err
+			a.err = err
 			return
 		}
 		// Sandboxes run it as an unprivileged mapped user: it must be
 		// reachable by everyone, as an installed binary is.
 		if err := os.Chmod(dir, 0o755); err != nil {
-			agentErr = err
+			a.err = err
 			return
 		}
-		agentPath = filepath.Join(dir, "cordon-agent")
-		cmd := exec.Command("go", "build", "-o", agentPath, "./cmd/cordon-agent")
+		a.path = filepath.Join(dir, "cordon-agent")
+		cmd := exec.Command("go", "build", "-o", a.path, "./cmd/cordon-agent")
 		cmd.Dir = RepoRoot(t)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED="+a.cgo)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			agentErr = fmt.Errorf("building cordon-agent: %v\n%s", err, out)
+			a.err = fmt.Errorf("building cordon-agent (CGO_ENABLED=%s): %v\n%s", a.cgo, err, out)
 		}
 	})
-	if agentErr != nil {
-		t.Fatal(agentErr)
+	if a.err != nil {
+		t.Fatal(a.err)
 	}
-	return agentPath
+	return a.path
 }
-
-var (
-	agentOnce sync.Once
-	agentPath string
-	agentErr  error
-)
