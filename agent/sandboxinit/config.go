@@ -58,6 +58,11 @@ type Config struct {
 	// Detached: the sandbox outlives the process that created it (no
 	// parent-death signal).
 	Detached bool `json:"detached,omitempty"`
+	// Tasks, when above zero, caps the processes and threads of the
+	// sandbox's user, the agent's included (RLIMIT_NPROC, which nothing
+	// inside can raise): the guard against a fork bomb taking the host's
+	// pids when the sandbox has no pids limit.
+	Tasks uint64 `json:"tasks,omitempty"`
 	// trees are the layout trees received with the configuration.
 	trees []int
 }

@@ -135,6 +135,11 @@ func run(cfg *Config) error {
 	}
 	// The workload, not the agent, is what an OOM kill should pick.
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("500"), 0)
+	if cfg.Tasks > 0 {
+		if err := capTasks(cfg.Tasks); err != nil {
+			return err
+		}
+	}
 	// Becoming the agent in this very process saves a second program
 	// start; it needs every thread confined, which a cgo build cannot do.
 	// Then the confined thread execs the agent instead.
@@ -196,6 +201,22 @@ func run(cfg *Config) error {
 	env = append(env, fmt.Sprintf("%sREADY_FD=%d", agent.EnvPrefix, ReadyFD))
 	argv := []string{"cordon-agent"}
 	return fmt.Errorf("exec agent: %w", execveat(self, argv, env))
+}
+
+// capTasks lowers RLIMIT_NPROC, soft and hard, to n (or keeps a lower one
+// inherited). The kernel counts it per user of the sandbox's own user
+// namespace, so it bounds this sandbox alone; raising it back needs a
+// capability the sandbox never has.
+func capTasks(n uint64) error {
+	var lim unix.Rlimit
+	if err := unix.Prlimit(0, unix.RLIMIT_NPROC, nil, &lim); err != nil {
+		return fmt.Errorf("task limit: %w", err)
+	}
+	lim.Cur, lim.Max = min(lim.Cur, n), min(lim.Max, n)
+	if err := unix.Prlimit(0, unix.RLIMIT_NPROC, &lim, nil); err != nil {
+		return fmt.Errorf("task limit: %w", err)
+	}
+	return nil
 }
 
 func mount(src, dst, fstype string, flags uintptr, data string) error {

@@ -297,18 +297,24 @@ func resources(l sandbox.Limits, userSpaceKernel bool) *specs.LinuxResources {
 	return r
 }
 
-// taskLimit is the pids limit under a user-space kernel: RLIMIT_NPROC,
-// which gVisor's sentry enforces on every task (thread) it creates for the
-// user, against a count of that user's tasks in the sandbox's own kernel;
-// the agent and its commands share the user and nothing else runs there,
-// so the count is the sandbox's, with the same headroom for the agent as a
-// cgroup's. Hard and soft alike: without CAP_SYS_RESOURCE nothing inside
-// can raise it.
+// taskLimit is RLIMIT_NPROC, counted per user of the sandbox's own user
+// namespace (the agent and its commands share the user, and nothing else
+// runs as it), hard and soft alike: without CAP_SYS_RESOURCE nothing inside
+// can raise it. Under a user-space kernel it is the pids limit, which
+// gVisor's sentry enforces on every task it creates, with the same headroom
+// for the agent as a cgroup's. Without a pids limit it is the process
+// tier's ceiling (process.DefaultTasks), so a fork bomb cannot take the
+// host's pids on any tier.
 func taskLimit(in bundleInput) []specs.POSIXRlimit {
-	if !in.UserSpaceKernel || in.Limits.Pids <= 0 {
+	var n uint64
+	switch {
+	case in.Limits.Pids <= 0:
+		n = process.DefaultTasks
+	case in.UserSpaceKernel:
+		n = uint64(in.Limits.Pids + process.AgentPids)
+	default:
 		return nil
 	}
-	n := uint64(in.Limits.Pids + process.AgentPids)
 	return []specs.POSIXRlimit{{Type: "RLIMIT_NPROC", Hard: n, Soft: n}}
 }
 

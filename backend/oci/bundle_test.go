@@ -109,8 +109,22 @@ func TestBundleBaseline(t *testing.T) {
 
 // TestTaskLimit: under gVisor the pids limit is the sentry's RLIMIT_NPROC,
 // not the host cgroup (which holds the sentry's threads); under runc and
-// crun it is the cgroup's, and no rlimit is set.
+// crun it is the cgroup's, and no rlimit is set. Without a pids limit every
+// runtime gets the process tier's ceiling as RLIMIT_NPROC.
 func TestTaskLimit(t *testing.T) {
+	for _, gvisor := range []bool{false, true} {
+		s, err := buildSpec(bundleInput{
+			Bundle: filepath.Join(t.TempDir(), "bundle"), RootSrc: t.TempDir(), SocketDir: "/state/sock", AgentPath: "/opt/cordon-agent",
+			UID: 1000, IDBase: 1 << 30, IDSize: 1 << 16, UserSpaceKernel: gvisor,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: process.DefaultTasks, Soft: process.DefaultTasks}
+		if s.Linux.Resources.Pids != nil || len(s.Process.Rlimits) != 1 || s.Process.Rlimits[0] != want {
+			t.Errorf("no pids limit, gvisor %v: pids %+v, rlimits %+v", gvisor, s.Linux.Resources.Pids, s.Process.Rlimits)
+		}
+	}
 	for _, gvisor := range []bool{false, true} {
 		dir := t.TempDir()
 		s, err := buildSpec(bundleInput{

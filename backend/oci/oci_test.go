@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/conformance"
 	"github.com/cordon-sandbox/cordon/backend/adversarial"
 	"github.com/cordon-sandbox/cordon/backend/oci"
+	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -95,6 +97,21 @@ func TestAdversarial(t *testing.T) {
 
 func TestLimits(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, b *oci.Backend) { adversarial.Limits(t, b.Capabilities(), creator(b)) })
+}
+
+// TestTaskCeiling: without a pids limit, every runtime's sandbox still has
+// the process tier's ceiling on its tasks, which nothing inside can raise.
+func TestTaskCeiling(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, b *oci.Backend) {
+		sb := create(t, b, sandbox.Spec{})
+		out, _ := sh(t, sb, "grep 'Max processes' /proc/self/limits")
+		if f := strings.Fields(out); len(f) < 4 || f[2] != strconv.Itoa(process.DefaultTasks) || f[3] != f[2] {
+			t.Fatalf("%q, want soft and hard %d", out, process.DefaultTasks)
+		}
+		if out := adversarial.Py(t, sb, "import resource\ntry:\n    resource.setrlimit(resource.RLIMIT_NPROC, (100000, 100000))\n    print('raised')\nexcept (ValueError, OSError):\n    print('refused')"); out != "refused\n" {
+			t.Fatalf("raising the ceiling from inside: %q", out)
+		}
+	})
 }
 
 func TestEscapeesDie(t *testing.T) {

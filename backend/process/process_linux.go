@@ -77,7 +77,19 @@ type Config struct {
 	// costs more the more memory it holds. Worth it for a long-lived host
 	// (a daemon); a one-shot `cordon run` would pay the helper's start.
 	Spawner bool
+	// Tasks caps the processes and threads of a sandbox whose spec sets no
+	// pids limit (see DefaultTasks): 0 means DefaultTasks, negative means
+	// no cap.
+	Tasks int64
 }
+
+// DefaultTasks is the ceiling on a sandbox's processes and threads, its
+// agent's included, when its spec sets no pids limit: RLIMIT_NPROC of the
+// sandbox's user, which nothing inside can raise. It keeps a fork bomb from
+// taking every pid of the host (32768 on many), with room for any ordinary
+// workload. Unlike a pids limit it keeps no reserve for the agent, which a
+// bomb may leave unable to make a thread; the sandbox then ends.
+const DefaultTasks = 4096
 
 // Backend is the process tier.
 type Backend struct {
@@ -481,6 +493,9 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, tr
 		Env:      agentEnv(l, uid, layout),
 		Detached: b.cfg.Detached,
 	}
+	if spec.Limits.Pids == 0 {
+		icfg.Tasks = b.taskCeiling()
+	}
 	icfg.Binds = append(icfg.Binds, IdentityBinds(uid, hostRoot)...)
 	for i, m := range layout {
 		icfg.Binds = append(icfg.Binds, sandboxinit.Bind{Target: m.Target, ReadOnly: m.ReadOnly, Tree: i + 1})
@@ -664,6 +679,18 @@ func (i *instance) Destroy(ctx context.Context) error {
 	}
 	i.gone = true
 	return nil
+}
+
+// taskCeiling is the RLIMIT_NPROC a sandbox without a pids limit gets; 0
+// for none.
+func (b *Backend) taskCeiling() uint64 {
+	switch {
+	case b.cfg.Tasks < 0:
+		return 0
+	case b.cfg.Tasks == 0:
+		return DefaultTasks
+	}
+	return uint64(b.cfg.Tasks)
 }
 
 // traversable checks that every directory from p up to / lets anyone pass.

@@ -346,6 +346,43 @@ func TestCgoAgent(t *testing.T) {
 	t.Run("escapees", func(t *testing.T) { adversarial.Escapees(t, create) })
 }
 
+// TestTaskCeiling: a sandbox without a pids limit still has a ceiling on
+// its processes and threads (process.DefaultTasks unless configured) that
+// nothing inside can raise, so a fork bomb stops there rather than taking
+// every pid of the host; a pids limit replaces it.
+func TestTaskCeiling(t *testing.T) {
+	const limits = "grep 'Max processes' /proc/self/limits"
+	out, _, _ := sh(t, create(t, sandbox.Spec{}), limits)
+	if f := strings.Fields(out); len(f) < 4 || f[2] != strconv.Itoa(process.DefaultTasks) || f[3] != f[2] {
+		t.Fatalf("without a pids limit: %q, want soft and hard %d", out, process.DefaultTasks)
+	}
+	out, _, _ = sh(t, create(t, sandbox.Spec{Limits: sandbox.Limits{Pids: 50}}), limits)
+	if strings.Contains(out, " "+strconv.Itoa(process.DefaultTasks)+" ") {
+		t.Fatalf("with a pids limit the ceiling is still set: %q", out)
+	}
+
+	const ceiling = 100
+	b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: stateDir(t), Tasks: ceiling})
+	sb := createOn(t, b, sandbox.Spec{})
+	if out := adversarial.Py(t, sb, "import resource\ntry:\n    resource.setrlimit(resource.RLIMIT_NPROC, (1000, 1000))\n    print('raised')\nexcept (ValueError, OSError) as e:\n    print('refused')"); out != "refused\n" {
+		t.Fatalf("raising the ceiling from inside: %q", out)
+	}
+	if n, code := adversarial.CountForks(t, sb); code != "EAGAIN" || n >= ceiling {
+		t.Fatalf("forked %d times, then %s; want fewer than %d, then EAGAIN", n, code, ceiling)
+	}
+	if out, _, _ := sh(t, sb, "echo alive"); out != "alive\n" {
+		t.Fatalf("after the forks: %q", out)
+	}
+	// A real bomb: it stops at the ceiling (the agent, which has no reserve
+	// here, may go down with it), and the sandbox is still torn down.
+	bomb := createOn(t, b, sandbox.Spec{})
+	res, err := bomb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", "(bomb() { bomb | bomb & }; bomb); exec sleep 300"}, Timeout: 2 * time.Second})
+	t.Logf("fork bomb: %+v %v", res, err)
+	if err := bomb.Destroy(t.Context()); err != nil {
+		t.Fatalf("destroy after the bomb: %v", err)
+	}
+}
+
 // settledState is the state /cancel reports for a settled execution.
 func settledState(t *testing.T, c *client.Client, id string) string {
 	term, err := c.Cancel(t.Context(), id)
