@@ -36,8 +36,10 @@ type Config struct {
 	// HostRoot is true when RootFS is the host's own root: then only the
 	// system directories are kept and secrets are masked.
 	HostRoot bool `json:"hostRoot"`
-	// Tmpfs mounts, writable and executable.
-	Tmpfs []Tmpfs `json:"tmpfs"`
+	// Tmpfs are the writable, executable scratch directories: all on one
+	// tmpfs of ScratchBytes (0: the kernel's default size).
+	Tmpfs        []Tmpfs `json:"tmpfs"`
+	ScratchBytes int64   `json:"scratchBytes,omitempty"`
 	// Binds are host directories bound into the sandbox.
 	Binds []Bind `json:"binds"`
 	// SocketDir is the path inside where the agent may create sockets.
@@ -67,7 +69,7 @@ type Config struct {
 	trees []int
 }
 
-// Tmpfs is one tmpfs mount inside the sandbox.
+// Tmpfs is one scratch directory inside the sandbox.
 type Tmpfs struct {
 	Path  string `json:"path"`
 	Mode  uint32 `json:"mode"`

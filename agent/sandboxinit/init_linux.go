@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -226,6 +227,54 @@ func mount(src, dst, fstype string, flags uintptr, data string) error {
 	return nil
 }
 
+// mountScratch makes the writable directories of cfg.Tmpfs as directories
+// of one tmpfs, each bound at its path, so that together (not each) they
+// hold at most cfg.ScratchBytes (0: the kernel's default, half the host's
+// memory). The tmpfs itself is mounted nowhere once they are bound.
+func mountScratch(st string, cfg *Config) error {
+	if len(cfg.Tmpfs) == 0 {
+		return nil
+	}
+	pool := filepath.Join(st, ".scratch")
+	if err := os.Mkdir(pool, 0o700); err != nil {
+		return err
+	}
+	data := "mode=0700"
+	if cfg.ScratchBytes > 0 {
+		data += fmt.Sprintf(",size=%d", cfg.ScratchBytes)
+	}
+	if err := mount("tmpfs", pool, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+		return err
+	}
+	for i, t := range cfg.Tmpfs {
+		src, dst := filepath.Join(pool, strconv.Itoa(i)), filepath.Join(st, t.Path)
+		if err := os.Mkdir(src, 0); err != nil {
+			return err
+		}
+		// Mkdir's mode passes the umask and drops the sticky bit.
+		if err := unix.Chmod(src, t.Mode); err != nil {
+			return err
+		}
+		if t.Owned {
+			if err := unix.Chown(src, cfg.UID, cfg.GID); err != nil {
+				return err
+			}
+		}
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("mountpoint %s: %w", t.Path, err)
+		}
+		// A bind mount has the flags of the mount it comes from: nosuid,
+		// nodev, and exec allowed.
+		if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+			return err
+		}
+	}
+	if err := unix.Unmount(pool, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("umount %s: %w", pool, err)
+	}
+	return os.Remove(pool)
+}
+
 // buildRoot assembles the sandbox's root on cfg.Stage.
 func buildRoot(cfg *Config) error {
 	if err := mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -285,19 +334,8 @@ func buildRoot(cfg *Config) error {
 	if err := mountDev(filepath.Join(st, "dev")); err != nil {
 		return err
 	}
-	own := fmt.Sprintf(",uid=%d,gid=%d", cfg.UID, cfg.GID)
-	for _, t := range cfg.Tmpfs {
-		dst := filepath.Join(st, t.Path)
-		if err := os.MkdirAll(dst, 0o755); err != nil {
-			return fmt.Errorf("mountpoint %s: %w", t.Path, err)
-		}
-		data := fmt.Sprintf("mode=%o", t.Mode)
-		if t.Owned {
-			data += own
-		}
-		if err := mount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
-			return err
-		}
+	if err := mountScratch(st, cfg); err != nil {
+		return err
 	}
 	for _, b := range cfg.Binds {
 		dst := filepath.Join(st, b.Target)

@@ -122,19 +122,29 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the bundle's root: %w", err)
 	}
-	owned := func(mode string) []string {
-		return []string{"nosuid", "nodev", "mode=" + mode, fmt.Sprintf("uid=%d", in.UID), fmt.Sprintf("gid=%d", in.UID)}
+	// Scratch space is memory: with a memory limit no tmpfs holds more.
+	// (The runtime mounts each on its own, so unlike the process tier's
+	// they are not bounded together.)
+	scratch := func(mode string, owner bool) []string {
+		opts := []string{"nosuid", "nodev", "mode=" + mode}
+		if owner {
+			opts = append(opts, fmt.Sprintf("uid=%d", in.UID), fmt.Sprintf("gid=%d", in.UID))
+		}
+		if in.Limits.MemoryBytes > 0 {
+			opts = append(opts, fmt.Sprintf("size=%d", in.Limits.MemoryBytes))
+		}
+		return opts
 	}
 	mounts = append([]specs.Mount{
 		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
 		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
-		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "nodev", "mode=1777"}},
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "nodev", "mode=1777", "size=64m"}},
 	}, mounts...)
 	mounts = append(mounts,
-		specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777"}},
-		specs.Mount{Destination: "/workspace", Type: "tmpfs", Source: "tmpfs", Options: owned("755")},
-		specs.Mount{Destination: process.Home, Type: "tmpfs", Source: "tmpfs", Options: owned("700")},
+		specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: scratch("1777", false)},
+		specs.Mount{Destination: "/workspace", Type: "tmpfs", Source: "tmpfs", Options: scratch("755", true)},
+		specs.Mount{Destination: process.Home, Type: "tmpfs", Source: "tmpfs", Options: scratch("700", true)},
 		specs.Mount{Destination: process.SocketDir, Type: "bind", Source: in.SocketDir, Options: []string{"rbind", "nosuid", "nodev", "noexec"}},
 		ro(in.AgentPath, agentInside),
 	)
@@ -146,7 +156,7 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		mounts = append(mounts, specs.Mount{Destination: m.Target, Type: "bind", Source: m.Host, Options: opts})
 	}
 	if isDir(filepath.Join(in.RootSrc, "var", "tmp")) {
-		mounts = append(mounts, specs.Mount{Destination: "/var/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777"}})
+		mounts = append(mounts, specs.Mount{Destination: "/var/tmp", Type: "tmpfs", Source: "tmpfs", Options: scratch("1777", false)})
 	}
 	for _, f := range in.Identity {
 		if fileExists(filepath.Join(in.RootSrc, f.Target)) {

@@ -114,6 +114,27 @@ func TestTaskCeiling(t *testing.T) {
 	})
 }
 
+// TestScratchSize: /dev/shm holds 64 MiB, as on the process tier, and with
+// a memory limit no scratch tmpfs holds more than the limit.
+func TestScratchSize(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, b *oci.Backend) {
+		spec := sandbox.Spec{}
+		if b.Capabilities().MemoryLimit {
+			spec.Limits.MemoryBytes = 96 << 20
+		}
+		out, _ := sh(t, create(t, b, spec), "df -k --output=size /dev/shm /tmp /workspace /home/sandbox | tail -n +2")
+		sizes := strings.Fields(out)
+		if len(sizes) != 4 || sizes[0] != strconv.Itoa(64<<10) {
+			t.Fatalf("sizes of /dev/shm, /tmp, /workspace, /home/sandbox: %q", out)
+		}
+		for _, s := range sizes[1:] {
+			if spec.Limits.MemoryBytes > 0 && s != strconv.Itoa(96<<10) {
+				t.Errorf("a 96 MiB sandbox's scratch sizes: %q", out)
+			}
+		}
+	})
+}
+
 func TestEscapeesDie(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, b *oci.Backend) { adversarial.Escapees(t, creator(b)) })
 }

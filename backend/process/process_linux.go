@@ -496,6 +496,9 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, tr
 	if spec.Limits.Pids == 0 {
 		icfg.Tasks = b.taskCeiling()
 	}
+	// Scratch space is memory: with a memory limit it holds no more, and
+	// a full disk is a clearer failure than an OOM kill.
+	icfg.ScratchBytes = spec.Limits.MemoryBytes
 	icfg.Binds = append(icfg.Binds, IdentityBinds(uid, hostRoot)...)
 	for i, m := range layout {
 		icfg.Binds = append(icfg.Binds, sandboxinit.Bind{Target: m.Target, ReadOnly: m.ReadOnly, Tree: i + 1})

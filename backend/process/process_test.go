@@ -383,6 +383,45 @@ func TestTaskCeiling(t *testing.T) {
 	}
 }
 
+// TestScratch: /tmp, /var/tmp, /workspace and /home/sandbox are one tmpfs
+// (a sandbox cannot fill four times the memory), each with its mode and
+// owner, nosuid and nodev but executable; with a memory limit the tmpfs is
+// no larger.
+func TestScratch(t *testing.T) {
+	dirs := strings.Join([]string{"/tmp", "/var/tmp", process.Workspace, process.Home}, " ")
+	sb := create(t, sandbox.Spec{})
+	out, _, _ := sh(t, sb, "stat -c '%n %a %U' "+dirs+"; printf '#!/bin/sh\\necho ran\\n' >/workspace/x; chmod +x /workspace/x; /workspace/x")
+	for _, want := range []string{"/tmp 1777 root", "/var/tmp 1777 root", process.Workspace + " 755 sandbox", process.Home + " 700 sandbox", "ran"} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	// 8 MiB written to /tmp are used in every one of them.
+	out, _, _ = sh(t, sb, "dd if=/dev/zero of=/tmp/f bs=1M count=8 2>/dev/null; df -k --output=used "+dirs+" | tail -n +2")
+	used := strings.Fields(out)
+	if len(used) != 4 || len(slices.Compact(slices.Clone(used))) != 1 {
+		t.Errorf("usage of the scratch directories: %q", out)
+	} else if n, _ := strconv.Atoi(used[0]); n < 8<<10 {
+		t.Errorf("usage after writing 8 MiB: %q", out)
+	}
+	mi, _, _ := sh(t, sb, "cat /proc/self/mountinfo")
+	for _, d := range strings.Fields(dirs) {
+		line := ""
+		for _, l := range strings.Split(mi, "\n") {
+			if f := strings.Fields(l); len(f) > 5 && f[4] == d {
+				line = l
+			}
+		}
+		if !strings.Contains(line, "nosuid,nodev") || strings.Contains(line, "noexec") || !strings.Contains(line, " - tmpfs ") {
+			t.Errorf("%s is mounted %q", d, line)
+		}
+	}
+	limited := create(t, sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 96 << 20}})
+	if out, _, _ := sh(t, limited, "df -k --output=size /tmp | tail -1"); strings.TrimSpace(out) != strconv.Itoa(96<<10) {
+		t.Errorf("/tmp of a 96 MiB sandbox holds %s KiB", out)
+	}
+}
+
 // settledState is the state /cancel reports for a settled execution.
 func settledState(t *testing.T, c *client.Client, id string) string {
 	term, err := c.Cancel(t.Context(), id)
