@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -23,8 +22,6 @@ func NewKeySecret() string {
 	return "cordon_" + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-var tenantName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}$`)
-
 // AddKey stores a key for tenant (the secret itself is never stored, only
 // its hash) and returns its record. It is how `cordon serve` installs the
 // admin key it is given.
@@ -32,7 +29,7 @@ func (s *Server) AddKey(secret, tenant, name string, admin bool) (*api.Key, erro
 	if len(secret) < 32 {
 		return nil, errors.New("an API key must be at least 32 characters")
 	}
-	if !tenantName.MatchString(tenant) {
+	if !validName(tenant, 64, true) {
 		return nil, errors.New("a tenant name is 1-64 of letters, digits, '.', '_' and '-'")
 	}
 	h := hashKey(secret)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -205,15 +204,13 @@ func (p *pool) close(ctx context.Context) {
 	}
 }
 
-var poolName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-
 func (s *Server) handlePutPool(w http.ResponseWriter, r *http.Request) {
 	var in api.Pool
 	if !readJSON(w, r, s.cfg.Limits.MaxBodyBytes, &in) {
 		return
 	}
 	in.Name, in.Ready = r.PathValue("name"), 0
-	if !poolName.MatchString(in.Name) {
+	if !validName(in.Name, 63, false) {
 		writeError(w, http.StatusBadRequest, api.CodeInvalid, "a pool name is 1-63 of a-z, 0-9, '.', '_' and '-'")
 		return
 	}
