@@ -59,9 +59,9 @@ type Config struct {
 
 // ReserveThreads is how many spare OS threads the agent makes at start
 // unless told otherwise (CORDON_AGENT_SPARE_THREADS, at most
-// MaxSpareThreads). They matter only under a pids limit: with none, the
-// host tells the agent to make none, and a workload that exhausts the
-// host's own pids takes the agent and so its whole sandbox down with it.
+// MaxSpareThreads). Hosts ask for them only under a pids limit: without
+// one, a sandbox's task ceiling (RLIMIT_NPROC) stops a fork bomb, and the
+// bomb may take the agent, and so the sandbox, down with it.
 const (
 	ReserveThreads  = 32
 	MaxSpareThreads = 256

@@ -192,8 +192,9 @@ func (p *Provider) start(ctx context.Context, b Backend, spec Spec) (*Sandbox, e
 	}
 	if spec.Limits.Pids == 0 {
 		// The spare threads keep the agent alive when a workload exhausts
-		// its pids limit; without one there is nothing for them to guard,
-		// and making them costs the first command some 2–3 ms.
+		// its pids limit. Without one only the tier's task ceiling stops a
+		// fork bomb, and surviving that is not worth the 2–3 ms that
+		// making them costs every first command.
 		agentEnv["SPARE_THREADS"] = "0"
 	}
 	inst, err := b.Start(ctx, Launch{Spec: spec, Token: token, AgentEnv: agentEnv})
