@@ -496,8 +496,8 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, tr
 	if spec.Limits.Pids == 0 {
 		icfg.Tasks = b.taskCeiling()
 	}
-	// Scratch space is memory: with a memory limit it holds no more, and
-	// a full disk is a clearer failure than an OOM kill.
+	// Scratch space is memory charged to the sandbox: with a memory limit
+	// it can hold no more anyway, and its size (what df shows) says so.
 	icfg.ScratchBytes = spec.Limits.MemoryBytes
 	icfg.Binds = append(icfg.Binds, IdentityBinds(uid, hostRoot)...)
 	for i, m := range layout {
