@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/conformance"
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
 )
 
 // BenchmarkAgents measures cordon-agent and the reference worker side by
@@ -53,7 +53,7 @@ func BenchmarkAgents(b *testing.B) {
 					execTrue(b, c)
 					lat = append(lat, time.Since(start))
 				}
-				reportPercentiles(b, lat)
+				testutil.ReportPercentiles(b, "", lat)
 			})
 			b.Run("ExecParallel", func(b *testing.B) {
 				var n atomic.Int64
@@ -119,18 +119,6 @@ func execTrue(b *testing.B, c *client.Client) {
 	}
 }
 
-func reportPercentiles(b *testing.B, lat []time.Duration) {
-	if len(lat) == 0 {
-		return
-	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
-}
-
 func rss(pid int) int64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
@@ -174,5 +162,5 @@ func BenchmarkSpawnFloor(b *testing.B) {
 		}
 		lat = append(lat, time.Since(start))
 	}
-	reportPercentiles(b, lat)
+	testutil.ReportPercentiles(b, "", lat)
 }

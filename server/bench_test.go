@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"context"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/server"
 	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
@@ -36,12 +36,7 @@ func (p *phases) add(name string, d time.Duration) {
 
 func (p *phases) report(b *testing.B) {
 	for name, ds := range p.d {
-		slices.Sort(ds)
-		pct := func(q float64) float64 {
-			return float64(ds[min(len(ds)-1, int(q*float64(len(ds))))].Microseconds()) / 1000
-		}
-		b.ReportMetric(pct(0.5), name+"-p50-ms")
-		b.ReportMetric(pct(0.99), name+"-p99-ms")
+		testutil.ReportPercentiles(b, name, ds)
 	}
 }
 

@@ -5,11 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/backend/oci"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -17,15 +17,6 @@ import (
 // destroy through cordon, the raw runtime running /bin/true on the same
 // bundle (`run`, foreground, then `delete`), and exec into a warm sandbox.
 // Each reports p50 and p99 (ms). Run with -benchtime 50x.
-
-func report(b *testing.B, name string, ds []time.Duration) {
-	slices.Sort(ds)
-	pct := func(q float64) float64 {
-		return float64(ds[min(len(ds)-1, int(q*float64(len(ds))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(pct(0.5), name+"-p50-ms")
-	b.ReportMetric(pct(0.99), name+"-p99-ms")
-}
 
 func benchBackend(b *testing.B, rt string) *oci.Backend { return backendTB(b, rt) }
 
@@ -52,10 +43,10 @@ func BenchmarkLifecycle(b *testing.B) {
 				t3 := time.Now()
 				create, first, destroy, total = append(create, t1.Sub(t0)), append(first, t2.Sub(t1)), append(destroy, t3.Sub(t2)), append(total, t2.Sub(t0))
 			}
-			report(b, "create", create)
-			report(b, "first-exec", first)
-			report(b, "create-to-result", total)
-			report(b, "destroy", destroy)
+			testutil.ReportPercentiles(b, "create", create)
+			testutil.ReportPercentiles(b, "first-exec", first)
+			testutil.ReportPercentiles(b, "create-to-result", total)
+			testutil.ReportPercentiles(b, "destroy", destroy)
 		})
 	}
 }
@@ -108,7 +99,7 @@ func BenchmarkRawRuntime(b *testing.B) {
 				exec.Command(be.Runtime(), "--root", state, "delete", "--force", id).Run()
 				runs = append(runs, time.Since(t0))
 			}
-			report(b, "raw-run-true", runs)
+			testutil.ReportPercentiles(b, "raw-run-true", runs)
 		})
 	}
 }
@@ -131,7 +122,7 @@ func BenchmarkExecWarm(b *testing.B) {
 				}
 				ds = append(ds, time.Since(t0))
 			}
-			report(b, "exec", ds)
+			testutil.ReportPercentiles(b, "exec", ds)
 		})
 	}
 }

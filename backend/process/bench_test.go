@@ -4,7 +4,6 @@ import (
 	"context"
 	"os/exec"
 	"runtime"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,18 +12,6 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
-
-func percentiles(b *testing.B, name string, d []time.Duration) {
-	if len(d) == 0 {
-		return
-	}
-	slices.Sort(d)
-	at := func(p float64) float64 {
-		return float64(d[min(len(d)-1, int(p*float64(len(d))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(at(0.5), name+"-p50-ms")
-	b.ReportMetric(at(0.99), name+"-p99-ms")
-}
 
 func benchProvider(b *testing.B, limits, spawner bool, prestart ...int) (*sandbox.Provider, sandbox.Spec) {
 	testutil.RequiresRoot(b)
@@ -88,10 +75,10 @@ func BenchmarkLifecycle(b *testing.B) {
 				t3 := time.Now()
 				create, exec, destroy, first = append(create, t1.Sub(t0)), append(exec, t2.Sub(t1)), append(destroy, t3.Sub(t2)), append(first, t2.Sub(t0))
 			}
-			percentiles(b, "create", create)
-			percentiles(b, "exec", exec)
-			percentiles(b, "destroy", destroy)
-			percentiles(b, "create-to-result", first)
+			testutil.ReportPercentiles(b, "create", create)
+			testutil.ReportPercentiles(b, "exec", exec)
+			testutil.ReportPercentiles(b, "destroy", destroy)
+			testutil.ReportPercentiles(b, "create-to-result", first)
 		})
 	}
 }
@@ -136,8 +123,8 @@ func BenchmarkConcurrentCreate(b *testing.B) {
 			}
 		}
 	}
-	percentiles(b, "create-to-result", all)
-	percentiles(b, "all-50", wall)
+	testutil.ReportPercentiles(b, "create-to-result", all)
+	testutil.ReportPercentiles(b, "all-50", wall)
 }
 
 // BenchmarkBaselines: the same "start a namespaced process and run true"
@@ -162,7 +149,7 @@ func BenchmarkBaselines(b *testing.B) {
 				}
 				d = append(d, time.Since(t0))
 			}
-			percentiles(b, "run", d)
+			testutil.ReportPercentiles(b, "run", d)
 		})
 	}
 }
@@ -192,7 +179,7 @@ func BenchmarkLayout(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	percentiles(b, "create-to-result", first)
+	testutil.ReportPercentiles(b, "create-to-result", first)
 }
 
 // BenchmarkSpaced: create → first result with 150 ms of idle before each
@@ -223,8 +210,8 @@ func BenchmarkSpaced(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			percentiles(b, "create", create)
-			percentiles(b, "create-to-result", first)
+			testutil.ReportPercentiles(b, "create", create)
+			testutil.ReportPercentiles(b, "create-to-result", first)
 		})
 	}
 }

@@ -13,13 +13,15 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 )
 
-// buildCLI builds cordon beside cordon-agent, as `make build` lays them out.
-func buildCLI(t *testing.T) string {
+// buildCLI builds cordon beside cordon-agent, as scripts/setup.sh lays them
+// out (without cgo).
+func buildCLI(t testing.TB) string {
 	agent := testutil.BuildAgent(t)
 	bin := filepath.Join(filepath.Dir(agent), "cordon")
 	if _, err := os.Stat(bin); err != nil {
 		cmd := exec.Command("go", "build", "-o", bin, "./cmd/cordon")
 		cmd.Dir = testutil.RepoRoot(t)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("build cordon: %v\n%s", err, out)
 		}

@@ -1,0 +1,26 @@
+package testutil
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// ReportPercentiles reports the p50 and p99 of d in milliseconds, as
+// name-p50-ms and name-p99-ms (p50-ms and p99-ms when name is empty).
+// Benchmarks report these rather than ns/op: on shared machines a mean
+// hides the spread, and timings are never asserted.
+func ReportPercentiles(b *testing.B, name string, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	d = slices.Sorted(slices.Values(d))
+	at := func(q float64) float64 {
+		return float64(d[min(len(d)-1, int(q*float64(len(d))))].Microseconds()) / 1000
+	}
+	if name != "" {
+		name += "-"
+	}
+	b.ReportMetric(at(0.5), name+"p50-ms")
+	b.ReportMetric(at(0.99), name+"p99-ms")
+}
