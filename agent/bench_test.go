@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -54,6 +55,17 @@ func BenchmarkAgents(b *testing.B) {
 					lat = append(lat, time.Since(start))
 				}
 				testutil.ReportPercentiles(b, "", lat)
+			})
+			b.Run("Output16MiB", func(b *testing.B) {
+				// Output streamed through the wire (and dropped past the
+				// output limit): the agent's reading of the pipes.
+				for b.Loop() {
+					res, err := c.Exec(b.Context(), "sh", client.ExecOptions{Args: []string{"-c", "yes abcdefghijklmnopqrstuvwxyz0123456789 | head -c 16777216"}, Stdout: io.Discard})
+					if err != nil || res.ExitCode != 0 {
+						b.Fatalf("%+v %v", res, err)
+					}
+				}
+				b.SetBytes(16 << 20)
 			})
 			b.Run("ExecParallel", func(b *testing.B) {
 				var n atomic.Int64

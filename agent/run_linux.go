@@ -247,10 +247,18 @@ func (s *Server) confirmGroupAfterClose(e *execution) error {
 }
 
 // pump copies one output pipe to the stream until EOF.
+// maxPumpBuffer is the most an output stream reads at once: a pipe's
+// default capacity.
+const maxPumpBuffer = 64 << 10
+
 func (s *Server) pump(f *os.File, stream int, stdio bool, clip *outputClip, out *eventStream) {
 	names := [2]string{"stdout", "stderr"}
 	types := [2]string{wire.EventStdout, wire.EventStderr}
-	buf := make([]byte, 64<<10)
+	// The buffer starts at a page and doubles while reads fill it, up to a
+	// pipe's default capacity: most commands write little, and each of
+	// their streams then costs the agent a page rather than 64 KiB (that
+	// is zeroed, faulted in and held while the command runs).
+	buf := make([]byte, 4<<10)
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
@@ -262,6 +270,9 @@ func (s *Server) pump(f *os.File, stream int, stdio bool, clip *outputClip, out 
 		}
 		if err != nil {
 			break
+		}
+		if n == len(buf) && len(buf) < maxPumpBuffer {
+			buf = make([]byte, 2*len(buf))
 		}
 	}
 	if text := clip.flush(); text != "" && !stdio {
