@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -165,6 +166,23 @@ func BenchmarkExecWarm(b *testing.B) {
 		p.add("exec", time.Since(t0))
 	}
 	p.report(b)
+}
+
+// BenchmarkExecOutput: 16 MiB of a command's output through the API (the
+// agent's stream relayed by the daemon, decoded by the client).
+func BenchmarkExecOutput(b *testing.B) {
+	d := startDaemon(b)
+	sb, err := d.local.Create(b.Context(), api.CreateRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		res, err := d.local.Exec(b.Context(), sb.ID, "sh", sclient.ExecOptions{Args: []string{"-c", "yes abcdefghijklmnopqrstuvwxyz0123456789 | head -c 16777216"}, MaxOutputBytes: 32 << 20, Stdout: io.Discard})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("%+v %v", res, err)
+		}
+	}
+	b.SetBytes(16 << 20)
 }
 
 // BenchmarkIdleMemory creates CORDON_BENCH_IDLE idle sandboxes (default

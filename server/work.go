@@ -217,7 +217,7 @@ func relayEvents(r io.Reader, fn func(line []byte, ev *wire.Event)) error {
 		if len(line) > 0 {
 			var ev wire.Event
 			evp := &ev
-			if json.Unmarshal(line, &ev) != nil {
+			if client.DecodeEvent(bytes.TrimSuffix(line, []byte("\n")), &ev) != nil {
 				evp = nil
 			}
 			fn(line, evp)

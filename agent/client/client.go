@@ -350,7 +350,7 @@ func ReadEvents(r io.Reader, fn func(wire.Event) error) error {
 			continue
 		}
 		var ev wire.Event
-		if err := decodeEvent(line, &ev); err != nil {
+		if err := DecodeEvent(line, &ev); err != nil {
 			return fmt.Errorf("agent sent a malformed event: %w", err)
 		}
 		line = line[:0]

@@ -19,12 +19,13 @@ var outputOpenings = [...]struct {
 	{wire.EventStderr, []byte(`{"type":"` + wire.EventStderr + `","data":"`)},
 }
 
-// decodeEvent is json.Unmarshal(line, ev) with a fast path for the output
-// events that carry most of a stream's bytes. json.Unmarshal passes over a
+// DecodeEvent reads one event line (without its newline) exactly as
+// json.Unmarshal(line, ev) does, with a fast path for the output events
+// that carry most of a stream's bytes. json.Unmarshal passes over a
 // line three times (validation, scanning, unquoting); unquoteJSON once.
 // Whatever the fast path does not decode exactly as encoding/json would is
 // left to encoding/json.
-func decodeEvent(line []byte, ev *wire.Event) error {
+func DecodeEvent(line []byte, ev *wire.Event) error {
 	for _, o := range outputOpenings {
 		body, ok := bytes.CutPrefix(line, o.opening)
 		if !ok {

@@ -9,15 +9,15 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/wire"
 )
 
-// sameAsJSON checks that decodeEvent reads line exactly as json.Unmarshal
+// sameAsJSON checks that DecodeEvent reads line exactly as json.Unmarshal
 // does: the same event, or an error for both.
 func sameAsJSON(t *testing.T, line []byte) {
 	t.Helper()
 	var want, got wire.Event
 	werr := json.Unmarshal(line, &want)
-	gerr := decodeEvent(line, &got)
+	gerr := DecodeEvent(line, &got)
 	if (werr == nil) != (gerr == nil) || werr == nil && !reflect.DeepEqual(want, got) {
-		t.Fatalf("line %q: decodeEvent %+v, %v; json.Unmarshal %+v, %v", line, got, gerr, want, werr)
+		t.Fatalf("line %q: DecodeEvent %+v, %v; json.Unmarshal %+v, %v", line, got, gerr, want, werr)
 	}
 }
 
@@ -70,9 +70,9 @@ func BenchmarkDecodeEvent(b *testing.B) {
 		line []byte
 		dec  func([]byte, *wire.Event) error
 	}{
-		{"text", text, decodeEvent},
+		{"text", text, DecodeEvent},
 		{"text-json", text, func(l []byte, ev *wire.Event) error { return json.Unmarshal(l, ev) }},
-		{"zeros", zeros, decodeEvent},
+		{"zeros", zeros, DecodeEvent},
 		{"zeros-json", zeros, func(l []byte, ev *wire.Event) error { return json.Unmarshal(l, ev) }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
