@@ -235,8 +235,9 @@ func mountScratch(st string, cfg *Config) error {
 	if len(cfg.Tmpfs) == 0 {
 		return nil
 	}
-	pool := filepath.Join(st, ".scratch")
-	if err := os.Mkdir(pool, 0o700); err != nil {
+	// A name of its own: the root may already hold any other.
+	pool, err := os.MkdirTemp(st, ".cordon-scratch-")
+	if err != nil {
 		return err
 	}
 	data := "mode=0700"

@@ -94,7 +94,9 @@ func TestRefusals(t *testing.T) {
 func TestRootFS(t *testing.T) {
 	bb := testutil.Requires(t, "busybox")[0]
 	root := t.TempDir()
-	for _, d := range []string{"bin", "etc"} {
+	// .scratch and .cordon-scratch: names an image may hold, which cordon
+	// must not need for itself.
+	for _, d := range []string{"bin", "etc", ".scratch", ".cordon-scratch"} {
 		os.Mkdir(filepath.Join(root, d), 0o755)
 	}
 	data, err := os.ReadFile(bb)
