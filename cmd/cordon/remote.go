@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -31,13 +32,7 @@ func daemonClient(fs *flag.FlagSet, args []string) (*sclient.Client, []string, i
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, 2
 	}
-	h := *host
-	if h == "" {
-		h = os.Getenv("CORDON_HOST")
-	}
-	if h == "" {
-		h = "unix://" + defaultSocket()
-	}
+	h := cmp.Or(*host, os.Getenv("CORDON_HOST"), "unix://"+defaultSocket())
 	c, err := sclient.New(h, os.Getenv("CORDON_API_KEY"))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
@@ -57,6 +52,7 @@ func toAPISpec(s sandbox.Spec) api.Spec {
 		Limits: api.Limits{MemoryBytes: s.Limits.MemoryBytes, Pids: s.Limits.Pids, CPUs: s.Limits.CPUs},
 		Layout: api.Layout{Outputs: s.Layout.Outputs, Uploads: s.Layout.Uploads, Scratch: s.Layout.Scratch,
 			ToolResults: s.Layout.ToolResults, Transcripts: s.Layout.Transcripts, Skills: s.Layout.Skills},
+		MaxTimeoutMs: s.MaxTimeout.Milliseconds(),
 	}
 	if p := s.Egress; p != nil {
 		out.Egress = &api.Egress{Mode: string(p.Mode), Rules: p.Rules}
@@ -203,6 +199,13 @@ func execCmd(args []string) int {
 			return apiFail(err)
 		}
 	}
+	return execRemote(c, id, argv[0], opts)
+}
+
+// execRemote runs a command in the daemon's sandbox id and returns cordon's
+// exit status for it. Ctrl-C cancels the command through the agent and
+// waits for the stop.
+func execRemote(c *sclient.Client, id, command string, opts sclient.ExecOptions) int {
 	execID := make(chan string, 1)
 	opts.Started = func(id string) { execID <- id }
 	ctx, stop := context.WithCancel(context.Background())
@@ -218,14 +221,33 @@ func execCmd(args []string) int {
 		default:
 		}
 	})
-	res, err := c.Exec(ctx, id, argv[0], opts)
+	res, err := c.Exec(ctx, id, command, opts)
 	switch {
 	case err != nil && caught() != nil:
 		return 128 + int(caught().(syscall.Signal))
 	case err != nil:
 		return apiFail(err)
 	}
-	return exitFor(res, *timeout)
+	return exitFor(res, opts.Timeout)
+}
+
+// runRemote is `cordon run` through a daemon: a sandbox created for the
+// command (claimed from the daemon's started inits where it can), the
+// command, and the sandbox deleted. Should cordon be killed meanwhile, the
+// daemon reaps the sandbox a minute after the command ends.
+func runRemote(c *sclient.Client, spec sandbox.Spec, command string, opts sclient.ExecOptions) int {
+	sb, err := c.Create(context.Background(), api.CreateRequest{Spec: toAPISpec(spec), IdleTimeoutSeconds: 60})
+	if err != nil {
+		return apiFail(err)
+	}
+	code := execRemote(c, sb.ID, command, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Delete(ctx, sb.ID); err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: teardown of %s: %v\n", sb.ID, err)
+		return exitCordon
+	}
+	return code
 }
 
 // exitFor maps a command's result to cordon's exit status.

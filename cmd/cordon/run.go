@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	sclient "github.com/cordon-sandbox/cordon/server/client"
 )
 
 // Exit statuses of `cordon run` that are not the command's own.
@@ -52,6 +54,7 @@ func runCmd(args []string) int {
 	workspace := fs.String("workspace", "", "host `DIR` to use as the workspace (default: a fresh one, removed afterwards)")
 	interactive := fs.Bool("i", false, "pass cordon's standard input to the command")
 	requireLandlock := fs.Bool("require-landlock", false, "refuse to run unless Landlock backs the filesystem rules")
+	host := fs.String("host", "", "run through the cordon daemon at `ADDR` (unix:///path, tcp://host:port or https://host:port; default $CORDON_HOST), which creates the sandbox, from its started inits where it can, and deletes it after; without either, cordon runs the sandbox itself")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -75,6 +78,23 @@ func runCmd(args []string) int {
 			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
 			return exitCordon
 		}
+	}
+	if h := cmp.Or(*host, os.Getenv("CORDON_HOST")); h != "" {
+		if *workspace != "" || *requireLandlock {
+			fmt.Fprintln(os.Stderr, "cordon: --workspace and --require-landlock are for a run without a daemon")
+			return 2
+		}
+		tierSet := false
+		fs.Visit(func(f *flag.Flag) { tierSet = tierSet || f.Name == "tier" })
+		if !tierSet {
+			spec.Tier = "" // the daemon's default
+		}
+		c, err := sclient.New(h, os.Getenv("CORDON_API_KEY"))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+			return 2
+		}
+		return runRemote(c, spec, argv[0], sclient.ExecOptions{Args: opts.Args, Stdin: opts.Stdin, Timeout: opts.Timeout, Stdout: opts.Stdout, Stderr: opts.Stderr})
 	}
 	return runIn(spec, argv[0], opts)
 }

@@ -26,7 +26,7 @@ type serveProc struct {
 	out *logbuf.Buffer
 }
 
-func startServe(t *testing.T, sock, state, processDir string) *serveProc {
+func startServe(t testing.TB, sock, state, processDir string) *serveProc {
 	t.Helper()
 	p := &serveProc{out: logbuf.New(1 << 20)}
 	p.cmd = exec.Command(buildCLI(t), "serve", "--listen", "unix://"+sock, "--state-dir", state)
@@ -55,7 +55,7 @@ func startServe(t *testing.T, sock, state, processDir string) *serveProc {
 
 // stop deletes every sandbox the daemon holds (its sandboxes outlive it)
 // and then stops it.
-func (p *serveProc) stop(t *testing.T, sock string) {
+func (p *serveProc) stop(t testing.TB, sock string) {
 	c, _ := sclient.New("unix://"+sock, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -273,6 +273,21 @@ func TestDaemonVerbs(t *testing.T) {
 		if out != c.stdout || code != c.code || !strings.Contains(errOut, c.stderr) {
 			t.Errorf("exec %v: %q %d %q", c.args, out, code, errOut)
 		}
+	}
+	// run through the daemon: a sandbox of its own for the command, with
+	// cordon run's exit statuses, deleted after.
+	before, _, _ := run("ls", "-q")
+	if out, errOut, code := run("run", "--env", "WHO=run", "--memory", "128m", "--", "sh", "-c", "echo $WHO; id -u; df -k --output=size /tmp | tail -1 | tr -d ' '; exit 3"); out != "run\n1000\n131072\n" || code != 3 {
+		t.Errorf("run: %q %d %q", out, code, errOut)
+	}
+	if _, errOut, code := run("run", "--timeout", "300ms", "--", "sleep", "10"); code != 124 || !strings.Contains(errOut, "timed out") {
+		t.Errorf("run past its timeout: %d %q", code, errOut)
+	}
+	if _, errOut, code := run("run", "--require-landlock", "--", "true"); code != 2 || !strings.Contains(errOut, "without a daemon") {
+		t.Errorf("run --require-landlock through a daemon: %d %q", code, errOut)
+	}
+	if after, _, _ := run("ls", "-q"); after != before {
+		t.Errorf("run left sandboxes behind: %q, before %q", after, before)
 	}
 	// cp both ways, through a file and through standard streams.
 	local := filepath.Join(dir, "in.bin")
