@@ -1,9 +1,7 @@
 package main_test
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -27,22 +25,7 @@ func BenchmarkRunTrue(b *testing.B) {
 	testutil.RequiresRoot(b)
 	bwrap := testutil.Requires(b, "bwrap")[0]
 	cli := buildCLI(b)
-	// Sandboxes run as unprivileged mapped users: their state must be
-	// reachable by anyone.
-	dir, err := os.MkdirTemp("", "cordon-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o711); err != nil {
-		b.Fatal(err)
-	}
-	processDir := filepath.Join(dir, "process")
-	b.Cleanup(func() {
-		killRecorded(filepath.Join(processDir, "serve"))
-		os.RemoveAll(dir)
-	})
-	sock := filepath.Join(dir, "cordon.sock")
-	d := startServe(b, sock, filepath.Join(dir, "state"), processDir)
+	_, sock, d := serveInTemp(b)
 	defer d.stop(b, sock)
 	// A warm pool of the spec `cordon run --host -- CMD` asks for: a create
 	// then claims a started sandbox.

@@ -207,13 +207,17 @@ func killRecorded(dir string) {
 	}
 }
 
-// TestDaemonVerbs drives a daemon with the CLI's verbs, as a user would.
-func TestDaemonVerbs(t *testing.T) {
-	testutil.RequiresRoot(t)
-	dir, err := os.MkdirTemp("", "cordon-verbs-test-")
+// serveInTemp starts a daemon whose socket and state are in a new
+// temporary directory, removed (with whatever sandboxes it left) when the
+// test ends. It returns the directory and the socket's path.
+func serveInTemp(t testing.TB) (string, string, *serveProc) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "cordon-serve-")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Sandboxes run as unprivileged mapped users: their state must be
+	// reachable by anyone.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +227,13 @@ func TestDaemonVerbs(t *testing.T) {
 		os.RemoveAll(dir)
 	})
 	sock := filepath.Join(dir, "cordon.sock")
-	d := startServe(t, sock, filepath.Join(dir, "state"), processDir)
+	return dir, sock, startServe(t, sock, filepath.Join(dir, "state"), processDir)
+}
+
+// TestDaemonVerbs drives a daemon with the CLI's verbs, as a user would.
+func TestDaemonVerbs(t *testing.T) {
+	testutil.RequiresRoot(t)
+	dir, sock, d := serveInTemp(t)
 	defer d.stop(t, sock)
 	host := "--host=unix://" + sock
 	run := func(args ...string) (string, string, int) {
