@@ -3,6 +3,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"sync"
@@ -26,14 +27,18 @@ func newEventStream(w http.ResponseWriter) *eventStream {
 }
 
 func (s *eventStream) send(ev any) {
-	b, err := json.Marshal(ev)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	// Output is text for a program, not a page: '<', '>' and '&' go as
+	// they are (as the reference worker sends them), not as six-byte
+	// escapes. The encoder ends the line.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(ev); err != nil {
 		return
 	}
-	b = append(b, '\n')
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.writeLocked(b)
+	s.writeLocked(b.Bytes())
 }
 
 func (s *eventStream) writeLocked(b []byte) {
