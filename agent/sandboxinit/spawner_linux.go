@@ -28,7 +28,11 @@ func Spawner() int {
 		return 1
 	}
 	s := &spawner{conn: conn, start: make(chan func()), answered: map[int]bool{}, early: map[int]int{}}
-	go s.reap()
+	// SIGCHLD is asked for before any process can start: until then it is
+	// ignored, and a child that exits first would never be reaped.
+	sigchld := make(chan os.Signal, 1)
+	signal.Notify(sigchld, syscall.SIGCHLD)
+	go s.reap(sigchld)
 	// Every process is started from this one locked thread, which lives as
 	// long as the spawner: a parent-death signal fires when the thread that
 	// forked exits, not the process.
@@ -76,10 +80,8 @@ type spawner struct {
 	early    map[int]int // reaped before its start was answered: pid → status
 }
 
-// reap waits for every child that has exited, whenever one has.
-func (s *spawner) reap() {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGCHLD)
+// reap waits for every child that has exited, whenever sig says one has.
+func (s *spawner) reap(sig <-chan os.Signal) {
 	for range sig {
 		for {
 			var ws unix.WaitStatus

@@ -285,3 +285,24 @@ func TestSpawnerHangs(t *testing.T) {
 		t.Errorf("the new helper: %q", out)
 	}
 }
+
+// TestFirstExit: a helper's very first process may exit at once, before
+// the helper has done anything else; its exit is still reported. (The
+// helper used to start listening for SIGCHLD in a goroutine of its own,
+// which might run only after that exit, and the exit was then never seen.)
+func TestFirstExit(t *testing.T) {
+	agent := testutil.BuildAgent(t)
+	for range 30 {
+		s, err := start(agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.Start(exec.Command("/bin/true"), os.Stderr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exited(t, p)
+		_ = s.cmd.Process.Kill()
+		<-s.gone
+	}
+}
