@@ -331,12 +331,21 @@ func Limits(t *testing.T, caps sandbox.Capabilities, create Create) {
 	})
 	t.Run("CPU", func(t *testing.T) {
 		sb := create(t, sandbox.Spec{Limits: sandbox.Limits{CPUs: 0.2}})
-		out := Py(t, sb, "import time\nt0=time.time(); c0=time.process_time()\nwhile time.time()-t0 < 1.0: pass\nprint(round((time.process_time()-c0)/(time.time()-t0), 2))")
-		var share float64
-		fmt.Sscanf(out, "%f", &share)
-		if share > 0.5 {
-			t.Fatalf("a 0.2-CPU sandbox used %.2f of a core", share)
+		// The lowest share of three one-second spins: a sandbox's own
+		// count of its CPU time can run high on a contended host (gVisor's
+		// sentry counts the time its task was throttled or preempted),
+		// never low, and an unenforced limit reads near 1 every time.
+		var shares []float64
+		for range 3 {
+			out := Py(t, sb, "import time\nt0=time.time(); c0=time.process_time()\nwhile time.time()-t0 < 1.0: pass\nprint(round((time.process_time()-c0)/(time.time()-t0), 2))")
+			var share float64
+			fmt.Sscanf(out, "%f", &share)
+			if share <= 0.5 {
+				return
+			}
+			shares = append(shares, share)
 		}
+		t.Fatalf("a 0.2-CPU sandbox used %v of a core", shares)
 	})
 }
 
