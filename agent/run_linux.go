@@ -246,11 +246,11 @@ func (s *Server) confirmGroupAfterClose(e *execution) error {
 	return s.stopGroup(pgid, deadline)
 }
 
-// pump copies one output pipe to the stream until EOF.
 // maxPumpBuffer is the most an output stream reads at once: a pipe's
 // default capacity.
 const maxPumpBuffer = 64 << 10
 
+// pump copies one output pipe to the stream until EOF.
 func (s *Server) pump(f *os.File, stream int, stdio bool, clip *outputClip, out *eventStream) {
 	names := [2]string{"stdout", "stderr"}
 	types := [2]string{wire.EventStdout, wire.EventStderr}

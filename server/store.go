@@ -222,9 +222,10 @@ func (s *store) addSandbox(r *record) error {
 	if err != nil {
 		return err
 	}
-	switch err := s.j.append(journaled{id: r.ID, body: body}); {
+	jr := journaled{id: r.ID, body: body}
+	switch err := s.j.append(jr); {
 	case err == nil:
-		s.pending = append(s.pending, journaled{id: r.ID, body: body})
+		s.pending = append(s.pending, jr)
 		s.poke()
 		return nil
 	case !errors.Is(err, errJournalFull):
@@ -235,7 +236,7 @@ func (s *store) addSandbox(r *record) error {
 	for len(s.pending) > 0 && s.err == nil {
 		s.flushed.Wait()
 	}
-	return s.commit([]journaled{{id: r.ID, body: body}}, true)
+	return s.commit([]journaled{jr}, true)
 }
 
 func (s *store) putSandbox(r *record) error {

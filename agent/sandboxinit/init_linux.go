@@ -75,12 +75,9 @@ func readConfig() (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the configuration: %w", err)
 	}
-	var trees []int
-	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
-		for _, m := range msgs {
-			fds, _ := unix.ParseUnixRights(&m)
-			trees = append(trees, fds...)
-		}
+	trees, err := ReceivedFDs(oob[:oobn])
+	if err != nil {
+		return nil, fmt.Errorf("the configuration's layout trees: %w", err)
 	}
 	if flags&unix.MSG_CTRUNC != 0 {
 		return nil, fmt.Errorf("the configuration carried more than %d layout trees", MaxTrees)

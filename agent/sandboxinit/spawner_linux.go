@@ -49,7 +49,7 @@ func Spawner() int {
 		if err != nil || n == 0 {
 			return 0 // the host is gone, or let us go
 		}
-		fds, perr := receivedFDs(oob[:oobn])
+		fds, perr := ReceivedFDs(oob[:oobn])
 		files := make([]*os.File, len(fds))
 		for i, fd := range fds {
 			files[i] = os.NewFile(uintptr(fd), "")
@@ -101,7 +101,10 @@ func (s *spawner) reap(sig <-chan os.Signal) {
 	}
 }
 
-func receivedFDs(oob []byte) ([]int, error) {
+// ReceivedFDs are the descriptors an SCM_RIGHTS control message carried
+// (oob as recvmsg filled it). On an error, those parsed so far are
+// returned too, for the caller to close.
+func ReceivedFDs(oob []byte) ([]int, error) {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
 		return nil, err

@@ -158,15 +158,9 @@ func (s *Spawner) read() {
 		if err != nil || n == 0 {
 			break
 		}
-		var fds []int
-		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
-			for _, m := range msgs {
-				got, _ := unix.ParseUnixRights(&m)
-				fds = append(fds, got...)
-			}
-		}
+		fds, ferr := sandboxinit.ReceivedFDs(oob[:oobn])
 		var m sandboxinit.SpawnMessage
-		if err := json.Unmarshal(buf[:n], &m); err != nil {
+		if err := json.Unmarshal(buf[:n], &m); err != nil || ferr != nil {
 			closeAll(fds)
 			break
 		}
