@@ -43,6 +43,17 @@ func exited(t *testing.T, p *Process) {
 	}
 }
 
+// serves checks that s starts a process that runs to its end: an echo of
+// what.
+func serves(t *testing.T, s *Spawner, what string) {
+	t.Helper()
+	p, out := run(t, s, exec.Command("/bin/echo", what))
+	exited(t, p)
+	if out != what+"\n" {
+		t.Errorf("%s: echo printed %q", what, out)
+	}
+}
+
 func TestSpawner(t *testing.T) {
 	agent := testutil.BuildAgent(t)
 	s, err := Shared(agent)
@@ -116,11 +127,7 @@ func TestSpawner(t *testing.T) {
 			t.Errorf("a pidfd descriptor in the request: %v", err)
 		}
 		// The helper still serves.
-		p, out := run(t, s, exec.Command("/bin/echo", "still"))
-		exited(t, p)
-		if out != "still\n" {
-			t.Errorf("after refusals: %q", out)
-		}
+		serves(t, s, "after refusals")
 	})
 }
 
@@ -279,11 +286,7 @@ func TestSpawnerHangs(t *testing.T) {
 	if err != nil || s2 == s {
 		t.Fatalf("after a hung helper: %v (same: %v)", err, s2 == s)
 	}
-	p, out := run(t, s2, exec.Command("/bin/echo", "again"))
-	exited(t, p)
-	if out != "again\n" {
-		t.Errorf("the new helper: %q", out)
-	}
+	serves(t, s2, "the new helper")
 }
 
 // TestFirstExit: a helper's very first process may exit at once, before
