@@ -76,6 +76,7 @@ func testFSOps(t *testing.T, h *harness) {
 	})
 	t.Run("Jail", func(t *testing.T) {
 		outside := strings.TrimSpace(h.sh(t, "d=$(mktemp -d /tmp/cordon-fs-XXXXXX) && mkdir $d/keep && echo s > $d/keep/s && ln -sfn $d fsops/out && echo $d"))
+		t.Cleanup(func() { h.sh(t, "rm -rf "+outside) })
 		// Through a symlinked parent: refused, outside untouched.
 		if err := h.c.Remove(ctx, "fsops/out/keep", true); err == nil {
 			t.Error("removed through a symlink out")

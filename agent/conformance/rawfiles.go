@@ -57,6 +57,7 @@ func testRawFiles(t *testing.T, h *harness) {
 	})
 	t.Run("Refusals", func(t *testing.T) {
 		outside := strings.TrimSpace(h.sh(t, "d=$(mktemp -d /tmp/cordon-raw-XXXXXX) && echo secret > $d/s && ln -sfn $d/s rawlink && echo $d"))
+		t.Cleanup(func() { h.sh(t, "rm -rf "+outside) })
 		if _, err := h.c.Download(ctx, "rawlink", 0, 0, io.Discard); err == nil {
 			t.Error("download through a symlink out")
 		}

@@ -9,7 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -101,7 +104,8 @@ var agentBuilds = [2]*agentBuild{{cgo: "0"}, {cgo: "1"}}
 func (a *agentBuild) get(t testing.TB) string {
 	t.Helper()
 	a.once.Do(func() {
-		dir, err := os.MkdirTemp("", "cordon-agent-bin-")
+		sweepAgentBuilds()
+		dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", agentBuildPrefix, os.Getpid()))
 		if err != nil {
 			a.err = err
 			return
@@ -124,4 +128,26 @@ func (a *agentBuild) get(t testing.TB) string {
 		t.Fatal(a.err)
 	}
 	return a.path
+}
+
+// agentBuildPrefix names the directories of BuildAgent's builds, followed by
+// the pid of the test binary that made each.
+const agentBuildPrefix = "cordon-agent-build-"
+
+// sweepAgentBuilds removes the builds (10 MB each) of test binaries that
+// have exited. A build serves its test binary to the end, and a test binary
+// has no hook that runs after its last test, so each removes those its
+// predecessors left.
+func sweepAgentBuilds() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), agentBuildPrefix+"*-*"))
+	for _, d := range dirs {
+		pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), agentBuildPrefix), "-")
+		n, err := strconv.Atoi(pid)
+		if err != nil || n <= 0 || n > 1<<22 { // PID_MAX_LIMIT
+			continue
+		}
+		if syscall.Kill(n, 0) == syscall.ESRCH {
+			os.RemoveAll(d)
+		}
+	}
 }
