@@ -424,6 +424,35 @@ func TestScratch(t *testing.T) {
 	}
 }
 
+// TestMaskMounts: each masked file is /dev/null, bound read-only (from one
+// read-only source, removed before the workload starts), and each masked
+// directory an empty read-only tmpfs.
+func TestMaskMounts(t *testing.T) {
+	sb := create(t, sandbox.Spec{})
+	mi, _, _ := sh(t, sb, "cat /proc/self/mountinfo; ls -A /")
+	want := map[string]string{"/etc/shadow": "/null", "/proc/kallsyms": "/null", "/proc/keys": "/null", "/etc/ssh": "/"}
+	for _, l := range strings.Split(mi, "\n") {
+		f := strings.Fields(l)
+		if strings.Contains(l, ".cordon-null") {
+			t.Errorf("the mask source is left: %q", l)
+		}
+		if len(f) < 6 {
+			continue
+		}
+		root, ok := want[f[4]]
+		if !ok {
+			continue
+		}
+		delete(want, f[4])
+		if f[3] != root || !strings.HasPrefix(f[5], "ro,") {
+			t.Errorf("%s is mounted %q", f[4], l)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("not masked: %v\n%s", want, mi)
+	}
+}
+
 // settledState is the state /cancel reports for a settled execution.
 func settledState(t *testing.T, c *client.Client, id string) string {
 	term, err := c.Cancel(t.Context(), id)
