@@ -67,6 +67,26 @@ func BenchmarkAgents(b *testing.B) {
 				}
 				b.SetBytes(16 << 20)
 			})
+			b.Run("Stdin4MiB", func(b *testing.B) {
+				// The most cordon run -i passes, as text and (where the
+				// agent takes it) as bytes that are not UTF-8, sent base64.
+				text := strings.Repeat("abcdefghijklmnopqrstuvwxyz0123456789\n", 4<<20/37)
+				bin := strings.Repeat("\xff\x00abcdefghijklmnopqrstuvwxyz012345678\n", 4<<20/40)
+				for _, in := range []struct{ name, data string }{{"Text", text}, {"Binary", bin}} {
+					b.Run(in.name, func(b *testing.B) {
+						if in.name == "Binary" && !c.HasFeature(b.Context(), "stdin-base64") {
+							b.Skip("text stdin only")
+						}
+						for b.Loop() {
+							res, err := c.Exec(b.Context(), "wc", client.ExecOptions{Args: []string{"-c"}, Stdin: &in.data, Stdout: io.Discard})
+							if err != nil || res.ExitCode != 0 {
+								b.Fatalf("%+v %v", res, err)
+							}
+						}
+						b.SetBytes(int64(len(in.data)))
+					})
+				}
+			})
 			b.Run("ExecParallel", func(b *testing.B) {
 				var n atomic.Int64
 				start := time.Now()

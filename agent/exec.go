@@ -4,6 +4,7 @@ package agent
 
 import (
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -358,6 +359,7 @@ type executeBody struct {
 	Cwd              json.RawMessage `json:"cwd"`
 	Env              json.RawMessage `json:"env"`
 	Stdin            json.RawMessage `json:"stdin"`
+	StdinEncoding    json.RawMessage `json:"stdinEncoding"`
 	TimeoutMs        json.RawMessage `json:"timeoutMs"`
 	MaxOutputBytes   json.RawMessage `json:"maxOutputBytes"`
 	Stdio            json.RawMessage `json:"stdio"`
@@ -383,6 +385,12 @@ func truthy(m json.RawMessage) bool {
 
 // jsString renders a scalar JSON value the way JavaScript's String() would.
 func jsString(m json.RawMessage) (string, error) {
+	// A string (stdin may be megabytes) in one pass where it can be.
+	if len(m) >= 2 && m[0] == '"' && m[len(m)-1] == '"' {
+		if s, ok := wire.UnquoteString(m[1 : len(m)-1]); ok {
+			return s, nil
+		}
+	}
 	var v any
 	if err := json.Unmarshal(m, &v); err != nil {
 		return "", err
@@ -484,6 +492,19 @@ func (s *Server) parseExecute(b executeBody) (*execRequest, *wire.ErrorBody) {
 		}
 	}
 	q.argv, q.env, q.stdin, q.spawnErr = s.commandLine(q.command, b)
+	if len(b.StdinEncoding) > 0 {
+		if enc, ok := rawString(b.StdinEncoding); !ok || enc != wire.StdinBase64 {
+			return bad(wire.CodeInvalidBody, `stdinEncoding must be "base64"`)
+		}
+		if q.stdin != nil {
+			raw, err := base64.StdEncoding.DecodeString(*q.stdin)
+			if err != nil {
+				return bad(wire.CodeInvalidBody, "stdin is not valid base64")
+			}
+			v := string(raw)
+			q.stdin = &v
+		}
+	}
 	return q, nil
 }
 

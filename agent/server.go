@@ -47,6 +47,9 @@ var Features = []string{
 	// A reservation marked as a host's spare (Cordon-Lease: spare) yields
 	// its slot to another reservation when the agent is at capacity.
 	"spare-leases",
+	// /execute takes stdin as base64 (stdinEncoding: "base64"), so that
+	// bytes which are not UTF-8 reach the command as they are.
+	"stdin-base64",
 }
 
 // Server serves the agent wire. Build one with New; it is an http.Handler.
@@ -255,7 +258,7 @@ func (s *Server) readBody(r *http.Request, dst any) error {
 	if int64(len(b)) > limit {
 		return fmt.Errorf("request body exceeds %d bytes", limit)
 	}
-	if len(strings.TrimSpace(string(b))) == 0 {
+	if len(bytes.TrimSpace(b)) == 0 {
 		b = []byte("{}")
 	}
 	if err := json.Unmarshal(b, dst); err != nil {

@@ -386,6 +386,9 @@ func (s *Sandbox) Exec(ctx context.Context, command string, o ExecOptions) (*Res
 	if err := s.live(); err != nil {
 		return nil, err
 	}
+	if _, enc := client.EncodeStdin(o.Stdin); enc != "" && !s.hasFeature("stdin-base64") {
+		return nil, fmt.Errorf("%w: stdin that is not UTF-8 (this agent takes text stdin only)", ErrUnsupported)
+	}
 	oc, counts := s.inst.(OOMCounter)
 	var before uint64
 	if counts {

@@ -122,3 +122,19 @@ func TestFailedTeardownIsRetried(t *testing.T) {
 		t.Fatalf("after destroy: %v", err)
 	}
 }
+
+// TestBinaryStdinNeedsTheFeature: stdin that is not UTF-8 cannot cross as
+// text, so an agent without "stdin-base64" gets a refusal, not a command
+// whose input was silently altered.
+func TestBinaryStdinNeedsTheFeature(t *testing.T) {
+	fb := &fakeBackend{version: 2}
+	sb, err := sandbox.NewProvider([]sandbox.Backend{fb}).Create(t.Context(), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(t.Context())
+	in := "\xff\xfe"
+	if _, err := sb.Exec(t.Context(), "cat", sandbox.ExecOptions{Stdin: &in}); !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Fatalf("binary stdin to an agent without stdin-base64: %v", err)
+	}
+}

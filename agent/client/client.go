@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cordon-sandbox/cordon/agent/wire"
 )
@@ -374,6 +375,18 @@ type ExecOptions struct {
 	Stdout, Stderr io.Writer     // nil discards
 }
 
+// EncodeStdin returns stdin as /execute carries it, with its encoding: as
+// it is when it is UTF-8, which is all a JSON string holds; otherwise as
+// base64 with wire.StdinBase64 (feature "stdin-base64"), so that no byte
+// is replaced on the way.
+func EncodeStdin(stdin *string) (*string, string) {
+	if stdin == nil || utf8.ValidString(*stdin) {
+		return stdin, ""
+	}
+	enc := base64.StdEncoding.EncodeToString([]byte(*stdin))
+	return &enc, wire.StdinBase64
+}
+
 // Exec runs command to completion and streams its output. The command is
 // reserved first (with a spare reservation when the client holds one, see
 // Lease), so that when ctx ends it is cancelled over the wire and
@@ -383,8 +396,9 @@ type ExecOptions struct {
 func (c *Client) Exec(ctx context.Context, command string, o ExecOptions) (*wire.Result, error) {
 	req := wire.ExecuteRequest{
 		Command: command, Args: o.Args, Cwd: o.Cwd, Env: o.Env,
-		Stdin: o.Stdin, MaxOutputBytes: o.MaxOutputBytes,
+		MaxOutputBytes: o.MaxOutputBytes,
 	}
+	req.Stdin, req.StdinEncoding = EncodeStdin(o.Stdin)
 	if o.Timeout > 0 {
 		req.TimeoutMs = max(1, o.Timeout.Milliseconds())
 	}

@@ -3,8 +3,6 @@ package client
 import (
 	"bytes"
 	"encoding/json"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/cordon-sandbox/cordon/agent/wire"
 )
@@ -22,7 +20,8 @@ var outputOpenings = [...]struct {
 // DecodeEvent reads one event line (without its newline) exactly as
 // json.Unmarshal(line, ev) does, with a fast path for the output events
 // that carry most of a stream's bytes. json.Unmarshal passes over a
-// line three times (validation, scanning, unquoting); unquoteJSON once.
+// line three times (validation, scanning, unquoting); wire.UnquoteString
+// once.
 // Whatever the fast path does not decode exactly as encoding/json would is
 // left to encoding/json.
 func DecodeEvent(line []byte, ev *wire.Event) error {
@@ -32,7 +31,7 @@ func DecodeEvent(line []byte, ev *wire.Event) error {
 			continue
 		}
 		if s, ok := bytes.CutSuffix(body, []byte(`"}`)); ok {
-			if data, ok := unquoteJSON(s); ok {
+			if data, ok := wire.UnquoteString(s); ok {
 				*ev = wire.Event{Type: o.typ, Data: data}
 				return nil
 			}
@@ -40,89 +39,4 @@ func DecodeEvent(line []byte, ev *wire.Event) error {
 		break
 	}
 	return json.Unmarshal(line, ev)
-}
-
-// unquoteJSON decodes the inside of a JSON string literal. It reports false
-// for anything it does not decode exactly as encoding/json does: an
-// unescaped quote or control character (then s is not one string), invalid
-// UTF-8 (which encoding/json replaces), a surrogate escape, a malformed
-// escape.
-func unquoteJSON(s []byte) (string, bool) {
-	i := 0
-	for i < len(s) && s[i] >= 0x20 && s[i] < utf8.RuneSelf && s[i] != '"' && s[i] != '\\' {
-		i++
-	}
-	if i == len(s) {
-		return string(s), true
-	}
-	if !utf8.Valid(s[i:]) {
-		return "", false
-	}
-	b := make([]byte, i, len(s))
-	copy(b, s[:i])
-	for i < len(s) {
-		c := s[i]
-		if c == '"' || c < 0x20 {
-			return "", false
-		}
-		if c != '\\' {
-			j := i + 1
-			for j < len(s) && s[j] >= 0x20 && s[j] != '"' && s[j] != '\\' {
-				j++
-			}
-			b = append(b, s[i:j]...)
-			i = j
-			continue
-		}
-		if i+1 == len(s) {
-			return "", false
-		}
-		switch e := s[i+1]; e {
-		case '"', '\\', '/':
-			b = append(b, e)
-		case 'b':
-			b = append(b, '\b')
-		case 'f':
-			b = append(b, '\f')
-		case 'n':
-			b = append(b, '\n')
-		case 'r':
-			b = append(b, '\r')
-		case 't':
-			b = append(b, '\t')
-		case 'u':
-			r, ok := hex4(s[i+2:])
-			if !ok || utf16.IsSurrogate(r) {
-				return "", false
-			}
-			b = utf8.AppendRune(b, r)
-			i += 4
-		default:
-			return "", false
-		}
-		i += 2
-	}
-	return string(b), true
-}
-
-// hex4 reads the four hex digits that open s.
-func hex4(s []byte) (rune, bool) {
-	if len(s) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range s[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }

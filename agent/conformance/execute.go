@@ -2,6 +2,8 @@ package conformance
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -27,6 +29,41 @@ func testExecute(t *testing.T, h *harness) {
 		r := h.execute(t, map[string]any{"command": "cat", "stdin": "from stdin"})
 		if r.stdout != "from stdin" {
 			t.Fatalf("stdout %q", r.stdout)
+		}
+	})
+	t.Run("BinaryStdin", func(t *testing.T) {
+		if !h.c.HasFeature(context.Background(), "stdin-base64") {
+			if h.Reference {
+				t.Skip("cordon addition: the reference worker takes text stdin only")
+			}
+			t.Fatal("cordon-agent does not advertise stdin-base64")
+		}
+		// Every byte value, most of which are not UTF-8 on their own.
+		var in strings.Builder
+		for i := range 512 {
+			in.WriteByte(byte(i))
+		}
+		stdin := in.String()
+		var out strings.Builder
+		res, err := h.c.Exec(context.Background(), "od", client.ExecOptions{Args: []string{"-An", "-v", "-tx1"}, Stdin: &stdin, Stdout: &out})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("od: %+v %v", res, err)
+		}
+		got := strings.Fields(out.String())
+		if len(got) != len(stdin) {
+			t.Fatalf("%d bytes arrived, want %d", len(got), len(stdin))
+		}
+		for i, x := range got {
+			if want := fmt.Sprintf("%02x", stdin[i]); x != want {
+				t.Fatalf("byte %d arrived as %s, want %s", i, x, want)
+			}
+		}
+		for _, body := range []map[string]any{
+			{"command": "cat", "stdin": "not base64!", "stdinEncoding": "base64"},
+			{"command": "cat", "stdin": "aGk=", "stdinEncoding": "hex"},
+			{"command": "cat", "stdin": "aGk=", "stdinEncoding": 64},
+		} {
+			wantError(t, h.post(t, wire.RouteExecute, body), http.StatusBadRequest, wire.CodeInvalidBody)
 		}
 	})
 	t.Run("UnreadStdin", func(t *testing.T) {

@@ -174,17 +174,24 @@ type Activity struct {
 
 // ExecuteRequest is the body of POST /execute.
 type ExecuteRequest struct {
-	ExecutionID      string            `json:"executionId,omitempty"`
-	Command          string            `json:"command"`
-	Args             []string          `json:"args,omitempty"`
-	Cwd              string            `json:"cwd,omitempty"`
-	Env              map[string]string `json:"env,omitempty"`
-	Stdin            *string           `json:"stdin,omitempty"`
-	TimeoutMs        int64             `json:"timeoutMs,omitempty"`
-	MaxOutputBytes   int64             `json:"maxOutputBytes,omitempty"`
-	Stdio            bool              `json:"stdio,omitempty"`
-	NormalExitPolicy string            `json:"normalExitPolicy,omitempty"`
+	ExecutionID string            `json:"executionId,omitempty"`
+	Command     string            `json:"command"`
+	Args        []string          `json:"args,omitempty"`
+	Cwd         string            `json:"cwd,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	Stdin       *string           `json:"stdin,omitempty"`
+	// StdinEncoding StdinBase64 (feature "stdin-base64") says Stdin is
+	// base64: a JSON string holds only UTF-8, and other bytes would reach
+	// the command as U+FFFD.
+	StdinEncoding    string `json:"stdinEncoding,omitempty"`
+	TimeoutMs        int64  `json:"timeoutMs,omitempty"`
+	MaxOutputBytes   int64  `json:"maxOutputBytes,omitempty"`
+	Stdio            bool   `json:"stdio,omitempty"`
+	NormalExitPolicy string `json:"normalExitPolicy,omitempty"`
 }
+
+// StdinBase64 is ExecuteRequest.StdinEncoding for base64 stdin.
+const StdinBase64 = "base64"
 
 // Event is one NDJSON line of an /execute stream. Which fields are set
 // depends on Type.

@@ -2,6 +2,8 @@ package main_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,6 +89,28 @@ func TestRunStdin(t *testing.T) {
 	out, err := cmd.Output()
 	if err != nil || string(out) != "SHOUT" {
 		t.Fatalf("%q %v", out, err)
+	}
+	checkBinaryStdin(t, "run", "-i", "--")
+}
+
+// checkBinaryStdin runs cordon with args, then sha256sum, on standard input
+// that is not UTF-8 (every byte value, then the 4 MiB -i takes at most) and checks
+// that the command read it byte for byte.
+func checkBinaryStdin(t *testing.T, args ...string) {
+	t.Helper()
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	for _, in := range [][]byte{all, bytes.Repeat(all, 4<<20/len(all))} {
+		cmd := exec.Command(buildCLI(t), append(args, "sha256sum")...)
+		cmd.Stdin = bytes.NewReader(in)
+		var e bytes.Buffer
+		cmd.Stderr = &e
+		out, err := cmd.Output()
+		if want := fmt.Sprintf("%x  -\n", sha256.Sum256(in)); err != nil || string(out) != want {
+			t.Fatalf("%d bytes of stdin: %q (want %q) %v %s", len(in), out, want, err, e.String())
+		}
 	}
 }
 
