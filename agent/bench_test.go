@@ -56,17 +56,27 @@ func BenchmarkAgents(b *testing.B) {
 				}
 				testutil.ReportPercentiles(b, "", lat)
 			})
-			b.Run("Output16MiB", func(b *testing.B) {
-				// Output streamed through the wire (and dropped past the
-				// output limit): the agent's reading of the pipes.
-				for b.Loop() {
-					res, err := c.Exec(b.Context(), "sh", client.ExecOptions{Args: []string{"-c", "yes abcdefghijklmnopqrstuvwxyz0123456789 | head -c 16777216"}, Stdout: io.Discard})
-					if err != nil || res.ExitCode != 0 {
-						b.Fatalf("%+v %v", res, err)
-					}
+			for _, raw := range []bool{false, true} {
+				name := "Output16MiB"
+				if raw {
+					name += "Raw"
 				}
-				b.SetBytes(16 << 20)
-			})
+				b.Run(name, func(b *testing.B) {
+					// Output streamed through the wire: the agent's reading
+					// of the pipes; as text, or (Raw, as cordon run asks
+					// for it) as base64 of the exact bytes.
+					if raw && !c.HasFeature(b.Context(), "output-base64") {
+						b.Skip("text output only")
+					}
+					for b.Loop() {
+						res, err := c.Exec(b.Context(), "sh", client.ExecOptions{Args: []string{"-c", "yes abcdefghijklmnopqrstuvwxyz0123456789 | head -c 16777216"}, Stdout: io.Discard, RawOutput: raw})
+						if err != nil || res.ExitCode != 0 {
+							b.Fatalf("%+v %v", res, err)
+						}
+					}
+					b.SetBytes(16 << 20)
+				})
+			}
 			b.Run("Stdin4MiB", func(b *testing.B) {
 				// The most cordon run -i passes, as text and (where the
 				// agent takes it) as bytes that are not UTF-8, sent base64.

@@ -360,6 +360,7 @@ type executeBody struct {
 	Env              json.RawMessage `json:"env"`
 	Stdin            json.RawMessage `json:"stdin"`
 	StdinEncoding    json.RawMessage `json:"stdinEncoding"`
+	OutputEncoding   json.RawMessage `json:"outputEncoding"`
 	TimeoutMs        json.RawMessage `json:"timeoutMs"`
 	MaxOutputBytes   json.RawMessage `json:"maxOutputBytes"`
 	Stdio            json.RawMessage `json:"stdio"`
@@ -421,17 +422,19 @@ func (s *Server) timeoutFor(m json.RawMessage) (time.Duration, error) {
 
 // execRequest is a validated /execute body.
 type execRequest struct {
-	id       string
-	command  string
-	cwd      string // lexical, inside the workspace
-	timeout  time.Duration
-	maxOut   int64
-	stdio    bool
-	policy   string
-	argv     []string
-	env      []string
-	stdin    *string
-	spawnErr error // refused at spawn time, after admission, as the reference does
+	id      string
+	command string
+	cwd     string // lexical, inside the workspace
+	timeout time.Duration
+	maxOut  int64
+	stdio   bool
+	// rawOutput: output events carry base64 of the exact bytes.
+	rawOutput bool
+	policy    string
+	argv      []string
+	env       []string
+	stdin     *string
+	spawnErr  error // refused at spawn time, after admission, as the reference does
 }
 
 // parseExecute validates an /execute body in the reference's order, with
@@ -492,8 +495,14 @@ func (s *Server) parseExecute(b executeBody) (*execRequest, *wire.ErrorBody) {
 		}
 	}
 	q.argv, q.env, q.stdin, q.spawnErr = s.commandLine(q.command, b)
+	if len(b.OutputEncoding) > 0 {
+		if enc, ok := rawString(b.OutputEncoding); !ok || enc != wire.Base64 {
+			return bad(wire.CodeInvalidBody, `outputEncoding must be "base64"`)
+		}
+		q.rawOutput = true
+	}
 	if len(b.StdinEncoding) > 0 {
-		if enc, ok := rawString(b.StdinEncoding); !ok || enc != wire.StdinBase64 {
+		if enc, ok := rawString(b.StdinEncoding); !ok || enc != wire.Base64 {
 			return bad(wire.CodeInvalidBody, `stdinEncoding must be "base64"`)
 		}
 		if q.stdin != nil {

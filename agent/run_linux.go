@@ -144,7 +144,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, e *execution, q *ex
 	}
 
 	var pumps sync.WaitGroup
-	clips := [2]*outputClip{{max: maxOut}, {max: maxOut}}
+	clips := [2]*outputClip{{max: maxOut, base64: q.rawOutput}, {max: maxOut, base64: q.rawOutput}}
 	for i, f := range []*os.File{stdoutR, stderrR} {
 		pumps.Add(1)
 		go func() {
@@ -262,10 +262,17 @@ func (s *Server) pump(f *os.File, stream int, stdio bool, clip *outputClip, out 
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
-			if stdio {
-				out.send(wire.Event{Type: wire.EventStdioData, Stream: names[stream], Data: base64.StdEncoding.EncodeToString(buf[:n])})
-			} else if text := clip.take(buf[:n]); text != "" {
-				out.send(wire.Event{Type: types[stream], Data: text})
+			switch {
+			case stdio:
+				out.sendBase64(wire.EventStdioData, names[stream], buf[:n])
+			case clip.base64:
+				if b := clip.clip(buf[:n]); len(b) > 0 {
+					out.sendBase64(types[stream], "", b)
+				}
+			default:
+				if text := clip.take(buf[:n]); text != "" {
+					out.send(wire.Event{Type: types[stream], Data: text})
+				}
 			}
 		}
 		if err != nil {

@@ -50,6 +50,9 @@ var Features = []string{
 	// /execute takes stdin as base64 (stdinEncoding: "base64"), so that
 	// bytes which are not UTF-8 reach the command as they are.
 	"stdin-base64",
+	// /execute sends output as base64 of the exact bytes on request
+	// (outputEncoding: "base64").
+	"output-base64",
 }
 
 // Server serves the agent wire. Build one with New; it is an http.Handler.

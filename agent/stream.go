@@ -4,6 +4,7 @@ package agent
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"sync"
@@ -39,6 +40,26 @@ func (s *eventStream) send(ev any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.writeLocked(b.Bytes())
+}
+
+// sendBase64 sends an event of type typ whose data is base64 of chunk
+// (with stream, when not empty), the line exactly as send would write it.
+// It is written directly: base64 needs no escaping in a JSON string, which
+// encoding/json would check byte by byte.
+func (s *eventStream) sendBase64(typ, stream string, chunk []byte) {
+	b := make([]byte, 0, base64.StdEncoding.EncodedLen(len(chunk))+64)
+	b = append(b, `{"type":"`...)
+	b = append(b, typ...)
+	b = append(b, `","data":"`...)
+	b = base64.StdEncoding.AppendEncode(b, chunk)
+	if stream != "" {
+		b = append(b, `","stream":"`...)
+		b = append(b, stream...)
+	}
+	b = append(b, "\"}\n"...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writeLocked(b)
 }
 
 func (s *eventStream) writeLocked(b []byte) {
@@ -79,30 +100,41 @@ func (s *eventStream) abandonAfter(d time.Duration) {
 	_ = s.rc.SetWriteDeadline(time.Now().Add(d))
 }
 
-// outputClip applies maxOutputBytes to one stream and keeps a multi-byte
-// UTF-8 character whole across chunk boundaries.
+// outputClip applies maxOutputBytes to one stream and, for text, keeps a
+// multi-byte UTF-8 character whole across chunk boundaries. With base64
+// the stream's events carry its exact bytes (clip, not take).
 type outputClip struct {
 	max       int64
+	base64    bool
 	bytes     int64
 	truncated bool
 	carry     []byte
 }
 
-// take returns the text to emit for chunk, or "" when there is none yet.
-func (c *outputClip) take(chunk []byte) string {
+// clip returns what of chunk is within the limit.
+func (c *outputClip) clip(chunk []byte) []byte {
 	if c.truncated {
-		return ""
+		return nil
 	}
 	remaining := c.max - c.bytes
 	if remaining <= 0 {
 		c.truncated = true
-		return ""
+		return nil
 	}
 	if int64(len(chunk)) > remaining {
 		chunk = chunk[:remaining]
 		c.truncated = true
 	}
 	c.bytes += int64(len(chunk))
+	return chunk
+}
+
+// take returns the text to emit for chunk, or "" when there is none yet.
+func (c *outputClip) take(chunk []byte) string {
+	chunk = c.clip(chunk)
+	if len(chunk) == 0 {
+		return ""
+	}
 	buf := append(c.carry, chunk...)
 	cut := completeUTF8(buf)
 	c.carry = append([]byte(nil), buf[cut:]...)

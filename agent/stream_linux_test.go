@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/base64"
 	"net/http/httptest"
 	"testing"
 
@@ -15,5 +16,23 @@ func TestEventLine(t *testing.T) {
 	want := `{"type":"stdout_delta","data":"<a & b>\n\"q\"\u0000é"}` + "\n"
 	if got := rec.Body.String(); got != want {
 		t.Fatalf("line %q, want %q", got, want)
+	}
+}
+
+// TestBase64EventLine: the lines sendBase64 writes by hand are those send
+// writes for the same events.
+func TestBase64EventLine(t *testing.T) {
+	chunk := []byte("\xff\x00<&>\"\\ é")
+	for _, stream := range []string{"", "stderr"} {
+		typ := wire.EventStdout
+		if stream != "" {
+			typ = wire.EventStdioData
+		}
+		direct, viaJSON := httptest.NewRecorder(), httptest.NewRecorder()
+		newEventStream(direct).sendBase64(typ, stream, chunk)
+		newEventStream(viaJSON).send(wire.Event{Type: typ, Stream: stream, Data: base64.StdEncoding.EncodeToString(chunk)})
+		if direct.Body.String() != viaJSON.Body.String() {
+			t.Fatalf("line %q, want %q", direct.Body.String(), viaJSON.Body.String())
+		}
 	}
 }

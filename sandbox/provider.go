@@ -389,6 +389,9 @@ func (s *Sandbox) Exec(ctx context.Context, command string, o ExecOptions) (*Res
 	if _, enc := client.EncodeStdin(o.Stdin); enc != "" && !s.hasFeature("stdin-base64") {
 		return nil, fmt.Errorf("%w: stdin that is not UTF-8 (this agent takes text stdin only)", ErrUnsupported)
 	}
+	if o.RawOutput && !s.hasFeature("output-base64") {
+		return nil, fmt.Errorf("%w: raw output (this agent sends output as text only)", ErrUnsupported)
+	}
 	oc, counts := s.inst.(OOMCounter)
 	var before uint64
 	if counts {

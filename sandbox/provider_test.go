@@ -123,10 +123,10 @@ func TestFailedTeardownIsRetried(t *testing.T) {
 	}
 }
 
-// TestBinaryStdinNeedsTheFeature: stdin that is not UTF-8 cannot cross as
-// text, so an agent without "stdin-base64" gets a refusal, not a command
-// whose input was silently altered.
-func TestBinaryStdinNeedsTheFeature(t *testing.T) {
+// TestBinaryStreamsNeedTheFeatures: bytes that are not UTF-8 cannot cross
+// as text, so an agent without "stdin-base64" or "output-base64" gets a
+// refusal, not a command whose input or output is silently altered.
+func TestBinaryStreamsNeedTheFeatures(t *testing.T) {
 	fb := &fakeBackend{version: 2}
 	sb, err := sandbox.NewProvider([]sandbox.Backend{fb}).Create(t.Context(), sandbox.Spec{})
 	if err != nil {
@@ -136,5 +136,8 @@ func TestBinaryStdinNeedsTheFeature(t *testing.T) {
 	in := "\xff\xfe"
 	if _, err := sb.Exec(t.Context(), "cat", sandbox.ExecOptions{Stdin: &in}); !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Fatalf("binary stdin to an agent without stdin-base64: %v", err)
+	}
+	if _, err := sb.Exec(t.Context(), "cat", sandbox.ExecOptions{RawOutput: true}); !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Fatalf("raw output from an agent without output-base64: %v", err)
 	}
 }

@@ -176,13 +176,22 @@ func BenchmarkExecOutput(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for b.Loop() {
-		res, err := d.local.Exec(b.Context(), sb.ID, "sh", sclient.ExecOptions{Args: []string{"-c", "yes abcdefghijklmnopqrstuvwxyz0123456789 | head -c 16777216"}, MaxOutputBytes: 32 << 20, Stdout: io.Discard})
-		if err != nil || res.ExitCode != 0 {
-			b.Fatalf("%+v %v", res, err)
+	// As text, and (Raw, as cordon exec asks for it) as the exact bytes.
+	for _, raw := range []bool{false, true} {
+		name := "Text"
+		if raw {
+			name = "Raw"
 		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				res, err := d.local.Exec(b.Context(), sb.ID, "sh", sclient.ExecOptions{Args: []string{"-c", "yes abcdefghijklmnopqrstuvwxyz0123456789 | head -c 16777216"}, MaxOutputBytes: 32 << 20, Stdout: io.Discard, RawOutput: raw})
+				if err != nil || res.ExitCode != 0 {
+					b.Fatalf("%+v %v", res, err)
+				}
+			}
+			b.SetBytes(16 << 20)
+		})
 	}
-	b.SetBytes(16 << 20)
 }
 
 // BenchmarkIdleMemory creates CORDON_BENCH_IDLE idle sandboxes (default

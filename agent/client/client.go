@@ -373,18 +373,51 @@ type ExecOptions struct {
 	Timeout        time.Duration // 0: the agent's default
 	MaxOutputBytes int64         // 0: the agent's default
 	Stdout, Stderr io.Writer     // nil discards
+	// RawOutput gives Stdout and Stderr the exact bytes the command wrote
+	// (feature "output-base64"); otherwise they get UTF-8 text, in which
+	// bytes that are not UTF-8 arrive as U+FFFD.
+	RawOutput bool
 }
 
 // EncodeStdin returns stdin as /execute carries it, with its encoding: as
 // it is when it is UTF-8, which is all a JSON string holds; otherwise as
-// base64 with wire.StdinBase64 (feature "stdin-base64"), so that no byte
+// base64 with wire.Base64 (feature "stdin-base64"), so that no byte
 // is replaced on the way.
 func EncodeStdin(stdin *string) (*string, string) {
 	if stdin == nil || utf8.ValidString(*stdin) {
 		return stdin, ""
 	}
 	enc := base64.StdEncoding.EncodeToString([]byte(*stdin))
-	return &enc, wire.StdinBase64
+	return &enc, wire.Base64
+}
+
+// WriteOutput writes an output event's data to w: the text as it is, or,
+// for a command whose output was asked for raw (wire.ExecuteRequest's
+// OutputEncoding), the bytes its base64 stands for. Data that is not
+// base64 there is an ErrBadOutput.
+func WriteOutput(w io.Writer, data string, raw bool) error {
+	if !raw {
+		_, err := io.WriteString(w, data)
+		return err
+	}
+	b, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadOutput, err)
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// ErrBadOutput: an output event asked for as base64 was not.
+var ErrBadOutput = errors.New("output event is not the base64 asked for")
+
+// ignoreWriteErr keeps only WriteOutput's ErrBadOutput: the caller's
+// writer failing does not stop the command or its stream.
+func ignoreWriteErr(err error) error {
+	if errors.Is(err, ErrBadOutput) {
+		return err
+	}
+	return nil
 }
 
 // Exec runs command to completion and streams its output. The command is
@@ -399,6 +432,9 @@ func (c *Client) Exec(ctx context.Context, command string, o ExecOptions) (*wire
 		MaxOutputBytes: o.MaxOutputBytes,
 	}
 	req.Stdin, req.StdinEncoding = EncodeStdin(o.Stdin)
+	if o.RawOutput {
+		req.OutputEncoding = wire.Base64
+	}
 	if o.Timeout > 0 {
 		req.TimeoutMs = max(1, o.Timeout.Milliseconds())
 	}
@@ -428,11 +464,11 @@ func (c *Client) exec(ctx context.Context, req wire.ExecuteRequest, o ExecOption
 			switch ev.Type {
 			case wire.EventStdout:
 				if o.Stdout != nil {
-					_, _ = io.WriteString(o.Stdout, ev.Data)
+					return ignoreWriteErr(WriteOutput(o.Stdout, ev.Data, o.RawOutput))
 				}
 			case wire.EventStderr:
 				if o.Stderr != nil {
-					_, _ = io.WriteString(o.Stderr, ev.Data)
+					return ignoreWriteErr(WriteOutput(o.Stderr, ev.Data, o.RawOutput))
 				}
 			case wire.EventResult:
 				result = ev.Result

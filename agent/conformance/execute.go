@@ -31,7 +31,7 @@ func testExecute(t *testing.T, h *harness) {
 			t.Fatalf("stdout %q", r.stdout)
 		}
 	})
-	t.Run("BinaryStdin", func(t *testing.T) {
+	t.Run("BinaryStreams", func(t *testing.T) {
 		if !h.c.HasFeature(context.Background(), "stdin-base64") {
 			if h.Reference {
 				t.Skip("cordon addition: the reference worker takes text stdin only")
@@ -62,8 +62,29 @@ func testExecute(t *testing.T, h *harness) {
 			{"command": "cat", "stdin": "not base64!", "stdinEncoding": "base64"},
 			{"command": "cat", "stdin": "aGk=", "stdinEncoding": "hex"},
 			{"command": "cat", "stdin": "aGk=", "stdinEncoding": 64},
+			{"command": "cat", "outputEncoding": "hex"},
+			{"command": "cat", "outputEncoding": true},
 		} {
 			wantError(t, h.post(t, wire.RouteExecute, body), http.StatusBadRequest, wire.CodeInvalidBody)
+		}
+		if !h.c.HasFeature(context.Background(), "output-base64") {
+			t.Fatal("cordon-agent does not advertise output-base64")
+		}
+		// The same bytes back, exactly, on both streams; then cut at a
+		// limit that falls inside a character.
+		for _, script := range []string{"cat", "cat >&2"} {
+			var out, errOut strings.Builder
+			res, err := h.c.Exec(context.Background(), "sh", client.ExecOptions{Args: []string{"-c", script}, Stdin: &stdin, Stdout: &out, Stderr: &errOut, RawOutput: true})
+			got := out.String() + errOut.String()
+			if err != nil || res.ExitCode != 0 || got != stdin {
+				t.Fatalf("%s: %d bytes back, equal %v: %+v %v", script, len(got), got == stdin, res, err)
+			}
+		}
+		euros := strings.Repeat("€", 10)
+		var clipped strings.Builder
+		res, err = h.c.Exec(context.Background(), "cat", client.ExecOptions{Stdin: &euros, Stdout: &clipped, RawOutput: true, MaxOutputBytes: 10})
+		if err != nil || clipped.String() != euros[:10] || !res.StdoutTruncated {
+			t.Fatalf("clipped at 10 bytes: %q %+v %v", clipped.String(), res, err)
 		}
 	})
 	t.Run("UnreadStdin", func(t *testing.T) {

@@ -180,18 +180,24 @@ type ExecuteRequest struct {
 	Cwd         string            `json:"cwd,omitempty"`
 	Env         map[string]string `json:"env,omitempty"`
 	Stdin       *string           `json:"stdin,omitempty"`
-	// StdinEncoding StdinBase64 (feature "stdin-base64") says Stdin is
+	// StdinEncoding Base64 (feature "stdin-base64") says Stdin is
 	// base64: a JSON string holds only UTF-8, and other bytes would reach
 	// the command as U+FFFD.
-	StdinEncoding    string `json:"stdinEncoding,omitempty"`
+	StdinEncoding string `json:"stdinEncoding,omitempty"`
+	// OutputEncoding Base64 (feature "output-base64") asks for the data of
+	// stdout_delta and stderr_delta events as base64 of the exact bytes
+	// the command wrote; as text, bytes that are not UTF-8 arrive as
+	// U+FFFD.
+	OutputEncoding   string `json:"outputEncoding,omitempty"`
 	TimeoutMs        int64  `json:"timeoutMs,omitempty"`
 	MaxOutputBytes   int64  `json:"maxOutputBytes,omitempty"`
 	Stdio            bool   `json:"stdio,omitempty"`
 	NormalExitPolicy string `json:"normalExitPolicy,omitempty"`
 }
 
-// StdinBase64 is ExecuteRequest.StdinEncoding for base64 stdin.
-const StdinBase64 = "base64"
+// Base64 is the one value of ExecuteRequest.StdinEncoding and
+// OutputEncoding.
+const Base64 = "base64"
 
 // Event is one NDJSON line of an /execute stream. Which fields are set
 // depends on Type.

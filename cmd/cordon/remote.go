@@ -192,7 +192,7 @@ func execCmd(args []string) int {
 		return 2
 	}
 	id, argv := rest[0], rest[1:]
-	opts := sclient.ExecOptions{Args: argv[1:], Cwd: *cwd, Env: env, Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr}
+	opts := sclient.ExecOptions{Args: argv[1:], Cwd: *cwd, Env: env, Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr, RawOutput: true}
 	if *interactive {
 		var err error
 		if opts.Stdin, err = readStdin(); err != nil {

@@ -72,7 +72,7 @@ func runCmd(args []string) int {
 	if *timeout > 0 {
 		spec.MaxTimeout = *timeout
 	}
-	opts := sandbox.ExecOptions{Args: argv[1:], Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr}
+	opts := sandbox.ExecOptions{Args: argv[1:], Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr, RawOutput: true}
 	if *interactive {
 		if opts.Stdin, err = readStdin(); err != nil {
 			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
@@ -94,7 +94,7 @@ func runCmd(args []string) int {
 			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
 			return 2
 		}
-		return runRemote(c, spec, argv[0], sclient.ExecOptions{Args: opts.Args, Stdin: opts.Stdin, Timeout: opts.Timeout, Stdout: opts.Stdout, Stderr: opts.Stderr})
+		return runRemote(c, spec, argv[0], sclient.ExecOptions{Args: opts.Args, Stdin: opts.Stdin, Timeout: opts.Timeout, Stdout: opts.Stdout, Stderr: opts.Stderr, RawOutput: true})
 	}
 	return runIn(spec, argv[0], opts)
 }

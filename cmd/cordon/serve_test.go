@@ -284,7 +284,7 @@ func TestDaemonVerbs(t *testing.T) {
 			t.Errorf("exec %v: %q %d %q", c.args, out, code, errOut)
 		}
 	}
-	checkBinaryStdin(t, "exec", host, "-i", id, "--")
+	checkBinaryStreams(t, "exec", host, "-i", id, "--")
 	// run through the daemon: a sandbox of its own for the command, with
 	// cordon run's exit statuses, deleted after.
 	before, _, _ := run("ls", "-q")

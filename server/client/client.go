@@ -217,6 +217,10 @@ type ExecOptions struct {
 	// Started, if set, is called with the execution id before any output,
 	// so the caller can Cancel it.
 	Started func(executionID string)
+	// RawOutput gives Stdout and Stderr the exact bytes the command wrote
+	// (the agent's feature "output-base64"); otherwise UTF-8 text, in which
+	// bytes that are not UTF-8 arrive as U+FFFD.
+	RawOutput bool
 }
 
 // Exec runs a command and streams its output. Ending ctx drops the stream
@@ -224,6 +228,9 @@ type ExecOptions struct {
 func (c *Client) Exec(ctx context.Context, id, command string, o ExecOptions) (*wire.Result, error) {
 	body := wire.ExecuteRequest{Command: command, Args: o.Args, Cwd: o.Cwd, Env: o.Env, MaxOutputBytes: o.MaxOutputBytes}
 	body.Stdin, body.StdinEncoding = agentclient.EncodeStdin(o.Stdin)
+	if o.RawOutput {
+		body.OutputEncoding = wire.Base64
+	}
 	if o.Timeout > 0 {
 		body.TimeoutMs = o.Timeout.Milliseconds()
 	}
@@ -263,8 +270,7 @@ func (c *Client) Exec(ctx context.Context, id, command string, o ExecOptions) (*
 			return fmt.Errorf("execution failed: %s", ev.Error)
 		}
 		if w != nil {
-			_, err := io.WriteString(w, ev.Data)
-			return err
+			return agentclient.WriteOutput(w, ev.Data, o.RawOutput)
 		}
 		return nil
 	})
