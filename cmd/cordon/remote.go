@@ -210,7 +210,7 @@ func execRemote(c *sclient.Client, id, command string, opts sclient.ExecOptions)
 	opts.Started = func(id string) { execID <- id }
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	caught := onInterrupt(stop, func() {
+	in := onInterrupt(stop, func() {
 		select {
 		case eid := <-execID:
 			// The command stops through the cancel route; dropping the
@@ -221,10 +221,11 @@ func execRemote(c *sclient.Client, id, command string, opts sclient.ExecOptions)
 		default:
 		}
 	})
+	opts.Stdout, opts.Stderr = in.Writer(opts.Stdout), in.Writer(opts.Stderr)
 	res, err := c.Exec(ctx, id, command, opts)
 	switch {
-	case err != nil && caught() != nil:
-		return 128 + int(caught().(syscall.Signal))
+	case err != nil && in.Caught() != nil:
+		return 128 + int(in.Caught().(syscall.Signal))
 	case err != nil:
 		return apiFail(err)
 	}

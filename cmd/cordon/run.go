@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -116,31 +117,83 @@ func readStdin() (*string, error) {
 	return &s, nil
 }
 
-// onInterrupt calls stop (after note, if set) on the first SIGINT or
-// SIGTERM, and returns what reports the signal that came, nil if none.
-func onInterrupt(stop, note func()) func() os.Signal {
+// interrupt stops a command early, once: on the first SIGINT or SIGTERM,
+// or when cordon's standard output or error is a pipe whose reader went
+// away (cordon run -- yes | head -1), which ends a command the way SIGPIPE
+// ends a local one.
+type interrupt struct {
+	once       sync.Once
+	caught     atomic.Value // os.Signal
+	stop, note func()
+	done       chan struct{} // closed once note and stop have returned
+}
+
+// onInterrupt calls stop (after note, if set) when the command is to stop
+// early. Output written through its Writer counts.
+func onInterrupt(stop, note func()) *interrupt {
+	in := &interrupt{stop: stop, note: note, done: make(chan struct{})}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	var caught atomic.Value
+	// Asked for, SIGPIPE no longer kills cordon: a write to a closed
+	// stdout or stderr fails with EPIPE, which Writer acts on. (The
+	// signal itself says nothing of which descriptor broke.)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	go func() {
 		sig := <-sigs
-		caught.Store(sig)
 		fmt.Fprintln(os.Stderr, "cordon: stopping the command…")
-		if note != nil {
-			note()
-		}
-		stop()
+		in.fire(sig)
 	}()
-	return func() os.Signal {
-		sig, _ := caught.Load().(os.Signal)
-		return sig
+	return in
+}
+
+// fire records sig and stops the command on a goroutine of its own: a
+// writer that fires must return at once, for the stream it writes from to
+// go on being read while the command stops.
+func (in *interrupt) fire(sig os.Signal) {
+	in.once.Do(func() {
+		in.caught.Store(sig)
+		go func() {
+			defer close(in.done)
+			if in.note != nil {
+				in.note()
+			}
+			in.stop()
+		}()
+	})
+}
+
+// Caught reports the signal the command was stopped for, nil if none,
+// once the stop has been made.
+func (in *interrupt) Caught() os.Signal {
+	sig, _ := in.caught.Load().(os.Signal)
+	if sig != nil {
+		<-in.done
 	}
+	return sig
+}
+
+// Writer is w (cordon's stdout or stderr), which stops the command once a
+// write fails with EPIPE.
+func (in *interrupt) Writer(w io.Writer) io.Writer { return pipeWriter{w, in} }
+
+type pipeWriter struct {
+	w  io.Writer
+	in *interrupt
+}
+
+func (p pipeWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	if errors.Is(err, syscall.EPIPE) {
+		p.in.fire(syscall.SIGPIPE)
+	}
+	return n, err
 }
 
 func runIn(spec sandbox.Spec, command string, opts sandbox.ExecOptions) int {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	caught := onInterrupt(stop, nil)
+	in := onInterrupt(stop, nil)
+	opts.Stdout, opts.Stderr = in.Writer(opts.Stdout), in.Writer(opts.Stderr)
 
 	sb, err := newProvider().Create(ctx, spec)
 	if err != nil {
@@ -155,8 +208,8 @@ func runIn(spec sandbox.Spec, command string, opts sandbox.ExecOptions) int {
 		return exitCordon
 	}
 	switch {
-	case errors.Is(execErr, context.Canceled) && caught() != nil:
-		return 128 + int(caught().(syscall.Signal))
+	case errors.Is(execErr, context.Canceled) && in.Caught() != nil:
+		return 128 + int(in.Caught().(syscall.Signal))
 	case execErr != nil:
 		fmt.Fprintf(os.Stderr, "cordon: %v\n", execErr)
 		return exitCordon

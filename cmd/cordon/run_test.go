@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,6 +146,48 @@ func TestRunInterrupt(t *testing.T) {
 	}
 	if b, err := os.ReadFile("/proc/" + pid + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
 		t.Fatalf("command %s still running after cordon run exited", pid)
+	}
+}
+
+// TestRunBrokenPipe: once the reader of cordon's output goes away (as in
+// cordon run -- yes | head -1), the command is stopped through the wire and
+// cordon exits 141, as SIGPIPE would end a local command; it does not die
+// of SIGPIPE itself, which skipped the sandbox's confirmed teardown.
+func TestRunBrokenPipe(t *testing.T) {
+	checkBrokenPipe(t, "run", "--")
+}
+
+// checkBrokenPipe runs cordon with args, then a command that writes a line,
+// then another a second later, then sleeps; it closes cordon's stdout after
+// the first line and wants cordon to stop the command and exit 141.
+func checkBrokenPipe(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command(buildCLI(t), append(args, "sh", "-c", "echo hi; sleep 1; echo more; exec sleep 300")...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 3)
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "hi\n" {
+		t.Fatalf("first line %q %v", line, err)
+	}
+	out.Close()
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("cordon still running 30 s after its stdout closed; stderr %s", e.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 141 {
+		t.Fatalf("exit %d (%v), want 141; stderr %s", code, cmd.ProcessState, e.String())
 	}
 }
 

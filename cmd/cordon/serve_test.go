@@ -285,6 +285,10 @@ func TestDaemonVerbs(t *testing.T) {
 		}
 	}
 	checkBinaryStreams(t, "exec", host, "-i", id, "--")
+	checkBrokenPipe(t, "exec", host, id, "--")
+	if out, _, _ := run("exec", id, "--", "sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"); strings.Contains(out, "sleep 300") {
+		t.Errorf("the command is still running after exec's stdout closed: %q", out)
+	}
 	// run through the daemon: a sandbox of its own for the command, with
 	// cordon run's exit statuses, deleted after.
 	before, _, _ := run("ls", "-q")
