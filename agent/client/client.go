@@ -391,6 +391,41 @@ func EncodeStdin(stdin *string) (*string, string) {
 	return &enc, wire.Base64
 }
 
+// ErrNotText: a command, argument, variable or directory that is not UTF-8,
+// which a JSON string would alter on the way (stdin has a way through:
+// EncodeStdin).
+var ErrNotText = errors.New("not UTF-8, which the wire's JSON strings cannot carry")
+
+// Request is the /execute body for command with o's settings. It refuses
+// with ErrNotText what would not arrive as it was.
+func (o ExecOptions) Request(command string) (wire.ExecuteRequest, error) {
+	req := wire.ExecuteRequest{Command: command, Args: o.Args, Cwd: o.Cwd, Env: o.Env, MaxOutputBytes: o.MaxOutputBytes}
+	check := func(what, s string) error {
+		if !utf8.ValidString(s) {
+			return fmt.Errorf("%s %q: %w", what, s, ErrNotText)
+		}
+		return nil
+	}
+	err := errors.Join(check("command", command), check("cwd", o.Cwd))
+	for i, a := range o.Args {
+		err = errors.Join(err, check(fmt.Sprintf("args[%d]", i), a))
+	}
+	for k, v := range o.Env {
+		err = errors.Join(err, check("environment variable", k), check("value of "+k, v))
+	}
+	if err != nil {
+		return req, err
+	}
+	req.Stdin, req.StdinEncoding = EncodeStdin(o.Stdin)
+	if o.RawOutput {
+		req.OutputEncoding = wire.Base64
+	}
+	if o.Timeout > 0 {
+		req.TimeoutMs = max(1, o.Timeout.Milliseconds())
+	}
+	return req, nil
+}
+
 // WriteOutput writes an output event's data to w: the text as it is, or,
 // for a command whose output was asked for raw (wire.ExecuteRequest's
 // OutputEncoding), the bytes its base64 stands for. Data that is not
@@ -427,19 +462,12 @@ func ignoreWriteErr(err error) error {
 // result and an error wrapping ctx.Err()). Dropping the stream is never
 // mistaken for stopping the command.
 func (c *Client) Exec(ctx context.Context, command string, o ExecOptions) (*wire.Result, error) {
-	req := wire.ExecuteRequest{
-		Command: command, Args: o.Args, Cwd: o.Cwd, Env: o.Env,
-		MaxOutputBytes: o.MaxOutputBytes,
-	}
-	req.Stdin, req.StdinEncoding = EncodeStdin(o.Stdin)
-	if o.RawOutput {
-		req.OutputEncoding = wire.Base64
-	}
-	if o.Timeout > 0 {
-		req.TimeoutMs = max(1, o.Timeout.Milliseconds())
+	req, err := o.Request(command)
+	if err != nil {
+		return nil, err
 	}
 	var res *wire.Result
-	_, err := c.RunLeased(ctx, func(id string) error {
+	_, err = c.RunLeased(ctx, func(id string) error {
 		req.ExecutionID = id
 		var err error
 		res, err = c.exec(ctx, req, o)

@@ -381,3 +381,26 @@ func TestExecDoesNotWaitForStreamEnd(t *testing.T) {
 	}
 	<-held
 }
+
+// TestRequest: the /execute body carries the options as they are; what a
+// JSON string would alter is refused, except stdin, which goes as base64.
+func TestRequest(t *testing.T) {
+	stdin := "\xff\x00"
+	req, err := client.ExecOptions{Args: []string{"-c", "é"}, Env: map[string]string{"A": "b"}, Stdin: &stdin, Timeout: 500 * time.Microsecond, RawOutput: true}.Request("sh")
+	if err != nil || req.Command != "sh" || len(req.Args) != 2 || req.TimeoutMs != 1 || req.StdinEncoding != wire.Base64 || *req.Stdin != "/wA=" || req.OutputEncoding != wire.Base64 {
+		t.Fatalf("%+v %v", req, err)
+	}
+	for _, o := range []client.ExecOptions{
+		{Args: []string{"ok", "\xff"}},
+		{Cwd: "dir\xfe"},
+		{Env: map[string]string{"A\xff": "b"}},
+		{Env: map[string]string{"A": "\xc3"}},
+	} {
+		if _, err := o.Request("sh"); !errors.Is(err, client.ErrNotText) {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+	if _, err := (client.ExecOptions{}).Request("sh\xff"); !errors.Is(err, client.ErrNotText) {
+		t.Errorf("command: %v", err)
+	}
+}

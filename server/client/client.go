@@ -226,13 +226,9 @@ type ExecOptions struct {
 // Exec runs a command and streams its output. Ending ctx drops the stream
 // but does not stop the command (Cancel does).
 func (c *Client) Exec(ctx context.Context, id, command string, o ExecOptions) (*wire.Result, error) {
-	body := wire.ExecuteRequest{Command: command, Args: o.Args, Cwd: o.Cwd, Env: o.Env, MaxOutputBytes: o.MaxOutputBytes}
-	body.Stdin, body.StdinEncoding = agentclient.EncodeStdin(o.Stdin)
-	if o.RawOutput {
-		body.OutputEncoding = wire.Base64
-	}
-	if o.Timeout > 0 {
-		body.TimeoutMs = o.Timeout.Milliseconds()
+	body, err := agentclient.ExecOptions{Args: o.Args, Cwd: o.Cwd, Env: o.Env, Stdin: o.Stdin, Timeout: o.Timeout, MaxOutputBytes: o.MaxOutputBytes, RawOutput: o.RawOutput}.Request(command)
+	if err != nil {
+		return nil, err
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
