@@ -117,8 +117,8 @@ func readStdin() (*string, error) {
 	return &s, nil
 }
 
-// interrupt stops a command early, once: on the first SIGINT or SIGTERM,
-// or when cordon's standard output or error is a pipe whose reader went
+// interrupt stops a command early, once: on the first SIGINT, SIGTERM or
+// SIGHUP (its terminal went away), or when cordon's standard output or error is a pipe whose reader went
 // away (cordon run -- yes | head -1), which ends a command the way SIGPIPE
 // ends a local one.
 type interrupt struct {
@@ -133,7 +133,7 @@ type interrupt struct {
 func onInterrupt(stop, note func()) *interrupt {
 	in := &interrupt{stop: stop, note: note, done: make(chan struct{})}
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	// Asked for, SIGPIPE no longer kills cordon: a write to a closed
 	// stdout or stderr fails with EPIPE, which Writer acts on. (The
 	// signal itself says nothing of which descriptor broke.)

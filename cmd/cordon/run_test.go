@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // buildCLI builds cordon beside cordon-agent, as scripts/setup.sh lays them
@@ -120,32 +121,37 @@ func checkBinaryStreams(t *testing.T, args ...string) {
 	}
 }
 
-// TestRunInterrupt: Ctrl-C stops the command through the wire, waits for the
-// stop, tears the sandbox down and exits 130.
+// TestRunInterrupt: Ctrl-C (or SIGTERM, or the terminal hanging up) stops
+// the command through the wire, waits for the stop, tears the sandbox down
+// and exits 128 + the signal.
 func TestRunInterrupt(t *testing.T) {
-	dir := t.TempDir()
-	cmd := exec.Command(buildCLI(t), "run", "--tier", "passthrough", "--workspace", dir, "--", "sh", "-c", "trap '' INT TERM; echo $$ > pid; sleep 300")
-	var e bytes.Buffer
-	cmd.Stderr = &e
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var pid string
-	for i := 0; i < 200 && pid == ""; i++ {
-		time.Sleep(25 * time.Millisecond)
-		b, _ := os.ReadFile(filepath.Join(dir, "pid"))
-		pid = strings.TrimSpace(string(b))
-	}
-	if pid == "" {
-		t.Fatal("command never started")
-	}
-	_ = cmd.Process.Signal(syscall.SIGINT)
-	_ = cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
-		t.Fatalf("exit %d, want 130; stderr %s", code, e.String())
-	}
-	if b, err := os.ReadFile("/proc/" + pid + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
-		t.Fatalf("command %s still running after cordon run exited", pid)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(unix.SignalName(sig), func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.Command(buildCLI(t), "run", "--tier", "passthrough", "--workspace", dir, "--", "sh", "-c", "trap '' INT TERM HUP; echo $$ > pid; sleep 300")
+			var e bytes.Buffer
+			cmd.Stderr = &e
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var pid string
+			for i := 0; i < 200 && pid == ""; i++ {
+				time.Sleep(25 * time.Millisecond)
+				b, _ := os.ReadFile(filepath.Join(dir, "pid"))
+				pid = strings.TrimSpace(string(b))
+			}
+			if pid == "" {
+				t.Fatal("command never started")
+			}
+			_ = cmd.Process.Signal(sig)
+			_ = cmd.Wait()
+			if code := cmd.ProcessState.ExitCode(); code != 128+int(sig) {
+				t.Fatalf("exit %d, want %d; stderr %s", code, 128+int(sig), e.String())
+			}
+			if b, err := os.ReadFile("/proc/" + pid + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
+				t.Fatalf("command %s still running after cordon run exited", pid)
+			}
+		})
 	}
 }
 
