@@ -147,6 +147,9 @@ func (s cgroupSupport) create(id string, l sandbox.Limits) (*cgroups, error) {
 		}
 	}
 	for c, root := range s.v1Roots {
+		if !cg.needsV1(c, l) {
+			continue
+		}
 		dir := filepath.Join(root, id)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fail(err)
@@ -157,6 +160,21 @@ func (s cgroupSupport) create(id string, l sandbox.Limits) (*cgroups, error) {
 		return fail(err)
 	}
 	return cg, nil
+}
+
+// needsV1 reports whether the sandbox needs a cgroup in v1 controller c:
+// pids and cpu for their limits only; the freezer unless cgroup2's own
+// freeze serves; memory always (it counts OOM kills, global ones too).
+func (cg *cgroups) needsV1(c string, l sandbox.Limits) bool {
+	switch c {
+	case "pids":
+		return l.Pids > 0
+	case "cpu":
+		return l.CPUs > 0
+	case "freezer":
+		return !cg.freezeV2()
+	}
+	return true
 }
 
 func write(dir, file, value string) error {

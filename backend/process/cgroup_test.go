@@ -77,3 +77,26 @@ func TestSlowCgroup2(t *testing.T) {
 		t.Errorf("no cgroup2: %q", got)
 	}
 }
+
+// TestCgroupsForLimits: a v1 pids or cpu cgroup only for its limit, the v1
+// freezer only where cgroup2 cannot freeze, memory always (OOM counts).
+func TestCgroupsForLimits(t *testing.T) {
+	v2 := t.TempDir()
+	withFreeze, without := &cgroups{v2: v2}, &cgroups{}
+	os.WriteFile(filepath.Join(v2, "cgroup.freeze"), nil, 0o644)
+	none, all := sandbox.Limits{}, sandbox.Limits{MemoryBytes: 1 << 30, Pids: 10, CPUs: 1}
+	for _, c := range []struct {
+		cg     *cgroups
+		l      sandbox.Limits
+		ctrl   string
+		expect bool
+	}{
+		{withFreeze, none, "memory", true}, {withFreeze, none, "pids", false}, {withFreeze, none, "cpu", false},
+		{withFreeze, all, "pids", true}, {withFreeze, all, "cpu", true},
+		{withFreeze, none, "freezer", false}, {without, none, "freezer", true},
+	} {
+		if got := c.cg.needsV1(c.ctrl, c.l); got != c.expect {
+			t.Errorf("%s for %+v (v2 freeze %v): %v", c.ctrl, c.l, c.cg.freezeV2(), got)
+		}
+	}
+}
