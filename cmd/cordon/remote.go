@@ -180,6 +180,7 @@ func execCmd(args []string) int {
 	timeout := fs.Duration("timeout", 0, "stop the command after this long (0: the agent's default)")
 	cwd := fs.String("cwd", "", "working directory inside")
 	interactive := fs.Bool("i", false, "pass cordon's standard input to the command")
+	maxOutput := maxOutputFlag(fs)
 	c, rest, code := daemonClient(fs, args)
 	if c == nil {
 		return code
@@ -193,8 +194,12 @@ func execCmd(args []string) int {
 	}
 	id, argv := rest[0], rest[1:]
 	opts := sclient.ExecOptions{Args: argv[1:], Cwd: *cwd, Env: env, Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr, RawOutput: true}
+	var err error
+	if opts.MaxOutputBytes, err = maxOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+		return 2
+	}
 	if *interactive {
-		var err error
 		if opts.Stdin, err = readStdin(); err != nil {
 			return apiFail(err)
 		}
@@ -251,8 +256,17 @@ func runRemote(c *sclient.Client, spec sandbox.Spec, command string, opts sclien
 	return code
 }
 
-// exitFor maps a command's result to cordon's exit status.
+// exitFor maps a command's result to cordon's exit status, saying on
+// stderr what cut the command or its output short.
 func exitFor(res *wire.Result, timeout time.Duration) int {
+	for _, cut := range []struct {
+		truncated bool
+		stream    string
+	}{{res.StdoutTruncated, "stdout"}, {res.StderrTruncated, "stderr"}} {
+		if cut.truncated {
+			fmt.Fprintf(os.Stderr, "cordon: the command's %s was cut at --max-output\n", cut.stream)
+		}
+	}
 	switch {
 	case res.TimedOut:
 		fmt.Fprintf(os.Stderr, "cordon: the command timed out after %s and was stopped\n", timeout)

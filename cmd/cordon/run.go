@@ -54,6 +54,7 @@ func runCmd(args []string) int {
 	timeout := fs.Duration("timeout", 0, "stop the command after this long (0: the agent's default, 5m)")
 	workspace := fs.String("workspace", "", "host `DIR` to use as the workspace (default: a fresh one, removed afterwards)")
 	interactive := fs.Bool("i", false, "pass cordon's standard input to the command")
+	maxOutput := maxOutputFlag(fs)
 	requireLandlock := fs.Bool("require-landlock", false, "refuse to run unless Landlock backs the filesystem rules")
 	host := fs.String("host", "", "run through the cordon daemon at `ADDR` (unix:///path, tcp://host:port or https://host:port; default $CORDON_HOST), which creates the sandbox, from its started inits where it can, and deletes it after; without either, cordon runs the sandbox itself")
 	if err := fs.Parse(args); err != nil {
@@ -74,6 +75,10 @@ func runCmd(args []string) int {
 		spec.MaxTimeout = *timeout
 	}
 	opts := sandbox.ExecOptions{Args: argv[1:], Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr, RawOutput: true}
+	if opts.MaxOutputBytes, err = maxOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+		return 2
+	}
 	if *interactive {
 		if opts.Stdin, err = readStdin(); err != nil {
 			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
@@ -95,7 +100,7 @@ func runCmd(args []string) int {
 			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
 			return 2
 		}
-		return runRemote(c, spec, argv[0], sclient.ExecOptions{Args: opts.Args, Stdin: opts.Stdin, Timeout: opts.Timeout, Stdout: opts.Stdout, Stderr: opts.Stderr, RawOutput: true})
+		return runRemote(c, spec, argv[0], sclient.ExecOptions{Args: opts.Args, Stdin: opts.Stdin, Timeout: opts.Timeout, MaxOutputBytes: opts.MaxOutputBytes, Stdout: opts.Stdout, Stderr: opts.Stderr, RawOutput: true})
 	}
 	return runIn(spec, argv[0], opts)
 }

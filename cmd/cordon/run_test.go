@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -53,6 +54,7 @@ func TestRun(t *testing.T) {
 		{"Signal", []string{"--", "sh", "-c", "kill -KILL $$"}, "", 137, "SIGKILL"},
 		{"Timeout", []string{"--timeout", "300ms", "--", "sleep", "30"}, "", 124, "timed out"},
 		{"Env", []string{"--env", "A=1", "--", "sh", "-c", "echo $A"}, "1\n", 0, ""},
+		{"MaxOutput", []string{"--max-output", "1k", "--", "sh", "-c", "head -c 5000 /dev/zero | tr '\\0' a"}, strings.Repeat("a", 1024), 0, "stdout was cut at --max-output"},
 		{"NoSuchProgram", []string{"--", "/no/such/program"}, "", 125, "ENOENT"},
 		{"UnknownTier", []string{"--tier", "nope", "--", "true"}, "", 125, "unknown sandbox tier"},
 		{"Passthrough", []string{"--tier", "passthrough", "--", "true"}, "", 0, ""},
@@ -80,6 +82,26 @@ func TestRun(t *testing.T) {
 				t.Fatalf("stdout %q exit %d stderr %q; want %q, %d, stderr containing %q", out, code, errOut, c.stdout, c.code, c.stderr)
 			}
 		})
+	}
+}
+
+// TestRunWholeOutput: cordon run passes on all of a command's output, past
+// the 100 MiB per stream that the agent keeps to by default.
+func TestRunWholeOutput(t *testing.T) {
+	const n = 101 << 20
+	cmd := exec.Command(buildCLI(t), "run", "--", "head", "-c", strconv.Itoa(n), "/dev/zero")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.Copy(io.Discard, out)
+	if err := cmd.Wait(); err != nil || got != n || e.Len() > 0 {
+		t.Fatalf("%d bytes of %d: %v %s", got, n, err, e.String())
 	}
 }
 

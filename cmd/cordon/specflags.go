@@ -44,6 +44,27 @@ func addSpecFlags(fs *flag.FlagSet, local bool) *specFlags {
 	return f
 }
 
+// noOutputCap is the output bound cordon run and cordon exec ask for when
+// --max-output is not given: none that a command reaches. Their output goes
+// to a terminal, file or pipe, which the agent's default (100 MiB per
+// stream, meant for callers that hold output in memory) would silently cut.
+const noOutputCap = 1 << 62
+
+// maxOutputFlag registers --max-output on fs and returns what reads it.
+func maxOutputFlag(fs *flag.FlagSet) func() (int64, error) {
+	s := fs.String("max-output", "", "stop passing on each of stdout and stderr past this much, e.g. 10m, and say so (default: no limit)")
+	return func() (int64, error) {
+		if *s == "" {
+			return noOutputCap, nil
+		}
+		n, err := parseSize(*s)
+		if err != nil {
+			return 0, fmt.Errorf("--max-output: %v", err)
+		}
+		return n, nil
+	}
+}
+
 // spec is the sandbox the flags describe.
 func (f *specFlags) spec() (sandbox.Spec, error) {
 	spec := sandbox.Spec{Tier: *f.tier, Env: f.env, RootFS: *f.rootfs, Image: *f.image, Layout: f.layout,
