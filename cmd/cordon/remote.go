@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/agent"
 	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/server/api"
@@ -269,6 +270,9 @@ func exitFor(res *wire.Result, timeout time.Duration) int {
 	}
 	switch {
 	case res.TimedOut:
+		if timeout == 0 {
+			timeout = agent.DefaultConfig().DefaultTimeout
+		}
 		fmt.Fprintf(os.Stderr, "cordon: the command timed out after %s and was stopped\n", timeout)
 		return exitTimeout
 	case res.Signal != "":
