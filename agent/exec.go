@@ -422,14 +422,13 @@ func (s *Server) timeoutFor(m json.RawMessage) (time.Duration, error) {
 
 // execRequest is a validated /execute body.
 type execRequest struct {
-	id      string
-	command string
-	cwd     string // lexical, inside the workspace
-	timeout time.Duration
-	maxOut  int64
-	stdio   bool
-	// rawOutput: output events carry base64 of the exact bytes.
-	rawOutput bool
+	id        string
+	command   string
+	cwd       string // lexical, inside the workspace
+	timeout   time.Duration
+	maxOut    int64
+	stdio     bool
+	rawOutput bool // output events carry base64 of the exact bytes
 	policy    string
 	argv      []string
 	env       []string

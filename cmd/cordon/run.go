@@ -123,9 +123,9 @@ func readStdin() (*string, error) {
 }
 
 // interrupt stops a command early, once: on the first SIGINT, SIGTERM or
-// SIGHUP (its terminal went away), or when cordon's standard output or error is a pipe whose reader went
-// away (cordon run -- yes | head -1), which ends a command the way SIGPIPE
-// ends a local one.
+// SIGHUP (its terminal went away), or when cordon's standard output or
+// error is a pipe whose reader went away (cordon run -- yes | head -1),
+// which ends a command the way SIGPIPE ends a local one.
 type interrupt struct {
 	once       sync.Once
 	caught     atomic.Value // os.Signal
