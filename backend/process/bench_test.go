@@ -2,12 +2,14 @@ package process_test
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -218,6 +220,49 @@ func BenchmarkSpaced(b *testing.B) {
 			}
 			testutil.ReportPercentiles(b, "create", create)
 			testutil.ReportPercentiles(b, "create-to-result", first)
+		})
+	}
+}
+
+// BenchmarkExecWarm: commands into one running sandbox, through the SDK
+// (which also counts OOM kills around each) and through the agent client
+// alone.
+func BenchmarkExecWarm(b *testing.B) {
+	p, spec := benchProvider(b, false, false)
+	sb, err := p.Create(context.Background(), spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Destroy(context.Background())
+	for _, c := range []struct {
+		name string
+		exec func() error
+	}{
+		{"SDK", func() error {
+			res, err := sb.Exec(context.Background(), "true", sandbox.ExecOptions{})
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("exit %d", res.ExitCode)
+			}
+			return err
+		}},
+		{"Client", func() error {
+			res, err := sb.Client().Exec(context.Background(), "true", client.ExecOptions{})
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("exit %d", res.ExitCode)
+			}
+			return err
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var lat []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				if err := c.exec(); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			testutil.ReportPercentiles(b, "exec", lat)
 		})
 	}
 }
