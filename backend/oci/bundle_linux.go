@@ -41,6 +41,10 @@ type bundleInput struct {
 	IDBase int
 	IDSize int
 	Limits sandbox.Limits
+	// ScratchBudget bounds the scratch tmpfs mounts together when there is
+	// no memory limit (see scratchShares); 0 leaves each the kernel's
+	// default size.
+	ScratchBudget int64
 	// CgroupsPath is the container's cgroup, under the runtime's hierarchy.
 	CgroupsPath string
 	// UserSpaceKernel: the runtime is gVisor, whose sentry applies the
@@ -53,6 +57,22 @@ type bundleInput struct {
 	// Landlock, "auto" or "require", has the agent confine its commands
 	// to the writable mounts (sandboxinit.ContainerOptions); "" for none.
 	Landlock string
+}
+
+// scratchShares divides the scratch budget among the scratch tmpfs mounts
+// (each gets budget/share): half to the workspace, a quarter to /tmp, an
+// eighth each to the home directory and /var/tmp.
+var scratchShares = map[string]int64{"/workspace": 2, "/tmp": 4, process.Home: 8, "/var/tmp": 8}
+
+// ScratchBudget is what the scratch space of a sandbox without a memory
+// limit holds in all: half the host's memory, the kernel's default for one
+// tmpfs, and the process tier's bound for its one scratch filesystem.
+func ScratchBudget() int64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 0
+	}
+	return int64(si.Totalram) * int64(si.Unit) / 2
 }
 
 // buildSpec lays out the bundle's root and returns its configuration. The
@@ -122,16 +142,23 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the bundle's root: %w", err)
 	}
-	// Scratch space is memory: with a memory limit no tmpfs holds more.
-	// (The runtime mounts each on its own, so unlike the process tier's
-	// they are not bounded together.)
-	scratch := func(mode string, owner bool) []string {
+	// Scratch space is memory. The runtime mounts each scratch tmpfs on
+	// its own, so unlike the process tier's they are not one filesystem.
+	// With a memory limit, no tmpfs holds more and the memory cgroup, which
+	// their pages are charged to, bounds them together. Without one, each
+	// would hold the kernel's default, half the host's memory, and
+	// together they could pin twice the host's memory, which no OOM kill
+	// frees: they share the budget instead (scratchShares).
+	scratch := func(dst, mode string, owner bool) []string {
 		opts := []string{"nosuid", "nodev", "mode=" + mode}
 		if owner {
 			opts = append(opts, fmt.Sprintf("uid=%d", in.UID), fmt.Sprintf("gid=%d", in.UID))
 		}
-		if in.Limits.MemoryBytes > 0 {
+		switch {
+		case in.Limits.MemoryBytes > 0:
 			opts = append(opts, fmt.Sprintf("size=%d", in.Limits.MemoryBytes))
+		case in.ScratchBudget > 0:
+			opts = append(opts, fmt.Sprintf("size=%d", in.ScratchBudget/scratchShares[dst]))
 		}
 		return opts
 	}
@@ -142,9 +169,9 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "nodev", "mode=1777", "size=64m"}},
 	}, mounts...)
 	mounts = append(mounts,
-		specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: scratch("1777", false)},
-		specs.Mount{Destination: "/workspace", Type: "tmpfs", Source: "tmpfs", Options: scratch("755", true)},
-		specs.Mount{Destination: process.Home, Type: "tmpfs", Source: "tmpfs", Options: scratch("700", true)},
+		specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: scratch("/tmp", "1777", false)},
+		specs.Mount{Destination: "/workspace", Type: "tmpfs", Source: "tmpfs", Options: scratch("/workspace", "755", true)},
+		specs.Mount{Destination: process.Home, Type: "tmpfs", Source: "tmpfs", Options: scratch(process.Home, "700", true)},
 		specs.Mount{Destination: process.SocketDir, Type: "bind", Source: in.SocketDir, Options: []string{"rbind", "nosuid", "nodev", "noexec"}},
 		ro(in.AgentPath, agentInside),
 	)
@@ -156,7 +183,7 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		mounts = append(mounts, specs.Mount{Destination: m.Target, Type: "bind", Source: m.Host, Options: opts})
 	}
 	if isDir(filepath.Join(in.RootSrc, "var", "tmp")) {
-		mounts = append(mounts, specs.Mount{Destination: "/var/tmp", Type: "tmpfs", Source: "tmpfs", Options: scratch("1777", false)})
+		mounts = append(mounts, specs.Mount{Destination: "/var/tmp", Type: "tmpfs", Source: "tmpfs", Options: scratch("/var/tmp", "1777", false)})
 	}
 	for _, f := range in.Identity {
 		if fileExists(filepath.Join(in.RootSrc, f.Target)) {

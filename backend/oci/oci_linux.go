@@ -296,7 +296,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	bs, err := buildSpec(bundleInput{
 		Bundle: bundle, Skeletons: b.cfg.StateDir, RootSrc: rootSrc, HostRoot: hostRoot, SocketDir: sock, AgentPath: agentPath,
 		Identity: idFiles, Layout: binds, Env: process.AgentEnv(l, uid, b.tokenFD(), layout), UID: uid, IDBase: base, IDSize: size,
-		Limits: spec.Limits, CgroupsPath: inst.cgroup, UserSpaceKernel: b.gvisor(), Landlock: b.landlock(spec),
+		Limits: spec.Limits, ScratchBudget: ScratchBudget(), CgroupsPath: inst.cgroup, UserSpaceKernel: b.gvisor(), Landlock: b.landlock(spec),
 	})
 	if err != nil {
 		return fail(err)

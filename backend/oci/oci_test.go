@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -132,7 +133,19 @@ func TestScratchSize(t *testing.T) {
 				t.Errorf("a 96 MiB sandbox's scratch sizes: %q", out)
 			}
 		}
+		// Without a memory limit the scratch mounts share half the host's
+		// memory: half, a quarter, an eighth, an eighth.
+		out, _ = sh(t, create(t, b, sandbox.Spec{}), "df -k --output=size /workspace /tmp /home/sandbox /var/tmp | tail -n +2")
+		if want := []string{scratchKiB(2), scratchKiB(4), scratchKiB(8), scratchKiB(8)}; !slices.Equal(strings.Fields(out), want) {
+			t.Errorf("scratch sizes without a memory limit: %q, want %q", out, want)
+		}
 	})
+}
+
+// scratchKiB is what df shows for a scratch mount given budget/share bytes
+// (tmpfs rounds its size up to whole pages).
+func scratchKiB(share int64) string {
+	return strconv.FormatInt((oci.ScratchBudget()/share+4095)/4096*4, 10)
 }
 
 func TestEscapeesDie(t *testing.T) {
@@ -391,6 +404,10 @@ func TestGVisorDebianBuild(t *testing.T) {
 		t.Fatalf("inside: %q", out)
 	}
 	adversarial.CheckPidsLimit(t, sb, 16) // its sentry enforces the task limit too
+	// Its tmpfs takes the size option too: the scratch budget holds.
+	if out, _ := sh(t, sb, "df -k --output=size /workspace /tmp | tail -n +2"); !slices.Equal(strings.Fields(out), []string{scratchKiB(2), scratchKiB(4)}) {
+		t.Errorf("scratch sizes: %q", out)
+	}
 	if err := sb.WriteFile(t.Context(), "f.txt", []byte("data")); err != nil {
 		t.Fatal(err)
 	}
