@@ -41,6 +41,12 @@ func Main(stdout, stderr io.Writer, opts Options) int {
 			return 1
 		}
 	}
+	if opts.Listener == nil {
+		if opts.Listener, err = listenerFromFD(env); err != nil {
+			fmt.Fprintf(stderr, "cordon-agent: refusing to start: %v\n", err)
+			return 1
+		}
+	}
 	_, inEnv := os.LookupEnv(EnvPrefix + "TOKEN")
 	return Run(env, inEnv, stdout, stderr, opts)
 }
@@ -57,26 +63,53 @@ func ReadyTo(fd int) func(record []byte) {
 
 // readyFromFD is ReadyTo the descriptor CORDON_AGENT_READY_FD names (the
 // process tier's init passes its readiness pipe on when it executes the
-// agent rather than becoming it), nil when none is named. The descriptor
-// is already close-on-exec, as every inherited one is.
+// agent rather than becoming it), nil when none is named.
 func readyFromFD(env []string) (func([]byte), error) {
+	fd, err := fdFromEnv(env, "READY_FD")
+	if fd < 0 || err != nil {
+		return nil, err
+	}
+	return ReadyTo(fd), nil
+}
+
+// listenerFromFD is the listening socket CORDON_AGENT_LISTEN_FD names (the
+// process tier's init passes the one it made on when it executes the agent
+// rather than becoming it), nil when none is named.
+func listenerFromFD(env []string) (net.Listener, error) {
+	fd, err := fdFromEnv(env, "LISTEN_FD")
+	if fd < 0 || err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "listener")
+	defer f.Close() // FileListener holds a descriptor of its own
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("%sLISTEN_FD=%d: %w", EnvPrefix, fd, err)
+	}
+	return ln, nil
+}
+
+// fdFromEnv reads the descriptor CORDON_AGENT_<name> names: -1 when none
+// is, an error when it is not an open descriptor above 2. The descriptor
+// is already close-on-exec, as every inherited one is.
+func fdFromEnv(env []string, name string) (int, error) {
 	var fdText string
 	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, EnvPrefix+"READY_FD="); ok {
+		if v, ok := strings.CutPrefix(kv, EnvPrefix+name+"="); ok {
 			fdText = v
 		}
 	}
 	if fdText == "" {
-		return nil, nil
+		return -1, nil
 	}
 	fd, err := strconv.Atoi(fdText)
 	if err != nil || fd < 3 {
-		return nil, fmt.Errorf("CORDON_AGENT_READY_FD=%q is not a descriptor above 2", fdText)
+		return -1, fmt.Errorf("%s%s=%q is not a descriptor above 2", EnvPrefix, name, fdText)
 	}
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
-		return nil, fmt.Errorf("CORDON_AGENT_READY_FD=%d: %w", fd, err)
+		return -1, fmt.Errorf("%s%s=%d: %w", EnvPrefix, name, fd, err)
 	}
-	return ReadyTo(fd), nil
+	return fd, nil
 }
 
 // cloexecInherited marks every descriptor above 2 close-on-exec: with
@@ -115,6 +148,11 @@ type Options struct {
 	// Ready, when set, is called once the agent listens, with the
 	// encoded wire.ReadyRecord for the host.
 	Ready func(record []byte)
+	// Listener, when set, is what the agent serves on instead of listening
+	// itself (CORDON_AGENT_SOCKET, _BIND and _PORT are then not used for
+	// it): the process tier's init makes the socket before it gives up its
+	// privileges, so that its directory can be read-only to the workload.
+	Listener net.Listener
 }
 
 // Run validates the configuration in env (os.Environ's shape), protects
@@ -147,10 +185,12 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 		reserveThreads(cfg.SpareThreads)
 		close(reserved)
 	}()
-	ln, err := listen(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "cordon-agent: could not listen: %v\n", err)
-		return 1
+	ln := opts.Listener
+	if ln == nil {
+		if ln, err = listen(cfg); err != nil {
+			fmt.Fprintf(stderr, "cordon-agent: could not listen: %v\n", err)
+			return 1
+		}
 	}
 	var bridge net.Listener
 	if cfg.EgressSocket != "" {

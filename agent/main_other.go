@@ -5,6 +5,7 @@ package agent
 import (
 	"fmt"
 	"io"
+	"net"
 )
 
 // Main refuses to run: the agent's process ownership and path jail are
@@ -23,4 +24,5 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 type Options struct {
 	CommandThread func(func())
 	Ready         func(record []byte)
+	Listener      net.Listener
 }

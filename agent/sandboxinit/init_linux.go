@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -138,6 +139,10 @@ func run(cfg *Config) error {
 			return err
 		}
 	}
+	ln, err := listenAgent(cfg)
+	if err != nil {
+		return err
+	}
 	// Becoming the agent in this very process saves a second program
 	// start; it needs every thread confined, which a cgo build cannot do.
 	// Then the confined thread execs the agent instead.
@@ -166,7 +171,11 @@ func run(cfg *Config) error {
 	// this thread.
 	ruleset := -1
 	if abi >= 1 && cfg.Landlock != "off" {
-		if ruleset, err = buildRuleset(abi, landlockRules(cfg, abi)); err != nil {
+		socketDir := cfg.SocketDir
+		if ln != nil {
+			socketDir = "" // read-only: nothing to grant there
+		}
+		if ruleset, err = buildRuleset(abi, landlockRules(cfg, abi, socketDir)); err != nil {
 			return err
 		}
 		if err := restrictSelf(ruleset); err != nil {
@@ -183,6 +192,7 @@ func run(cfg *Config) error {
 			os.Exit(agent.Run(cfg.Env, false, os.Stdout, os.Stderr, agent.Options{
 				CommandThread: commands,
 				Ready:         agent.ReadyTo(ReadyFD),
+				Listener:      ln,
 			}))
 		}()
 		serve()
@@ -197,8 +207,51 @@ func run(cfg *Config) error {
 		return fmt.Errorf("readiness pipe: %w", err)
 	}
 	env = append(env, fmt.Sprintf("%sREADY_FD=%d", agent.EnvPrefix, ReadyFD))
+	if ln != nil {
+		// A duplicate, close-on-exec until this clears it.
+		f, err := ln.(*net.UnixListener).File()
+		if err != nil {
+			return fmt.Errorf("agent socket: %w", err)
+		}
+		if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
+			return fmt.Errorf("agent socket: %w", err)
+		}
+		env = append(env, fmt.Sprintf("%sLISTEN_FD=%d", agent.EnvPrefix, f.Fd()))
+	}
 	argv := []string{"cordon-agent"}
 	return fmt.Errorf("exec agent: %w", execveat(self, argv, env))
+}
+
+// listenAgent makes the agent's socket (CORDON_AGENT_SOCKET in cfg.Env)
+// while this process is still root of the sandbox's user namespace, then
+// turns the socket directory read-only. That directory is the host's: the
+// workload, root inside included, can then create nothing in it, neither
+// a file nor a socket, so nothing it makes lands on the host's disk; and
+// the socket, root's with mode 0700, is not one it can connect to. It
+// returns nil when there is no socket to make (the agent then listens
+// itself).
+func listenAgent(cfg *Config) (net.Listener, error) {
+	var path string
+	for _, kv := range cfg.Env {
+		if v, ok := strings.CutPrefix(kv, agent.EnvPrefix+"SOCKET="); ok {
+			path = v
+		}
+	}
+	if path == "" || cfg.SocketDir == "" || filepath.Dir(path) != cfg.SocketDir {
+		return nil, nil
+	}
+	old := unix.Umask(0o077)
+	ln, err := net.Listen("unix", path)
+	unix.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("agent socket: %w", err)
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	if err := unix.MountSetattr(-1, cfg.SocketDir, 0, &attr); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("mount_setattr %s: %w", cfg.SocketDir, err)
+	}
+	return ln, nil
 }
 
 // capTasks lowers RLIMIT_NPROC, soft and hard, to n (or keeps a lower one
@@ -703,8 +756,9 @@ func bindFile(stage string, b Bind, dst string) error {
 }
 
 // landlockRules: full write rights under the writable mounts, file writes
-// on the terminal and null devices, and sockets only in the socket dir.
-func landlockRules(cfg *Config, abi int) []landlockRule {
+// on the terminal and null devices, and sockets in socketDir if one is
+// given (where the agent still has to make its own).
+func landlockRules(cfg *Config, abi int, socketDir string) []landlockRule {
 	var writable []string
 	for _, t := range cfg.Tmpfs {
 		writable = append(writable, t.Path)
@@ -714,7 +768,7 @@ func landlockRules(cfg *Config, abi int) []landlockRule {
 			writable = append(writable, b.Target)
 		}
 	}
-	return writeRules(abi, writable, cfg.SocketDir)
+	return writeRules(abi, writable, socketDir)
 }
 
 // writeRules: full write rights under each writable directory and /dev/shm,

@@ -424,6 +424,30 @@ func TestScratch(t *testing.T) {
 	}
 }
 
+// TestSocketDir: the agent's socket directory, which is the host's, is
+// read-only inside, to the workload's root too: nothing it makes there
+// lands on the host's disk. The agent's socket is root's, so the sandbox's
+// user cannot connect to it, and the agent still serves (with a cgo-built
+// agent too, which the init executes with the socket it made).
+func TestSocketDir(t *testing.T) {
+	root := 0
+	script := "touch /run/cordon/f 2>&1; mkdir /run/cordon/d 2>&1; python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"/run/cordon/s\")' 2>&1 | tail -1; rm /run/cordon/egress.sock 2>&1; python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect(\"/run/cordon/agent.sock\")' 2>&1 | tail -1"
+	check := func(t *testing.T, b *process.Backend) {
+		for _, spec := range []sandbox.Spec{{}, {User: &root}} {
+			out, _, _ := sh(t, createOn(t, b, spec), script)
+			// Root inside owns the socket; it still needs the token.
+			refused := spec.User != nil || strings.Contains(out, "Permission denied")
+			if strings.Count(out, "Read-only file system") != 4 || !refused {
+				t.Errorf("root inside %v, in the socket directory:\n%s", spec.User != nil, out)
+			}
+		}
+	}
+	t.Run("Static", func(t *testing.T) { check(t, backend(t)) })
+	t.Run("Cgo", func(t *testing.T) {
+		check(t, process.New(process.Config{AgentPath: testutil.BuildAgentCgo(t), StateDir: stateDir(t)}))
+	})
+}
+
 // TestMaskMounts: each masked file is /dev/null, bound read-only (from one
 // read-only source, removed before the workload starts), and each masked
 // directory an empty read-only tmpfs.
