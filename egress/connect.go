@@ -52,14 +52,14 @@ func (b *Binding) connect(c net.Conn, br *bufio.Reader, req *http.Request, start
 			}
 			up.Close()
 			rec.Decision, rec.Reason, rec.DurationMs = "refused", reason, time.Since(start).Milliseconds()
-			b.p.record(rec)
+			b.record(rec)
 			return
 		}
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	rec.BytesUp, rec.BytesDown = b.pipe(c, br, up)
 	rec.Decision, rec.DurationMs = "allowed", time.Since(start).Milliseconds()
-	b.p.record(rec)
+	b.record(rec)
 }
 
 // open dials rec's host and port under the policy, recording the rule and
@@ -208,7 +208,7 @@ func (b *Binding) forward(c net.Conn, br *bufio.Reader, req *http.Request, hostH
 	_ = resp.Write(c)
 	rec.BytesUp, rec.BytesDown = counter.written, counter.read
 	rec.Decision, rec.DurationMs = "allowed", time.Since(start).Milliseconds()
-	b.p.record(rec)
+	b.record(rec)
 }
 
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}

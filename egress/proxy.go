@@ -35,6 +35,13 @@ type Config struct {
 	NetNS string
 	// Audit receives one JSON line per decision; nil discards.
 	Audit io.Writer
+	// AuditRate bounds the lines one sandbox writes to Audit, per second
+	// (default 20) after a burst of AuditBurst (default 100): a workload
+	// that makes connections as fast as it can must not fill the host's
+	// log. Decisions past it are counted in the metrics as always, and
+	// the next line written says how many lines were left out.
+	AuditRate  float64
+	AuditBurst int
 	// Registerer receives the proxy's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// MaxConns bounds a sandbox's simultaneous connections (default 256).
@@ -84,6 +91,12 @@ func New(cfg Config) *Proxy {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 10 * time.Second
 	}
+	if cfg.AuditRate <= 0 {
+		cfg.AuditRate = 20
+	}
+	if cfg.AuditBurst <= 0 {
+		cfg.AuditBurst = 100
+	}
 	p := &Proxy{cfg: cfg}
 	if cfg.Audit != nil {
 		p.audit = json.NewEncoder(cfg.Audit)
@@ -125,15 +138,39 @@ type Record struct {
 	BytesUp    int64     `json:"bytesUp"`
 	BytesDown  int64     `json:"bytesDown"`
 	DurationMs int64     `json:"durationMs"`
+	// Suppressed counts this sandbox's decisions left out of the log
+	// (Config.AuditRate) since its previous line; the last line of a
+	// sandbox that had some left out, decision "suppressed", carries only
+	// this count.
+	Suppressed int64 `json:"suppressed,omitempty"`
 }
 
-func (p *Proxy) record(r Record) {
+// record counts r in the metrics and writes it to the audit log, as the
+// sandbox's share of the log allows.
+func (b *Binding) record(r Record) {
+	p := b.p
 	p.decided.WithLabelValues(r.Decision).Inc()
 	p.bytes.WithLabelValues("up").Add(float64(r.BytesUp))
 	p.bytes.WithLabelValues("down").Add(float64(r.BytesDown))
 	if p.audit == nil {
 		return
 	}
+	b.auditMu.Lock()
+	now := time.Now()
+	b.tokens = min(float64(p.cfg.AuditBurst), b.tokens+now.Sub(b.refilled).Seconds()*p.cfg.AuditRate)
+	b.refilled = now
+	if b.tokens < 1 {
+		b.suppressed++
+		b.auditMu.Unlock()
+		return
+	}
+	b.tokens--
+	r.Suppressed, b.suppressed = b.suppressed, 0
+	b.auditMu.Unlock()
+	p.write(r)
+}
+
+func (p *Proxy) write(r Record) {
 	p.auditMu.Lock()
 	defer p.auditMu.Unlock()
 	_ = p.audit.Encode(r)
@@ -152,6 +189,11 @@ type Binding struct {
 	closed  atomic.Bool
 	serving atomic.Int32 // connections being served
 	last    atomic.Int64 // unix nanoseconds of the last connection's end
+
+	auditMu    sync.Mutex
+	tokens     float64   // audit lines the sandbox may write now
+	refilled   time.Time // when tokens was last brought up to date
+	suppressed int64     // decisions left out of the log since its last line
 }
 
 // Activity reports how many of the sandbox's connections are open and when
@@ -187,7 +229,8 @@ func (p *Proxy) Attach(ctx context.Context, sandbox string, ln net.Listener, pol
 	if err != nil {
 		return nil, err
 	}
-	b := &Binding{p: p, sandbox: sandbox, ln: ln, sem: make(chan struct{}, p.cfg.MaxConns), tunnels: map[*tunnel]struct{}{}}
+	b := &Binding{p: p, sandbox: sandbox, ln: ln, sem: make(chan struct{}, p.cfg.MaxConns), tunnels: map[*tunnel]struct{}{},
+		tokens: float64(p.cfg.AuditBurst), refilled: time.Now()}
 	b.policy.Store(m)
 	p.attached.Add(1)
 	b.wg.Add(1)
@@ -215,7 +258,7 @@ func (b *Binding) SetPolicy(ctx context.Context, policy Policy) error {
 	b.mu.Unlock()
 	for _, t := range doomed {
 		t.close()
-		b.p.record(Record{Time: time.Now(), Sandbox: b.sandbox, Method: "CONNECT", Host: t.host, Port: t.port, Addr: t.addr.String(), Decision: "closed", Reason: "no longer allowed by the sandbox's egress policy"})
+		b.record(Record{Time: time.Now(), Sandbox: b.sandbox, Method: "CONNECT", Host: t.host, Port: t.port, Addr: t.addr.String(), Decision: "closed", Reason: "no longer allowed by the sandbox's egress policy"})
 	}
 	return nil
 }
@@ -233,6 +276,12 @@ func (b *Binding) Close() error {
 	b.mu.Unlock()
 	b.wg.Wait()
 	b.p.attached.Add(-1)
+	b.auditMu.Lock()
+	left := b.suppressed
+	b.auditMu.Unlock()
+	if left > 0 && b.p.audit != nil {
+		b.p.write(Record{Time: time.Now(), Sandbox: b.sandbox, Decision: "suppressed", Suppressed: left})
+	}
 	return err
 }
 
@@ -342,7 +391,7 @@ func writeStatus(c net.Conn, status int, msg string) {
 
 func (b *Binding) refuse(c net.Conn, rec Record, reason string) {
 	rec.Decision, rec.Reason, rec.DurationMs = "refused", reason, time.Since(rec.Time).Milliseconds()
-	b.p.record(rec)
+	b.record(rec)
 	writeStatus(c, http.StatusForbidden, fmt.Sprintf("cordon egress refused %s:%d: %s. The sandbox's egress policy must allow it (for example: cordon run --allow %s:%d).", rec.Host, rec.Port, reason, rec.Host, rec.Port))
 }
 
