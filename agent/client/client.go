@@ -145,10 +145,19 @@ func (c *Client) call(ctx context.Context, route string, body, out any) error {
 	return decode(resp, out)
 }
 
+// maxAnswerBytes bounds a JSON answer read whole (health, reservations,
+// cancels, file-system listings of at most 10000 entries): the agent runs
+// inside the sandbox, and one that is not what it should be must not make
+// its host hold what it likes. File contents stream and are not bound by it.
+const maxAnswerBytes = 16 << 20
+
 func decode(resp *http.Response, out any) error {
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<30))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	if err != nil {
 		return err
+	}
+	if len(b) > maxAnswerBytes {
+		return fmt.Errorf("agent answered more than %d bytes", maxAnswerBytes)
 	}
 	if resp.StatusCode/100 != 2 {
 		return errorFrom(resp.StatusCode, b)

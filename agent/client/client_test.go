@@ -404,3 +404,28 @@ func TestRequest(t *testing.T) {
 		t.Errorf("command: %v", err)
 	}
 }
+
+// TestAnswerBound: an agent that answers a health check with more than any
+// answer holds gets an error, not a host that reads all it sends.
+func TestAnswerBound(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := []byte(`{"ok":true,"pad":"` + strings.Repeat("x", 1<<20))
+		for range 64 {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c := client.New(client.Endpoint{Network: "unix", Address: sock})
+	defer c.Close()
+	if _, err := c.Health(t.Context()); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Fatalf("a 64 MiB health answer: %v", err)
+	}
+}
