@@ -287,3 +287,28 @@ func TestImportAndLifecycle(t *testing.T) {
 		t.Fatalf("%d images left", len(all))
 	}
 }
+
+// TestSweepTmp: opening a store removes the unpack directories of dead
+// processes (a pull killed midway), and leaves a live process's, and
+// whatever it cannot tell the owner of.
+func TestSweepTmp(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Open(dir, DefaultLimits); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, "tmp")
+	dead, live, other := "4194303-1-0a0b0c0d0e0f", ownedName(), "0a0b0c0d0e0f"
+	for _, d := range []string{dead, live, other} {
+		if err := os.MkdirAll(filepath.Join(tmp, d, "rootfs", "usr"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Open(dir, DefaultLimits); err != nil {
+		t.Fatal(err)
+	}
+	for d, want := range map[string]bool{dead: false, live: true, other: true} {
+		if _, err := os.Stat(filepath.Join(tmp, d)); (err == nil) != want {
+			t.Errorf("%s: present %v, want %v", d, err == nil, want)
+		}
+	}
+}

@@ -79,14 +79,51 @@ type Record struct {
 // ErrNotFound: no cached image by that name or digest.
 var ErrNotFound = errors.New("image not found in the cache")
 
-// Open opens (creating) a store in dir.
+// Open opens (creating) a store in dir, and removes what unpacks left
+// behind whose process has died (a pull that was killed).
 func Open(dir string, limits Limits) (*Store, error) {
 	for _, d := range []string{dir, filepath.Join(dir, "images"), filepath.Join(dir, "tmp")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
 	}
-	return &Store{dir: dir, limits: limits, busy: map[string]*sync.WaitGroup{}}, nil
+	s := &Store{dir: dir, limits: limits, busy: map[string]*sync.WaitGroup{}}
+	s.sweepTmp()
+	return s, nil
+}
+
+// ownedName is a file name unique to this process and owned by it:
+// "pid-start-random", which ownerAlive reads back.
+func ownedName() string {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	return fmt.Sprintf("%d-%s-%s", os.Getpid(), procid.StartTime(os.Getpid()), hex.EncodeToString(rnd[:]))
+}
+
+// ownerAlive reports whether the process an ownedName names still runs;
+// ok is false for a name of another shape.
+func ownerAlive(name string) (alive, ok bool) {
+	f := strings.SplitN(name, "-", 3)
+	if len(f) != 3 {
+		return false, false
+	}
+	pid, err := strconv.Atoi(f[0])
+	if err != nil {
+		return false, false
+	}
+	return procid.Alive(pid, f[1]), true
+}
+
+// sweepTmp removes the unpack directories of processes that have died: a
+// pull killed midway leaves a partial root filesystem, which may be
+// gigabytes, and nothing else would ever remove it.
+func (s *Store) sweepTmp() {
+	ents, _ := os.ReadDir(filepath.Join(s.dir, "tmp"))
+	for _, e := range ents {
+		if alive, ok := ownerAlive(e.Name()); e.IsDir() && ok && !alive {
+			_ = os.RemoveAll(filepath.Join(s.dir, "tmp", e.Name()))
+		}
+	}
 }
 
 // DefaultDir is /var/lib/cordon/images as root, else the user cache.
@@ -249,9 +286,7 @@ func (s *Store) lock(digest string) (func(), error) {
 }
 
 func (s *Store) unpack(ctx context.Context, img v1.Image, digest, dir string) (*Record, error) {
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(s.dir, "tmp", hex.EncodeToString(rnd[:]))
+	tmp := filepath.Join(s.dir, "tmp", ownedName())
 	rootfs := filepath.Join(tmp, "rootfs")
 	if err := os.MkdirAll(rootfs, 0o755); err != nil {
 		return nil, err
@@ -406,9 +441,7 @@ func (s *Store) Acquire(ref string) (string, func(), error) {
 	if err := os.MkdirAll(leases, 0o755); err != nil {
 		return "", nil, err
 	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	lease := filepath.Join(leases, fmt.Sprintf("%d-%s-%s", os.Getpid(), procid.StartTime(os.Getpid()), hex.EncodeToString(rnd[:])))
+	lease := filepath.Join(leases, ownedName())
 	if err := os.WriteFile(lease, nil, 0o644); err != nil {
 		return "", nil, err
 	}
@@ -467,12 +500,11 @@ func (s *Store) GC(maxBytes int64) ([]*Record, error) {
 func (s *Store) inUse(digest string) bool {
 	ents, _ := os.ReadDir(filepath.Join(s.imageDir(digest), "leases"))
 	for _, e := range ents {
-		f := strings.SplitN(e.Name(), "-", 3)
-		if len(f) != 3 {
+		alive, ok := ownerAlive(e.Name())
+		if !ok {
 			continue
 		}
-		pid, _ := strconv.Atoi(f[0])
-		if procid.Alive(pid, f[1]) {
+		if alive {
 			return true
 		}
 		os.Remove(filepath.Join(s.imageDir(digest), "leases", e.Name()))
