@@ -700,8 +700,14 @@ func (c *Client) Download(ctx context.Context, path string, offset, length int64
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return 0, errorFrom(resp.StatusCode, b)
 	}
+	// The agent always says how long a file is; an answer that does not,
+	// or that is longer than the range asked for, could go on without
+	// end (the agent runs inside the sandbox) and is refused unread.
+	if resp.ContentLength < 0 || length > 0 && resp.ContentLength > length {
+		return 0, fmt.Errorf("agent answered %s with a body of length %d", path, resp.ContentLength)
+	}
 	n, err := io.Copy(w, resp.Body)
-	if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
+	if err == nil && n != resp.ContentLength {
 		err = io.ErrUnexpectedEOF
 	}
 	return n, err

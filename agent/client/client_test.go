@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -427,5 +428,37 @@ func TestAnswerBound(t *testing.T) {
 	defer c.Close()
 	if _, err := c.Health(t.Context()); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Fatalf("a 64 MiB health answer: %v", err)
+	}
+}
+
+// TestDownloadNeedsLength: a file answer without its length (which could go
+// on without end), or longer than the range asked for, is refused unread.
+func TestDownloadNeedsLength(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Range") != "" {
+			w.Header().Set("Content-Length", "100")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(make([]byte, 100))
+			return
+		}
+		w.Write([]byte("chunk"))
+		w.(http.Flusher).Flush() // no length: chunked
+		w.Write([]byte("more"))
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c := client.New(client.Endpoint{Network: "unix", Address: sock})
+	defer c.Close()
+	var b bytes.Buffer
+	if n, err := c.Download(t.Context(), "f", 0, 0, &b); err == nil || n != 0 || b.Len() != 0 {
+		t.Errorf("an answer without a length: %d bytes, %v", n, err)
+	}
+	if n, err := c.Download(t.Context(), "f", 0, 10, &b); err == nil || n != 0 || b.Len() != 0 {
+		t.Errorf("100 bytes for a 10-byte range: %d bytes, %v", n, err)
 	}
 }
