@@ -386,7 +386,7 @@ func (s *Sandbox) Exec(ctx context.Context, command string, o ExecOptions) (*Res
 	if err := s.live(); err != nil {
 		return nil, err
 	}
-	if _, enc := client.EncodeStdin(o.Stdin); enc != "" && !s.hasFeature("stdin-base64") {
+	if client.StdinNeedsBase64(o.Stdin) && !s.hasFeature("stdin-base64") {
 		return nil, fmt.Errorf("%w: stdin that is not UTF-8 (this agent takes text stdin only)", ErrUnsupported)
 	}
 	if o.RawOutput && !s.hasFeature("output-base64") {

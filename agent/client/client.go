@@ -393,12 +393,15 @@ type ExecOptions struct {
 // base64 with wire.Base64 (feature "stdin-base64"), so that no byte
 // is replaced on the way.
 func EncodeStdin(stdin *string) (*string, string) {
-	if stdin == nil || utf8.ValidString(*stdin) {
+	if !StdinNeedsBase64(stdin) {
 		return stdin, ""
 	}
 	enc := base64.StdEncoding.EncodeToString([]byte(*stdin))
 	return &enc, wire.Base64
 }
+
+// StdinNeedsBase64 reports whether EncodeStdin sends stdin as base64.
+func StdinNeedsBase64(stdin *string) bool { return stdin != nil && !utf8.ValidString(*stdin) }
 
 // ErrNotText: a command, argument, variable or directory that is not UTF-8,
 // which a JSON string would alter on the way (stdin has a way through:
