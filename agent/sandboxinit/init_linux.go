@@ -202,24 +202,31 @@ func run(cfg *Config) error {
 		return err
 	}
 	// The agent, a program of its own from here, hands the host its ready
-	// record on the same pipe; without it the host would poll the socket.
-	if _, err := unix.FcntlInt(ReadyFD, unix.F_SETFD, 0); err != nil {
+	// record on the same pipe (without it the host would poll the socket)
+	// and serves on the socket made here.
+	if env, err = passOn(env, "READY_FD", ReadyFD); err != nil {
 		return fmt.Errorf("readiness pipe: %w", err)
 	}
-	env = append(env, fmt.Sprintf("%sREADY_FD=%d", agent.EnvPrefix, ReadyFD))
 	if ln != nil {
-		// A duplicate, close-on-exec until this clears it.
-		f, err := ln.(*net.UnixListener).File()
+		f, err := ln.(*net.UnixListener).File() // a duplicate
 		if err != nil {
 			return fmt.Errorf("agent socket: %w", err)
 		}
-		if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
+		if env, err = passOn(env, "LISTEN_FD", int(f.Fd())); err != nil {
 			return fmt.Errorf("agent socket: %w", err)
 		}
-		env = append(env, fmt.Sprintf("%sLISTEN_FD=%d", agent.EnvPrefix, f.Fd()))
 	}
 	argv := []string{"cordon-agent"}
 	return fmt.Errorf("exec agent: %w", execveat(self, argv, env))
+}
+
+// passOn keeps fd open across the agent's exec and names it to the agent
+// as CORDON_AGENT_<name> in env.
+func passOn(env []string, name string, fd int) ([]string, error) {
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+		return env, err
+	}
+	return append(env, fmt.Sprintf("%s%s=%d", agent.EnvPrefix, name, fd)), nil
 }
 
 // listenAgent makes the agent's socket (CORDON_AGENT_SOCKET in cfg.Env)
@@ -841,8 +848,8 @@ func handOverToken(env []string) ([]string, error) {
 		return nil, err
 	}
 	unix.Close(p[1])
-	// p[0] and the readiness pipe are the descriptors without
-	// close-on-exec besides stdio.
+	// p[0] is without close-on-exec, as are stdio and what passOn hands
+	// on.
 	return append(out, fmt.Sprintf("CORDON_AGENT_TOKEN_FD=%d", p[0])), nil
 }
 
