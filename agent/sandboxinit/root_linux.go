@@ -1,0 +1,380 @@
+package sandboxinit
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// The sandbox root's mount plan: what buildRoot mounts on the stage,
+// and how the stage becomes the root.
+
+// SystemDirs are the top-level directories of the host's root that a
+// sandbox sees (read-only). Everything else at the top (home directories,
+// /root, /mnt, /srv, /run, unknown directories) is left out.
+var SystemDirs = map[string]bool{
+	"bin": true, "sbin": true, "lib": true, "lib32": true, "lib64": true, "libx32": true,
+	"usr": true, "etc": true, "opt": true, "var": true,
+}
+
+// EmptyDirs exist in every sandbox root, empty unless a mount lands there.
+var EmptyDirs = []string{"proc", "dev", "sys", "tmp", "run", "home", "root", "mnt", "media", "srv"}
+
+// MaskedPaths hide secrets under the kept system directories: files are
+// covered with /dev/null, directories with an empty read-only tmpfs.
+var MaskedPaths = []string{
+	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
+	"/etc/ssh", "/etc/ssl/private", "/etc/docker", "/etc/containerd", "/etc/kubernetes",
+	"/etc/cordon", "/var/run", "/var/lib/docker", "/var/lib/containerd", "/var/lib/kubelet",
+	"/var/lib/cloud", "/var/lib/cordon", "/var/log", "/var/mail", "/var/spool", "/var/backups",
+	"/var/cache/private", "/var/lib/private", "/var/lib/sudo", "/var/lib/systemd/credential.secret",
+}
+
+// ProcMasked are /proc entries no sandbox reads; ProcReadOnly are made
+// read-only (as runc does).
+var (
+	ProcMasked   = []string{"kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug", "latency_stats", "acpi", "asound", "scsi", "interrupts", "kallsyms", "kpagecount", "kpageflags", "kpagecgroup", "sysrq-trigger", "config.gz", "vmallocinfo", "slabinfo", "pagetypeinfo", "zoneinfo", "buddyinfo"}
+	ProcReadOnly = []string{"bus", "fs", "irq", "sys"}
+)
+
+// Devices are bound from the host's /dev (a user namespace cannot mknod).
+var Devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+func mount(src, dst, fstype string, flags uintptr, data string) error {
+	if err := unix.Mount(src, dst, fstype, flags, data); err != nil {
+		return fmt.Errorf("mount %s on %s (%s): %w", src, dst, fstype, err)
+	}
+	return nil
+}
+
+// mountScratch makes the writable directories of cfg.Tmpfs as directories
+// of one tmpfs, each bound at its path, so that together (not each) they
+// hold at most cfg.ScratchBytes (0: the kernel's default, half the host's
+// memory). The tmpfs itself is mounted nowhere once they are bound.
+func mountScratch(st string, cfg *Config) error {
+	if len(cfg.Tmpfs) == 0 {
+		return nil
+	}
+	// A name of its own: the root may already hold any other.
+	pool, err := os.MkdirTemp(st, ".cordon-scratch-")
+	if err != nil {
+		return err
+	}
+	data := "mode=0700"
+	if cfg.ScratchBytes > 0 {
+		data += fmt.Sprintf(",size=%d", cfg.ScratchBytes)
+	}
+	if err := mount("tmpfs", pool, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+		return err
+	}
+	for i, t := range cfg.Tmpfs {
+		src, dst := filepath.Join(pool, strconv.Itoa(i)), filepath.Join(st, t.Path)
+		if err := os.Mkdir(src, 0); err != nil {
+			return err
+		}
+		// Mkdir's mode passes the umask and drops the sticky bit.
+		if err := unix.Chmod(src, t.Mode); err != nil {
+			return err
+		}
+		if t.Owned {
+			if err := unix.Chown(src, cfg.UID, cfg.GID); err != nil {
+				return err
+			}
+		}
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("mountpoint %s: %w", t.Path, err)
+		}
+		// A bind mount has the flags of the mount it comes from: nosuid,
+		// nodev, and exec allowed.
+		if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+			return err
+		}
+	}
+	if err := unix.Unmount(pool, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("umount %s: %w", pool, err)
+	}
+	return os.Remove(pool)
+}
+
+// buildRoot assembles the sandbox's root on cfg.Stage.
+func buildRoot(cfg *Config) error {
+	if err := mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return err
+	}
+	st := cfg.Stage
+	if err := mount("tmpfs", st, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m"); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(cfg.RootFS)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if cfg.HostRoot && !SystemDirs[name] {
+			continue
+		}
+		if slices.Contains(EmptyDirs, name) {
+			continue
+		}
+		src, dst := filepath.Join(cfg.RootFS, name), filepath.Join(st, name)
+		switch {
+		case e.Type()&os.ModeSymlink != 0:
+			to, err := os.Readlink(src)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(to, dst); err != nil {
+				return err
+			}
+		case e.IsDir():
+			if err := bindReadOnly(src, dst, true); err != nil {
+				return err
+			}
+		case e.Type().IsRegular():
+			if err := bindReadOnly(src, dst, false); err != nil {
+				return err
+			}
+		}
+	}
+	for _, d := range EmptyDirs {
+		if err := os.MkdirAll(filepath.Join(st, d), 0o755); err != nil {
+			return err
+		}
+	}
+	null, err := readOnlyNull(st)
+	if err != nil {
+		return err
+	}
+	if cfg.HostRoot {
+		for _, p := range MaskedPaths {
+			if err := mask(filepath.Join(st, p), null); err != nil {
+				return err
+			}
+		}
+	}
+	if err := mountProc(filepath.Join(st, "proc"), null); err != nil {
+		return err
+	}
+	if err := unix.Unmount(null, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("umount %s: %w", null, err)
+	}
+	if err := os.Remove(null); err != nil {
+		return err
+	}
+	if err := mountDev(filepath.Join(st, "dev")); err != nil {
+		return err
+	}
+	if err := mountScratch(st, cfg); err != nil {
+		return err
+	}
+	for _, b := range cfg.Binds {
+		dst := filepath.Join(st, b.Target)
+		if b.File {
+			if fi, err := os.Lstat(dst); err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			if err := bindFile(st, b, dst); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("mountpoint %s: %w", b.Target, err)
+		}
+		if b.Tree > 0 {
+			if b.Tree > len(cfg.trees) {
+				return fmt.Errorf("attach %s: layout tree %d was not sent", b.Target, b.Tree)
+			}
+			fd := cfg.trees[b.Tree-1]
+			if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+				return fmt.Errorf("attach %s: %w", b.Target, err)
+			}
+			unix.Close(fd)
+			continue
+		}
+		if err := mount(b.Source, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return err
+		}
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+		if b.ReadOnly {
+			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+		}
+		if err := unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, &attr); err != nil {
+			return fmt.Errorf("mount_setattr %s: %w", dst, err)
+		}
+	}
+	return nil
+}
+
+// bindReadOnly binds src (a whole tree) at dst, read-only throughout, with
+// no setuid and no devices.
+func bindReadOnly(src, dst string, dir bool) error {
+	if dir {
+		if err := os.Mkdir(dst, 0o755); err != nil && !os.IsExist(err) {
+			return err
+		}
+	} else if err := os.WriteFile(dst, nil, 0o644); err != nil {
+		return err
+	}
+	if err := mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, &attr); err != nil {
+		return fmt.Errorf("mount_setattr %s: %w", dst, err)
+	}
+	return nil
+}
+
+// readOnlyNull binds /dev/null read-only on a new file of the stage and
+// returns its path: what mask binds over files. A bind mount takes the
+// flags of the mount it comes from, so each masked file is then one bind
+// instead of a bind and a remount (some twenty mount calls fewer).
+func readOnlyNull(st string) (string, error) {
+	f, err := os.CreateTemp(st, ".cordon-null-")
+	if err != nil {
+		return "", err
+	}
+	f.Close()
+	null := f.Name()
+	if err := mount("/dev/null", null, "", unix.MS_BIND, ""); err != nil {
+		return "", err
+	}
+	return null, mount("", null, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, "")
+}
+
+// mask covers p: a file with null (readOnlyNull's), a directory with an
+// empty read-only tmpfs. A path that does not exist needs no mask. A
+// symlink is left alone: it resolves inside the sandbox's own tree.
+func mask(p, null string) error {
+	st, err := os.Lstat(p)
+	if err != nil || st.Mode()&os.ModeSymlink != 0 {
+		return nil
+	}
+	if st.IsDir() {
+		return mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555")
+	}
+	return mount(null, p, "", unix.MS_BIND, "")
+}
+
+func mountProc(p, null string) error {
+	if err := mount("proc", p, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return err
+	}
+	for _, name := range ProcMasked {
+		if err := mask(filepath.Join(p, name), null); err != nil {
+			return err
+		}
+	}
+	for _, name := range ProcReadOnly {
+		q := filepath.Join(p, name)
+		if _, err := os.Stat(q); err != nil {
+			continue
+		}
+		if name == "sys" {
+			continue // after the user-namespace limit is written; see readOnlyProcSys
+		}
+		if err := mount(q, q, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return err
+		}
+		if err := mount("", q, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readOnlyProcSys() error {
+	if err := mount("/proc/sys", "/proc/sys", "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	return mount("", "/proc/sys", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+}
+
+func mountDev(p string) error {
+	if err := mount("tmpfs", p, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return err
+	}
+	for _, d := range Devices {
+		dst := filepath.Join(p, d)
+		if err := os.WriteFile(dst, nil, 0o666); err != nil {
+			return err
+		}
+		if err := mount("/dev/"+d, dst, "", unix.MS_BIND, ""); err != nil {
+			return err
+		}
+	}
+	pts := filepath.Join(p, "pts")
+	if err := os.Mkdir(pts, 0o755); err != nil {
+		return err
+	}
+	if err := mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return err
+	}
+	shm := filepath.Join(p, "shm")
+	if err := os.Mkdir(shm, 0o1777); err != nil {
+		return err
+	}
+	if err := mount("shm", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m"); err != nil {
+		return err
+	}
+	for link, to := range map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
+		if err := os.Symlink(to, filepath.Join(p, link)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// enterRoot makes stage the root: pivot_root onto itself, then detach the
+// old root, so nothing of the host's tree stays reachable; finally the
+// root's own tmpfs turns read-only.
+func enterRoot(stage string) error {
+	if err := unix.Chdir(stage); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach the old root: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return err
+	}
+	return mount("", "/", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+}
+
+// bindFile binds b's file over dst, read-only. A file given by its
+// content is written on the stage's tmpfs, bound, and unlinked: the mount
+// keeps it, and nothing else names it.
+func bindFile(stage string, b Bind, dst string) error {
+	src := b.Source
+	if src == "" {
+		f, err := os.CreateTemp(stage, ".file-")
+		if err != nil {
+			return err
+		}
+		src = f.Name()
+		defer os.Remove(src)
+		_, err = f.WriteString(b.Content)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Chmod(src, 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("file %s: %w", b.Target, err)
+		}
+	}
+	if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	return mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+}
