@@ -42,8 +42,8 @@ type bundleInput struct {
 	IDSize int
 	Limits sandbox.Limits
 	// ScratchBudget bounds the scratch tmpfs mounts together when there is
-	// no memory limit (see scratchShares); 0 leaves each the kernel's
-	// default size.
+	// no memory limit (each gets a share of it); 0 leaves each the
+	// kernel's default size.
 	ScratchBudget int64
 	// CgroupsPath is the container's cgroup, under the runtime's hierarchy.
 	CgroupsPath string
@@ -58,11 +58,6 @@ type bundleInput struct {
 	// to the writable mounts (sandboxinit.ContainerOptions); "" for none.
 	Landlock string
 }
-
-// scratchShares divides the scratch budget among the scratch tmpfs mounts
-// (each gets budget/share): half to the workspace, a quarter to /tmp, an
-// eighth each to the home directory and /var/tmp.
-var scratchShares = map[string]int64{"/workspace": 2, "/tmp": 4, process.Home: 8, "/var/tmp": 8}
 
 // ScratchBudget is what the scratch space of a sandbox without a memory
 // limit holds in all: half the host's memory, the kernel's default for one
@@ -148,8 +143,10 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 	// their pages are charged to, bounds them together. Without one, each
 	// would hold the kernel's default, half the host's memory, and
 	// together they could pin twice the host's memory, which no OOM kill
-	// frees: they share the budget instead (scratchShares).
-	scratch := func(dst, mode string, owner bool) []string {
+	// frees: they share the budget instead, each ScratchBudget/share:
+	// half to the workspace, a quarter to /tmp, an eighth each to the home
+	// directory and /var/tmp.
+	scratch := func(dst, mode string, owner bool, share int64) specs.Mount {
 		opts := []string{"nosuid", "nodev", "mode=" + mode}
 		if owner {
 			opts = append(opts, fmt.Sprintf("uid=%d", in.UID), fmt.Sprintf("gid=%d", in.UID))
@@ -158,9 +155,9 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		case in.Limits.MemoryBytes > 0:
 			opts = append(opts, fmt.Sprintf("size=%d", in.Limits.MemoryBytes))
 		case in.ScratchBudget > 0:
-			opts = append(opts, fmt.Sprintf("size=%d", in.ScratchBudget/scratchShares[dst]))
+			opts = append(opts, fmt.Sprintf("size=%d", in.ScratchBudget/share))
 		}
-		return opts
+		return specs.Mount{Destination: dst, Type: "tmpfs", Source: "tmpfs", Options: opts}
 	}
 	mounts = append([]specs.Mount{
 		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
@@ -169,9 +166,9 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "nodev", "mode=1777", "size=64m"}},
 	}, mounts...)
 	mounts = append(mounts,
-		specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: scratch("/tmp", "1777", false)},
-		specs.Mount{Destination: "/workspace", Type: "tmpfs", Source: "tmpfs", Options: scratch("/workspace", "755", true)},
-		specs.Mount{Destination: process.Home, Type: "tmpfs", Source: "tmpfs", Options: scratch(process.Home, "700", true)},
+		scratch("/tmp", "1777", false, 4),
+		scratch("/workspace", "755", true, 2),
+		scratch(process.Home, "700", true, 8),
 		specs.Mount{Destination: process.SocketDir, Type: "bind", Source: in.SocketDir, Options: []string{"rbind", "nosuid", "nodev", "noexec"}},
 		ro(in.AgentPath, agentInside),
 	)
@@ -183,7 +180,7 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		mounts = append(mounts, specs.Mount{Destination: m.Target, Type: "bind", Source: m.Host, Options: opts})
 	}
 	if isDir(filepath.Join(in.RootSrc, "var", "tmp")) {
-		mounts = append(mounts, specs.Mount{Destination: "/var/tmp", Type: "tmpfs", Source: "tmpfs", Options: scratch("/var/tmp", "1777", false)})
+		mounts = append(mounts, scratch("/var/tmp", "1777", false, 8))
 	}
 	for _, f := range in.Identity {
 		if fileExists(filepath.Join(in.RootSrc, f.Target)) {
