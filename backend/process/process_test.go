@@ -424,6 +424,48 @@ func TestScratch(t *testing.T) {
 	}
 }
 
+// TestCgroupsJoined: a sandbox's init joins a cgroup of its own in the
+// memory controller always (it counts OOM kills), in the pids and cpu
+// controllers only for their limits, and in the v1 freezer not at all where
+// cgroup2 freezes.
+func TestCgroupsJoined(t *testing.T) {
+	joined := func(spec sandbox.Spec) map[string]bool {
+		sb := create(t, spec)
+		a, err := sb.Persist()
+		var st struct{ Dir string }
+		if err == nil {
+			err = json.Unmarshal(a.State, &st)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(st.Dir, "init"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cg, err := os.ReadFile("/proc/" + strings.Fields(string(b))[0] + "/cgroup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		own := map[string]bool{}
+		for _, line := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
+			f := strings.SplitN(line, ":", 3)
+			for _, c := range strings.Split(f[1], ",") {
+				own[c] = strings.Contains(f[2], filepath.Base(st.Dir))
+			}
+		}
+		return own
+	}
+	none := joined(sandbox.Spec{})
+	if _, ok := none["pids"]; !ok {
+		testutil.Missing(t, "needs cgroup v1 controllers")
+	}
+	limited := joined(sandbox.Spec{Limits: sandbox.Limits{Pids: 64, CPUs: 1}})
+	if !none["memory"] || none["pids"] || none["cpu"] || none["freezer"] || !limited["pids"] || !limited["cpu"] {
+		t.Errorf("own cgroups without limits %v, with pids and CPU limits %v", none, limited)
+	}
+}
+
 // TestSocketDir: the agent's socket directory, which is the host's, is
 // read-only inside, to the workload's root too: nothing it makes there
 // lands on the host's disk. The agent's socket is root's, so the sandbox's
