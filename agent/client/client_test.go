@@ -24,13 +24,8 @@ import (
 // fakeAgent serves reserve and cancel, and an /execute stream that breaks
 // after one delta, as a dropped connection would.
 func fakeAgent(t *testing.T, cancels *atomic.Int32) client.Endpoint {
-	sock := filepath.Join(t.TempDir(), "a.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const id = "exec_00000000-0000-4000-8000-000000000001"
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return serveOn(t, &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case wire.RouteHealthz:
 			fmt.Fprint(w, `{"ok":true,"protocolVersion":1}`)
@@ -45,7 +40,16 @@ func fakeAgent(t *testing.T, cancels *atomic.Int32) client.Endpoint {
 			cancels.Add(1)
 			fmt.Fprint(w, `{"ok":true,"state":"completed","started":true,"result":{"exitCode":0,"timedOut":false,"durationMs":5,"stdoutTruncated":false,"stderrTruncated":false}}`)
 		}
-	})}
+	})})
+}
+
+// serveOn serves srv on a unix socket of its own until the test ends.
+func serveOn(t *testing.T, srv *http.Server) client.Endpoint {
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return client.Endpoint{Network: "unix", Address: sock}
@@ -105,13 +109,8 @@ func (a *leaseAgent) forget() {
 func startLeaseAgent(t *testing.T) (*leaseAgent, client.Endpoint) {
 	a := &leaseAgent{reserved: map[string]bool{}}
 	a.cond = sync.NewCond(&a.mu)
-	sock := filepath.Join(t.TempDir(), "a.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	reserves, execs := 0, 0
-	srv := &http.Server{ConnState: func(_ net.Conn, st http.ConnState) {
+	return a, serveOn(t, &http.Server{ConnState: func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
 			a.conns.Add(1)
 		}
@@ -159,10 +158,7 @@ func startLeaseAgent(t *testing.T) (*leaseAgent, client.Endpoint) {
 			w.(http.Flusher).Flush()
 			time.Sleep(time.Millisecond)
 		}
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return a, client.Endpoint{Network: "unix", Address: sock}
+	})})
 }
 
 // From its second command on, a client runs each command on a reservation
@@ -409,22 +405,14 @@ func TestRequest(t *testing.T) {
 // TestAnswerBound: an agent that answers a health check with more than any
 // answer holds gets an error, not a host that reads all it sends.
 func TestAnswerBound(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "a.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := client.New(serveOn(t, &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		chunk := []byte(`{"ok":true,"pad":"` + strings.Repeat("x", 1<<20))
 		for range 64 {
 			if _, err := w.Write(chunk); err != nil {
 				return
 			}
 		}
-	})}
-	go srv.Serve(ln)
-	defer srv.Close()
-	c := client.New(client.Endpoint{Network: "unix", Address: sock})
+	})}))
 	defer c.Close()
 	if _, err := c.Health(t.Context()); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Fatalf("a 64 MiB health answer: %v", err)
@@ -434,12 +422,7 @@ func TestAnswerBound(t *testing.T) {
 // TestDownloadNeedsLength: a file answer without its length (which could go
 // on without end), or longer than the range asked for, is refused unread.
 func TestDownloadNeedsLength(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "a.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := client.New(serveOn(t, &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Range") != "" {
 			w.Header().Set("Content-Length", "100")
 			w.WriteHeader(http.StatusPartialContent)
@@ -449,10 +432,7 @@ func TestDownloadNeedsLength(t *testing.T) {
 		w.Write([]byte("chunk"))
 		w.(http.Flusher).Flush() // no length: chunked
 		w.Write([]byte("more"))
-	})}
-	go srv.Serve(ln)
-	defer srv.Close()
-	c := client.New(client.Endpoint{Network: "unix", Address: sock})
+	})}))
 	defer c.Close()
 	var b bytes.Buffer
 	if n, err := c.Download(t.Context(), "f", 0, 0, &b); err == nil || n != 0 || b.Len() != 0 {
