@@ -1,27 +1,18 @@
 package egress
 
 import (
-	"context"
 	"net"
-	"path/filepath"
 	"testing"
 	"time"
 )
 
 func TestBindingActivity(t *testing.T) {
-	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "egress.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := New(Config{}).Attach(context.Background(), "sbx", ln, Policy{Mode: DenyAll})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, addr := denyAll(t, Config{})
 	defer b.Close()
 	if n, last := b.Activity(); n != 0 || !last.IsZero() {
 		t.Fatalf("fresh: %d %v", n, last)
 	}
-	c, err := net.Dial("unix", ln.Addr().String())
+	c, err := net.Dial("unix", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

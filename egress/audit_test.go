@@ -32,26 +32,11 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 // decision.
 func TestAuditBound(t *testing.T) {
 	var audit syncBuffer
-	p := New(Config{Audit: &audit, AuditRate: 10, AuditBurst: 5})
-	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "egress.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := p.Attach(context.Background(), "sbx", ln, Policy{Mode: DenyAll})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, addr := denyAll(t, Config{Audit: &audit, AuditRate: 10, AuditBurst: 5})
 	const n = 200
 	start := time.Now()
 	for i := range n {
-		c, err := net.Dial("unix", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(c, "CONNECT host%d.invalid:443 HTTP/1.1\r\nHost: host%d.invalid:443\r\n\r\n", i, i)
-		resp, _ := bufio.NewReader(c).ReadString('\n')
-		c.Close()
-		if want := "HTTP/1.1 403 Forbidden\r\n"; resp != want {
+		if resp, want := connect(t, addr, fmt.Sprintf("host%d.invalid", i)), "HTTP/1.1 403 Forbidden\r\n"; resp != want {
 			t.Fatalf("answer %q, want %q", resp, want)
 		}
 	}
@@ -82,25 +67,38 @@ func TestAuditBound(t *testing.T) {
 // BenchmarkRefusal: refused CONNECTs, one connection each, with the audit
 // log written (and bounded) as the daemon writes it.
 func BenchmarkRefusal(b *testing.B) {
-	p := New(Config{Audit: io.Discard})
-	ln, err := net.Listen("unix", filepath.Join(b.TempDir(), "egress.sock"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	bind, err := p.Attach(context.Background(), "sbx", ln, Policy{Mode: DenyAll})
-	if err != nil {
-		b.Fatal(err)
-	}
+	bind, addr := denyAll(b, Config{Audit: io.Discard})
 	defer bind.Close()
 	for b.Loop() {
-		c, err := net.Dial("unix", ln.Addr().String())
-		if err != nil {
-			b.Fatal(err)
+		if resp := connect(b, addr, "blocked.invalid"); resp == "" {
+			b.Fatal("no answer")
 		}
-		fmt.Fprint(c, "CONNECT blocked.invalid:443 HTTP/1.1\r\nHost: blocked.invalid:443\r\n\r\n")
-		if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
-			b.Fatal(err)
-		}
-		c.Close()
 	}
+}
+
+// denyAll attaches a deny-all binding, of a proxy made from cfg, on a unix
+// socket of its own, and returns it and the socket's address.
+func denyAll(tb testing.TB, cfg Config) (*Binding, string) {
+	ln, err := net.Listen("unix", filepath.Join(tb.TempDir(), "egress.sock"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err := New(cfg).Attach(context.Background(), "sbx", ln, Policy{Mode: DenyAll})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b, ln.Addr().String()
+}
+
+// connect asks the binding at addr for a tunnel to host:443 and returns
+// the answer's status line.
+func connect(tb testing.TB, addr, host string) string {
+	c, err := net.Dial("unix", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n", host, host)
+	resp, _ := bufio.NewReader(c).ReadString('\n')
+	return resp
 }

@@ -336,13 +336,8 @@ func TestExecReusesConnections(t *testing.T) {
 // A stream that never ends after its result (an agent gone wrong) neither
 // holds the command's caller nor the connection for good.
 func TestExecDoesNotWaitForStreamEnd(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "a.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	hold, held := make(chan struct{}), make(chan struct{})
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ep := serveOn(t, &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case wire.RouteReserve:
 			w.WriteHeader(201)
@@ -353,11 +348,9 @@ func TestExecDoesNotWaitForStreamEnd(t *testing.T) {
 			close(held)
 			<-hold
 		}
-	})}
-	go srv.Serve(ln)
-	defer srv.Close()
+	})})
 	defer close(hold)
-	c := client.New(client.Endpoint{Network: "unix", Address: sock})
+	c := client.New(ep)
 	defer c.Close()
 	type outcome struct {
 		res *wire.Result
