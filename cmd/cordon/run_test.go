@@ -89,16 +89,7 @@ func TestRun(t *testing.T) {
 // the 100 MiB per stream that the agent keeps to by default.
 func TestRunWholeOutput(t *testing.T) {
 	const n = 101 << 20
-	cmd := exec.Command(buildCLI(t), "run", "--", "head", "-c", strconv.Itoa(n), "/dev/zero")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var e bytes.Buffer
-	cmd.Stderr = &e
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out, e := startPiped(t, "run", "--", "head", "-c", strconv.Itoa(n), "/dev/zero")
 	got, _ := io.Copy(io.Discard, out)
 	if err := cmd.Wait(); err != nil || got != n || e.Len() > 0 {
 		t.Fatalf("%d bytes of %d: %v %s", got, n, err, e.String())
@@ -185,12 +176,11 @@ func TestRunBrokenPipe(t *testing.T) {
 	checkBrokenPipe(t, "run", "--")
 }
 
-// checkBrokenPipe runs cordon with args, then a command that writes a line,
-// then another a second later, then sleeps; it closes cordon's stdout after
-// the first line and wants cordon to stop the command and exit 141.
-func checkBrokenPipe(t *testing.T, args ...string) {
+// startPiped starts cordon with args, its stdout a pipe to read and its
+// stderr kept.
+func startPiped(t *testing.T, args ...string) (*exec.Cmd, io.ReadCloser, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command(buildCLI(t), append(args, "sh", "-c", "echo hi; sleep 1; echo more; exec sleep 300")...)
+	cmd := exec.Command(buildCLI(t), args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -200,6 +190,15 @@ func checkBrokenPipe(t *testing.T, args ...string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return cmd, out, &e
+}
+
+// checkBrokenPipe runs cordon with args, then a command that writes a line,
+// then another a second later, then sleeps; it closes cordon's stdout after
+// the first line and wants cordon to stop the command and exit 141.
+func checkBrokenPipe(t *testing.T, args ...string) {
+	t.Helper()
+	cmd, out, e := startPiped(t, append(args, "sh", "-c", "echo hi; sleep 1; echo more; exec sleep 300")...)
 	line := make([]byte, 3)
 	if _, err := io.ReadFull(out, line); err != nil || string(line) != "hi\n" {
 		t.Fatalf("first line %q %v", line, err)
