@@ -112,9 +112,10 @@ func run(cfg *Config) error {
 	}
 	// Becoming the agent in this very process saves a second program
 	// start; it needs every thread confined, which a cgo build cannot do.
-	// Then the confined thread execs the agent instead.
+	// Then the confined thread execs the agent instead. (Known at build
+	// time: asking the runtime costs a stop of every thread.)
 	sc, inProcess := allThreads, true
-	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_GETPID, 0, 0, 0); errno == unix.ENOTSUP {
+	if cgoBuild {
 		sc, inProcess = oneThread, false
 	}
 	// This thread, locked since Main began, is the one every command is
