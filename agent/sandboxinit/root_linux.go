@@ -146,24 +146,15 @@ func buildRoot(cfg *Config) error {
 			return err
 		}
 	}
-	null, err := readOnlyNull(st)
-	if err != nil {
-		return err
-	}
+	var m masker
 	if cfg.HostRoot {
 		for _, p := range MaskedPaths {
-			if err := mask(filepath.Join(st, p), null); err != nil {
+			if err := m.mask(filepath.Join(st, p)); err != nil {
 				return err
 			}
 		}
 	}
-	if err := mountProc(filepath.Join(st, "proc"), null); err != nil {
-		return err
-	}
-	if err := unix.Unmount(null, unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("umount %s: %w", null, err)
-	}
-	if err := os.Remove(null); err != nil {
+	if err := mountProc(filepath.Join(st, "proc"), &m); err != nil {
 		return err
 	}
 	if err := mountDev(filepath.Join(st, "dev")); err != nil {
@@ -231,43 +222,51 @@ func bindReadOnly(src, dst string, dir bool) error {
 	return nil
 }
 
-// readOnlyNull binds /dev/null read-only on a new file of the stage and
-// returns its path: what mask binds over files. A bind mount takes the
-// flags of the mount it comes from, so each masked file is then one bind
-// instead of a bind and a remount (some twenty mount calls fewer).
-func readOnlyNull(st string) (string, error) {
-	f, err := os.CreateTemp(st, ".cordon-null-")
-	if err != nil {
-		return "", err
-	}
-	f.Close()
-	null := f.Name()
-	if err := mount("/dev/null", null, "", unix.MS_BIND, ""); err != nil {
-		return "", err
-	}
-	return null, mount("", null, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, "")
+// masker covers paths with nothing: a file with /dev/null, a directory
+// with an empty tmpfs, both read-only. The first of each kind is mounted
+// and made read-only; every later one is a bind of that first, which takes
+// its flags (a bind mount has the flags of the mount it comes from): one
+// mount call each, and no source of its own to unmount afterwards.
+type masker struct {
+	file, dir string // the first masked file and directory
 }
 
-// mask covers p: a file with null (readOnlyNull's), a directory with an
-// empty read-only tmpfs. A path that does not exist needs no mask. A
-// symlink is left alone: it resolves inside the sandbox's own tree.
-func mask(p, null string) error {
+// mask covers p. A path that does not exist needs no mask. A symlink is
+// left alone: it resolves inside the sandbox's own tree.
+func (m *masker) mask(p string) error {
 	st, err := os.Lstat(p)
 	if err != nil || st.Mode()&os.ModeSymlink != 0 {
 		return nil
 	}
 	if st.IsDir() {
-		return mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555")
+		if m.dir != "" {
+			return mount(m.dir, p, "", unix.MS_BIND, "")
+		}
+		if err := mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555"); err != nil {
+			return err
+		}
+		m.dir = p
+		return nil
 	}
-	return mount(null, p, "", unix.MS_BIND, "")
+	if m.file != "" {
+		return mount(m.file, p, "", unix.MS_BIND, "")
+	}
+	if err := mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	if err := mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+		return err
+	}
+	m.file = p
+	return nil
 }
 
-func mountProc(p, null string) error {
+func mountProc(p string, m *masker) error {
 	if err := mount("proc", p, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return err
 	}
 	for _, name := range ProcMasked {
-		if err := mask(filepath.Join(p, name), null); err != nil {
+		if err := m.mask(filepath.Join(p, name)); err != nil {
 			return err
 		}
 	}
