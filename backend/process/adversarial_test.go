@@ -5,12 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/backend/adversarial"
+	"github.com/cordon-sandbox/cordon/internal/procid"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -100,6 +102,17 @@ func TestDiesWithCreator(t *testing.T) {
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	gone := func() bool {
+		// The init first: it is the last to go, and the sweep below
+		// removes only what a dead init left.
+		if ents, _ := os.ReadDir(state); len(ents) == 1 {
+			if b, err := os.ReadFile(filepath.Join(state, ents[0].Name(), "init")); err == nil {
+				if f := strings.Fields(string(b)); len(f) == 2 {
+					if pid, _ := strconv.Atoi(f[0]); procid.Alive(pid, f[1]) {
+						return false
+					}
+				}
+			}
+		}
 		ents, _ := os.ReadDir("/proc")
 		for _, e := range ents {
 			if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && (strings.HasPrefix(string(b), "sleep\x00303") || strings.HasPrefix(string(b), "sleep\x00304")) {
