@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/agent/internal/httpd"
 	"github.com/cordon-sandbox/cordon/agent/wire"
 	"golang.org/x/sys/unix"
 )
@@ -130,14 +130,14 @@ func newExecutionID() string {
 	return fmt.Sprintf("exec_%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleReserve(w httpd.ResponseWriter, r *httpd.Request) {
 	res, ok := s.reserve(r.Header.Get(wire.LeaseHeader) == wire.LeaseSpare)
 	if !ok {
-		writeJSON(w, http.StatusServiceUnavailable, wire.ErrorBody{Error: wire.CodeExecutionCapacity,
+		writeJSON(w, httpd.StatusServiceUnavailable, wire.ErrorBody{Error: wire.CodeExecutionCapacity,
 			Message: fmt.Sprintf("agent already tracks %d execution leases", s.cfg.MaxTrackedExecutions)})
 		return
 	}
-	writeJSON(w, http.StatusCreated, res)
+	writeJSON(w, httpd.StatusCreated, res)
 }
 
 // reserve takes an execution lease, a host's spare one if spare; false
@@ -161,17 +161,17 @@ func (s *Server) reserve(spare bool) (wire.Reservation, bool) {
 	}, true
 }
 
-func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleCancel(w httpd.ResponseWriter, r *httpd.Request) {
 	var body struct {
 		ExecutionID any `json:"executionId"`
 	}
 	if err := s.readBody(r, &body); err != nil {
-		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
 		return
 	}
 	id, _ := body.ExecutionID.(string)
 	if !validExecutionID(id) {
-		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidExecutionID})
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidExecutionID})
 		return
 	}
 	s.mu.Lock()
@@ -179,7 +179,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	e, ok := s.executions[id]
 	if !ok {
 		s.mu.Unlock()
-		writeJSON(w, http.StatusNotFound, wire.ErrorBody{Error: wire.CodeUnknownExecution})
+		writeJSON(w, httpd.StatusNotFound, wire.ErrorBody{Error: wire.CodeUnknownExecution})
 		return
 	}
 	switch e.state {
@@ -193,17 +193,17 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	case stateTerminal:
 		p := e.payload()
 		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, p)
+		writeJSON(w, httpd.StatusOK, p)
 		return
 	}
 	s.mu.Unlock()
 	p, err := s.terminate(e, causeCancelled)
 	if err != nil {
-		writeJSON(w, http.StatusGatewayTimeout, wire.ErrorBody{Error: wire.CodeCancellationUnconfirmed, Message: err.Error()})
+		writeJSON(w, httpd.StatusGatewayTimeout, wire.ErrorBody{Error: wire.CodeCancellationUnconfirmed, Message: err.Error()})
 		s.retire(err)
 		return
 	}
-	writeJSON(w, http.StatusOK, p)
+	writeJSON(w, httpd.StatusOK, p)
 }
 
 // terminate stops a live execution's process group (SIGTERM, the grace
@@ -516,15 +516,15 @@ func (s *Server) parseExecute(b executeBody) (*execRequest, *wire.ErrorBody) {
 	return q, nil
 }
 
-func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleExecute(w httpd.ResponseWriter, r *httpd.Request) {
 	var b executeBody
 	if err := s.readBody(r, &b); err != nil {
-		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
 		return
 	}
 	q, refusal := s.parseExecute(b)
 	if refusal != nil {
-		writeJSON(w, http.StatusBadRequest, refusal)
+		writeJSON(w, httpd.StatusBadRequest, refusal)
 		return
 	}
 	start := time.Now()
@@ -535,7 +535,7 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 		t, ok := s.executions[q.id]
 		if !ok {
 			s.mu.Unlock()
-			writeJSON(w, http.StatusNotFound, wire.ErrorBody{Error: wire.CodeUnknownExecution})
+			writeJSON(w, httpd.StatusNotFound, wire.ErrorBody{Error: wire.CodeUnknownExecution})
 			return
 		}
 		if t.state != stateReserved {
@@ -544,7 +544,7 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 				st = t.outcome
 			}
 			s.mu.Unlock()
-			writeJSON(w, http.StatusConflict, wire.ErrorBody{Error: wire.CodeExecutionNotReserved, State: st})
+			writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeExecutionNotReserved, State: st})
 			return
 		}
 		// Validation is done, so admission is one atomic transition.
@@ -559,7 +559,7 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 			s.rememberTerminalLocked(e, wire.OutcomeFailed, nil, err.Error())
 		}
 		s.mu.Unlock()
-		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: code, Message: err.Error()})
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: code, Message: err.Error()})
 	}
 	realCwd, err := mkdirIn(q.cwd, s.cfg.Workspace)
 	if err != nil {

@@ -11,20 +11,20 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/cordon-sandbox/cordon/agent/internal/httpd"
 	"github.com/cordon-sandbox/cordon/agent/wire"
 )
 
-func fileError(w http.ResponseWriter, err error) {
-	writeJSON(w, http.StatusBadRequest, wire.FileError{OK: false, Error: err.Error()})
+func fileError(w httpd.ResponseWriter, err error) {
+	writeJSON(w, httpd.StatusBadRequest, wire.FileError{OK: false, Error: err.Error()})
 }
 
-func (s *Server) handleReadFile(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleReadFile(w httpd.ResponseWriter, r *httpd.Request) {
 	var body struct {
 		Path             json.RawMessage `json:"path"`
 		Encoding         json.RawMessage `json:"encoding"`
@@ -32,7 +32,7 @@ func (s *Server) handleReadFile(w http.ResponseWriter, r *http.Request) {
 		CapabilitiesOnly json.RawMessage `json:"capabilitiesOnly"`
 	}
 	if err := s.readBody(r, &body); err != nil {
-		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
 		return
 	}
 	if string(body.CapabilitiesOnly) == "true" {
@@ -40,11 +40,11 @@ func (s *Server) handleReadFile(w http.ResponseWriter, r *http.Request) {
 		c.OK = true
 		c.ReadFileRanges.Version = 1
 		c.ReadFileRanges.MaxBytes = wire.FileRangeMaxBytes
-		writeJSON(w, http.StatusOK, c)
+		writeJSON(w, httpd.StatusOK, c)
 		return
 	}
 	if !truthy(body.Path) {
-		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeMissingPath})
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeMissingPath})
 		return
 	}
 	p, ok := rawString(body.Path)
@@ -85,7 +85,7 @@ func (s *Server) handleReadFile(w http.ResponseWriter, r *http.Request) {
 
 // openReadable opens path under the read roots and stats it; a refusal has
 // been answered (by refuse) when ok is false.
-func openReadable(w http.ResponseWriter, path string, cfg Config, refuse func(http.ResponseWriter, error)) (*os.File, os.FileInfo, bool) {
+func openReadable(w httpd.ResponseWriter, path string, cfg Config, refuse func(httpd.ResponseWriter, error)) (*os.File, os.FileInfo, bool) {
 	target, root, err := place(path, cfg.Workspace, cfg.ReadRoots)
 	if err == nil {
 		var f *os.File
@@ -143,7 +143,7 @@ func parseRange(raw json.RawMessage) (offset int64, length *int64, err error) {
 // while reading, so a large file costs constant memory. The first read
 // happens before the status is committed; a later failure aborts the
 // connection, so a caller never mistakes a cut-off reply for a whole file.
-func streamFileJSON(w http.ResponseWriter, src io.Reader, encoding string, rng *wire.Range) {
+func streamFileJSON(w httpd.ResponseWriter, src io.Reader, encoding string, rng *wire.Range) {
 	buf := make([]byte, 256<<10)
 	n, err := io.ReadFull(src, buf)
 	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
@@ -152,7 +152,7 @@ func streamFileJSON(w http.ResponseWriter, src io.Reader, encoding string, rng *
 	}
 	more := err == nil
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(httpd.StatusOK)
 	bw := bufio.NewWriterSize(w, 256<<10)
 	defer bw.Flush()
 	_, _ = io.WriteString(bw, `{"ok":true,"content":"`)
@@ -180,7 +180,7 @@ func streamFileJSON(w http.ResponseWriter, src io.Reader, encoding string, rng *
 			break
 		}
 		if err != nil {
-			panic(http.ErrAbortHandler)
+			panic(httpd.ErrAbortHandler)
 		}
 	}
 	if enc != nil {
@@ -245,14 +245,14 @@ func (j *jsonStringWriter) emit(b []byte) {
 	_, _ = j.w.Write(out)
 }
 
-func (s *Server) handleWriteFile(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleWriteFile(w httpd.ResponseWriter, r *httpd.Request) {
 	if r.ContentLength < 0 || r.ContentLength > streamThreshold {
 		s.writeFileStreaming(w, r)
 		return
 	}
 	var body writeBody
 	if err := s.readBody(r, &body); err != nil {
-		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
 		return
 	}
 	s.writeBuffered(w, body)
@@ -267,9 +267,9 @@ type writeBody struct {
 
 // writeTarget validates the path and places it under a write root; a
 // refusal has been answered when ok is false.
-func (s *Server) writeTarget(w http.ResponseWriter, body writeBody) (target, root string, ok bool) {
+func (s *Server) writeTarget(w httpd.ResponseWriter, body writeBody) (target, root string, ok bool) {
 	if !truthy(body.Path) || len(body.Content) == 0 {
-		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeMissingPathOrContent})
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeMissingPathOrContent})
 		return "", "", false
 	}
 	p, isString := rawString(body.Path)
@@ -285,7 +285,7 @@ func (s *Server) writeTarget(w http.ResponseWriter, body writeBody) (target, roo
 	return target, root, true
 }
 
-func (s *Server) writeBuffered(w http.ResponseWriter, body writeBody) {
+func (s *Server) writeBuffered(w httpd.ResponseWriter, body writeBody) {
 	target, root, ok := s.writeTarget(w, body)
 	if !ok {
 		return
@@ -305,7 +305,7 @@ func (s *Server) writeBuffered(w http.ResponseWriter, body writeBody) {
 		fileError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.WriteFileResponse{OK: true, BytesWritten: len(data)})
+	writeJSON(w, httpd.StatusOK, wire.WriteFileResponse{OK: true, BytesWritten: len(data)})
 }
 
 // contentBytes is the text of a JSON scalar (as JavaScript's String() would

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 
+	"github.com/cordon-sandbox/cordon/agent/internal/httpd"
 	"github.com/cordon-sandbox/cordon/agent/wire"
 	"golang.org/x/sys/unix"
 )
@@ -82,7 +82,7 @@ func infoFrom(name string, st *unix.Stat_t) wire.FileInfo {
 }
 
 // handleStat serves GET /fs/stat?path=P.
-func (s *Server) handleStat(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleStat(w httpd.ResponseWriter, r *httpd.Request) {
 	fd, target, err := jailedOpen(r.URL.Query().Get("path"), s.cfg.Workspace, s.cfg.ReadRoots, 0)
 	if err != nil {
 		fsError(w, err)
@@ -96,12 +96,12 @@ func (s *Server) handleStat(w http.ResponseWriter, r *http.Request) {
 	}
 	info := infoFrom(filepath.Base(target), &st)
 	info.Path = target
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, httpd.StatusOK, info)
 }
 
 // handleList serves GET /fs/list?path=P: the directory's entries, sorted,
 // at most wire.MaxListEntries of them. Symlinks are reported, not followed.
-func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleList(w httpd.ResponseWriter, r *httpd.Request) {
 	pfd, target, err := jailedOpen(r.URL.Query().Get("path"), s.cfg.Workspace, s.cfg.ReadRoots, unix.O_DIRECTORY)
 	if err != nil {
 		fsError(w, err)
@@ -142,7 +142,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	sort.Slice(out.Entries, func(i, j int) bool { return out.Entries[i].Name < out.Entries[j].Name })
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, httpd.StatusOK, out)
 }
 
 func readlinkAt(dfd int, name string) (string, error) {
@@ -156,7 +156,7 @@ func readlinkAt(dfd int, name string) (string, error) {
 
 // handleMkdir serves POST /fs/mkdir?path=P: P and its missing parents,
 // under a write root.
-func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleMkdir(w httpd.ResponseWriter, r *httpd.Request) {
 	target, root, err := place(r.URL.Query().Get("path"), s.cfg.Workspace, s.cfg.WriteRoots)
 	if err == nil {
 		_, err = mkdirIn(target, root)
@@ -165,7 +165,7 @@ func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) {
 		fsError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.OKResponse{OK: true})
+	writeJSON(w, httpd.StatusOK, wire.OKResponse{OK: true})
 }
 
 // handleRemove serves POST /fs/remove?path=P[&recursive=1]. The final
@@ -173,7 +173,7 @@ func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) {
 // directory that is not empty needs recursive. The removal runs relative
 // to the parent directory the jail opened, so nothing outside the root can
 // be reached by swapping a parent for a symlink.
-func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleRemove(w httpd.ResponseWriter, r *httpd.Request) {
 	q := r.URL.Query()
 	dfd, base, target, err := jailedParent(q.Get("path"), s.cfg.Workspace, s.cfg.WriteRoots)
 	if err != nil {
@@ -198,7 +198,7 @@ func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) {
 		fsError(w, &os.PathError{Op: "remove", Path: target, Err: unwrapPathErr(err)})
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.OKResponse{OK: true})
+	writeJSON(w, httpd.StatusOK, wire.OKResponse{OK: true})
 }
 
 func unwrapPathErr(err error) error {
@@ -211,10 +211,10 @@ func unwrapPathErr(err error) error {
 
 // fsError answers a refused file-system operation: 404 when the path does
 // not exist, 400 otherwise, with a sentence in "error" as the file routes do.
-func fsError(w http.ResponseWriter, err error) {
-	status := http.StatusBadRequest
+func fsError(w httpd.ResponseWriter, err error) {
+	status := httpd.StatusBadRequest
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, os.ErrNotExist) {
-		status = http.StatusNotFound
+		status = httpd.StatusNotFound
 	}
 	writeJSON(w, status, wire.FileError{OK: false, Error: err.Error()})
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/agent/internal/httpd"
 	"golang.org/x/sys/unix"
 )
 
@@ -218,7 +218,7 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 		default:
 		}
 	}
-	srv := &http.Server{
+	srv := &httpd.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
@@ -230,7 +230,7 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 		opts.Ready(s.readyRecord())
 	}
 	go func() {
-		if err := srv.Serve(limitListener(ln, MaxConnections)); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+		if err := srv.Serve(limitListener(ln, MaxConnections)); err != nil && !errors.Is(err, net.ErrClosed) {
 			log.Error("serve", "err", err)
 			s.exit(1)
 		}

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/cordon-sandbox/cordon/agent/internal/httpd"
 	"github.com/cordon-sandbox/cordon/agent/wire"
 )
 
@@ -20,7 +20,7 @@ const MaxRawFileBytes = 64 << 30
 // it does not exist), or the
 // single byte range a Range header names (206). The path jail is the one
 // /read-file uses.
-func (s *Server) handleGetFile(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleGetFile(w httpd.ResponseWriter, r *httpd.Request) {
 	// cordon's own route says 404 for a missing file, as the fs-ops
 	// routes do (/read-file keeps the reference's 400).
 	f, info, ok := openReadable(w, r.URL.Query().Get("path"), s.cfg, fsError)
@@ -29,15 +29,15 @@ func (s *Server) handleGetFile(w http.ResponseWriter, r *http.Request) {
 	}
 	defer f.Close()
 	size := info.Size()
-	offset, length, status := int64(0), size, http.StatusOK
+	offset, length, status := int64(0), size, httpd.StatusOK
 	if rh := r.Header.Get("Range"); rh != "" {
 		var ok bool
 		if offset, length, ok = parseByteRange(rh, size); !ok {
 			w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", size))
-			writeJSON(w, http.StatusRequestedRangeNotSatisfiable, wire.FileError{Error: "the range " + rh + " is not within the file's " + strconv.FormatInt(size, 10) + " bytes"})
+			writeJSON(w, httpd.StatusRequestedRangeNotSatisfiable, wire.FileError{Error: "the range " + rh + " is not within the file's " + strconv.FormatInt(size, 10) + " bytes"})
 			return
 		}
-		status = http.StatusPartialContent
+		status = httpd.StatusPartialContent
 		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", offset, offset+length-1, size))
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -45,7 +45,7 @@ func (s *Server) handleGetFile(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Accept-Ranges", "bytes")
 	w.WriteHeader(status)
 	if _, err := io.Copy(w, io.NewSectionReader(f, offset, length)); err != nil {
-		panic(http.ErrAbortHandler) // a cut-off body must not look whole
+		panic(httpd.ErrAbortHandler) // a cut-off body must not look whole
 	}
 }
 
@@ -86,13 +86,13 @@ func parseByteRange(h string, size int64) (offset, length int64, ok bool) {
 // handlePutFile serves PUT /files?path=P: the raw body (Content-Length
 // required) replaces the file atomically; an upload cut short leaves the
 // previous file intact.
-func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handlePutFile(w httpd.ResponseWriter, r *httpd.Request) {
 	if r.ContentLength < 0 {
-		writeJSON(w, http.StatusLengthRequired, wire.FileError{Error: "PUT /files needs a Content-Length"})
+		writeJSON(w, httpd.StatusLengthRequired, wire.FileError{Error: "PUT /files needs a Content-Length"})
 		return
 	}
 	if r.ContentLength > MaxRawFileBytes {
-		writeJSON(w, http.StatusRequestEntityTooLarge, wire.FileError{Error: fmt.Sprintf("a file may be at most %d bytes", MaxRawFileBytes)})
+		writeJSON(w, httpd.StatusRequestEntityTooLarge, wire.FileError{Error: fmt.Sprintf("a file may be at most %d bytes", MaxRawFileBytes)})
 		return
 	}
 	target, root, err := place(r.URL.Query().Get("path"), s.cfg.Workspace, s.cfg.WriteRoots)
@@ -116,7 +116,7 @@ func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request) {
 		fileError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.WriteFileResponse{OK: true, BytesWritten: int(n)})
+	writeJSON(w, httpd.StatusOK, wire.WriteFileResponse{OK: true, BytesWritten: int(n)})
 }
 
 type countReader struct {

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/agent/internal/httpd"
 	"github.com/cordon-sandbox/cordon/agent/wire"
 	"golang.org/x/sys/unix"
 )
@@ -19,7 +19,7 @@ import (
 // run spawns the command, streams its output and settles its result. It
 // runs on the /execute handler's goroutine, which therefore owns the
 // response until the last event is written.
-func (s *Server) run(w http.ResponseWriter, r *http.Request, e *execution, q *execRequest, dir string) {
+func (s *Server) run(w httpd.ResponseWriter, r *httpd.Request, e *execution, q *execRequest, dir string) {
 	command, argv, env, stdinText, timeout, maxOut := q.command, q.argv, q.env, q.stdin, q.timeout, q.maxOut
 	out := newEventStream(w)
 	fail := func(err error) {
@@ -27,7 +27,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, e *execution, q *ex
 		if e.state == stateTerminal { // cancelled while it was starting
 			st := e.outcome
 			s.mu.Unlock()
-			writeJSON(w, http.StatusConflict, wire.ErrorBody{Error: wire.CodeExecutionCancelled, State: st})
+			writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeExecutionCancelled, State: st})
 			return
 		}
 		if e.tracked {
@@ -38,7 +38,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, e *execution, q *ex
 		s.mu.Unlock()
 		w.Header().Set("Content-Type", "application/x-ndjson; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		w.WriteHeader(http.StatusOK)
+		w.WriteHeader(httpd.StatusOK)
 		out.send(wire.Event{Type: wire.EventError, Error: err.Error()})
 	}
 	path, err := lookPath(command, env, dir)
@@ -87,7 +87,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, e *execution, q *ex
 		if stdinW != nil {
 			stdinW.Close()
 		}
-		writeJSON(w, http.StatusConflict, wire.ErrorBody{Error: wire.CodeExecutionCancelled, State: st})
+		writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeExecutionCancelled, State: st})
 		return
 	}
 	pid, exited, err := s.reaper.spawn(path, argv, env, dir, []uintptr{stdin.Fd(), stdoutW.Fd(), stderrW.Fd()})
@@ -120,7 +120,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, e *execution, q *ex
 
 	w.Header().Set("Content-Type", "application/x-ndjson; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(httpd.StatusOK)
 	// The caller learns at once that the command started (a gateway passes
 	// the execution id on in the headers), not at its first output.
 	out.flush()
@@ -289,7 +289,7 @@ func (s *Server) pump(f *os.File, stream int, stdio bool, clip *outputClip, out 
 
 // stdioWatch sends heartbeats on a stdio stream and treats the caller going
 // away as a cancel: in stdio mode the stream is the session.
-func (s *Server) stdioWatch(r *http.Request, e *execution, out *eventStream, stop <-chan struct{}) {
+func (s *Server) stdioWatch(r *httpd.Request, e *execution, out *eventStream, stop <-chan struct{}) {
 	beat, _ := json.Marshal(wire.Event{Type: wire.EventStdioHeartbeat, Version: 1})
 	beat = append(beat, '\n')
 	t := time.NewTicker(s.cfg.StdioHeartbeatInterval)
@@ -309,24 +309,24 @@ func (s *Server) stdioWatch(r *http.Request, e *execution, out *eventStream, sto
 	}
 }
 
-func (s *Server) handleStdioWrite(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleStdioWrite(w httpd.ResponseWriter, r *httpd.Request) {
 	var body struct {
 		ExecutionID any `json:"executionId"`
 		Data        any `json:"data"`
 	}
 	if err := s.readBody(r, &body); err != nil {
-		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
 		return
 	}
 	id, _ := body.ExecutionID.(string)
 	data, ok := body.Data.(string)
 	if !validExecutionID(id) || !ok || len(data) > wire.StdioWriteMaxChars {
-		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidStdioWrite})
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidStdioWrite})
 		return
 	}
 	bytes, err := base64.StdEncoding.DecodeString(data)
 	if err != nil || base64.StdEncoding.EncodeToString(bytes) != data {
-		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidStdioBytes})
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidStdioBytes})
 		return
 	}
 	s.mu.Lock()
@@ -337,7 +337,7 @@ func (s *Server) handleStdioWrite(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if stdin == nil {
-		writeJSON(w, http.StatusConflict, wire.ErrorBody{Error: wire.CodeStdioNotRunning})
+		writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeStdioNotRunning})
 		return
 	}
 	e.stdinMu.Lock()
@@ -346,10 +346,10 @@ func (s *Server) handleStdioWrite(w http.ResponseWriter, r *http.Request) {
 	_, err = stdin.Write(bytes)
 	e.stdinMu.Unlock()
 	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, wire.ErrorBody{Error: wire.CodeStdioDeliveryUnknown})
+		writeJSON(w, httpd.StatusInternalServerError, wire.ErrorBody{Error: wire.CodeStdioDeliveryUnknown})
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.StdioWriteResponse{OK: true, BytesWritten: len(bytes)})
+	writeJSON(w, httpd.StatusOK, wire.StdioWriteResponse{OK: true, BytesWritten: len(bytes)})
 }
 
 func pipeInode(f *os.File) uint64 {

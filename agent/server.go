@@ -16,12 +16,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/agent/internal/httpd"
 	"github.com/cordon-sandbox/cordon/agent/wire"
 )
 
@@ -55,7 +55,7 @@ var Features = []string{
 	"output-base64",
 }
 
-// Server serves the agent wire. Build one with New; it is an http.Handler.
+// Server serves the agent wire. Build one with New; it is an httpd.Handler.
 type Server struct {
 	cfg         Config
 	log         *slog.Logger
@@ -125,7 +125,7 @@ func bearerToken(h string) (string, bool) {
 	return t, true
 }
 
-func (s *Server) authorized(r *http.Request) bool {
+func (s *Server) authorized(r *httpd.Request) bool {
 	if s.tokenDigest == nil {
 		return true
 	}
@@ -156,26 +156,26 @@ func latin1(b string) string {
 // retiring check and every route, so an unauthenticated caller learns
 // nothing about which routes exist. GET /healthz, matched on the whole URI,
 // is the one exemption: it is the host's readiness probe.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	healthz := r.Method == http.MethodGet && r.RequestURI == wire.RouteHealthz
+func (s *Server) ServeHTTP(w httpd.ResponseWriter, r *httpd.Request) {
+	healthz := r.Method == httpd.MethodGet && r.RequestURI == wire.RouteHealthz
 	if !healthz && !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cordon-agent"`)
-		writeJSON(w, http.StatusUnauthorized, wire.ErrorBody{Error: wire.CodeUnauthorized})
+		writeJSON(w, httpd.StatusUnauthorized, wire.ErrorBody{Error: wire.CodeUnauthorized})
 		return
 	}
 	s.mu.Lock()
 	retiring := s.retiring
 	s.mu.Unlock()
 	if retiring {
-		writeJSON(w, http.StatusServiceUnavailable, wire.ErrorBody{Error: wire.CodeWorkerRetiring})
+		writeJSON(w, httpd.StatusServiceUnavailable, wire.ErrorBody{Error: wire.CodeWorkerRetiring})
 		return
 	}
 	if healthz {
-		writeJSON(w, http.StatusOK, s.health(r))
+		writeJSON(w, httpd.StatusOK, s.health(r))
 		return
 	}
-	var h func(http.ResponseWriter, *http.Request)
-	if r.Method == http.MethodPost {
+	var h func(httpd.ResponseWriter, *httpd.Request)
+	if r.Method == httpd.MethodPost {
 		switch r.RequestURI {
 		case wire.RouteExecute:
 			h = s.handleExecute
@@ -193,27 +193,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.RawQuery != "" && r.RequestURI == r.URL.RequestURI() {
 		switch {
-		case r.Method == http.MethodGet && r.URL.Path == wire.RouteStat:
+		case r.Method == httpd.MethodGet && r.URL.Path == wire.RouteStat:
 			h = s.handleStat
-		case r.Method == http.MethodGet && r.URL.Path == wire.RouteList:
+		case r.Method == httpd.MethodGet && r.URL.Path == wire.RouteList:
 			h = s.handleList
-		case r.Method == http.MethodPost && r.URL.Path == wire.RouteMkdir:
+		case r.Method == httpd.MethodPost && r.URL.Path == wire.RouteMkdir:
 			h = s.handleMkdir
-		case r.Method == http.MethodPost && r.URL.Path == wire.RouteRemove:
+		case r.Method == httpd.MethodPost && r.URL.Path == wire.RouteRemove:
 			h = s.handleRemove
 		}
 	}
 	// cordon's raw file route takes its path in the query.
 	if r.URL.Path == wire.RouteFiles && r.URL.RawQuery != "" && r.RequestURI == r.URL.RequestURI() {
 		switch r.Method {
-		case http.MethodGet:
+		case httpd.MethodGet:
 			h = s.handleGetFile
-		case http.MethodPut:
+		case httpd.MethodPut:
 			h = s.handlePutFile
 		}
 	}
 	if h == nil {
-		writeJSON(w, http.StatusNotFound, wire.ErrorBody{Error: wire.CodeNotFound})
+		writeJSON(w, httpd.StatusNotFound, wire.ErrorBody{Error: wire.CodeNotFound})
 		return
 	}
 	release := s.acquireActivity()
@@ -221,20 +221,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		// A handler bug answers 500 and leaves the agent serving.
 		if p := recover(); p != nil {
-			if p == http.ErrAbortHandler {
+			if p == httpd.ErrAbortHandler {
 				panic(p)
 			}
 			s.log.Error("handler panic", "route", r.RequestURI, "panic", p)
-			writeJSON(w, http.StatusInternalServerError, wire.ErrorBody{Error: wire.CodeInternal, Message: fmt.Sprint(p)})
+			writeJSON(w, httpd.StatusInternalServerError, wire.ErrorBody{Error: wire.CodeInternal, Message: fmt.Sprint(p)})
 		}
 	}()
 	h(w, r)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+func writeJSON(w httpd.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":"internal"}`)
+		status, b = httpd.StatusInternalServerError, []byte(`{"error":"internal"}`)
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
@@ -245,7 +245,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // readBody reads a JSON object body of at most MaxBodyBytes. A declared
 // length over the cap is refused before a byte is read; an undeclared one is
 // cut off at the cap. An empty body is {}.
-func (s *Server) readBody(r *http.Request, dst any) error {
+func (s *Server) readBody(r *httpd.Request, dst any) error {
 	limit := s.cfg.MaxBodyBytes
 	if r.ContentLength > limit {
 		return fmt.Errorf("request body exceeds %d bytes", limit)
@@ -296,7 +296,7 @@ func (s *Server) acquireActivity() func() {
 
 // health is the healthz body; the boot id and activity only for a caller
 // that presented the token (healthz itself is open, as the readiness probe).
-func (s *Server) health(r *http.Request) wire.Health {
+func (s *Server) health(r *httpd.Request) wire.Health {
 	if s.tokenDigest == nil || !s.authorized(r) {
 		return wire.Health{OK: true, ProtocolVersion: wire.ProtocolVersion, Features: Features}
 	}

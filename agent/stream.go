@@ -6,10 +6,11 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"net/http"
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/cordon-sandbox/cordon/agent/internal/httpd"
 )
 
 // eventStream writes NDJSON events to one /execute response. Writes block
@@ -18,13 +19,12 @@ import (
 // output is still drained.
 type eventStream struct {
 	mu     sync.Mutex
-	w      http.ResponseWriter
-	rc     *http.ResponseController
+	w      httpd.ResponseWriter
 	broken bool
 }
 
-func newEventStream(w http.ResponseWriter) *eventStream {
-	return &eventStream{w: w, rc: http.NewResponseController(w)}
+func newEventStream(w httpd.ResponseWriter) *eventStream {
+	return &eventStream{w: w}
 }
 
 func (s *eventStream) send(ev any) {
@@ -70,7 +70,7 @@ func (s *eventStream) writeLocked(b []byte) {
 		s.broken = true
 		return
 	}
-	if err := s.rc.Flush(); err != nil {
+	if err := s.w.Flush(); err != nil {
 		s.broken = true
 	}
 }
@@ -79,7 +79,7 @@ func (s *eventStream) writeLocked(b []byte) {
 func (s *eventStream) flush() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.broken && s.rc.Flush() != nil {
+	if !s.broken && s.w.Flush() != nil {
 		s.broken = true
 	}
 }
@@ -97,7 +97,7 @@ func (s *eventStream) heartbeat(b []byte) {
 // abandonAfter bounds how long a blocked write may still take, so that a
 // caller who stopped reading cannot hold a finished command open.
 func (s *eventStream) abandonAfter(d time.Duration) {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(d))
+	_ = s.w.SetWriteDeadline(time.Now().Add(d))
 }
 
 // outputClip applies maxOutputBytes to one stream and, for text, keeps a

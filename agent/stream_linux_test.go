@@ -1,17 +1,32 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/base64"
-	"net/http/httptest"
 	"testing"
+	"time"
 
+	"github.com/cordon-sandbox/cordon/agent/internal/httpd"
 	"github.com/cordon-sandbox/cordon/agent/wire"
 )
+
+// recorder is an httpd.ResponseWriter that keeps the body.
+type recorder struct {
+	header httpd.Header
+	Body   bytes.Buffer
+}
+
+func newRecorder() *recorder                         { return &recorder{header: httpd.Header{}} }
+func (r *recorder) Header() httpd.Header             { return r.header }
+func (r *recorder) WriteHeader(int)                  {}
+func (r *recorder) Write(p []byte) (int, error)      { return r.Body.Write(p) }
+func (r *recorder) Flush() error                     { return nil }
+func (r *recorder) SetWriteDeadline(time.Time) error { return nil }
 
 // TestEventLine: an output event is one line in the exact shape clients
 // decode fastest (client.DecodeEvent), with '<', '>' and '&' as they are.
 func TestEventLine(t *testing.T) {
-	rec := httptest.NewRecorder()
+	rec := newRecorder()
 	newEventStream(rec).send(wire.Event{Type: wire.EventStdout, Data: "<a & b>\n\"q\"\x00é"})
 	want := `{"type":"stdout_delta","data":"<a & b>\n\"q\"\u0000é"}` + "\n"
 	if got := rec.Body.String(); got != want {
@@ -28,7 +43,7 @@ func TestBase64EventLine(t *testing.T) {
 		if stream != "" {
 			typ = wire.EventStdioData
 		}
-		direct, viaJSON := httptest.NewRecorder(), httptest.NewRecorder()
+		direct, viaJSON := newRecorder(), newRecorder()
 		newEventStream(direct).sendBase64(typ, stream, chunk)
 		newEventStream(viaJSON).send(wire.Event{Type: typ, Stream: stream, Data: base64.StdEncoding.EncodeToString(chunk)})
 		if direct.Body.String() != viaJSON.Body.String() {

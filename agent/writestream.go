@@ -9,8 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 
+	"github.com/cordon-sandbox/cordon/agent/internal/httpd"
 	"github.com/cordon-sandbox/cordon/agent/wire"
 )
 
@@ -45,10 +45,10 @@ func (c *capReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (s *Server) writeFileStreaming(w http.ResponseWriter, r *http.Request) {
+func (s *Server) writeFileStreaming(w httpd.ResponseWriter, r *httpd.Request) {
 	limit := s.cfg.MaxBodyBytes
 	badBody := func(err error) {
-		writeJSON(w, http.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
 	}
 	if r.ContentLength > limit {
 		badBody(fmt.Errorf("request body exceeds %d bytes", limit))
@@ -134,7 +134,7 @@ func (s *Server) writeFileStreaming(w http.ResponseWriter, r *http.Request) {
 			case err != nil:
 				fileError(w, err)
 			default:
-				writeJSON(w, http.StatusOK, wire.WriteFileResponse{OK: true, BytesWritten: int(written)})
+				writeJSON(w, httpd.StatusOK, wire.WriteFileResponse{OK: true, BytesWritten: int(written)})
 			}
 			return
 		}
