@@ -34,9 +34,9 @@ func TestAgentDependencies(t *testing.T) {
 
 // TestAgentStartsLight: the agent links none of the standard library's
 // heavy packages. Every sandbox start pays for their initialisation (TLS,
-// X.509 and HTTP/2 tables, compressors): net/http alone, which links them
-// all, cost each start some 30 page faults and 0.5 ms of initialisation;
-// the agent serves its wire with httpd instead.
+// X.509 and HTTP/2 tables, compressors): net/http, which links them all,
+// cost each start some 50 page faults and half a millisecond; the agent
+// serves its wire with httpd instead.
 func TestAgentStartsLight(t *testing.T) {
 	cmd := exec.Command("go", "list", "-deps", "./cmd/cordon-agent")
 	cmd.Dir = testutil.RepoRoot(t)
