@@ -295,6 +295,14 @@ type limitedConn struct {
 	release func()
 }
 
+// CloseWrite half-closes the connection, where its kind allows that.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)

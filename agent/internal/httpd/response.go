@@ -53,6 +53,7 @@ type response struct {
 	written       int64
 	chunked       bool
 	closeAfter    bool
+	unread        bool   // the caller may still be sending a body
 	pending       []byte // body held back before the head is committed
 	err           error  // the first failed write
 }
@@ -166,7 +167,7 @@ func (w *response) commit(final bool) {
 	}
 	if final && !w.req.Body.(*body).discard(maxDiscard) {
 		// The caller is still sending what nobody reads.
-		w.closeAfter = true
+		w.closeAfter, w.unread = true, true
 	}
 	if w.closeAfter {
 		h.Set("Connection", "close")
@@ -235,7 +236,7 @@ func (w *response) finish() bool {
 	if !w.committed {
 		w.commit(true)
 	} else if !w.req.Body.(*body).discard(maxDiscard) {
-		w.closeAfter = true
+		w.closeAfter, w.unread = true, true
 	}
 	if w.chunked && w.err == nil {
 		_, w.err = io.WriteString(w.c.bw, "0\r\n\r\n")

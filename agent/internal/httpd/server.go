@@ -174,6 +174,22 @@ func (c *conn) refuse(err error) {
 	_, _ = io.WriteString(c.nc, "HTTP/1.1 "+strconv.Itoa(re.status)+" "+StatusText(re.status)+"\r\n"+
 		"Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: "+
 		strconv.Itoa(len(body))+"\r\n\r\n"+body)
+	c.lingerClose()
+}
+
+// lingerTime bounds lingerClose.
+const lingerTime = 500 * time.Millisecond
+
+// lingerClose ends a connection whose caller may still be sending (a body
+// nobody read, a refused request): it stops writing, then reads away what
+// still comes for a while. Closing with unread input would reset the
+// connection, and the caller could lose the answer before reading it.
+func (c *conn) lingerClose() {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.Copy(io.Discard, c.nc)
 }
 
 // handle runs the handler on req and finishes its response; it reports
@@ -210,7 +226,11 @@ func (c *conn) handle(req *Request) (keep bool) {
 	if aborted {
 		return false
 	}
-	return w.finish()
+	keep = w.finish()
+	if !keep && w.unread {
+		c.lingerClose()
+	}
+	return keep
 }
 
 // connWriter writes to the connection; a failed write means the caller is
