@@ -219,14 +219,15 @@ func (c *conn) handle(req *Request) (keep bool) {
 		c.srv.Handler.ServeHTTP(w, req)
 		aborted = false
 	}()
+	if !aborted {
+		// The answer's end goes out first: stopping the background read
+		// waits for its goroutine to wake, and the caller need not.
+		keep = w.finish()
+	}
 	c.cr.abortPendingRead()
 	c.mu.Lock()
 	c.cancel = nil
 	c.mu.Unlock()
-	if aborted {
-		return false
-	}
-	keep = w.finish()
 	if !keep && w.unread {
 		c.lingerClose()
 	}
