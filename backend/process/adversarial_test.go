@@ -101,11 +101,22 @@ func TestDiesWithCreator(t *testing.T) {
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
+	// The sandboxes' directories (the state also holds what they share).
+	sandboxes := func() []string {
+		ents, _ := os.ReadDir(state)
+		var names []string
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "sb-") {
+				names = append(names, e.Name())
+			}
+		}
+		return names
+	}
 	gone := func() bool {
 		// The init first: it is the last to go, and the sweep below
 		// removes only what a dead init left.
-		if ents, _ := os.ReadDir(state); len(ents) == 1 {
-			if b, err := os.ReadFile(filepath.Join(state, ents[0].Name(), "init")); err == nil {
+		if sbs := sandboxes(); len(sbs) == 1 {
+			if b, err := os.ReadFile(filepath.Join(state, sbs[0], "init")); err == nil {
 				if f := strings.Fields(string(b)); len(f) == 2 {
 					if pid, _ := strconv.Atoi(f[0]); procid.Alive(pid, f[1]) {
 						return false
@@ -129,16 +140,16 @@ func TestDiesWithCreator(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// Its leftovers go the next time a backend starts on the same state.
-	if ents, _ := os.ReadDir(state); len(ents) != 1 {
-		t.Fatalf("expected the killed sandbox's directory to remain until swept, found %d entries", len(ents))
+	if sbs := sandboxes(); len(sbs) != 1 {
+		t.Fatalf("expected the killed sandbox's directory to remain until swept, found %v", sbs)
 	}
 	again := exec.Command(cli, "run", "--", "true")
 	again.Env = cmd.Env
 	if out, err := again.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if ents, _ := os.ReadDir(state); len(ents) != 0 {
-		t.Errorf("leftover %s not swept", ents[0].Name())
+	if sbs := sandboxes(); len(sbs) != 0 {
+		t.Errorf("leftover %v not swept", sbs)
 	}
 }
 

@@ -499,7 +499,13 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, tr
 	// Scratch space is memory charged to the sandbox: with a memory limit
 	// it can hold no more anyway, and its size (what df shows) says so.
 	icfg.ScratchBytes = spec.Limits.MemoryBytes
-	icfg.Binds = append(icfg.Binds, IdentityBinds(uid, hostRoot)...)
+	// The identity files are the same for every sandbox of a kind: bound
+	// from one shared copy, not written into each sandbox's root.
+	identity, err := IdentityFiles(b.cfg.StateDir, uid, hostRoot)
+	if err != nil {
+		return fail(err)
+	}
+	icfg.Binds = append(icfg.Binds, identity...)
 	for i, m := range layout {
 		icfg.Binds = append(icfg.Binds, sandboxinit.Bind{Target: m.Target, ReadOnly: m.ReadOnly, Tree: i + 1})
 	}
