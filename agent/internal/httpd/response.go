@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -56,6 +57,12 @@ type response struct {
 	unread        bool   // the caller may still be sending a body
 	pending       []byte // body held back before the head is committed
 	err           error  // the first failed write
+
+	// done is set once the handler has returned; SetWriteDeadline, the one
+	// method another goroutine may call, then no longer reaches the
+	// connection, which may be serving the next request.
+	mu   sync.Mutex
+	done bool
 }
 
 func (w *response) Header() Header { return w.header }
@@ -126,9 +133,24 @@ func (w *response) Flush() error {
 	return w.err
 }
 
+// SetWriteDeadline may be called from any goroutine.
 func (w *response) SetWriteDeadline(t time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return errHandlerDone
+	}
 	w.c.writeDeadline = true
 	return w.c.nc.SetWriteDeadline(t)
+}
+
+var errHandlerDone = errors.New("httpd: the response's handler has returned")
+
+// handlerDone marks the handler returned (see done).
+func (w *response) handlerDone() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
 }
 
 // sendContinue tells a caller that waits for it to send its body.

@@ -219,6 +219,7 @@ func (c *conn) handle(req *Request) (keep bool) {
 		c.srv.Handler.ServeHTTP(w, req)
 		aborted = false
 	}()
+	w.handlerDone()
 	if !aborted {
 		// The answer's end goes out first: stopping the background read
 		// waits for its goroutine to wake, and the caller need not.

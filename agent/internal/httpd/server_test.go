@@ -421,3 +421,33 @@ func BenchmarkRoundTrip(b *testing.B) {
 		run(b, ln.Addr().String())
 	})
 }
+
+// TestWriteDeadlineEndsWithHandler: a deadline set from another goroutine
+// after the handler returned (the agent sets one when it gives up on a
+// caller) does not reach the connection, which serves the next request.
+func TestWriteDeadlineEndsWithHandler(t *testing.T) {
+	ws := make(chan ResponseWriter, 2)
+	addr, conns := serve(t, func(w ResponseWriter, r *Request) {
+		ws <- w
+		w.Write([]byte("ok"))
+	})
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	get := func() {
+		resp, err := c.Get("http://" + addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	get()
+	w := <-ws
+	if err := w.SetWriteDeadline(aLongTimeAgo); err == nil {
+		t.Fatal("a deadline was set after the handler returned")
+	}
+	get()
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections, want the first kept", n)
+	}
+}
