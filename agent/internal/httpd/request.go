@@ -71,7 +71,9 @@ func readRequest(br *bufio.Reader) (*Request, error) {
 	case "HTTP/1.0":
 		r.close = true
 	default:
-		if major, _, ok := strings.Cut(strings.TrimPrefix(proto, "HTTP/"), "."); ok && strings.HasPrefix(proto, "HTTP/") && major != "1" && major != "0" {
+		// HTTP/2 or later is a version this server does not speak; anything
+		// else is no version at all.
+		if v, ok := strings.CutPrefix(proto, "HTTP/"); ok && len(v) == 3 && v[0] >= '2' && v[0] <= '9' && v[1] == '.' && v[2] >= '0' && v[2] <= '9' {
 			return nil, &requestError{StatusHTTPVersionNotSupported, "unsupported protocol version " + proto}
 		}
 		return nil, badRequest("malformed HTTP version %q", proto)
@@ -161,7 +163,7 @@ func expectsContinue(h Header) bool {
 	return strings.EqualFold(textproto.TrimString(h.Get("Expect")), "100-continue")
 }
 
-// isToken: a method is an RFC 9110 token.
+// isToken: s is an RFC 9110 token, as a method and a header name must be.
 func isToken(s string) bool {
 	if s == "" {
 		return false
