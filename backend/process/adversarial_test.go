@@ -1,6 +1,7 @@
 package process_test
 
 import (
+	"context"
 	"io"
 	"os"
 	"os/exec"
@@ -20,6 +21,46 @@ import (
 func TestAdversarial(t *testing.T) { adversarial.Run(t, create) }
 func TestLimits(t *testing.T)      { adversarial.Limits(t, backend(t).Capabilities(), create) }
 func TestEscapeesDie(t *testing.T) { adversarial.Escapees(t, create) }
+
+// TestForkBombUnderLoad: while a fork bomb holds every pid the workload
+// may have, the agent serves concurrent requests (each may need a thread
+// of the agent's own) and outlives the bomb.
+func TestForkBombUnderLoad(t *testing.T) {
+	sb := create(t, sandbox.Spec{Limits: sandbox.Limits{Pids: 64}})
+	bomb := make(chan *sandbox.Result, 1)
+	go func() {
+		res, _ := sb.Exec(context.Background(), "sh", sandbox.ExecOptions{Args: []string{"-c", "(bomb() { bomb | bomb & }; bomb); exec sleep 300"}, Timeout: 3 * time.Second})
+		bomb <- res
+	}()
+	time.Sleep(time.Second) // the pids run out
+	var wg sync.WaitGroup
+	for range 12 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if _, err := sb.Client().Stat(t.Context(), "/workspace"); err != nil {
+				t.Errorf("stat during the bomb: %v", err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			// A command cannot start (no pid is left), but its refusal is
+			// an answer.
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			defer cancel()
+			if _, err := sb.Exec(ctx, "true", sandbox.ExecOptions{}); err != nil && ctx.Err() == nil && !strings.Contains(err.Error(), "spawn") {
+				t.Errorf("exec during the bomb: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if res := <-bomb; res == nil || !res.TimedOut {
+		t.Fatalf("fork bomb: %+v", res)
+	}
+	if out, _, _ := sh(t, sb, "cat /proc/1/comm"); out != "cordon-agent\n" {
+		t.Fatalf("agent after the bomb: %q", out)
+	}
+}
 
 // TestTeardownLeavesNothing: after Destroy no process, mount, cgroup or
 // directory of the sandbox remains.
