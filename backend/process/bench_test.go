@@ -37,7 +37,8 @@ func benchProvider(b *testing.B, limits, spawner bool, prestart ...int) (*sandbo
 // The Host100MB cases hold 100 MB of written memory in this process while
 // they run, as a daemon serving many sandboxes does: a fork that makes a
 // user namespace costs more the more memory its parent holds, which the
-// spawner takes out of the path.
+// spawner takes out of the path (and a host past SpawnerRSS uses it
+// without being asked, so both cases now go through it).
 func BenchmarkLifecycle(b *testing.B) {
 	for _, c := range []struct {
 		name     string

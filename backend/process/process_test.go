@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -526,6 +527,46 @@ func settledState(t *testing.T, c *client.Client, id string) string {
 		t.Fatalf("cancel %s: %v", id, err)
 	}
 	return term.State
+}
+
+// TestSpawnerForHeavyHost: a host that holds more than SpawnerRSS starts
+// its sandboxes' inits through the spawner although its configuration does
+// not ask for it (its own fork would cost more), and those sandboxes work
+// as any other.
+func TestSpawnerForHeavyHost(t *testing.T) {
+	testutil.RequiresRoot(t)
+	held := make([]byte, process.SpawnerRSS+(32<<20))
+	for i := 0; i < len(held); i += os.Getpagesize() {
+		held[i] = 1
+	}
+	defer runtime.KeepAlive(held)
+	dir := t.TempDir()
+	// The sandbox's mapped users must be able to pass through it.
+	os.Chmod(dir, 0o711)
+	os.Chmod(filepath.Dir(dir), 0o711)
+	b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: dir})
+	t.Cleanup(func() { b.Close() })
+	sb := createOn(t, b, sandbox.Spec{})
+	if out, _, _ := sh(t, sb, "echo ok"); out != "ok\n" {
+		t.Fatalf("a sandbox from the spawner: %q", out)
+	}
+	var parents []string
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		rec, err := os.ReadFile(filepath.Join(dir, e.Name(), "init"))
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + strings.Fields(string(rec))[0] + "/stat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(stat)
+		parents = append(parents, strings.Fields(s[strings.LastIndexByte(s, ')')+1:])[1])
+	}
+	if len(parents) != 1 || parents[0] == strconv.Itoa(os.Getpid()) {
+		t.Fatalf("the init's parent is %v; want the spawner, not this process (%d)", parents, os.Getpid())
+	}
 }
 
 // TestSpareThreads: the agent keeps its spare threads (the reserve against
