@@ -39,7 +39,9 @@ type Server struct {
 	// its first byte; IdleTimeout bounds the wait for the next request on a
 	// kept-alive connection. Zero means no bound.
 	ReadHeaderTimeout, IdleTimeout time.Duration
-	// MaxHeaderBytes bounds a request's line and headers (431 beyond it);
+	// MaxHeaderBytes bounds a request's line and headers (431 beyond it),
+	// give or take 4 KiB: the bound is on what is read from the
+	// connection, which may run into the body (net/http allows as much);
 	// zero means 1 MiB.
 	MaxHeaderBytes int
 	// ErrorLog receives what a caller cannot be told (a handler's panic, a
