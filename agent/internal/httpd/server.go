@@ -222,6 +222,9 @@ func (c *conn) handle(req *Request) (keep bool) {
 		aborted = false
 	}()
 	w.handlerDone()
+	// A goroutine the handler left behind cannot read on into the next
+	// request; what is left of the body, finish reads away itself.
+	b.Close()
 	if !aborted {
 		// The answer's end goes out first: stopping the background read
 		// waits for its goroutine to wake, and the caller need not.

@@ -451,3 +451,32 @@ func TestWriteDeadlineEndsWithHandler(t *testing.T) {
 		t.Fatalf("%d connections, want the first kept", n)
 	}
 }
+
+// TestBodyClosedWithHandler: a body read after its handler returned fails,
+// and the connection serves the next request whole.
+func TestBodyClosedWithHandler(t *testing.T) {
+	bodies := make(chan io.Reader, 2)
+	addr, _ := serve(t, func(w ResponseWriter, r *Request) {
+		bodies <- r.Body
+		w.Write([]byte("ok"))
+	})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	io.WriteString(c, "POST /1 HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nbody")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	if n, err := (<-bodies).Read(make([]byte, 8)); n != 0 || err == nil || err == io.EOF {
+		t.Fatalf("a read after the handler: %d, %v", n, err)
+	}
+	io.WriteString(c, "GET /2 HTTP/1.1\r\nHost: a\r\n\r\n")
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the next request: %v %v", resp, err)
+	}
+}
