@@ -161,6 +161,18 @@ func (s *Server) reserve(spare bool) (wire.Reservation, bool) {
 	}, true
 }
 
+// nextLease answers a command whose request asked for the next spare
+// (wire.LeaseNext) with one, unless the agent is at capacity. It runs as
+// the command's 200 answer is about to start.
+func (s *Server) nextLease(w httpd.ResponseWriter, r *httpd.Request) {
+	if r.Header.Get(wire.LeaseHeader) != wire.LeaseNext {
+		return
+	}
+	if res, ok := s.reserve(true); ok {
+		w.Header().Set(wire.NextLeaseHeader, res.ExecutionID+" "+strconv.FormatInt(res.LeaseExpiresAt, 10))
+	}
+}
+
 func (s *Server) handleCancel(w httpd.ResponseWriter, r *httpd.Request) {
 	var body struct {
 		ExecutionID any `json:"executionId"`

@@ -118,6 +118,7 @@ func (s *Server) run(w httpd.ResponseWriter, r *httpd.Request, e *execution, q *
 	release := s.acquireActivity()
 	defer release()
 
+	s.nextLease(w, r)
 	w.Header().Set("Content-Type", "application/x-ndjson; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(httpd.StatusOK)

@@ -47,6 +47,9 @@ var Features = []string{
 	// A reservation marked as a host's spare (Cordon-Lease: spare) yields
 	// its slot to another reservation when the agent is at capacity.
 	"spare-leases",
+	// /execute asked with Cordon-Lease: next answers with the next spare
+	// reservation in Cordon-Next-Lease.
+	"next-lease",
 	// /execute takes stdin as base64 (stdinEncoding: "base64"), so that
 	// bytes which are not UTF-8 reach the command as they are.
 	"stdin-base64",

@@ -128,13 +128,17 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	// for the caller, and returned as the agent's error.
 	var resp *http.Response
 	var refusal []byte
-	post := func(id string) error {
+	post := func(id string, ask *client.Ask) error {
 		req["executionId"], _ = json.Marshal(id)
 		body, _ := json.Marshal(req)
 		var err error
 		resp, refusal = nil, nil
-		if resp, err = e.agent.post(relayCtx, wire.RouteExecute, body); err != nil || resp.StatusCode == http.StatusOK {
+		if resp, err = e.agent.post(relayCtx, wire.RouteExecute, body, ask.Header()); err != nil {
 			return err
+		}
+		if resp.StatusCode == http.StatusOK {
+			ask.Answer(resp.Header)
+			return nil
 		}
 		refusal, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
@@ -142,7 +146,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	}
 	var err error
 	if id != "" {
-		err = post(id)
+		err = post(id, nil)
 	} else if id, err = e.sb.Client().RunLeased(r.Context(), post); id == "" {
 		// No reservation could be taken.
 		cancelRelay()
@@ -236,10 +240,13 @@ func relayEvents(r io.Reader, fn func(line []byte, ev *wire.Event)) error {
 }
 
 // post sends a JSON body to an agent route with the token.
-func (p *agentProxy) post(ctx context.Context, route string, body []byte) (*http.Response, error) {
+func (p *agentProxy) post(ctx context.Context, route string, body []byte, h http.Header) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent"+route, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
+	}
+	for k, v := range h {
+		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if p.ep.Token != "" {

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -208,13 +209,18 @@ func (c *Client) Admit(ctx context.Context) (*wire.Health, error) {
 	if err != nil {
 		return nil, err
 	}
-	return admissible(h)
+	return c.admissible(h)
 }
 
-func admissible(h *wire.Health) (*wire.Health, error) {
+// admissible admits h's agent, and learns from it whether a command can
+// ask for the next spare (see RunLeased).
+func (c *Client) admissible(h *wire.Health) (*wire.Health, error) {
 	if !h.OK || h.ProtocolVersion != wire.ProtocolVersion {
 		return nil, fmt.Errorf("%w: agent reports version %d, this release speaks %d", ErrProtocolMismatch, h.ProtocolVersion, wire.ProtocolVersion)
 	}
+	c.spare.mu.Lock()
+	c.spare.next = slices.Contains(h.Features, "next-lease")
+	c.spare.mu.Unlock()
 	return h, nil
 }
 
@@ -227,7 +233,7 @@ func (c *Client) AdmitRecord(record []byte) (*wire.Health, error) {
 	if err := json.Unmarshal(record, &rec); err != nil {
 		return nil, fmt.Errorf("the agent's ready record: %w", err)
 	}
-	h, err := admissible(&rec.Health)
+	h, err := c.admissible(&rec.Health)
 	if err != nil {
 		return nil, err
 	}
@@ -291,14 +297,23 @@ func (c *Client) Cancel(ctx context.Context, id string) (*wire.Terminal, error) 
 // Execute posts /execute and calls fn for every event until the stream ends.
 // It is the raw route: it does not cancel anything when ctx ends.
 func (c *Client) Execute(ctx context.Context, req wire.ExecuteRequest, fn func(wire.Event) error) error {
+	return c.execute(ctx, req, nil, fn)
+}
+
+// execute is Execute with a command asking for the next spare (ask may be
+// nil).
+func (c *Client) execute(ctx context.Context, req wire.ExecuteRequest, ask *Ask, fn func(wire.Event) error) error {
 	// The request outlives ctx by as much as Release needs once the
 	// stream is over; until then, ctx ending aborts it.
 	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
-	resp, err := c.do(reqCtx, http.MethodPost, wire.RouteExecute, req)
+	resp, err := c.doWith(reqCtx, http.MethodPost, wire.RouteExecute, req, ask.Header())
 	if err != nil {
 		cancel()
 		return err
+	}
+	if resp.StatusCode == http.StatusOK {
+		ask.Answer(resp.Header)
 	}
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -479,17 +494,17 @@ func (c *Client) Exec(ctx context.Context, command string, o ExecOptions) (*wire
 		return nil, err
 	}
 	var res *wire.Result
-	_, err = c.RunLeased(ctx, func(id string) error {
+	_, err = c.RunLeased(ctx, func(id string, ask *Ask) error {
 		req.ExecutionID = id
 		var err error
-		res, err = c.exec(ctx, req, o)
+		res, err = c.exec(ctx, req, o, ask)
 		return err
 	})
 	return res, err
 }
 
 // exec runs a reserved command for Exec.
-func (c *Client) exec(ctx context.Context, req wire.ExecuteRequest, o ExecOptions) (*wire.Result, error) {
+func (c *Client) exec(ctx context.Context, req wire.ExecuteRequest, o ExecOptions, ask *Ask) (*wire.Result, error) {
 	type outcome struct {
 		result *wire.Result
 		err    error
@@ -500,7 +515,7 @@ func (c *Client) exec(ctx context.Context, req wire.ExecuteRequest, o ExecOption
 	defer stopStream()
 	go func() {
 		var result *wire.Result
-		err := c.Execute(streamCtx, req, func(ev wire.Event) error {
+		err := c.execute(streamCtx, req, ask, func(ev wire.Event) error {
 			switch ev.Type {
 			case wire.EventStdout:
 				if o.Stdout != nil {

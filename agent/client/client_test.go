@@ -89,6 +89,8 @@ type leaseAgent struct {
 	reserved map[string]bool
 	log      []string
 	n        int
+	// requests counts reservation requests (a next lease is none).
+	requests int
 	// hold, when set, makes an execute wait until that many reservations
 	// exist, so that a spare is on the agent before the command answers.
 	hold func(execs int) int
@@ -120,6 +122,7 @@ func startLeaseAgent(t *testing.T) (*leaseAgent, client.Endpoint) {
 		switch r.URL.Path {
 		case wire.RouteReserve:
 			a.n++
+			a.requests++
 			reserves++
 			id := fmt.Sprintf("exec_00000000-0000-4000-8000-%012d", a.n)
 			a.reserved[id] = true
@@ -138,6 +141,15 @@ func startLeaseAgent(t *testing.T) (*leaseAgent, client.Endpoint) {
 			delete(a.reserved, req.ExecutionID)
 			execs++
 			a.note("execute " + req.ExecutionID)
+			if r.Header.Get(wire.LeaseHeader) == wire.LeaseNext {
+				// As an agent with "next-lease" does.
+				a.n++
+				reserves++
+				id := fmt.Sprintf("exec_00000000-0000-4000-8000-%012d", a.n)
+				a.reserved[id] = true
+				a.note("reserve " + id)
+				w.Header().Set(wire.NextLeaseHeader, fmt.Sprintf("%s %d", id, time.Now().Add(30*time.Second).UnixMilli()))
+			}
 			if a.hold != nil {
 				// Bounded, so that a client that never takes a spare fails
 				// the test rather than hanging it.
@@ -171,6 +183,28 @@ func TestExecUsesSpareLease(t *testing.T) {
 	runCalls(t, a, c, 5)
 	if got := synchronousCalls(t, a); !slices.Equal(got, []int{1, 2}) {
 		t.Fatalf("commands %v reserved in their own call, want only 1 and 2:\n%s", got, strings.Join(a.log, "\n"))
+	}
+}
+
+// A client whose agent sends the next spare with each answer (feature
+// "next-lease") asks for it with every command, and never sends a
+// reservation request of its own after its first.
+func TestExecTakesNextLease(t *testing.T) {
+	a, ep := startLeaseAgent(t)
+	c := client.New(ep)
+	defer c.Close()
+	if _, err := c.AdmitRecord([]byte(`{"health":{"ok":true,"protocolVersion":2,"features":["next-lease"]}}`)); err != nil {
+		t.Fatal(err)
+	}
+	runCalls(t, a, c, 5)
+	time.Sleep(50 * time.Millisecond) // a background reservation would land by now
+	if got := synchronousCalls(t, a); !slices.Equal(got, []int{1}) {
+		t.Fatalf("commands %v reserved in their own call, want only 1:\n%s", got, strings.Join(a.log, "\n"))
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.requests != 1 {
+		t.Fatalf("%d reservation requests, want 1:\n%s", a.requests, strings.Join(a.log, "\n"))
 	}
 }
 

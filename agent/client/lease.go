@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,7 +14,9 @@ import (
 
 // A client that runs commands one after another keeps one execution
 // reservation in hand, taken while the previous command runs, so that a
-// command costs one round trip to the agent instead of two. A reservation is
+// command costs one round trip to the agent instead of two. An agent with
+// the feature "next-lease" sends it with the previous command's answer
+// (see Ask); to another, the client sends a reservation request of its own. A reservation is
 // an inert, expiring lease (protocol v2): one held and never used expires on
 // the agent and starts nothing, and cordon-agent gives a spare's slot to any
 // reservation asked for when it is full (feature "spare-leases").
@@ -34,6 +38,10 @@ type spareLease struct {
 	// the client was told commands are coming (eager, see Prefetch).
 	used  bool
 	eager bool
+	// next: the agent sends the next spare with a command's answer when
+	// asked (feature "next-lease", learnt at admission); asking: a command
+	// in flight has asked, so that commands running at once do not all ask.
+	next, asking bool
 }
 
 // Lease returns the id of a live reservation for a command about to start:
@@ -55,7 +63,7 @@ func (c *Client) Lease(ctx context.Context) (id string, spare bool, err error) {
 			id, fresh := l.id, time.Now().Before(l.until)
 			l.id = ""
 			if fresh {
-				if second {
+				if second && !l.next {
 					c.refillLocked()
 				}
 				l.mu.Unlock()
@@ -69,11 +77,11 @@ func (c *Client) Lease(ctx context.Context) (id string, spare bool, err error) {
 			if err != nil {
 				return "", false, err
 			}
-			if second {
-				l.mu.Lock()
+			l.mu.Lock()
+			if second && !l.next {
 				c.refillLocked()
-				l.mu.Unlock()
 			}
+			l.mu.Unlock()
 			return r.ExecutionID, false, nil
 		}
 		l.mu.Unlock()
@@ -88,23 +96,89 @@ func (c *Client) Lease(ctx context.Context) (id string, spare bool, err error) {
 }
 
 // RunLeased runs start on a reservation from Lease and returns the id it
-// last ran with. When start's error says the agent had let a spare go
-// (StaleLease: nothing started), it runs once more on a fresh reservation.
-func (c *Client) RunLeased(ctx context.Context, start func(id string) error) (string, error) {
+// last ran with. start sends the command with ask's header and hands ask
+// the answer's header as soon as it has it: that may carry the next spare.
+// When start's error says the agent had let a spare go (StaleLease:
+// nothing started), it runs once more on a fresh reservation.
+func (c *Client) RunLeased(ctx context.Context, start func(id string, ask *Ask) error) (string, error) {
 	id, spare, err := c.Lease(ctx)
 	if err != nil {
 		return "", err
 	}
-	err = start(id)
+	ask := c.ask()
+	defer ask.Answer(nil)
+	err = start(id, ask)
 	if spare && StaleLease(err) {
 		r, rerr := c.Reserve(ctx)
 		if rerr != nil {
 			return "", rerr
 		}
 		id = r.ExecutionID
-		err = start(id)
+		err = start(id, ask)
 	}
 	return id, err
+}
+
+// An Ask is a command's request for the next spare reservation, sent with
+// the command and answered with it (feature "next-lease"). A command asks
+// only when the agent can answer, no spare is held or on its way, and no
+// other command in flight has asked.
+type Ask struct {
+	c        *Client
+	header   http.Header
+	answered bool
+}
+
+func (c *Client) ask() *Ask {
+	a := &Ask{c: c}
+	l := &c.spare
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.next && !l.asking && l.id == "" && l.filling == nil {
+		l.asking = true
+		a.header = http.Header{wire.LeaseHeader: {wire.LeaseNext}}
+	}
+	return a
+}
+
+// Header is what the command's request carries: nil when it does not ask
+// (or a is nil).
+func (a *Ask) Header() http.Header {
+	if a == nil {
+		return nil
+	}
+	return a.header
+}
+
+// Answer takes the spare the agent named in the header h of its answer to
+// the command (200), if any; nil means the command got no such answer. Only
+// the first call counts.
+func (a *Ask) Answer(h http.Header) {
+	if a == nil || a.header == nil {
+		return
+	}
+	id, until, ok := parseNextLease(h.Get(wire.NextLeaseHeader))
+	l := &a.c.spare
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if a.answered {
+		return
+	}
+	a.answered, l.asking = true, false
+	if ok && l.id == "" {
+		a.c.keepLocked(&wire.Reservation{ExecutionID: id, LeaseExpiresAt: until}, time.Now())
+	}
+}
+
+// parseNextLease reads a wire.NextLeaseHeader value: an execution id and
+// its lease's end in Unix milliseconds.
+func parseNextLease(v string) (id string, until int64, ok bool) {
+	id, ms, found := strings.Cut(v, " ")
+	if !found || !wire.ValidExecutionID(id) {
+		return "", 0, false
+	}
+	until, err := strconv.ParseInt(ms, 10, 64)
+	return id, until, err == nil
 }
 
 // Prefetch takes a spare reservation in the background, unless one is held

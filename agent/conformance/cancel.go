@@ -2,8 +2,10 @@ package conformance
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +101,49 @@ func testReserve(t *testing.T, h *harness, start Factory) {
 		wantError(t, h2.post(t, wire.RouteCancel, map[string]any{"executionId": young}), 404, wire.CodeUnknownExecution)
 		if r := h2.execute(t, map[string]any{"executionId": asked, "command": "true"}); r.status != http.StatusOK {
 			t.Fatalf("the reservation asked for: %d %s", r.status, r.body)
+		}
+	})
+	t.Run("NextLease", func(t *testing.T) {
+		if !h.c.HasFeature(context.Background(), "next-lease") {
+			if h.Reference {
+				t.Skip("cordon addition: the reference worker sends no next lease")
+			}
+			t.Fatal("cordon-agent does not advertise next-lease")
+		}
+		h2 := for2(t, Settings{"MAX_TRACKED_EXECUTIONS": "2"}, start)
+		asking := http.Header{wire.LeaseHeader: {wire.LeaseNext}}
+		run := func(id string, hdr http.Header) *response {
+			body, _ := json.Marshal(map[string]any{"executionId": id, "command": "true"})
+			return h2.rawWith(t, http.MethodPost, wire.RouteExecute, h2.Endpoint.Token, body, hdr)
+		}
+		// Not asked, none comes.
+		if r := run(h2.reserve(t), nil); r.status != http.StatusOK || r.header.Get(wire.NextLeaseHeader) != "" {
+			t.Fatalf("unasked: %d, next lease %q", r.status, r.header.Get(wire.NextLeaseHeader))
+		}
+		// Asked, the answer names a spare that runs the next command ...
+		r := run(h2.reserve(t), asking)
+		id, ms, ok := strings.Cut(r.header.Get(wire.NextLeaseHeader), " ")
+		if r.status != http.StatusOK || !ok || !wire.ValidExecutionID(id) {
+			t.Fatalf("asked: %d, next lease %q", r.status, r.header.Get(wire.NextLeaseHeader))
+		}
+		if until, err := strconv.ParseInt(ms, 10, 64); err != nil || time.UnixMilli(until).Before(time.Now()) {
+			t.Fatalf("the next lease ends at %q", ms)
+		}
+		next := run(id, asking)
+		if next.status != http.StatusOK || !strings.Contains(string(next.body), `"type":"result"`) {
+			t.Fatalf("the next lease's command: %d %s", next.status, next.body)
+		}
+		// ... and a refused command gets none.
+		if r := run(id, asking); r.status != http.StatusConflict || r.header.Get(wire.NextLeaseHeader) != "" {
+			t.Fatalf("a used lease: %d, next lease %q", r.status, r.header.Get(wire.NextLeaseHeader))
+		}
+		// At capacity with reservations asked for (the spare from the last
+		// command yields its slot to the second), the command runs and
+		// none comes.
+		asked := h2.reserve(t)
+		h2.reserve(t)
+		if r := run(asked, asking); r.status != http.StatusOK || r.header.Get(wire.NextLeaseHeader) != "" {
+			t.Fatalf("at capacity: %d, next lease %q", r.status, r.header.Get(wire.NextLeaseHeader))
 		}
 	})
 }

@@ -19,9 +19,18 @@ const ProtocolVersion = 2
 // MAX_TRACKED_EXECUTIONS, after the terminal records and before refusing
 // another reservation. Its holder learns that at /execute
 // (404 unknown_execution) and reserves again.
+//
+// On POST /execute, LeaseHeader with the value LeaseNext asks for the next
+// spare with the answer (feature "next-lease"): an agent that admits the
+// command reserves a spare and names it in NextLeaseHeader of its 200 answer
+// as "<executionId> <leaseExpiresAt>" (Unix milliseconds), so that a host
+// running commands one after another never spends a round trip on a
+// reservation. An agent at capacity sends none.
 const (
-	LeaseHeader = "Cordon-Lease"
-	LeaseSpare  = "spare"
+	LeaseHeader     = "Cordon-Lease"
+	LeaseSpare      = "spare"
+	LeaseNext       = "next"
+	NextLeaseHeader = "Cordon-Next-Lease"
 )
 
 // Routes of the agent wire. Matching is on the whole request URI: a query
