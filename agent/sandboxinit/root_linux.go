@@ -54,15 +54,20 @@ func mount(src, dst, fstype string, flags uintptr, data string) error {
 // mountScratch makes the writable directories of cfg.Tmpfs as directories
 // of one tmpfs, each bound at its path, so that together (not each) they
 // hold at most cfg.ScratchBytes (0: the kernel's default, half the host's
-// memory). The tmpfs itself is mounted nowhere once they are bound.
+// memory). The tmpfs itself is mounted nowhere in the sandbox's root: on
+// cfg.ScratchMount, outside it, or on the stage and unmounted once they are
+// bound.
 func mountScratch(st string, cfg *Config) error {
 	if len(cfg.Tmpfs) == 0 {
 		return nil
 	}
-	// A name of its own: the root may already hold any other.
-	pool, err := os.MkdirTemp(st, ".cordon-scratch-")
-	if err != nil {
-		return err
+	pool := cfg.ScratchMount
+	if pool == "" {
+		// A name of its own: the root may already hold any other.
+		var err error
+		if pool, err = os.MkdirTemp(st, ".cordon-scratch-"); err != nil {
+			return err
+		}
 	}
 	data := "mode=0700"
 	if cfg.ScratchBytes > 0 {
@@ -93,6 +98,9 @@ func mountScratch(st string, cfg *Config) error {
 		if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
 			return err
 		}
+	}
+	if pool == cfg.ScratchMount {
+		return nil
 	}
 	if err := unix.Unmount(pool, unix.MNT_DETACH); err != nil {
 		return fmt.Errorf("umount %s: %w", pool, err)

@@ -325,7 +325,8 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 // sandbox that does not depend on its spec.
 type slot struct {
 	id, dir, stage, sock string
-	uidBase, gidBase     int // host ids of the sandbox's ids 0
+	scratch              string // where the init mounts the scratch tmpfs (sandboxinit.Config.ScratchMount)
+	uidBase, gidBase     int    // host ids of the sandbox's ids 0
 	egress               net.Listener
 	proc                 *agentproc.Proc
 	cfgW                 *os.File
@@ -348,11 +349,11 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr) (*slot, error
 	_, _ = rand.Read(rnd[:])
 	id := "sb-" + hex.EncodeToString(rnd[:])
 	sl := &slot{id: id, dir: filepath.Join(b.cfg.StateDir, id), uidBase: attr.UidMappings[0].HostID, gidBase: attr.GidMappings[0].HostID}
-	sl.stage, sl.sock = filepath.Join(sl.dir, "root"), filepath.Join(sl.dir, "sock")
+	sl.stage, sl.sock, sl.scratch = filepath.Join(sl.dir, "root"), filepath.Join(sl.dir, "sock"), filepath.Join(sl.dir, "scratch")
 	if err := os.Mkdir(sl.dir, 0o711); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{sl.stage, sl.sock} {
+	for _, d := range []string{sl.stage, sl.sock, sl.scratch} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			sl.discard()
 			return nil, err
@@ -539,7 +540,7 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, tr
 		landlock = "require"
 	}
 	icfg := sandboxinit.Config{
-		Stage: sl.stage, RootFS: rootfs, HostRoot: hostRoot,
+		Stage: sl.stage, RootFS: rootfs, HostRoot: hostRoot, ScratchMount: sl.scratch,
 		Tmpfs: []sandboxinit.Tmpfs{
 			{Path: "/tmp", Mode: 0o1777}, {Path: "/var/tmp", Mode: 0o1777},
 			{Path: Workspace, Mode: 0o755, Owned: true}, {Path: Home, Mode: 0o700, Owned: true},

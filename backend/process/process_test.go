@@ -409,15 +409,22 @@ func TestScratch(t *testing.T) {
 		t.Errorf("usage after writing 8 MiB: %q", out)
 	}
 	mi, _, _ := sh(t, sb, "cat /proc/self/mountinfo")
+	var device string
 	for _, d := range strings.Fields(dirs) {
 		line := ""
 		for _, l := range strings.Split(mi, "\n") {
 			if f := strings.Fields(l); len(f) > 5 && f[4] == d {
-				line = l
+				line, device = l, f[2]
 			}
 		}
 		if !strings.Contains(line, "nosuid,nodev") || strings.Contains(line, "noexec") || !strings.Contains(line, " - tmpfs ") {
 			t.Errorf("%s is mounted %q", d, line)
+		}
+	}
+	// The tmpfs itself, whose root holds all four, is mounted nowhere.
+	for _, l := range strings.Split(mi, "\n") {
+		if f := strings.Fields(l); len(f) > 5 && f[2] == device && f[3] == "/" {
+			t.Errorf("the scratch tmpfs is mounted whole: %q", l)
 		}
 	}
 	limited := create(t, sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 96 << 20}})
