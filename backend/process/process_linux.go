@@ -201,6 +201,8 @@ func (b *Backend) Probe(ctx context.Context) error {
 	}
 	cmd := exec.CommandContext(ctx, "/bin/true")
 	cmd.SysProcAttr, _ = b.sysProcAttr()
+	// The init makes its network namespace itself (sandboxinit).
+	cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%w: cannot create the sandbox namespaces (user namespaces disabled?): %v", sandbox.ErrUnavailable, err)
 	}
@@ -224,9 +226,10 @@ func IDRange() (hostBase, size int) {
 	return 1<<30 + int(binary.BigEndian.Uint32(b[:])%(1<<14))<<16, 1 << 16
 }
 
-// sysProcAttr creates the namespaces. The init starts as root of its user
-// namespace so that it keeps the capabilities it needs to build the
-// sandbox; it drops them all before the agent runs.
+// sysProcAttr creates the namespaces, all but the network one, which the
+// init makes as it starts. The init starts as root of its user namespace
+// so that it keeps the capabilities it needs to build the sandbox; it drops
+// them all before the agent runs.
 func (b *Backend) sysProcAttr() (*syscall.SysProcAttr, int) {
 	attr, size := sysProcAttr()
 	if b.cfg.Detached {
@@ -249,7 +252,9 @@ func sysProcAttr() (*syscall.SysProcAttr, int) {
 	// denied, and the caller's groups stay, as under any unprivileged
 	// user namespace.
 	return &syscall.SysProcAttr{
-		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
+		// No network namespace: the init makes its own while it starts,
+		// off the clone's path (sandboxinit).
+		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
 			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
 		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: base, Size: size}},
 		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gbase, Size: size}},

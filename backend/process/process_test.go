@@ -618,6 +618,41 @@ func inOwnProcess(t *testing.T) bool {
 	return false
 }
 
+// TestNetNamespaceEveryThread: the init makes the sandbox's network
+// namespace as it starts, and every thread of the agent, the ones made
+// before that included, is in it: none is left in the host's.
+func TestNetNamespaceEveryThread(t *testing.T) {
+	testutil.RequiresRoot(t)
+	for _, agent := range []string{testutil.BuildAgent(t), testutil.BuildAgentCgo(t)} {
+		dir := spawnerStateDir(t)
+		b := process.New(process.Config{AgentPath: agent, StateDir: dir})
+		t.Cleanup(func() { b.Close() })
+		sb := createOn(t, b, sandbox.Spec{})
+		inside, _, _ := sh(t, sb, "readlink /proc/self/ns/net")
+		host, err := os.Readlink("/proc/self/ns/net")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pid string
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if rec, err := os.ReadFile(filepath.Join(dir, e.Name(), "init")); err == nil {
+				pid = strings.Fields(string(rec))[0]
+			}
+		}
+		tasks, err := os.ReadDir("/proc/" + pid + "/task")
+		if err != nil || len(tasks) < 2 {
+			t.Fatalf("the agent's threads: %v %v", tasks, err)
+		}
+		for _, task := range tasks {
+			ns, err := os.Readlink("/proc/" + pid + "/task/" + task.Name() + "/ns/net")
+			if err != nil || ns+"\n" != inside || ns == host {
+				t.Errorf("%s: thread %s is in %q (%v); the sandbox's command in %q, this host in %q", filepath.Base(agent), task.Name(), ns, err, inside, host)
+			}
+		}
+	}
+}
+
 // spawnerStateDir is a state directory for a test's own backend.
 func spawnerStateDir(t *testing.T) string {
 	dir := t.TempDir()
