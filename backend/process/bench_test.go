@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -132,18 +133,20 @@ func BenchmarkConcurrentCreate(b *testing.B) {
 	testutil.ReportPercentiles(b, "all-50", wall)
 }
 
-// BenchmarkBaselines: the same "start a namespaced process and run true"
-// with bubblewrap and unshare(1), for comparison in the same run.
+// baselines are the same "start a namespaced process and run true" with
+// bubblewrap and unshare(1).
+var baselines = []struct {
+	name string
+	argv []string
+}{
+	{"bwrap", []string{"bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"}},
+	{"unshare", []string{"unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork", "--net", "--ipc", "--uts", "--mount-proc", "true"}},
+}
+
+// BenchmarkBaselines runs the baselines, for comparison in the same run.
 func BenchmarkBaselines(b *testing.B) {
 	testutil.RequiresRoot(b)
-	cases := []struct {
-		name string
-		argv []string
-	}{
-		{"bwrap", []string{"bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"}},
-		{"unshare", []string{"unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork", "--net", "--ipc", "--uts", "--mount-proc", "true"}},
-	}
-	for _, c := range cases {
+	for _, c := range baselines {
 		b.Run(c.name, func(b *testing.B) {
 			testutil.Requires(b, c.argv[0])
 			var d []time.Duration
@@ -157,6 +160,43 @@ func BenchmarkBaselines(b *testing.B) {
 			testutil.ReportPercentiles(b, "run", d)
 		})
 	}
+}
+
+// BenchmarkVersusBwrap: create → first exec result (then destroy,
+// untimed) and a bwrap run of true, one after the other in every
+// iteration, so that both see the same moments of a noisy machine; it
+// reports both p50s and their ratio (the goal: within 1.5×).
+func BenchmarkVersusBwrap(b *testing.B) {
+	bwrap := baselines[0].argv
+	testutil.Requires(b, bwrap[0])
+	p, spec := benchProvider(b, false, false)
+	ctx := context.Background()
+	var cordon, bw []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		sb, err := p.Create(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res, err := sb.Exec(ctx, "true", sandbox.ExecOptions{}); err != nil || res.ExitCode != 0 {
+			b.Fatalf("%+v %v", res, err)
+		}
+		cordon = append(cordon, time.Since(t0))
+		b.StopTimer()
+		if err := sb.Destroy(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t1 := time.Now()
+		if out, err := exec.Command(bwrap[0], bwrap[1:]...).CombinedOutput(); err != nil {
+			b.Fatalf("%v: %s", err, out)
+		}
+		bw = append(bw, time.Since(t1))
+	}
+	testutil.ReportPercentiles(b, "create-to-result", cordon)
+	testutil.ReportPercentiles(b, "bwrap", bw)
+	median := func(d []time.Duration) float64 { return float64(slices.Sorted(slices.Values(d))[len(d)/2]) }
+	b.ReportMetric(median(cordon)/median(bw), "ratio-p50")
 }
 
 // BenchmarkLayout: create → first exec result → destroy with all six
