@@ -197,7 +197,7 @@ func (s *Server) run(w httpd.ResponseWriter, r *httpd.Request, e *execution, q *
 		stdinToClose.Close()
 		e.stdinMu.Unlock()
 	}
-	out.send(wire.Event{Type: wire.EventResult, Result: res})
+	out.sendLine(wire.AppendResultEvent(nil, res))
 }
 
 func (s *Server) settleLocked(e *execution, outcome string, res *wire.Result) {

@@ -313,8 +313,7 @@ func (s *Server) readyRecord() []byte {
 	if res, ok := s.reserve(true); ok {
 		rec.Spare = &res
 	}
-	b, _ := json.Marshal(rec)
-	return b
+	return wire.AppendReadyRecord(nil, &rec)
 }
 
 // hostHealth is the health an authenticated caller is told.

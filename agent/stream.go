@@ -37,9 +37,14 @@ func (s *eventStream) send(ev any) {
 	if err := enc.Encode(ev); err != nil {
 		return
 	}
+	s.sendLine(b.Bytes())
+}
+
+// sendLine sends an event line already encoded (ending in a newline).
+func (s *eventStream) sendLine(b []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.writeLocked(b.Bytes())
+	s.writeLocked(b)
 }
 
 // sendBase64 sends an event of type typ whose data is base64 of chunk
@@ -57,9 +62,7 @@ func (s *eventStream) sendBase64(typ, stream string, chunk []byte) {
 		b = append(b, stream...)
 	}
 	b = append(b, "\"}\n"...)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.writeLocked(b)
+	s.sendLine(b)
 }
 
 func (s *eventStream) writeLocked(b []byte) {
