@@ -1,7 +1,6 @@
 package sandboxinit
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -58,7 +57,7 @@ func readConfig() (*Config, error) {
 		return nil, fmt.Errorf("reading the configuration: %w", err)
 	}
 	var cfg Config
-	if err := json.Unmarshal(append(first[:n], rest...), &cfg); err != nil {
+	if err := decodeConfig(append(first[:n], rest...), &cfg); err != nil {
 		return nil, fmt.Errorf("decoding the configuration: %w", err)
 	}
 	cfg.trees = trees
