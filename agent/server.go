@@ -249,28 +249,38 @@ func writeJSON(w httpd.ResponseWriter, status int, v any) {
 // length over the cap is refused before a byte is read; an undeclared one is
 // cut off at the cap. An empty body is {}.
 func (s *Server) readBody(r *httpd.Request, dst any) error {
+	b, err := s.bodyBytes(r)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, dst); err != nil {
+		return fmt.Errorf("request body is not a JSON object: %v", err)
+	}
+	return nil
+}
+
+// bodyBytes reads a request's body whole, within MaxBodyBytes; an empty
+// one reads as {}.
+func (s *Server) bodyBytes(r *httpd.Request) ([]byte, error) {
 	limit := s.cfg.MaxBodyBytes
 	if r.ContentLength > limit {
-		return fmt.Errorf("request body exceeds %d bytes", limit)
+		return nil, fmt.Errorf("request body exceeds %d bytes", limit)
 	}
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {
 		buf.Grow(int(r.ContentLength) + 1)
 	}
 	if _, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1)); err != nil {
-		return err
+		return nil, err
 	}
 	b := buf.Bytes()
 	if int64(len(b)) > limit {
-		return fmt.Errorf("request body exceeds %d bytes", limit)
+		return nil, fmt.Errorf("request body exceeds %d bytes", limit)
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		b = []byte("{}")
 	}
-	if err := json.Unmarshal(b, dst); err != nil {
-		return fmt.Errorf("request body is not a JSON object: %v", err)
-	}
-	return nil
+	return b, nil
 }
 
 // acquireActivity takes an activity lease: while any is held the idle timer

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/cordon-sandbox/cordon/agent/wire"
 )
 
 // randomConfig fills every exported field of a Config (reflection, so that
@@ -69,7 +71,7 @@ func TestDecodeConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		var fast Config
-		if s := (scanner{b: b}); !s.config(&fast) || !s.end() {
+		if s := wire.NewScanner(b); !scanConfig(s, &fast) || !s.End() {
 			t.Fatalf("the scanner gave up on what the host writes:\n%s", b)
 		}
 		var want Config
@@ -109,7 +111,7 @@ func FuzzDecodeConfig(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var fast Config
-		if s := (scanner{b: b}); !s.config(&fast) || !s.end() {
+		if s := wire.NewScanner(b); !scanConfig(s, &fast) || !s.End() {
 			return
 		}
 		var want Config
