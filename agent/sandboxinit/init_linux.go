@@ -20,7 +20,6 @@ import (
 // agent. On failure it prints why and returns 1.
 func Main() int {
 	runtime.LockOSThread()
-	netns := newNetNS()
 	// Descriptors inherited from the host (other than the configuration)
 	// must not reach the sandbox.
 	if err := unix.CloseRange(ReadyFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -29,7 +28,7 @@ func Main() int {
 	}
 	cfg, err := readConfig()
 	if err == nil {
-		err = run(cfg, netns)
+		err = run(cfg)
 	}
 	fmt.Fprintf(os.Stderr, "cordon-agent sandbox-init: %v\n", err)
 	return 1
@@ -64,52 +63,7 @@ func readConfig() (*Config, error) {
 	return &cfg, nil
 }
 
-// newNetNS makes the sandbox's network namespace on a thread of its own and
-// sends a descriptor of it. The host clones the init without one: making
-// it takes some 0.7 ms here (the kernel sets up every network protocol for
-// it), which this way overlaps the configuration's arrival and the mount
-// plan instead of lengthening the clone. Every thread joins it
-// (enterNetNS) before anything touches the network.
-func newNetNS() <-chan netNS {
-	ch := make(chan netNS, 1)
-	go func() {
-		// Never unlocked: the thread, in a namespace of its own, ends with
-		// this goroutine.
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			ch <- netNS{fd: -1, err: fmt.Errorf("network namespace: %w", err)}
-			return
-		}
-		fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			err = fmt.Errorf("network namespace: %w", err)
-		}
-		ch <- netNS{fd: fd, err: err}
-	}()
-	return ch
-}
-
-type netNS struct {
-	fd  int
-	err error
-}
-
-// enterNetNS moves the threads sc reaches into the namespace newNetNS
-// made: every thread of this process (the agent is this process), or the
-// one that execs the agent.
-func enterNetNS(sc syscaller, netns <-chan netNS) error {
-	ns := <-netns
-	if ns.err != nil {
-		return ns.err
-	}
-	defer unix.Close(ns.fd)
-	if err := sc.call(unix.SYS_SETNS, uintptr(ns.fd), unix.CLONE_NEWNET); err != nil {
-		return fmt.Errorf("enter the network namespace: %w", err)
-	}
-	return nil
-}
-
-func run(cfg *Config, netns <-chan netNS) error {
+func run(cfg *Config) error {
 	// The host placed this process in the sandbox's cgroups before sending
 	// the configuration: make them the root of what the sandbox can see.
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
@@ -129,17 +83,6 @@ func run(cfg *Config, netns <-chan netNS) error {
 	}
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
 		return fmt.Errorf("sethostname: %w", err)
-	}
-	// Becoming the agent in this very process saves a second program
-	// start; it needs every thread confined, which a cgo build cannot do.
-	// Then the confined thread execs the agent instead. (Known at build
-	// time: asking the runtime costs a stop of every thread.)
-	sc, inProcess := allThreads, true
-	if cgoBuild {
-		sc, inProcess = oneThread, false
-	}
-	if err := enterNetNS(sc, netns); err != nil {
-		return err
 	}
 	if err := loopbackUp(); err != nil {
 		return err
@@ -165,6 +108,14 @@ func run(cfg *Config, netns <-chan netNS) error {
 	ln, err := listenAgent(cfg)
 	if err != nil {
 		return err
+	}
+	// Becoming the agent in this very process saves a second program
+	// start; it needs every thread confined, which a cgo build cannot do.
+	// Then the confined thread execs the agent instead. (Known at build
+	// time: asking the runtime costs a stop of every thread.)
+	sc, inProcess := allThreads, true
+	if cgoBuild {
+		sc, inProcess = oneThread, false
 	}
 	// This thread, locked since Main began, is the one every command is
 	// forked from (in place: it serves the agent's forks for good) or the

@@ -78,8 +78,7 @@ type Config struct {
 	// costs more the more memory it holds. Worth it for a long-lived host
 	// (a daemon); a one-shot `cordon run` would pay the helper's start.
 	// Without it the helper is used anyway once this process holds more
-	// than SpawnerRSS resident, where its fork costs more than the helper,
-	// and from this process's third init on (see directStarts).
+	// than SpawnerRSS resident, where its fork costs more than the helper.
 	Spawner bool
 	// Tasks caps the processes and threads of a sandbox whose spec sets no
 	// pids limit (see DefaultTasks): 0 means DefaultTasks, negative means
@@ -117,23 +116,10 @@ type Backend struct {
 // 27.1–27.6 against 18.4–21.6 ms p50, BenchmarkLifecycle).
 const SpawnerRSS = 64 << 20
 
-// A process that starts a second sandbox init of its own will most likely
-// start more: it starts the spawner then, in the background, and its later
-// inits go through it. Even a small host gains: after its fork, every page
-// it writes takes a fault to be made writable again (an 18 MB test binary's
-// create → first result was 1.1–3.9 ms slower p50 than through the helper
-// in 6 of 7 alternating rounds, 0.2 faster in the seventh). A one-shot
-// `cordon run` starts one init and never the helper.
-var (
-	directStarts atomic.Int64 // inits this process forked itself
-	helperUp     atomic.Bool  // the spawner started for that reason
-)
-
 // useSpawner: configured, or this process has outgrown SpawnerRSS (and so
-// it stays, rather than switch back and forth), or it starts sandboxes one
-// after another (directStarts).
+// it stays, rather than switch back and forth).
 func (b *Backend) useSpawner() bool {
-	if b.cfg.Spawner || b.heavy.Load() || helperUp.Load() {
+	if b.cfg.Spawner || b.heavy.Load() {
 		return true
 	}
 	if residentBytes() > SpawnerRSS {
@@ -201,8 +187,6 @@ func (b *Backend) Probe(ctx context.Context) error {
 	}
 	cmd := exec.CommandContext(ctx, "/bin/true")
 	cmd.SysProcAttr, _ = b.sysProcAttr()
-	// The init makes its network namespace itself (sandboxinit).
-	cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%w: cannot create the sandbox namespaces (user namespaces disabled?): %v", sandbox.ErrUnavailable, err)
 	}
@@ -226,10 +210,9 @@ func IDRange() (hostBase, size int) {
 	return 1<<30 + int(binary.BigEndian.Uint32(b[:])%(1<<14))<<16, 1 << 16
 }
 
-// sysProcAttr creates the namespaces, all but the network one, which the
-// init makes as it starts. The init starts as root of its user namespace
-// so that it keeps the capabilities it needs to build the sandbox; it drops
-// them all before the agent runs.
+// sysProcAttr creates the namespaces. The init starts as root of its user
+// namespace so that it keeps the capabilities it needs to build the
+// sandbox; it drops them all before the agent runs.
 func (b *Backend) sysProcAttr() (*syscall.SysProcAttr, int) {
 	attr, size := sysProcAttr()
 	if b.cfg.Detached {
@@ -252,9 +235,7 @@ func sysProcAttr() (*syscall.SysProcAttr, int) {
 	// denied, and the caller's groups stay, as under any unprivileged
 	// user namespace.
 	return &syscall.SysProcAttr{
-		// No network namespace: the init makes its own while it starts,
-		// off the clone's path (sandboxinit).
-		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
+		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
 			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
 		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: base, Size: size}},
 		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gbase, Size: size}},
@@ -416,21 +397,14 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr) (*slot, error
 }
 
 // startInit starts a sandbox's init: through the spawner when it is to be
-// used (useSpawner) and can be started, else from this process, which at
-// its second such start has the spawner started for the next. (A spawner
-// that fails mid-request is an error: it may have started the init
+// used (useSpawner) and can be started, else from this process. (A
+// spawner that fails mid-request is an error: it may have started the init
 // already.)
 func (b *Backend) startInit(agent string, cmd *exec.Cmd, ep client.Endpoint) (*agentproc.Proc, error) {
 	if b.useSpawner() {
 		if sp, err := spawner.Shared(agent); err == nil {
 			return agentproc.StartSpawned(sp, cmd, ep)
 		}
-	} else if directStarts.Add(1) == 2 {
-		go func() {
-			if _, err := spawner.Shared(agent); err == nil {
-				helperUp.Store(true)
-			}
-		}()
 	}
 	return agentproc.Start(cmd, ep)
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -543,128 +542,21 @@ func settledState(t *testing.T, c *client.Client, id string) string {
 // as any other.
 func TestSpawnerForHeavyHost(t *testing.T) {
 	testutil.RequiresRoot(t)
-	if !inOwnProcess(t) {
-		return
-	}
 	held := make([]byte, process.SpawnerRSS+(32<<20))
 	for i := 0; i < len(held); i += os.Getpagesize() {
 		held[i] = 1
 	}
 	defer runtime.KeepAlive(held)
-	dir := spawnerStateDir(t)
+	dir := t.TempDir()
+	// The sandbox's mapped users must be able to pass through it.
+	os.Chmod(dir, 0o711)
+	os.Chmod(filepath.Dir(dir), 0o711)
 	b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: dir})
 	t.Cleanup(func() { b.Close() })
 	sb := createOn(t, b, sandbox.Spec{})
 	if out, _, _ := sh(t, sb, "echo ok"); out != "ok\n" {
 		t.Fatalf("a sandbox from the spawner: %q", out)
 	}
-	if p := initParents(t, dir); len(p) != 1 || !isSpawner(p[0]) {
-		t.Fatalf("the init's parent is %v; want the spawner, not this process (%d)", p, os.Getpid())
-	}
-}
-
-// TestSpawnerForRepeatedStarts: a process's first two inits are its own
-// children; at the second it has the spawner started, and its later inits
-// are the spawner's.
-func TestSpawnerForRepeatedStarts(t *testing.T) {
-	testutil.RequiresRoot(t)
-	if !inOwnProcess(t) {
-		return
-	}
-	dir := spawnerStateDir(t)
-	b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: dir})
-	t.Cleanup(func() { b.Close() })
-	var parents []string
-	// The helper starts in the background: the third init may still be
-	// forked here, but not every later one.
-	for len(parents) < 12 {
-		sb := createOn(t, b, sandbox.Spec{})
-		p := initParents(t, dir)
-		if len(p) != 1 {
-			t.Fatalf("inits' parents %v; want one", p)
-		}
-		parents = append(parents, p[0])
-		if err := sb.Destroy(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		if len(parents) > 2 && isSpawner(p[0]) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	self := strconv.Itoa(os.Getpid())
-	if parents[0] != self || parents[1] != self {
-		t.Fatalf("the first two inits' parents are %v; want this process (%s)", parents[:2], self)
-	}
-	if last := parents[len(parents)-1]; !isSpawner(last) {
-		t.Fatalf("inits' parents %v: none after the second is the spawner", parents)
-	}
-}
-
-// inOwnProcess runs t alone in a new process of this test binary, for a
-// test of what a process does from its first sandbox on (this one has
-// started many), and reports whether this is that process: if not, t has
-// run there and passed or failed here.
-func inOwnProcess(t *testing.T) bool {
-	const env = "CORDON_TEST_OWN_PROCESS"
-	if os.Getenv(env) == t.Name() {
-		return true
-	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.v")
-	cmd.Env = append(os.Environ(), env+"="+t.Name())
-	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
-		t.Fatalf("in a process of its own: %v\n%s", err, out)
-	}
-	return false
-}
-
-// TestNetNamespaceEveryThread: the init makes the sandbox's network
-// namespace as it starts, and every thread of the agent, the ones made
-// before that included, is in it: none is left in the host's.
-func TestNetNamespaceEveryThread(t *testing.T) {
-	testutil.RequiresRoot(t)
-	for _, agent := range []string{testutil.BuildAgent(t), testutil.BuildAgentCgo(t)} {
-		dir := spawnerStateDir(t)
-		b := process.New(process.Config{AgentPath: agent, StateDir: dir})
-		t.Cleanup(func() { b.Close() })
-		sb := createOn(t, b, sandbox.Spec{})
-		inside, _, _ := sh(t, sb, "readlink /proc/self/ns/net")
-		host, err := os.Readlink("/proc/self/ns/net")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var pid string
-		ents, _ := os.ReadDir(dir)
-		for _, e := range ents {
-			if rec, err := os.ReadFile(filepath.Join(dir, e.Name(), "init")); err == nil {
-				pid = strings.Fields(string(rec))[0]
-			}
-		}
-		tasks, err := os.ReadDir("/proc/" + pid + "/task")
-		if err != nil || len(tasks) < 2 {
-			t.Fatalf("the agent's threads: %v %v", tasks, err)
-		}
-		for _, task := range tasks {
-			ns, err := os.Readlink("/proc/" + pid + "/task/" + task.Name() + "/ns/net")
-			if err != nil || ns+"\n" != inside || ns == host {
-				t.Errorf("%s: thread %s is in %q (%v); the sandbox's command in %q, this host in %q", filepath.Base(agent), task.Name(), ns, err, inside, host)
-			}
-		}
-	}
-}
-
-// spawnerStateDir is a state directory for a test's own backend.
-func spawnerStateDir(t *testing.T) string {
-	dir := t.TempDir()
-	// The sandbox's mapped users must be able to pass through it.
-	os.Chmod(dir, 0o711)
-	os.Chmod(filepath.Dir(dir), 0o711)
-	return dir
-}
-
-// initParents are the parent pids of the inits of the sandboxes in dir.
-func initParents(t *testing.T, dir string) []string {
-	t.Helper()
 	var parents []string
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
@@ -679,13 +571,9 @@ func initParents(t *testing.T, dir string) []string {
 		s := string(stat)
 		parents = append(parents, strings.Fields(s[strings.LastIndexByte(s, ')')+1:])[1])
 	}
-	return parents
-}
-
-// isSpawner reports whether pid is a spawner (sandboxinit.SpawnerArg).
-func isSpawner(pid string) bool {
-	cmdline, err := os.ReadFile("/proc/" + pid + "/cmdline")
-	return err == nil && slices.Contains(strings.Split(string(cmdline), "\x00"), sandboxinit.SpawnerArg)
+	if len(parents) != 1 || parents[0] == strconv.Itoa(os.Getpid()) {
+		t.Fatalf("the init's parent is %v; want the spawner, not this process (%d)", parents, os.Getpid())
+	}
 }
 
 // TestSpareThreads: the agent keeps its spare threads (the reserve against
