@@ -547,10 +547,7 @@ func TestSpawnerForHeavyHost(t *testing.T) {
 		held[i] = 1
 	}
 	defer runtime.KeepAlive(held)
-	dir := t.TempDir()
-	// The sandbox's mapped users must be able to pass through it.
-	os.Chmod(dir, 0o711)
-	os.Chmod(filepath.Dir(dir), 0o711)
+	dir := ownStateDir(t)
 	b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: dir})
 	t.Cleanup(func() { b.Close() })
 	sb := createOn(t, b, sandbox.Spec{})
@@ -573,6 +570,50 @@ func TestSpawnerForHeavyHost(t *testing.T) {
 	}
 	if len(parents) != 1 || parents[0] == strconv.Itoa(os.Getpid()) {
 		t.Fatalf("the init's parent is %v; want the spawner, not this process (%d)", parents, os.Getpid())
+	}
+}
+
+// ownStateDir is a state directory for a test's own backend.
+func ownStateDir(t *testing.T) string {
+	dir := t.TempDir()
+	// The sandbox's mapped users must be able to pass through it.
+	os.Chmod(dir, 0o711)
+	os.Chmod(filepath.Dir(dir), 0o711)
+	return dir
+}
+
+// TestNetNamespaceEveryThread: every thread of the agent, static and cgo,
+// is in the sandbox's network namespace, none in the host's (read from the
+// host, since the workload may not read the agent's).
+func TestNetNamespaceEveryThread(t *testing.T) {
+	testutil.RequiresRoot(t)
+	host, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, agent := range []string{testutil.BuildAgent(t), testutil.BuildAgentCgo(t)} {
+		dir := ownStateDir(t)
+		b := process.New(process.Config{AgentPath: agent, StateDir: dir})
+		t.Cleanup(func() { b.Close() })
+		sb := createOn(t, b, sandbox.Spec{})
+		inside, _, _ := sh(t, sb, "readlink /proc/self/ns/net")
+		var pid string
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if rec, err := os.ReadFile(filepath.Join(dir, e.Name(), "init")); err == nil {
+				pid = strings.Fields(string(rec))[0]
+			}
+		}
+		tasks, err := os.ReadDir("/proc/" + pid + "/task")
+		if err != nil || len(tasks) < 2 {
+			t.Fatalf("the agent's threads: %v %v", tasks, err)
+		}
+		for _, task := range tasks {
+			ns, err := os.Readlink("/proc/" + pid + "/task/" + task.Name() + "/ns/net")
+			if err != nil || ns+"\n" != inside || ns == host {
+				t.Errorf("%s: thread %s is in %q (%v); the sandbox's command in %q, this host in %q", filepath.Base(agent), task.Name(), ns, err, inside, host)
+			}
+		}
 	}
 }
 
