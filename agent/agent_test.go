@@ -187,3 +187,55 @@ func hostPIDGone(pid string) bool {
 	// A zombie is gone for every purpose but its parent's wait.
 	return err != nil || strings.Contains(string(b), ") Z ")
 }
+
+// TestBrokenLog: an agent whose standard output and error lead to a pipe
+// nobody reads any more (the daemon that started it restarted) serves on:
+// its writes there fail, they do not kill it with SIGPIPE.
+func TestBrokenLog(t *testing.T) {
+	bin := testutil.BuildAgent(t)
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	ep := client.Endpoint{Network: "unix", Address: filepath.Join(dir, "a.sock"), Token: "tok-broken-log"}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	cmd := exec.Command(bin)
+	cmd.Env = append(baseEnv(ws), "CORDON_AGENT_TOKEN="+ep.Token, "CORDON_AGENT_WORKSPACE="+ws, "CORDON_AGENT_SOCKET="+ep.Address, "CORDON_AGENT_IDLE_TIMEOUT_MS=0")
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	c := client.New(ep)
+	defer c.Close()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := c.Admit(t.Context()); err == nil {
+			break
+		}
+		select {
+		case <-exited:
+			t.Fatalf("the agent died: %v", cmd.ProcessState)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent never listened")
+		}
+	}
+	// It has written its start-up line by now; a refused request is logged.
+	_, _ = client.New(client.Endpoint{Network: "unix", Address: ep.Address, Token: "wrong"}).Health(t.Context())
+	if res, err := c.Exec(t.Context(), "true", client.ExecOptions{}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	select {
+	case <-exited:
+		t.Fatalf("the agent died: %v", cmd.ProcessState)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
