@@ -401,16 +401,41 @@ func decodeExecuteBody(b []byte, dst *executeBody) error {
 // b to encoding/json.
 func scanExecuteBody(b []byte, e *executeBody) bool {
 	s := wire.NewScanner(b)
-	fields := map[string]*json.RawMessage{
-		"executionId": &e.ExecutionID, "command": &e.Command, "args": &e.Args, "cwd": &e.Cwd,
-		"env": &e.Env, "stdin": &e.Stdin, "stdinEncoding": &e.StdinEncoding,
-		"outputEncoding": &e.OutputEncoding, "timeoutMs": &e.TimeoutMs,
-		"maxOutputBytes": &e.MaxOutputBytes, "stdio": &e.Stdio, "normalExitPolicy": &e.NormalExitPolicy,
-	}
 	return s.Object(func(key string) bool {
-		f := fields[key]
+		f := e.field(key)
 		return f != nil && s.Raw((*[]byte)(f))
 	}) && s.End()
+}
+
+// field is the field key names, exactly; nil for any other key.
+func (e *executeBody) field(key string) *json.RawMessage {
+	switch key {
+	case "executionId":
+		return &e.ExecutionID
+	case "command":
+		return &e.Command
+	case "args":
+		return &e.Args
+	case "cwd":
+		return &e.Cwd
+	case "env":
+		return &e.Env
+	case "stdin":
+		return &e.Stdin
+	case "stdinEncoding":
+		return &e.StdinEncoding
+	case "outputEncoding":
+		return &e.OutputEncoding
+	case "timeoutMs":
+		return &e.TimeoutMs
+	case "maxOutputBytes":
+		return &e.MaxOutputBytes
+	case "stdio":
+		return &e.Stdio
+	case "normalExitPolicy":
+		return &e.NormalExitPolicy
+	}
+	return nil
 }
 
 // rawString is m's value when it is a JSON string.

@@ -177,15 +177,8 @@ func BenchmarkVersusBwrap(b *testing.B) {
 	ctx := context.Background()
 	var cordon, bw []time.Duration
 	for b.Loop() {
-		t0 := time.Now()
-		sb, err := p.Create(ctx, spec)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if res, err := sb.Exec(ctx, "true", sandbox.ExecOptions{}); err != nil || res.ExitCode != 0 {
-			b.Fatalf("%+v %v", res, err)
-		}
-		cordon = append(cordon, time.Since(t0))
+		sb, d := firstResult(b, p, spec)
+		cordon = append(cordon, d)
 		b.StopTimer()
 		if err := sb.Destroy(ctx); err != nil {
 			b.Fatal(err)
@@ -203,6 +196,21 @@ func BenchmarkVersusBwrap(b *testing.B) {
 	b.ReportMetric(median(cordon)/median(bw), "ratio-p50")
 }
 
+// firstResult creates a sandbox and runs true in it, and returns the
+// sandbox and the time from the call to the command's result.
+func firstResult(b *testing.B, p *sandbox.Provider, spec sandbox.Spec) (*sandbox.Sandbox, time.Duration) {
+	ctx := context.Background()
+	t0 := time.Now()
+	sb, err := p.Create(ctx, spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res, err := sb.Exec(ctx, "true", sandbox.ExecOptions{}); err != nil || res.ExitCode != 0 {
+		b.Fatalf("%+v %v", res, err)
+	}
+	return sb, time.Since(t0)
+}
+
 // BenchmarkLayout: create → first exec result → destroy with all six
 // layout directories (each an id-mapped mount).
 func BenchmarkLayout(b *testing.B) {
@@ -215,15 +223,8 @@ func BenchmarkLayout(b *testing.B) {
 	ctx := context.Background()
 	var first []time.Duration
 	for b.Loop() {
-		t0 := time.Now()
-		sb, err := p.Create(ctx, spec)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if res, err := sb.Exec(ctx, "true", sandbox.ExecOptions{}); err != nil || res.ExitCode != 0 {
-			b.Fatalf("%+v %v", res, err)
-		}
-		first = append(first, time.Since(t0))
+		sb, d := firstResult(b, p, spec)
+		first = append(first, d)
 		if err := sb.Destroy(ctx); err != nil {
 			b.Fatal(err)
 		}
