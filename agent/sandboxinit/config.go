@@ -40,12 +40,11 @@ type Config struct {
 	// tmpfs of ScratchBytes (0: the kernel's default size).
 	Tmpfs        []Tmpfs `json:"tmpfs"`
 	ScratchBytes int64   `json:"scratchBytes,omitempty"`
-	// ScratchMount, if set, is an empty host directory outside Stage on
-	// which that tmpfs is mounted while its directories are bound into
-	// the root. It then leaves with the host's tree when the root is
-	// entered, rather than by an unmount of its own (each unmount waits
-	// for an RCU grace period: 0.1–1.3 ms here). Unset, it is mounted
-	// on the stage and unmounted.
+	// ScratchMount is an empty host directory outside Stage on which
+	// that tmpfs is mounted while its directories are bound into the
+	// root (required with Tmpfs). It then leaves with the host's tree when
+	// the root is entered, rather than by an unmount of its own (each
+	// unmount waits for an RCU grace period: 0.1–1.3 ms here).
 	ScratchMount string `json:"scratchMount,omitempty"`
 	// Binds are host directories bound into the sandbox.
 	Binds []Bind `json:"binds"`

@@ -54,20 +54,15 @@ func mount(src, dst, fstype string, flags uintptr, data string) error {
 // mountScratch makes the writable directories of cfg.Tmpfs as directories
 // of one tmpfs, each bound at its path, so that together (not each) they
 // hold at most cfg.ScratchBytes (0: the kernel's default, half the host's
-// memory). The tmpfs itself is mounted nowhere in the sandbox's root: on
-// cfg.ScratchMount, outside it, or on the stage and unmounted once they are
-// bound.
+// memory). The tmpfs itself is mounted on cfg.ScratchMount, outside the
+// root, and leaves with the host's tree.
 func mountScratch(st string, cfg *Config) error {
 	if len(cfg.Tmpfs) == 0 {
 		return nil
 	}
 	pool := cfg.ScratchMount
 	if pool == "" {
-		// A name of its own: the root may already hold any other.
-		var err error
-		if pool, err = os.MkdirTemp(st, ".cordon-scratch-"); err != nil {
-			return err
-		}
+		return fmt.Errorf("scratch directories and no scratchMount to hold them")
 	}
 	data := "mode=0700"
 	if cfg.ScratchBytes > 0 {
@@ -90,25 +85,20 @@ func mountScratch(st string, cfg *Config) error {
 				return err
 			}
 		}
-		if err := os.MkdirAll(dst, 0o755); err != nil {
-			return fmt.Errorf("mountpoint %s: %w", t.Path, err)
-		}
 		// A bind mount has the flags of the mount it comes from: nosuid,
 		// nodev, and exec allowed.
 		if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
 			return err
 		}
 	}
-	if pool == cfg.ScratchMount {
-		return nil
-	}
-	if err := unix.Unmount(pool, unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("umount %s: %w", pool, err)
-	}
-	return os.Remove(pool)
+	return nil
 }
 
-// buildRoot assembles the sandbox's root on cfg.Stage.
+// buildRoot assembles the sandbox's root on cfg.Stage. What is read-only
+// (the root's own tmpfs, the system directories, their masks and the file
+// binds) is mounted first and made read-only in one recursive pass; then
+// come the mounts with flags of their own (/proc, /dev, scratch and the
+// directory binds), on mount points made before that pass.
 func buildRoot(cfg *Config) error {
 	if err := mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return err
@@ -140,11 +130,11 @@ func buildRoot(cfg *Config) error {
 				return err
 			}
 		case e.IsDir():
-			if err := bindReadOnly(src, dst, true); err != nil {
+			if err := bindTree(src, dst, true); err != nil {
 				return err
 			}
 		case e.Type().IsRegular():
-			if err := bindReadOnly(src, dst, false); err != nil {
+			if err := bindTree(src, dst, false); err != nil {
 				return err
 			}
 		}
@@ -154,7 +144,21 @@ func buildRoot(cfg *Config) error {
 			return err
 		}
 	}
-	var m masker
+	// Mount points on the root's tmpfs, while it can still be written.
+	for _, t := range cfg.Tmpfs {
+		if err := os.MkdirAll(filepath.Join(st, t.Path), 0o755); err != nil {
+			return fmt.Errorf("mountpoint %s: %w", t.Path, err)
+		}
+	}
+	for _, b := range cfg.Binds {
+		if b.File {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Join(st, b.Target), 0o755); err != nil {
+			return fmt.Errorf("mountpoint %s: %w", b.Target, err)
+		}
+	}
+	m := masker{readOnlyLater: true}
 	if cfg.HostRoot {
 		for _, p := range MaskedPaths {
 			if err := m.mask(filepath.Join(st, p)); err != nil {
@@ -162,6 +166,23 @@ func buildRoot(cfg *Config) error {
 			}
 		}
 	}
+	for _, b := range cfg.Binds {
+		if !b.File {
+			continue
+		}
+		dst := filepath.Join(st, b.Target)
+		if fi, err := os.Lstat(dst); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if err := bindFile(st, b, dst); err != nil {
+			return err
+		}
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(-1, st, unix.AT_RECURSIVE, &attr); err != nil {
+		return fmt.Errorf("mount_setattr %s: %w", st, err)
+	}
+	m.readOnlyLater = false
 	if err := mountProc(filepath.Join(st, "proc"), &m); err != nil {
 		return err
 	}
@@ -172,19 +193,10 @@ func buildRoot(cfg *Config) error {
 		return err
 	}
 	for _, b := range cfg.Binds {
-		dst := filepath.Join(st, b.Target)
 		if b.File {
-			if fi, err := os.Lstat(dst); err != nil || !fi.Mode().IsRegular() {
-				continue
-			}
-			if err := bindFile(st, b, dst); err != nil {
-				return err
-			}
 			continue
 		}
-		if err := os.MkdirAll(dst, 0o755); err != nil {
-			return fmt.Errorf("mountpoint %s: %w", b.Target, err)
-		}
+		dst := filepath.Join(st, b.Target)
 		if b.Tree > 0 {
 			if b.Tree > len(cfg.trees) {
 				return fmt.Errorf("attach %s: layout tree %d was not sent", b.Target, b.Tree)
@@ -210,9 +222,9 @@ func buildRoot(cfg *Config) error {
 	return nil
 }
 
-// bindReadOnly binds src (a whole tree) at dst, read-only throughout, with
-// no setuid and no devices.
-func bindReadOnly(src, dst string, dir bool) error {
+// bindTree binds src (a whole tree) at dst; buildRoot's read-only pass
+// then makes it read-only throughout, with no setuid and no devices.
+func bindTree(src, dst string, dir bool) error {
 	if dir {
 		if err := os.Mkdir(dst, 0o755); err != nil && !os.IsExist(err) {
 			return err
@@ -220,14 +232,7 @@ func bindReadOnly(src, dst string, dir bool) error {
 	} else if err := os.WriteFile(dst, nil, 0o644); err != nil {
 		return err
 	}
-	if err := mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-		return err
-	}
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
-	if err := unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, &attr); err != nil {
-		return fmt.Errorf("mount_setattr %s: %w", dst, err)
-	}
-	return nil
+	return mount(src, dst, "", unix.MS_BIND|unix.MS_REC, "")
 }
 
 // masker covers paths with nothing: a file with /dev/null, a directory
@@ -237,6 +242,9 @@ func bindReadOnly(src, dst string, dir bool) error {
 // mount call each, and no source of its own to unmount afterwards.
 type masker struct {
 	file, dir string // the first masked file and directory
+	// readOnlyLater: a read-only pass over the masks is still to come, so
+	// the first file needs no read-only remount of its own.
+	readOnlyLater bool
 }
 
 // mask covers p. A path that does not exist needs no mask. A symlink is
@@ -262,8 +270,10 @@ func (m *masker) mask(p string) error {
 	if err := mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
 		return err
 	}
-	if err := mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
-		return err
+	if !m.readOnlyLater {
+		if err := mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+			return err
+		}
 	}
 	m.file = p
 	return nil
@@ -339,8 +349,8 @@ func mountDev(p string) error {
 }
 
 // enterRoot makes stage the root: pivot_root onto itself, then detach the
-// old root, so nothing of the host's tree stays reachable; finally the
-// root's own tmpfs turns read-only.
+// old root, so nothing of the host's tree stays reachable. (The root's own
+// tmpfs is read-only already: buildRoot's read-only pass.)
 func enterRoot(stage string) error {
 	if err := unix.Chdir(stage); err != nil {
 		return err
@@ -351,15 +361,12 @@ func enterRoot(stage string) error {
 	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
 		return fmt.Errorf("detach the old root: %w", err)
 	}
-	if err := unix.Chdir("/"); err != nil {
-		return err
-	}
-	return mount("", "/", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+	return unix.Chdir("/")
 }
 
-// bindFile binds b's file over dst, read-only. A file given by its
-// content is written on the stage's tmpfs, bound, and unlinked: the mount
-// keeps it, and nothing else names it.
+// bindFile binds b's file over dst (buildRoot's read-only pass makes it
+// read-only). A file given by its content is written on the stage's tmpfs,
+// bound, and unlinked: the mount keeps it, and nothing else names it.
 func bindFile(stage string, b Bind, dst string) error {
 	src := b.Source
 	if src == "" {
@@ -380,8 +387,5 @@ func bindFile(stage string, b Bind, dst string) error {
 			return fmt.Errorf("file %s: %w", b.Target, err)
 		}
 	}
-	if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-		return err
-	}
-	return mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+	return mount(src, dst, "", unix.MS_BIND, "")
 }
