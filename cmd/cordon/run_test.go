@@ -264,3 +264,19 @@ func TestRunEgressProfile(t *testing.T) {
 		t.Fatalf("bad profile: %q %d", errOut, code)
 	}
 }
+
+// TestRunUserFlag: --user shows no sentinel default in the help, refuses a
+// negative uid rather than taking it as not given, and maps 0 to root.
+func TestRunUserFlag(t *testing.T) {
+	_, help, _ := cordon(t, "run", "--help")
+	if !strings.Contains(help, "-user UID") || strings.Contains(help, "(default -1)") {
+		t.Errorf("--user in the help:\n%s", help)
+	}
+	if _, stderr, code := cordon(t, "run", "--user", "-1", "--", "true"); code != 2 || !strings.Contains(stderr, "want a uid") {
+		t.Errorf("--user -1: exit %d, %s", code, stderr)
+	}
+	testutil.RequiresRoot(t)
+	if out, stderr, code := cordon(t, "run", "--user", "0", "--", "id", "-u"); code != 0 || strings.TrimSpace(out) != "0" {
+		t.Errorf("--user 0: %q exit %d, %s", out, code, stderr)
+	}
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
+	"strconv"
 
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -14,7 +16,7 @@ type specFlags struct {
 	tier, memory, rootfs, image, profile *string
 	pids                                 *int64
 	cpus                                 *float64
-	user                                 *int
+	user                                 *int // -1 until --user is given
 	allowAll                             *bool
 	env                                  envFlag
 	allow                                allowFlag
@@ -36,12 +38,35 @@ func addSpecFlags(fs *flag.FlagSet, local bool) *specFlags {
 	f.cpus = fs.Float64("cpus", 0, "CPU limit in cores, e.g. 0.5")
 	f.rootfs = fs.String("rootfs", "", "use `DIR` as the read-only root filesystem (default: the host's system directories)")
 	f.image = fs.String("image", "", "use an image's root filesystem: a cached `NAME` or digest (cordon image ls), or a registry reference, pulled if missing")
-	f.user = fs.Int("user", -1, "run as this uid inside (default 1000)")
+	f.user = new(int)
+	*f.user = -1
+	fs.Var(uidFlag{f.user}, "user", "run as this `UID` inside (default 1000)")
 	fs.Var(&f.allow, "allow", "let the sandbox reach `HOST[:PORT,...]` (exact name, *.suffix, IP or CIDR; ports 80,443 when none); repeatable")
 	f.profile = fs.String("egress-profile", "", "read an egress profile (JSON: {\"name\": ..., \"hosts\": [{\"host\": ..., \"ports\": [...]}]}) from `FILE`")
 	f.allowAll = fs.Bool("allow-all-egress", false, "let the sandbox reach any public address (private, loopback, link-local and metadata addresses stay refused)")
 	fs.Var(layoutFlag{&f.layout}, "mount", "bind a layout directory, `NAME=DIR`, at /mnt/user-data/NAME: outputs and scratch read-write; uploads, tool-results, transcripts and skills read-only; repeatable")
 	return f
+}
+
+// uidFlag is --user: a uid, 0 or more, once given. (An int flag with -1
+// for "not given" showed "(default -1)" in the help and took a negative
+// uid as not given.)
+type uidFlag struct{ uid *int }
+
+func (u uidFlag) String() string {
+	if u.uid == nil || *u.uid < 0 {
+		return ""
+	}
+	return strconv.Itoa(*u.uid)
+}
+
+func (u uidFlag) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a uid, a number from 0 to %d", math.MaxInt32)
+	}
+	*u.uid = int(n)
+	return nil
 }
 
 // noOutputCap is the output bound cordon run and cordon exec ask for when
