@@ -40,7 +40,9 @@ func (i *instance) State() ([]byte, error) { return json.Marshal(i.state) }
 
 // Adopt takes over a detached sandbox an earlier process started.
 func (b *Backend) Adopt(ctx context.Context, state []byte, token string) (sandbox.Instance, error) {
-	b.probe()
+	if b.probe(); b.stateErr != nil {
+		return nil, fmt.Errorf("%w: %v", sandbox.ErrUnavailable, b.stateErr)
+	}
 	var st instanceState
 	if err := json.Unmarshal(state, &st); err != nil {
 		return nil, fmt.Errorf("%w: unreadable sandbox state: %v", sandbox.ErrAgent, err)
@@ -115,7 +117,9 @@ func (p *adoptedProc) Diagnostics() string { return "" }
 // hold: live ones (a daemon's records did not explain them) and what dead
 // ones left.
 func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
-	b.probe()
+	if b.probe(); b.stateErr != nil {
+		return fmt.Errorf("%w: %v", sandbox.ErrUnavailable, b.stateErr)
+	}
 	kept := map[string]bool{}
 	for _, i := range keep {
 		if in, ok := i.(*instance); ok {

@@ -61,7 +61,10 @@ type Config struct {
 	// AgentPath is the cordon-agent binary; empty means agentbin.Find.
 	AgentPath string
 	// StateDir holds each sandbox's host-side directory; empty means
-	// /run/cordon when root, else a directory under the system temp dir.
+	// /run/cordon when root, else $XDG_RUNTIME_DIR/cordon or a directory
+	// under the system temp dir. It must belong to this user and be
+	// writable by no other (see checkStateDir): creates are refused
+	// otherwise.
 	StateDir string
 	// Prestart keeps this many sandbox inits started and waiting for
 	// their configuration, so that a create skips the process start. Worth
@@ -104,6 +107,7 @@ type Backend struct {
 	fills    sync.WaitGroup // refills under way
 	closed   bool
 	once     sync.Once
+	stateErr error // why StateDir may not hold sandboxes (checkStateDir), if it may not
 	cgroups  cgroupSupport
 	landlock int
 	heavy    atomic.Bool // this process outgrew SpawnerRSS
@@ -148,10 +152,7 @@ var _ sandbox.Backend = (*Backend)(nil)
 // New returns the process backend.
 func New(cfg Config) *Backend {
 	if cfg.StateDir == "" {
-		cfg.StateDir = "/run/cordon"
-		if os.Geteuid() != 0 {
-			cfg.StateDir = filepath.Join(os.TempDir(), fmt.Sprintf("cordon-%d", os.Geteuid()))
-		}
+		cfg.StateDir = defaultStateDir()
 	}
 	return &Backend{cfg: cfg}
 }
@@ -165,7 +166,11 @@ func (b *Backend) probe() {
 	b.once.Do(func() {
 		b.cgroups = probeCgroups()
 		b.landlock = sandboxinit.LandlockABI()
-		b.sweepStale()
+		// Leftovers are swept only from a directory that nobody else
+		// could have planted them in.
+		if b.stateErr = checkStateDir(b.cfg.StateDir); b.stateErr == nil {
+			b.sweepStale()
+		}
 	})
 }
 
@@ -184,6 +189,9 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 func (b *Backend) Probe(ctx context.Context) error {
 	if _, err := agentbin.Find(b.cfg.AgentPath); err != nil {
 		return fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
+	}
+	if b.probe(); b.stateErr != nil {
+		return fmt.Errorf("%w: %v", sandbox.ErrUnavailable, b.stateErr)
 	}
 	cmd := exec.CommandContext(ctx, "/bin/true")
 	cmd.SysProcAttr, _ = b.sysProcAttr()
@@ -253,11 +261,17 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
 	}
-	// The sandbox's init runs as an unprivileged mapped user: it must be
-	// able to reach its state directory and the agent binary.
-	for _, p := range []string{b.cfg.StateDir, filepath.Dir(agent)} {
-		if err := traversable(p); err != nil {
-			return nil, fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
+	if b.stateErr != nil {
+		return nil, fmt.Errorf("%w: %v", sandbox.ErrUnavailable, b.stateErr)
+	}
+	// As root, the sandbox's init runs as an unprivileged mapped user: it
+	// must be able to reach its state directory and the agent binary.
+	// (Without root it runs as this user.)
+	if os.Geteuid() == 0 {
+		for _, p := range []string{b.cfg.StateDir, filepath.Dir(agent)} {
+			if err := traversable(p); err != nil {
+				return nil, fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
+			}
 		}
 	}
 	if spec.RequireLandlock && b.landlock < 1 {

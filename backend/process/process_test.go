@@ -734,3 +734,61 @@ func TestSpawner(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStateDirRefused: a state directory another user could change (its
+// owner, a writer, or the owner of a directory above it), or a symlink
+// where it should be, is refused with the reason: that user could put a
+// socket of their own where the host expects its agent. The refusal comes
+// from Probe and from every create; a directory of this user's own works.
+func TestStateDirRefused(t *testing.T) {
+	testutil.RequiresRoot(t)
+	base := t.TempDir()
+	for _, p := range []string{base, filepath.Dir(base)} { // sandboxes pass through
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk := func(name string, mode os.FileMode, uid int) string {
+		p := filepath.Join(base, name)
+		if err := os.Mkdir(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(mk("target", 0o711, 0), link); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, dir, want string }{
+		{"OtherOwner", mk("other", 0o711, 65534), "belongs to uid 65534"},
+		{"WritableByOthers", mk("open", 0o777, 0), "can be written by other users"},
+		{"ParentOfOther", filepath.Join(mk("parent", 0o755, 65534), "state"), "belongs to uid 65534, who could rename"},
+		{"OpenParent", filepath.Join(mk("openparent", 0o777, 0), "state"), "is not sticky"},
+		{"Symlink", link, "is not a directory"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: c.dir})
+			err := b.Probe(t.Context())
+			if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Probe: %v, want %q", err, c.want)
+			}
+			_, err = sandbox.NewProvider([]sandbox.Backend{b}).Create(t.Context(), sandbox.Spec{})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Create: %v, want %q", err, c.want)
+			}
+		})
+	}
+	t.Run("Own", func(t *testing.T) {
+		b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: mk("own", 0o711, 0)})
+		sb := createOn(t, b, sandbox.Spec{})
+		if res, err := sb.Exec(t.Context(), "true", sandbox.ExecOptions{}); err != nil || res.ExitCode != 0 {
+			t.Fatalf("%+v %v", res, err)
+		}
+	})
+}

@@ -230,9 +230,10 @@ func TestVersion(t *testing.T) {
 func TestRunUnprivileged(t *testing.T) {
 	testutil.RequiresRoot(t) // to become the ordinary user
 	bin := buildCLI(t)
+	var env []string
 	run := func(args ...string) (string, string, int) {
 		cmd := exec.Command(bin, args...)
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp"}
+		cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=/tmp"}, env...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000}}
 		var o, e bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e
@@ -245,6 +246,38 @@ func TestRunUnprivileged(t *testing.T) {
 	}
 	if _, errOut, code := run("run", "--memory", "64m", "--", "true"); code != 125 || !strings.Contains(errOut, "cannot enforce") {
 		t.Fatalf("unprivileged --memory: exit %d stderr %q, want a refusal", code, errOut)
+	}
+	// The user's runtime directory holds the state when there is one;
+	// one that another user could change is refused, with the reason.
+	dirFor := func(uid int, mode os.FileMode) string {
+		d := filepath.Join(t.TempDir(), "xdg")
+		if err := os.Mkdir(d, mode); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{filepath.Dir(d), filepath.Dir(filepath.Dir(d))} { // the user passes through
+			if err := os.Chmod(p, 0o711); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chmod(d, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	xdg := dirFor(1000, 0o700)
+	env = []string{"XDG_RUNTIME_DIR=" + xdg}
+	if out, errOut, code := run("run", "--", "echo", "hi"); code != 0 || out != "hi\n" {
+		t.Fatalf("with XDG_RUNTIME_DIR: exit %d stdout %q stderr %q", code, out, errOut)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(xdg, "cordon")); len(ents) == 0 {
+		t.Errorf("nothing of the sandbox's state went to %s/cordon", xdg)
+	}
+	env = []string{"XDG_RUNTIME_DIR=" + dirFor(1001, 0o777)}
+	if _, errOut, code := run("run", "--", "true"); code != 125 || !strings.Contains(errOut, "belongs to uid 1001") {
+		t.Fatalf("with another user's XDG_RUNTIME_DIR: exit %d stderr %q, want a refusal", code, errOut)
 	}
 }
 
