@@ -33,13 +33,39 @@ func daemonClient(fs *flag.FlagSet, args []string) (*sclient.Client, []string, i
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, 2
 	}
-	h := cmp.Or(*host, os.Getenv("CORDON_HOST"), "unix://"+defaultSocket())
+	h := cmp.Or(*host, os.Getenv("CORDON_HOST"))
+	if h == "" {
+		if err := ownSocket(defaultSocket()); err != nil {
+			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+			return nil, nil, exitCordon
+		}
+		h = "unix://" + defaultSocket()
+	}
 	c, err := sclient.New(h, os.Getenv("CORDON_API_KEY"))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
 		return nil, nil, 2
 	}
 	return c, fs.Args(), 0
+}
+
+// ownSocket refuses a default socket that belongs to another user than
+// this one or root: without $XDG_RUNTIME_DIR the default is under the temp
+// directory, where anyone may have made it first, and whoever listens
+// there would receive every command. (A daemon named with --host or
+// CORDON_HOST is the caller's choice.)
+func ownSocket(path string) error {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return nil // nothing there: the connection says so
+	}
+	if st.Mode().Type() != os.ModeSocket {
+		return fmt.Errorf("the default daemon socket %s is not a socket (%v)", path, st.Mode().Type())
+	}
+	if owner := int(st.Sys().(*syscall.Stat_t).Uid); owner != os.Geteuid() && owner != 0 {
+		return fmt.Errorf("the default daemon socket %s belongs to uid %d, not to this user: another user's program may be listening there; name the daemon with --host or CORDON_HOST, or set XDG_RUNTIME_DIR", path, owner)
+	}
+	return nil
 }
 
 func apiFail(err error) int {

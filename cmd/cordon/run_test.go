@@ -3,11 +3,14 @@ package main_test
 import (
 	"bytes"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -311,5 +314,47 @@ func TestRunUserFlag(t *testing.T) {
 	testutil.RequiresRoot(t)
 	if out, stderr, code := cordon(t, "run", "--user", "0", "--", "id", "-u"); code != 0 || strings.TrimSpace(out) != "0" {
 		t.Errorf("--user 0: %q exit %d, %s", out, code, stderr)
+	}
+}
+
+// TestDefaultSocketOwner: without XDG_RUNTIME_DIR an ordinary user's
+// default daemon socket is under the temp directory, where another user may
+// have made it first; the verbs refuse one that is not theirs rather than
+// send it their commands.
+func TestDefaultSocketOwner(t *testing.T) {
+	testutil.RequiresRoot(t) // to be two ordinary users
+	bin := buildCLI(t)
+	tmp := t.TempDir()
+	if err := os.Chmod(filepath.Dir(tmp), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tmp, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(tmp, "cordon-1000.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// The other user's "daemon" takes anything.
+	var asked atomic.Bool
+	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Store(true)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"sandboxes":[]}`)
+	}))
+	if err := os.Chown(sock, 1001, 1001); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(sock, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "ls")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "TMPDIR=" + tmp}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000}}
+	out, _ := cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != 125 || !strings.Contains(string(out), "belongs to uid 1001") || asked.Load() {
+		t.Fatalf("cordon ls with another user's socket: exit %d (asked it: %v): %s", cmd.ProcessState.ExitCode(), asked.Load(), out)
 	}
 }
