@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/privdir"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/server/api"
 	bolt "go.etcd.io/bbolt"
@@ -53,8 +53,10 @@ type store struct {
 }
 
 func openStore(dir string) (*store, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+	// The registry holds every live sandbox's agent token: a directory
+	// another user could change is refused.
+	if err := privdir.Ensure(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("registry directory: %w", err)
 	}
 	db, err := bolt.Open(filepath.Join(dir, "cordon.db"), 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {

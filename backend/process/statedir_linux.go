@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
+
+	"github.com/cordon-sandbox/cordon/internal/privdir"
 )
 
 // The state directory holds every sandbox's sockets, mount points and
@@ -29,39 +30,10 @@ func defaultStateDir() string {
 }
 
 // checkStateDir makes dir if it is missing and says why it may not hold
-// sandboxes' state, if it may not.
+// sandboxes' state, if it may not (privdir.Ensure).
 func checkStateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o711); err != nil {
-		return err
+	if err := privdir.Ensure(dir, 0o711); err != nil {
+		return fmt.Errorf("state directory: %w", err)
 	}
-	me := os.Geteuid()
-	st, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("state directory %s is not a directory (%v)", dir, st.Mode().Type())
-	}
-	if owner := int(st.Sys().(*syscall.Stat_t).Uid); owner != me {
-		return fmt.Errorf("state directory %s belongs to uid %d, not to this user (%d): its owner could replace a sandbox's sockets; remove it, or name another directory", dir, owner, me)
-	}
-	if st.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("state directory %s can be written by other users (mode %v): they could replace a sandbox's sockets; chmod go-w it, or name another directory", dir, st.Mode().Perm())
-	}
-	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
-		st, err := os.Stat(p)
-		if err != nil {
-			return err
-		}
-		owner := int(st.Sys().(*syscall.Stat_t).Uid)
-		if owner != me && owner != 0 {
-			return fmt.Errorf("%s, above the state directory %s, belongs to uid %d, who could rename the state directory away and put another in its place", p, dir, owner)
-		}
-		if st.Mode().Perm()&0o022 != 0 && st.Mode()&os.ModeSticky == 0 {
-			return fmt.Errorf("%s, above the state directory %s, can be written by other users and is not sticky (mode %v): they could rename the state directory away and put another in its place", p, dir, st.Mode())
-		}
-		if p == "/" || p == "." {
-			return nil
-		}
-	}
+	return nil
 }

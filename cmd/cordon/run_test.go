@@ -328,7 +328,7 @@ func TestDefaultSocketOwner(t *testing.T) {
 	if err := os.Chmod(filepath.Dir(tmp), 0o711); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(tmp, 0o1777); err != nil {
+	if err := os.Chmod(tmp, os.ModeSticky|0o777); err != nil {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(tmp, "cordon-1000.sock")
