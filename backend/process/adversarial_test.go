@@ -14,6 +14,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/backend/adversarial"
 	"github.com/cordon-sandbox/cordon/internal/procid"
+	"github.com/cordon-sandbox/cordon/internal/spawner"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -203,12 +204,20 @@ func TestNoLeaksUnderChurn(t *testing.T) {
 		ents, _ := os.ReadDir("/proc/self/fd")
 		return len(ents)
 	}
-	// One round first, so lazily opened descriptors (proxy, cgroups) exist.
-	warm, err := p.Create(t.Context(), sandbox.Spec{})
-	if err != nil {
-		t.Fatal(err)
+	// Two rounds first, so lazily opened descriptors (proxy, cgroups, the
+	// spawner the second create starts) exist.
+	for range 2 {
+		warm, err := p.Create(t.Context(), sandbox.Spec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		warm.Destroy(t.Context())
 	}
-	warm.Destroy(t.Context())
+	for deadline := time.Now().Add(10 * time.Second); spawner.Running(testutil.BuildAgent(t)) == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the spawner did not start")
+		}
+	}
 	before := fds()
 	var wg sync.WaitGroup
 	errs := make(chan error, 20)

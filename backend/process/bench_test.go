@@ -39,7 +39,9 @@ func benchProvider(b *testing.B, limits, spawner bool, prestart ...int) (*sandbo
 // they run, as a daemon serving many sandboxes does: a fork that makes a
 // user namespace costs more the more memory its parent holds, which the
 // spawner takes out of the path (and a host past SpawnerRSS uses it
-// without being asked, so both cases now go through it).
+// without being asked, so both cases now go through it). Without Spawner
+// only the first create forks from this process: the helper serves the
+// rest once the second has started it.
 func BenchmarkLifecycle(b *testing.B) {
 	for _, c := range []struct {
 		name     string

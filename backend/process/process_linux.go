@@ -75,13 +75,14 @@ type Config struct {
 	// that restarts takes them back with Adopt); otherwise a sandbox dies
 	// with its creator.
 	Detached bool
-	// Spawner starts sandbox inits through a small helper process (started
-	// at the first create, living as long as this one; see
+	// Spawner starts every sandbox init through a small helper process
+	// (started at the first create, living as long as this one; see
 	// internal/spawner) rather than by forking this process, whose fork
-	// costs more the more memory it holds. Worth it for a long-lived host
-	// (a daemon); a one-shot `cordon run` would pay the helper's start.
-	// Without it the helper is used anyway once this process holds more
-	// than SpawnerRSS resident, where its fork costs more than the helper.
+	// costs more the more memory it holds. Without it the first init is
+	// forked from this process (a one-shot `cordon run` would pay the
+	// helper's start), and the helper, started in the background at the
+	// second create, serves the creates after it; and every create uses it
+	// once this process holds more than SpawnerRSS resident.
 	Spawner bool
 	// Tasks caps the processes and threads of a sandbox whose spec sets no
 	// pids limit (see DefaultTasks): 0 means DefaultTasks, negative means
@@ -110,7 +111,8 @@ type Backend struct {
 	stateErr error // why StateDir may not hold sandboxes (checkStateDir), if it may not
 	cgroups  cgroupSupport
 	landlock int
-	heavy    atomic.Bool // this process outgrew SpawnerRSS
+	heavy    atomic.Bool  // this process outgrew SpawnerRSS
+	inits    atomic.Int64 // inits started, not counting those useSpawner sent to the spawner
 }
 
 // SpawnerRSS is the resident size past which a host starts sandbox inits
@@ -411,14 +413,21 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr) (*slot, error
 }
 
 // startInit starts a sandbox's init: through the spawner when it is to be
-// used (useSpawner) and can be started, else from this process. (A
-// spawner that fails mid-request is an error: it may have started the init
-// already.)
+// used (useSpawner) and can be started, else from this process. A backend
+// not asked for the spawner forks its first init itself (a one-shot
+// `cordon run` creates one sandbox, and the helper's start would cost it
+// more than the fork); a second create starts the helper in the background
+// and later ones use it once it runs. (A spawner that fails mid-request is
+// an error: it may have started the init already.)
 func (b *Backend) startInit(agent string, cmd *exec.Cmd, ep client.Endpoint) (*agentproc.Proc, error) {
+	var sp *spawner.Spawner
 	if b.useSpawner() {
-		if sp, err := spawner.Shared(agent); err == nil {
-			return agentproc.StartSpawned(sp, cmd, ep)
-		}
+		sp, _ = spawner.Shared(agent)
+	} else if b.inits.Add(1) > 1 {
+		sp = spawner.Running(agent)
+	}
+	if sp != nil {
+		return agentproc.StartSpawned(sp, cmd, ep)
 	}
 	return agentproc.Start(cmd, ep)
 }

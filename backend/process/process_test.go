@@ -554,6 +554,59 @@ func TestSpawnerForHeavyHost(t *testing.T) {
 	if out, _, _ := sh(t, sb, "echo ok"); out != "ok\n" {
 		t.Fatalf("a sandbox from the spawner: %q", out)
 	}
+	if parents := initParents(t, dir); len(parents) != 1 || parents[0] == strconv.Itoa(os.Getpid()) {
+		t.Fatalf("the init's parent is %v; want the spawner, not this process (%d)", parents, os.Getpid())
+	}
+}
+
+// TestSpawnerAfterFirst: a backend not asked for the spawner forks its
+// first init itself, and a later create's init comes from the helper,
+// which the second create started in the background.
+func TestSpawnerAfterFirst(t *testing.T) {
+	testutil.RequiresRoot(t)
+	// Below SpawnerRSS, or every init comes from the helper (a test
+	// before this one may have held more).
+	debug.FreeOSMemory()
+	dir := ownStateDir(t)
+	b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: dir})
+	t.Cleanup(func() { b.Close() })
+	self := strconv.Itoa(os.Getpid())
+	sb := createOn(t, b, sandbox.Spec{})
+	if parents := initParents(t, dir); len(parents) != 1 || parents[0] != self {
+		t.Fatalf("the first init's parent is %v; want this process (%s)", parents, self)
+	}
+	destroy(t, sb)
+	for i := 0; ; i++ {
+		sb := createOn(t, b, sandbox.Spec{})
+		parents := initParents(t, dir)
+		if out, _, _ := sh(t, sb, "echo ok"); out != "ok\n" {
+			t.Fatalf("sandbox %d: %q", i+2, out)
+		}
+		destroy(t, sb)
+		if len(parents) != 1 {
+			t.Fatalf("sandbox %d: init parents %v; want one", i+2, parents)
+		}
+		if parents[0] != self {
+			break
+		}
+		if i == 20 {
+			t.Fatalf("%d creates after the first, every init still forked from this process", i+1)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func destroy(t *testing.T, sb *sandbox.Sandbox) {
+	t.Helper()
+	if err := sb.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// initParents is the parent pid of every sandbox init in the state
+// directory dir.
+func initParents(t *testing.T, dir string) []string {
+	t.Helper()
 	var parents []string
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
@@ -568,9 +621,7 @@ func TestSpawnerForHeavyHost(t *testing.T) {
 		s := string(stat)
 		parents = append(parents, strings.Fields(s[strings.LastIndexByte(s, ')')+1:])[1])
 	}
-	if len(parents) != 1 || parents[0] == strconv.Itoa(os.Getpid()) {
-		t.Fatalf("the init's parent is %v; want the spawner, not this process (%d)", parents, os.Getpid())
-	}
+	return parents
 }
 
 // ownStateDir is a state directory for a test's own backend.

@@ -47,6 +47,7 @@ type answer struct {
 var (
 	sharedMu sync.Mutex
 	shared   = map[string]*Spawner{}
+	warming  = map[string]time.Time{} // agent → when Running last started a helper in the background
 )
 
 // Shared returns this process's helper for the agent binary at path,
@@ -55,12 +56,8 @@ var (
 func Shared(agent string) (*Spawner, error) {
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
-	if s := shared[agent]; s != nil {
-		select {
-		case <-s.gone:
-		default:
-			return s, nil
-		}
+	if s := shared[agent]; s.running() {
+		return s, nil
 	}
 	s, err := start(agent)
 	if err != nil {
@@ -68,6 +65,54 @@ func Shared(agent string) (*Spawner, error) {
 	}
 	shared[agent] = s
 	return s, nil
+}
+
+// Running returns this process's helper for agent if one is running.
+// Otherwise it starts one in the background and returns nil: the caller
+// starts this process itself, and a later call finds the helper. A helper
+// that fails to start, or ends, is started again at most once per
+// warmRetry.
+func Running(agent string) *Spawner {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if s := shared[agent]; s.running() {
+		return s
+	}
+	if t, ok := warming[agent]; ok && time.Since(t) < warmRetry {
+		return nil
+	}
+	warming[agent] = time.Now()
+	go func() {
+		s, err := start(agent)
+		if err != nil {
+			return
+		}
+		sharedMu.Lock()
+		defer sharedMu.Unlock()
+		if cur := shared[agent]; cur.running() {
+			// Shared started one meanwhile.
+			_ = s.cmd.Process.Kill()
+			return
+		}
+		shared[agent] = s
+	}()
+	return nil
+}
+
+// warmRetry spaces Running's background starts.
+const warmRetry = time.Second
+
+// running: s is a helper that has not ended.
+func (s *Spawner) running() bool {
+	if s == nil {
+		return false
+	}
+	select {
+	case <-s.gone:
+		return false
+	default:
+		return true
+	}
 }
 
 func start(agent string) (*Spawner, error) {

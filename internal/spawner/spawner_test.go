@@ -309,3 +309,49 @@ func TestFirstExit(t *testing.T) {
 		<-s.gone
 	}
 }
+
+// TestRunning: Running answers nil while it starts a helper in the
+// background, then that helper, which Shared also returns; one that ends
+// is replaced.
+func TestRunning(t *testing.T) {
+	// A copy of the agent of its own: the helpers are per agent path, and
+	// other tests have started one for the built agent.
+	built, err := os.ReadFile(testutil.BuildAgent(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := t.TempDir() + "/cordon-agent"
+	if err := os.WriteFile(agent, built, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if s := Running(agent); s != nil {
+		t.Fatal("Running returned a helper before any was started")
+	}
+	warm := func() *Spawner {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if s := Running(agent); s != nil {
+				return s
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no helper running 10 s after Running started one")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	s := warm()
+	serves(t, s, "warmed")
+	if again, err := Shared(agent); err != nil || again != s {
+		t.Errorf("Shared after Running: %p %v; want the same helper %p", again, err, s)
+	}
+	if err := s.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-s.gone
+	s2 := warm()
+	if s2 == s {
+		t.Fatal("Running returned the helper that ended")
+	}
+	serves(t, s2, "replaced")
+}
