@@ -12,19 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Limits bound what one image may unpack to (a layer bomb stops here).
-type Limits struct {
-	MaxBytes   int64 // total file bytes across all layers
-	MaxEntries int   // total tar entries across all layers
-}
-
-// DefaultLimits: 16 GiB and a million entries.
-var DefaultLimits = Limits{MaxBytes: 16 << 30, MaxEntries: 1 << 20}
-
-// ErrHostileLayer marks a layer that tried to write outside its root or
-// past the limits.
-var ErrHostileLayer = errors.New("hostile image layer")
-
 // unpacker applies layers, in order, to one root directory. Every path is
 // resolved by the kernel inside the root (openat2 RESOLVE_IN_ROOT), so no
 // entry, symlinked parent or hardlink can reach outside it.

@@ -8,8 +8,6 @@ import (
 	"io"
 	"os"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // A new sandbox's record must be on disk before its create is answered:
@@ -125,7 +123,7 @@ func (j *journal) append(r journaled) error {
 	if _, err := j.f.WriteAt(e, j.off); err != nil {
 		return err
 	}
-	if err := unix.Fdatasync(int(j.f.Fd())); err != nil {
+	if err := datasync(j.f); err != nil {
 		return err
 	}
 	j.off += int64(len(e))

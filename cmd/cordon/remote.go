@@ -436,8 +436,7 @@ type progress struct {
 }
 
 func newProgress(name string, size int64) *progress {
-	_, err := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS)
-	return &progress{name: name, size: size, start: time.Now(), tty: err == nil && (size < 0 || size >= 1<<20)}
+	return &progress{name: name, size: size, start: time.Now(), tty: isTerminal(os.Stderr) && (size < 0 || size >= 1<<20)}
 }
 
 func (p *progress) add(n int) {
