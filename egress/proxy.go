@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/cordon-sandbox/cordon/metrics"
 )
 
 // LookupNetIP resolves names for the proxy; net.DefaultResolver is one.
@@ -42,8 +42,8 @@ type Config struct {
 	// the next line written says how many lines were left out.
 	AuditRate  float64
 	AuditBurst int
-	// Registerer receives the proxy's metrics; nil registers none.
-	Registerer prometheus.Registerer
+	// Registry receives the proxy's metrics; nil registers none.
+	Registry *metrics.Registry
 	// MaxConns bounds a sandbox's simultaneous connections (default 256).
 	MaxConns int
 	// MaxHeaderBytes bounds a request head (default 64 KiB).
@@ -63,8 +63,8 @@ type Proxy struct {
 	cfg      Config
 	auditMu  sync.Mutex
 	audit    *json.Encoder
-	decided  *prometheus.CounterVec
-	bytes    *prometheus.CounterVec
+	decided  *metrics.CounterVec
+	bytes    *metrics.CounterVec
 	attached atomic.Int64
 }
 
@@ -101,25 +101,21 @@ func New(cfg Config) *Proxy {
 	if cfg.Audit != nil {
 		p.audit = json.NewEncoder(cfg.Audit)
 	}
-	p.decided = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "cordon_egress_decisions_total", Help: "Egress decisions, by outcome.",
-	}, []string{"decision"})
-	p.bytes = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "cordon_egress_bytes_total", Help: "Bytes carried through the egress proxy, by direction.",
-	}, []string{"direction"})
+	p.decided = metrics.NewCounterVec("cordon_egress_decisions_total", "Egress decisions, by outcome.", "decision")
+	p.bytes = metrics.NewCounterVec("cordon_egress_bytes_total", "Bytes carried through the egress proxy, by direction.", "direction")
 	// Every series exists from the start, at zero, so a dashboard shows
 	// "no decisions yet" rather than nothing.
 	for _, d := range []string{"allowed", "refused", "closed"} {
-		p.decided.WithLabelValues(d)
+		p.decided.With(d)
 	}
 	for _, d := range []string{"up", "down"} {
-		p.bytes.WithLabelValues(d)
+		p.bytes.With(d)
 	}
-	attached := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "cordon_egress_sandboxes", Help: "Sandboxes attached to the egress proxy.",
-	}, func() float64 { return float64(p.attached.Load()) })
-	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(p.decided, p.bytes, attached)
+	attached := metrics.NewGaugeFunc("cordon_egress_sandboxes", "Sandboxes attached to the egress proxy.", nil, func(set func(float64, ...string)) {
+		set(float64(p.attached.Load()))
+	})
+	if cfg.Registry != nil {
+		cfg.Registry.MustRegister(p.decided, p.bytes, attached)
 	}
 	return p
 }
@@ -149,9 +145,9 @@ type Record struct {
 // sandbox's share of the log allows.
 func (b *Binding) record(r Record) {
 	p := b.p
-	p.decided.WithLabelValues(r.Decision).Inc()
-	p.bytes.WithLabelValues("up").Add(float64(r.BytesUp))
-	p.bytes.WithLabelValues("down").Add(float64(r.BytesDown))
+	p.decided.With(r.Decision).Inc()
+	p.bytes.With("up").Add(float64(r.BytesUp))
+	p.bytes.With("down").Add(float64(r.BytesDown))
 	if p.audit == nil {
 		return
 	}

@@ -21,11 +21,11 @@ import (
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/cordon-sandbox/cordon/metrics"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/server"
 	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Environment variables a test's create carries to the test backend, which
@@ -143,8 +143,8 @@ func startDaemon(t testing.TB, tune ...func(*server.Config)) *daemon {
 func (d *daemon) start(t testing.TB, tune ...func(*server.Config)) *daemon {
 	t.Helper()
 	// As cordon serve does: the egress proxy's metrics join the daemon's.
-	reg := prometheus.NewRegistry()
-	proxy := egress.New(egress.Config{Registerer: reg})
+	reg := metrics.NewRegistry()
+	proxy := egress.New(egress.Config{Registry: reg})
 	backends := []sandbox.Backend{d.backend}
 	if d.container != nil {
 		backends = append(backends, d.container)

@@ -3,87 +3,72 @@ package server
 import (
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/cordon-sandbox/cordon/metrics"
 )
 
-type metrics struct {
-	create  *prometheus.HistogramVec
-	exec    prometheus.Histogram
-	destroy prometheus.Histogram
-	reaped  *prometheus.CounterVec
-	handler http.Handler
+type daemonMetrics struct {
+	create  *metrics.HistogramVec
+	exec    *metrics.Histogram
+	destroy *metrics.Histogram
+	reaped  *metrics.CounterVec
+	reg     *metrics.Registry
 }
 
 // latencyBuckets span a warm claim (about a millisecond) to a slow image
 // pull.
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 
-func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
-	m := &metrics{
-		create: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "cordon_sandbox_create_seconds", Help: "Time from a create request to a ready sandbox, by source (cold or pool).", Buckets: latencyBuckets,
-		}, []string{"source"}),
-		exec: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "cordon_exec_seconds", Help: "Duration of exec streams through the API.", Buckets: latencyBuckets,
-		}),
-		destroy: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "cordon_sandbox_destroy_seconds", Help: "Time to a confirmed teardown.", Buckets: latencyBuckets,
-		}),
-		reaped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cordon_sandboxes_reaped_total", Help: "Sandboxes the daemon ended itself, by reason (ttl, idle, lost, restart, retry).",
-		}, []string{"reason"}),
+func newMetrics(reg *metrics.Registry, s *Server) (*daemonMetrics, error) {
+	exec := metrics.NewHistogramVec("cordon_exec_seconds", "Duration of exec streams through the API.", latencyBuckets)
+	destroy := metrics.NewHistogramVec("cordon_sandbox_destroy_seconds", "Time to a confirmed teardown.", latencyBuckets)
+	m := &daemonMetrics{
+		create:  metrics.NewHistogramVec("cordon_sandbox_create_seconds", "Time from a create request to a ready sandbox, by source (cold or pool).", latencyBuckets, "source"),
+		exec:    exec.With(),
+		destroy: destroy.With(),
+		reaped:  metrics.NewCounterVec("cordon_sandboxes_reaped_total", "Sandboxes the daemon ended itself, by reason (ttl, idle, lost, restart, retry).", "reason"),
+		reg:     reg,
 	}
-	sandboxes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cordon_sandboxes_live", Help: "Sandboxes the daemon holds."}, func() float64 {
+	live := metrics.NewGaugeFunc("cordon_sandboxes_live", "Sandboxes the daemon holds.", nil, func(set func(float64, ...string)) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return float64(len(s.live))
+		set(float64(len(s.live)))
 	})
-	for _, c := range []prometheus.Collector{m.create, m.exec, m.destroy, m.reaped, sandboxes, &stateCollector{s: s}} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
+	// By tier and state, and the pools' sizes: read at each scrape.
+	byState := metrics.NewGaugeFunc("cordon_sandboxes", "Sandboxes by tier and state.", []string{"tier", "state"}, func(set func(float64, ...string)) {
+		counts := map[[2]string]int{}
+		s.mu.Lock()
+		for _, e := range s.live {
+			counts[[2]string{e.rec.Spec.Tier, e.rec.State}]++
+		}
+		s.mu.Unlock()
+		for k, n := range counts {
+			set(float64(n), k[0], k[1])
+		}
+	})
+	pools := func(size bool) func(set func(float64, ...string)) {
+		return func(set func(float64, ...string)) {
+			s.mu.Lock()
+			ps := make([]*pool, 0, len(s.pools))
+			for _, p := range s.pools {
+				ps = append(ps, p)
+			}
+			s.mu.Unlock()
+			for _, p := range ps {
+				ready, target := p.sizes()
+				if size {
+					set(float64(target), p.spec.Name)
+				} else {
+					set(float64(ready), p.spec.Name)
+				}
+			}
 		}
 	}
-	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	ready := metrics.NewGaugeFunc("cordon_pool_ready", "Ready sandboxes in each warm pool.", []string{"pool"}, pools(false))
+	target := metrics.NewGaugeFunc("cordon_pool_size", "Target size of each warm pool.", []string{"pool"}, pools(true))
+	if err := reg.Register(m.create, exec, destroy, m.reaped, live, byState, ready, target); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
-func (m *metrics) serve(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }
-
-// stateCollector reports sandboxes by tier and state, and pool sizes, at
-// scrape time.
-type stateCollector struct{ s *Server }
-
-var (
-	descByState = prometheus.NewDesc("cordon_sandboxes", "Sandboxes by tier and state.", []string{"tier", "state"}, nil)
-	descPool    = prometheus.NewDesc("cordon_pool_ready", "Ready sandboxes in each warm pool.", []string{"pool"}, nil)
-	descPoolCap = prometheus.NewDesc("cordon_pool_size", "Target size of each warm pool.", []string{"pool"}, nil)
-)
-
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descByState
-	ch <- descPool
-	ch <- descPoolCap
-}
-
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.s
-	counts := map[[2]string]int{}
-	s.mu.Lock()
-	for _, e := range s.live {
-		counts[[2]string{e.rec.Spec.Tier, e.rec.State}]++
-	}
-	pools := make([]*pool, 0, len(s.pools))
-	for _, p := range s.pools {
-		pools = append(pools, p)
-	}
-	s.mu.Unlock()
-	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(descByState, prometheus.GaugeValue, float64(n), k[0], k[1])
-	}
-	for _, p := range pools {
-		ready, size := p.sizes()
-		ch <- prometheus.MustNewConstMetric(descPool, prometheus.GaugeValue, float64(ready), p.spec.Name)
-		ch <- prometheus.MustNewConstMetric(descPoolCap, prometheus.GaugeValue, float64(size), p.spec.Name)
-	}
-}
+func (m *daemonMetrics) serve(w http.ResponseWriter, r *http.Request) { m.reg.ServeHTTP(w, r) }

@@ -262,7 +262,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	s.metrics.create.WithLabelValues(source).Observe(time.Since(start).Seconds())
+	s.metrics.create.With(source).Observe(time.Since(start).Seconds())
 	writeJSON(w, http.StatusCreated, s.describe(e))
 }
 
@@ -429,7 +429,7 @@ func (s *Server) destroy(ctx context.Context, e *entry, reason string) error {
 	// adopts it back or records it lost, which is as good.
 	if first {
 		if reason != "deleted" && reason != "shutdown" {
-			s.metrics.reaped.WithLabelValues(reason).Inc()
+			s.metrics.reaped.With(reason).Inc()
 			s.emit(api.EventReaped, &rec, map[string]any{"reason": reason})
 		}
 	}

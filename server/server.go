@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/metrics"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/server/api"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config configures a Server.
@@ -45,9 +45,10 @@ type Config struct {
 	ReapInterval time.Duration
 	// Limits bound what one caller can ask for.
 	Limits Limits
-	// Registerer receives the daemon's metrics (the egress proxy's are
-	// registered by whoever builds it); nil makes a private registry.
-	Registry *prometheus.Registry
+	// Registry receives the daemon's metrics and is what GET /metrics
+	// serves (the egress proxy's are registered by whoever builds it); nil
+	// makes a private registry.
+	Registry *metrics.Registry
 	Log      *slog.Logger
 }
 
@@ -87,7 +88,7 @@ type Server struct {
 	log     *slog.Logger
 	store   *store
 	events  *hub
-	metrics *metrics
+	metrics *daemonMetrics
 	mux     *http.ServeMux
 	routes  []route
 
@@ -116,7 +117,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.ReapInterval = time.Second
 	}
 	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
+		cfg.Registry = metrics.NewRegistry()
 	}
 	cfg.Limits.defaults()
 	st, err := openStore(cfg.StateDir)
@@ -195,7 +196,7 @@ func (s *Server) recover() error {
 			if err := s.store.putSandbox(r); err != nil {
 				return err
 			}
-			s.metrics.reaped.WithLabelValues(reason).Inc()
+			s.metrics.reaped.With(reason).Inc()
 			continue
 		}
 		kept = append(kept, sb)

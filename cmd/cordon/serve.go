@@ -19,10 +19,10 @@ import (
 
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/metrics"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/server"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 type listFlag []string
@@ -98,8 +98,8 @@ func serveCmd(args []string) int {
 		profs[p.Name] = p
 	}
 
-	reg := prometheus.NewRegistry()
-	proxy := egress.New(egress.Config{Registerer: reg, Audit: os.Stderr})
+	reg := metrics.NewRegistry()
+	proxy := egress.New(egress.Config{Registry: reg, Audit: os.Stderr})
 	// The daemon's sandboxes live in a directory of their own: at start it
 	// removes every sandbox there that its registry does not explain, which
 	// must never touch a `cordon run` sandbox.
