@@ -32,6 +32,7 @@ type Provider struct {
 	egress      *egress.Proxy
 	imagesOnce  sync.Once
 	images      *image.Store
+	imageDir    string // where images is opened, if it is not given
 	imagesErr   error
 	backends    map[string]Backend
 	defaultTier string
@@ -65,10 +66,20 @@ func (p *Provider) egressProxy() *egress.Proxy {
 // default image.DefaultDir()).
 func WithImageStore(s *image.Store) Option { return func(p *Provider) { p.images = s } }
 
+// WithImageDir names the directory of the image cache, opened when a
+// sandbox first names an image: a command that creates a sandbox without
+// one (most `cordon run`s) does not pay for opening the cache and sweeping
+// its leftovers.
+func WithImageDir(dir string) Option { return func(p *Provider) { p.imageDir = dir } }
+
 func (p *Provider) imageStore() (*image.Store, error) {
 	p.imagesOnce.Do(func() {
 		if p.images == nil {
-			p.images, p.imagesErr = image.Open(image.DefaultDir(), image.DefaultLimits)
+			dir := p.imageDir
+			if dir == "" {
+				dir = image.DefaultDir()
+			}
+			p.images, p.imagesErr = image.Open(dir, image.DefaultLimits)
 		}
 	})
 	return p.images, p.imagesErr

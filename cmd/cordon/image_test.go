@@ -72,6 +72,16 @@ func TestImages(t *testing.T) {
 		_ = cmd.Run()
 		return o.String(), e.String(), cmd.ProcessState.ExitCode()
 	}
+	// A sandbox without an image leaves the cache alone: not even opened.
+	unused := filepath.Join(t.TempDir(), "unused")
+	cmd := exec.Command(bin, "run", "--", "true")
+	cmd.Env = append(os.Environ(), "CORDON_IMAGE_DIR="+unused)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("run without an image: %v %s", err, out)
+	}
+	if _, err := os.Stat(unused); !os.IsNotExist(err) {
+		t.Fatalf("run without an image opened the image cache (%v)", err)
+	}
 	if out, errOut, code := run("image", "import", "--name", "bb", busyboxTarball(t)); code != 0 || !strings.HasPrefix(out, "imported bb") ||
 		!strings.Contains(errOut, "layer 1/1: ") || !strings.Contains(errOut, " unpacked") {
 		// Not a terminal: one plain progress line per layer.

@@ -15,7 +15,7 @@ import (
 const defaultTier = process.Name
 
 func newProvider() *sandbox.Provider {
-	return sandbox.NewProvider(backends(stateDir(), nil), sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()))
+	return sandbox.NewProvider(backends(stateDir(), nil), sandbox.WithDefaultTier(defaultTier), sandbox.WithImageDir(imageDir()))
 }
 
 // stateDir is where the tiers keep their host-side state: CORDON_STATE_DIR,
