@@ -3,6 +3,7 @@
 package process_test
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"os"
@@ -116,6 +117,66 @@ func cgroupDirs(id string) []string {
 		return nil
 	})
 	return out
+}
+
+// TestSandboxesDieWithHost: a host that made several sandboxes, the later
+// ones through the spawner, is killed outright: every sandbox's processes
+// die with it, setsid'd ones included, whichever process forked its init.
+func TestSandboxesDieWithHost(t *testing.T) {
+	testutil.RequiresRoot(t)
+	state := t.TempDir()
+	os.Chmod(state, 0o711)
+	os.Chmod(filepath.Dir(state), 0o711)
+	host := exec.Command(os.Args[0])
+	host.Env = append(os.Environ(), "CORDON_TEST_HOLD_SANDBOXES=4", "CORDON_TEST_AGENT="+testutil.BuildAgent(t), "CORDON_TEST_STATE="+state)
+	stdout, _ := host.StdoutPipe()
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer host.Process.Kill()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	f := strings.Fields(line)
+	if err != nil || len(f) != 6 || f[0] != "ready" {
+		t.Fatalf("the host said %q (%v); want ready, its pid and four inits", line, err)
+	}
+	viaHelper := 0
+	for _, pp := range f[2:] {
+		if _, parent, _ := strings.Cut(pp, ":"); parent != f[1] {
+			viaHelper++
+		}
+	}
+	if viaHelper == 0 || viaHelper == 4 {
+		t.Fatalf("inits and their parents %v (host %s): want the first from the host and later ones from the spawner", f[2:], f[1])
+	}
+	_ = host.Process.Kill()
+	_ = host.Wait()
+	left := func() []string {
+		var out []string
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			if err != nil {
+				continue
+			}
+			if strings.HasPrefix(string(b), "sleep\x00317") {
+				out = append(out, e.Name()+" "+strings.ReplaceAll(string(b), "\x00", " "))
+			}
+		}
+		for _, pp := range f[2:] {
+			pid, _, _ := strings.Cut(pp, ":")
+			if _, err := os.Stat("/proc/" + pid); err == nil {
+				out = append(out, "init "+pid)
+			}
+		}
+		return out
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for l := left(); len(l) > 0; l = left() {
+		if time.Now().After(deadline) {
+			t.Fatalf("outlived their host: %v", l)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // TestDiesWithCreator: when the cordon process that created a sandbox is
