@@ -40,29 +40,6 @@ import (
 // CurrentRunsc is where scripts/setup.sh puts a current gVisor build.
 const CurrentRunsc = "/usr/local/lib/cordon/runsc"
 
-// Tier names: the container tier runs crun or runc, the gvisor tier runsc.
-const (
-	Name   = "container"
-	GVisor = "gvisor"
-)
-
-// Config configures the backend.
-type Config struct {
-	// Tier is the tier name: Name (the default) or GVisor.
-	Tier string
-	// Runtime is the OCI runtime: a path, or a name looked up in PATH;
-	// empty means crun, then runc (runsc for the gvisor tier).
-	Runtime string
-	// Platform is gVisor's platform; empty probes systrap, then ptrace
-	// (its kvm platform hangs on nested-virtualisation hosts).
-	Platform string
-	// AgentPath is the cordon-agent binary; empty means agentbin.Find.
-	AgentPath string
-	// StateDir holds each sandbox's bundle and sockets, and the runtime's
-	// own state (under "runtime"); empty means /run/cordon/oci.
-	StateDir string
-}
-
 // Backend is the container tier.
 type Backend struct {
 	cfg      Config

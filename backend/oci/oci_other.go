@@ -9,21 +9,6 @@ import (
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
-// Tier names: the container tier runs crun or runc, the gvisor tier runsc.
-const (
-	Name   = "container"
-	GVisor = "gvisor"
-)
-
-// Config configures the backend (see the Linux build for each field).
-type Config struct {
-	Tier      string
-	Runtime   string
-	Platform  string
-	AgentPath string
-	StateDir  string
-}
-
 // Backend is unavailable off Linux: OCI runtimes run Linux containers on
 // the host they run on.
 type Backend struct{ cfg Config }

@@ -6,30 +6,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/cordon-sandbox/cordon/agent"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
-
-// Name is the tier name.
-const Name = "process"
-
-// Config configures the backend (see the Linux build for each field).
-type Config struct {
-	AgentPath string
-	StateDir  string
-	Prestart  int
-	Detached  bool
-	Spawner   bool
-	Tasks     int64
-}
-
-// AgentPids is what a pids limit grows by for the agent (see the Linux
-// build).
-const AgentPids = agent.ReserveThreads + 32
-
-// DefaultTasks is the Linux build's cap on a sandbox's tasks without a
-// pids limit (cordon's flags name it on every system).
-const DefaultTasks = 4096
 
 // Backend is unavailable off Linux: it is built from Linux namespaces.
 type Backend struct{}

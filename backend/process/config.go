@@ -1,0 +1,52 @@
+package process
+
+import "github.com/cordon-sandbox/cordon/agent"
+
+// Name is the tier name.
+const Name = "process"
+
+// AgentPids is what a pids limit grows by for the agent itself: its spare
+// threads and the Go runtime's own.
+const AgentPids = agent.ReserveThreads + 32
+
+// Config configures the backend.
+type Config struct {
+	// AgentPath is the cordon-agent binary; empty means agentbin.Find.
+	AgentPath string
+	// StateDir holds each sandbox's host-side directory; empty means
+	// /run/cordon when root, else $XDG_RUNTIME_DIR/cordon or a directory
+	// under the system temp dir. It must belong to this user and be
+	// writable by no other (see checkStateDir): creates are refused
+	// otherwise.
+	StateDir string
+	// Prestart keeps this many sandbox inits started and waiting for
+	// their configuration, so that a create skips the process start. Worth
+	// it for hosts that create many sandboxes (a daemon); each waiting init
+	// costs a few MiB. Zero starts every sandbox from scratch.
+	Prestart int
+	// Detached sandboxes outlive the process that created them (a daemon
+	// that restarts takes them back with Adopt); otherwise a sandbox dies
+	// with its creator.
+	Detached bool
+	// Spawner starts every sandbox init through a small helper process
+	// (started at the first create, living as long as this one; see
+	// internal/spawner) rather than by forking this process, whose fork
+	// costs more the more memory it holds. Without it the first init is
+	// forked from this process (a one-shot `cordon run` would pay the
+	// helper's start), and the helper, started in the background at the
+	// second create, serves the creates after it; and every create uses it
+	// once this process holds more than SpawnerRSS resident.
+	Spawner bool
+	// Tasks caps the processes and threads of a sandbox whose spec sets no
+	// pids limit (see DefaultTasks): 0 means DefaultTasks, negative means
+	// no cap.
+	Tasks int64
+}
+
+// DefaultTasks is the ceiling on a sandbox's processes and threads, its
+// agent's included, when its spec sets no pids limit: RLIMIT_NPROC of the
+// sandbox's user, which nothing inside can raise. It keeps a fork bomb from
+// taking every pid of the host (32768 on many), with room for any ordinary
+// workload. Unlike a pids limit it keeps no reserve for the agent, which a
+// bomb may leave unable to make a thread; the sandbox then ends.
+const DefaultTasks = 4096
