@@ -1,17 +1,12 @@
 package server
 
-import (
-	"net/http"
-
-	"github.com/cordon-sandbox/cordon/metrics"
-)
+import "github.com/cordon-sandbox/cordon/metrics"
 
 type daemonMetrics struct {
 	create  *metrics.HistogramVec
 	exec    *metrics.Histogram
 	destroy *metrics.Histogram
 	reaped  *metrics.CounterVec
-	reg     *metrics.Registry
 }
 
 // latencyBuckets span a warm claim (about a millisecond) to a slow image
@@ -26,7 +21,6 @@ func newMetrics(reg *metrics.Registry, s *Server) (*daemonMetrics, error) {
 		exec:    exec.With(),
 		destroy: destroy.With(),
 		reaped:  metrics.NewCounterVec("cordon_sandboxes_reaped_total", "Sandboxes the daemon ended itself, by reason (ttl, idle, lost, restart, retry).", "reason"),
-		reg:     reg,
 	}
 	live := metrics.NewGaugeFunc("cordon_sandboxes_live", "Sandboxes the daemon holds.", nil, func(set func(float64, ...string)) {
 		s.mu.Lock()
@@ -45,30 +39,18 @@ func newMetrics(reg *metrics.Registry, s *Server) (*daemonMetrics, error) {
 			set(float64(n), k[0], k[1])
 		}
 	})
-	pools := func(size bool) func(set func(float64, ...string)) {
+	// Each pool's ready count or target, by pick.
+	pools := func(pick func(ready, target int) int) func(set func(float64, ...string)) {
 		return func(set func(float64, ...string)) {
-			s.mu.Lock()
-			ps := make([]*pool, 0, len(s.pools))
-			for _, p := range s.pools {
-				ps = append(ps, p)
-			}
-			s.mu.Unlock()
-			for _, p := range ps {
-				ready, target := p.sizes()
-				if size {
-					set(float64(target), p.spec.Name)
-				} else {
-					set(float64(ready), p.spec.Name)
-				}
+			for _, p := range s.poolList() {
+				set(float64(pick(p.sizes())), p.spec.Name)
 			}
 		}
 	}
-	ready := metrics.NewGaugeFunc("cordon_pool_ready", "Ready sandboxes in each warm pool.", []string{"pool"}, pools(false))
-	target := metrics.NewGaugeFunc("cordon_pool_size", "Target size of each warm pool.", []string{"pool"}, pools(true))
+	ready := metrics.NewGaugeFunc("cordon_pool_ready", "Ready sandboxes in each warm pool.", []string{"pool"}, pools(func(ready, _ int) int { return ready }))
+	target := metrics.NewGaugeFunc("cordon_pool_size", "Target size of each warm pool.", []string{"pool"}, pools(func(_, target int) int { return target }))
 	if err := reg.Register(m.create, exec, destroy, m.reaped, live, byState, ready, target); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
-
-func (m *daemonMetrics) serve(w http.ResponseWriter, r *http.Request) { m.reg.ServeHTTP(w, r) }

@@ -248,6 +248,17 @@ func (s *Server) HasKeys() bool {
 	return len(s.keys) > 0
 }
 
+// poolList is the warm pools as they are now.
+func (s *Server) poolList() []*pool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pools := make([]*pool, 0, len(s.pools))
+	for _, p := range s.pools {
+		pools = append(pools, p)
+	}
+	return pools
+}
+
 // Shutdown stops the reaper and the pools, ends event streams, and closes
 // the registry. Sandboxes are left to the tier: the process tier's end with
 // the daemon's process. Call it after the HTTP servers have shut down.
@@ -255,13 +266,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
 	s.stopOnce.Do(func() { close(s.stop) })
 	s.events.close()
-	s.mu.Lock()
-	pools := make([]*pool, 0, len(s.pools))
-	for _, p := range s.pools {
-		pools = append(pools, p)
-	}
-	s.mu.Unlock()
-	for _, p := range pools {
+	for _, p := range s.poolList() {
 		p.close(ctx)
 	}
 	done := make(chan struct{})
@@ -393,7 +398,7 @@ type route struct {
 func (s *Server) routeTable() []route {
 	return []route{
 		{method: "GET", pattern: "/healthz", open: true, h: s.handleHealthz},
-		{method: "GET", pattern: "/metrics", open: true, h: s.metrics.serve},
+		{method: "GET", pattern: "/metrics", open: true, h: s.cfg.Registry.ServeHTTP},
 		{method: "GET", pattern: "/v1/openapi.yaml", open: true, h: serveOpenAPI},
 		{method: "POST", pattern: "/v1/sandboxes", h: s.handleCreate},
 		{method: "GET", pattern: "/v1/sandboxes", h: s.handleList},
