@@ -209,7 +209,7 @@ type series[T any] struct {
 	kids map[string]*T
 }
 
-func (s *series[T]) get(key string, make func() *T) *T {
+func (s *series[T]) get(key string, newT func() *T) *T {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.kids == nil {
@@ -217,7 +217,7 @@ func (s *series[T]) get(key string, make func() *T) *T {
 	}
 	k := s.kids[key]
 	if k == nil {
-		k = make()
+		k = newT()
 		s.kids[key] = k
 	}
 	return k

@@ -44,17 +44,14 @@ func holdSandboxes(arg string) int {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	ents, _ := os.ReadDir(os.Getenv("CORDON_TEST_STATE"))
+	found, err := sandboxInits(os.Getenv("CORDON_TEST_STATE"))
+	if err != nil {
+		fmt.Println("inits:", err)
+		return 1
+	}
 	var inits []string
-	for _, e := range ents {
-		rec, err := os.ReadFile(os.Getenv("CORDON_TEST_STATE") + "/" + e.Name() + "/init")
-		if err != nil {
-			continue
-		}
-		pid := strings.Fields(string(rec))[0]
-		stat, _ := os.ReadFile("/proc/" + pid + "/stat")
-		s := string(stat)
-		inits = append(inits, pid+":"+strings.Fields(s[strings.LastIndexByte(s, ')')+1:])[1])
+	for _, in := range found {
+		inits = append(inits, in.pid+":"+in.parent)
 	}
 	fmt.Println("ready", os.Getpid(), strings.Join(inits, " "))
 	select {}
