@@ -22,6 +22,7 @@ func TestAgentDependencies(t *testing.T) {
 		"github.com/cordon-sandbox/cordon/agent":                true,
 		"github.com/cordon-sandbox/cordon/agent/wire":           true,
 		"github.com/cordon-sandbox/cordon/agent/sandboxinit":    true,
+		"github.com/cordon-sandbox/cordon/agent/clonexec":       true,
 		"github.com/cordon-sandbox/cordon/agent/internal/httpd": true,
 		"golang.org/x/sys/unix":                                 true,
 	}

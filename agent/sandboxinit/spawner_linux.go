@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/cordon-sandbox/cordon/agent/clonexec"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,6 +29,15 @@ func Spawner() int {
 		return 1
 	}
 	s := &spawner{conn: conn, start: make(chan func()), answered: map[int]bool{}, early: map[int]int{}}
+	// Starts go through clonexec, which does not copy this process's
+	// memory, when it knows the limit on open files to give back to them
+	// (see clonexec.OriginalNofile); it is learnt before any child can be
+	// reaped by the loop below.
+	if lim, err := clonexec.OriginalNofile("/proc/self/exe"); err == nil {
+		s.nofile = &lim
+	} else {
+		fmt.Fprintf(os.Stderr, "cordon-agent spawner: starting processes with syscall.ForkExec: %v\n", err)
+	}
 	// SIGCHLD is asked for before any process can start: until then it is
 	// ignored, and a child that exits first would never be reaped.
 	sigchld := make(chan os.Signal, 1)
@@ -72,6 +82,7 @@ type spawner struct {
 	conn   *net.UnixConn
 	sendMu sync.Mutex
 	start  chan func()
+	nofile *unix.Rlimit // this process's original RLIMIT_NOFILE; nil when unknown
 
 	// Exits are reaped by one loop (not a waiting thread per process) and
 	// sent only after the process's start was answered: mu orders the two.
@@ -136,18 +147,24 @@ func (s *spawner) serve(req []byte, files []*os.File) {
 		return
 	}
 	fds := make([]uintptr, len(files))
+	ints := make([]int, len(files))
 	for i, f := range files {
 		fds[i] = f.Fd()
+		ints[i] = int(fds[i])
 	}
 	// The pidfd comes from the clone itself: the process may exit, and be
 	// reaped, before this goroutine runs again.
 	pidfd := -1
-	attr.PidFD = &pidfd
 	var pid int
 	var err error
 	done := make(chan struct{})
 	s.start <- func() {
 		defer close(done)
+		if s.nofile != nil && clonexec.Supported(attr) {
+			pid, pidfd, err = clonexec.Start(r.Path, r.Args, r.Env, r.Dir, ints, attr, s.nofile)
+			return
+		}
+		attr.PidFD = &pidfd
 		pid, err = syscall.ForkExec(r.Path, r.Args, &syscall.ProcAttr{Dir: r.Dir, Env: r.Env, Files: fds, Sys: attr})
 	}
 	<-done

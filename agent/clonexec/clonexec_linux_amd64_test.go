@@ -1,0 +1,361 @@
+package clonexec
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"golang.org/x/sys/unix"
+)
+
+// nsAttr is what the process tier asks for: every namespace, the IDs mapped,
+// root inside, a session of its own, a parent-death signal.
+func nsAttr() *syscall.SysProcAttr {
+	id := os.Geteuid()
+	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: id, Size: 1}}
+	if id == 0 {
+		m = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 200000, Size: 65536}}
+	}
+	return &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
+			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
+		UidMappings:                m,
+		GidMappings:                m,
+		GidMappingsEnableSetgroups: id == 0,
+		Credential:                 &syscall.Credential{Uid: 0, Gid: 0},
+		Pdeathsig:                  syscall.SIGKILL,
+		Setsid:                     true,
+	}
+}
+
+func requireUserns(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
+		testutil.Missing(t, "user namespaces: %v", err)
+	}
+}
+
+// run starts argv with start, its output on a pipe given as descriptors 1
+// and 2 and an extra descriptor 3, and returns the output and exit status.
+func run(t *testing.T, start func(files []int) (int, error), extra *os.File) (string, unix.WaitStatus) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	pid, err := start([]int{int(null.Fd()), int(w.Fd()), int(w.Fd()), int(extra.Fd())})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(r)
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(pid, &ws, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	return string(out), ws
+}
+
+// TestSameAsForkExec: a shell started by Start reports the same identity,
+// namespaces' view, signal dispositions and mask, limits, directory,
+// environment and descriptors as one started by syscall.ForkExec with the
+// same attributes.
+func TestSameAsForkExec(t *testing.T) {
+	requireUserns(t)
+	sh := testutil.Requires(t, "sh")[0]
+	extra, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	// The child's root maps to an unprivileged host user: every directory
+	// on the way must be open to others.
+	dir, err := os.MkdirTemp("", "clonexec-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := `id; pwd; echo "$CLONEXEC_TEST"; grep -E '^(Sig(Blk|Ign|Cgt)|Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Groups|NSpid)' /proc/self/status | sed 's/\t[0-9]*\t/\t/'; ulimit -Sn; ulimit -Hn; ls /proc/self/fd; readlink /proc/self/fd/3; ps -o sid= -o pgid= -p 1 2>/dev/null || true`
+	argv := []string{"sh", "-c", script}
+	env := []string{"CLONEXEC_TEST=passed through", "PATH=/usr/bin:/bin"}
+	ours, ws := run(t, func(files []int) (int, error) {
+		nofile, err := OriginalNofile("/proc/self/exe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, pidfd, err := Start(sh, argv, env, dir, files, nsAttr(), &nofile)
+		if err == nil {
+			unix.Close(pidfd)
+		}
+		return pid, err
+	}, extra)
+	if ws.ExitStatus() != 0 {
+		t.Fatalf("exit %v: %s", ws, ours)
+	}
+	theirs, _ := run(t, func(files []int) (int, error) {
+		fds := make([]uintptr, len(files))
+		for i, f := range files {
+			fds[i] = uintptr(f)
+		}
+		return syscall.ForkExec(sh, argv, &syscall.ProcAttr{Dir: dir, Env: env, Files: fds, Sys: nsAttr()})
+	}, extra)
+	if ours != theirs {
+		t.Errorf("Start's child saw:\n%s\nsyscall.ForkExec's saw:\n%s", ours, theirs)
+	}
+	for _, want := range []string{"uid=0(root) gid=0(root)", "passed through", "SigBlk:\t0000000000000000", dir + "\n"} {
+		if !strings.Contains(ours, want) {
+			t.Errorf("output lacks %q:\n%s", want, ours)
+		}
+	}
+}
+
+// TestFailures: a step that fails is reported with its errno, and the
+// child is reaped.
+func TestFailures(t *testing.T) {
+	requireUserns(t)
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	files := []int{int(null.Fd()), int(null.Fd()), int(null.Fd())}
+	badMap := nsAttr()
+	badMap.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 0}}
+	cases := []struct {
+		name string
+		path string
+		dir  string
+		sys  *syscall.SysProcAttr
+		is   error
+		step string
+	}{
+		{"MissingBinary", "/nonexistent/cordon-test", "", nsAttr(), fs.ErrNotExist, "execve"},
+		{"MissingDir", "/bin/true", "/nonexistent/dir", nsAttr(), fs.ErrNotExist, "chdir"},
+		{"BadMap", "/bin/true", "", badMap, unix.EINVAL, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, pidfd, err := Start(c.path, []string{"x"}, nil, c.dir, files, c.sys, nil)
+			if err == nil {
+				unix.Close(pidfd)
+				t.Fatal("started")
+			}
+			if !errors.Is(err, c.is) {
+				t.Errorf("got %v, want %v", err, c.is)
+			}
+			var se *StepError
+			if c.step != "" && (!errors.As(err, &se) || se.Step != c.step) {
+				t.Errorf("got %v, want a failure of step %q", err, c.step)
+			}
+			if pidfd != -1 {
+				t.Errorf("pidfd %d on failure", pidfd)
+			}
+			// No child is left, exited or not.
+			var ws unix.WaitStatus
+			if pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil); err != unix.ECHILD {
+				t.Errorf("wait4: %d %v: a child was left", pid, err)
+			}
+		})
+	}
+}
+
+// TestPidfd: the pidfd Start returns is the child's: it becomes readable
+// when the child exits.
+func TestPidfd(t *testing.T) {
+	requireUserns(t)
+	null, _ := os.Open(os.DevNull)
+	defer null.Close()
+	files := []int{int(null.Fd()), int(null.Fd()), int(null.Fd())}
+	pid, pidfd, err := Start("/bin/sleep", []string{"sleep", "0.2"}, nil, "", files, nsAttr(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pidfd)
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	if n, _ := unix.Poll(fds, 0); n != 0 {
+		t.Fatal("pidfd readable while the child runs")
+	}
+	start := time.Now()
+	if n, err := unix.Poll(fds, 5000); n != 1 || err != nil {
+		t.Fatalf("poll: %d %v", n, err)
+	}
+	if time.Since(start) < 100*time.Millisecond {
+		t.Error("pidfd readable before the child could have exited")
+	}
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(pid, &ws, 0, nil); err != nil || ws.ExitStatus() != 0 {
+		t.Fatalf("%v %v", ws, err)
+	}
+}
+
+// TestSupported: every field of syscall.SysProcAttr is either done by Start
+// or refused by Supported; a field added to it by a later Go must be
+// looked at here.
+func TestSupported(t *testing.T) {
+	done := map[string]bool{"Credential": true, "Setsid": true, "Pdeathsig": true, "Cloneflags": true,
+		"UidMappings": true, "GidMappings": true, "GidMappingsEnableSetgroups": true}
+	refused := map[string]any{"Chroot": "/x", "Ptrace": true, "Setpgid": true, "Setctty": true, "Noctty": true,
+		"Ctty": 1, "Foreground": true, "Pgid": 1, "Unshareflags": uintptr(syscall.CLONE_NEWNS),
+		"AmbientCaps": []uintptr{1}, "UseCgroupFD": true, "CgroupFD": 3, "PidFD": new(int)}
+	typ := reflect.TypeFor[syscall.SysProcAttr]()
+	for i := range typ.NumField() {
+		name := typ.Field(i).Name
+		if done[name] {
+			continue
+		}
+		v, ok := refused[name]
+		if !ok {
+			t.Errorf("SysProcAttr.%s is neither done by Start nor refused", name)
+			continue
+		}
+		sys := nsAttr()
+		reflect.ValueOf(sys).Elem().FieldByName(name).Set(reflect.ValueOf(v))
+		if Supported(sys) {
+			t.Errorf("Supported accepts %s", name)
+		}
+	}
+	if !Supported(nsAttr()) {
+		t.Error("the process tier's attributes are refused")
+	}
+	sys := nsAttr()
+	sys.Cloneflags |= syscall.CLONE_FILES
+	if Supported(sys) {
+		t.Error("Supported accepts CLONE_FILES")
+	}
+}
+
+// BenchmarkStart: a process into new namespaces, /bin/true, started and
+// waited for, by Start and by syscall.ForkExec. This process holds 32 MB,
+// as a host serving sandboxes does: ForkExec's cost grows with it.
+func BenchmarkStart(b *testing.B) {
+	requireUserns(b)
+	held := bytes.Repeat([]byte{1}, 32<<20)
+	defer func() { _ = held[0] }()
+	null, _ := os.Open(os.DevNull)
+	defer null.Close()
+	files := []int{int(null.Fd()), int(null.Fd()), int(null.Fd())}
+	fds := []uintptr{null.Fd(), null.Fd(), null.Fd()}
+	nofile, err := OriginalNofile("/proc/self/exe")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		start func() (int, error)
+	}{
+		{"Start", func() (int, error) {
+			pid, pidfd, err := Start("/bin/true", []string{"true"}, nil, "", files, nsAttr(), &nofile)
+			if err == nil {
+				unix.Close(pidfd)
+			}
+			return pid, err
+		}},
+		{"ForkExec", func() (int, error) {
+			return syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{Files: fds, Sys: nsAttr()})
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var d []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				pid, err := c.start()
+				if err != nil {
+					b.Fatal(err)
+				}
+				var ws unix.WaitStatus
+				if _, err := unix.Wait4(pid, &ws, 0, nil); err != nil {
+					b.Fatal(err)
+				}
+				d = append(d, time.Since(t0))
+			}
+			testutil.ReportPercentiles(b, "start-to-exit", d)
+		})
+	}
+}
+
+// TestNofileRestored: a process that started with a soft RLIMIT_NOFILE below
+// its hard one (which the Go runtime raised) gives its children the
+// original, through Start given OriginalNofile as through
+// syscall.ForkExec. The test runs itself again with such a limit.
+func TestNofileRestored(t *testing.T) {
+	requireUserns(t)
+	if os.Getenv("CLONEXEC_NOFILE_CHILD") == "" {
+		var lim unix.Rlimit
+		if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+			t.Fatal(err)
+		}
+		if lim.Max < 1024 {
+			t.Skipf("hard RLIMIT_NOFILE %d", lim.Max)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestNofileRestored$", "-test.v")
+		cmd.Env = append(os.Environ(), "CLONEXEC_NOFILE_CHILD=1")
+		// syscall.Setrlimit also tells this process's ForkExec to pass the
+		// lowered limit on as it is.
+		low := unix.Rlimit{Cur: 512, Max: lim.Max}
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, (*syscall.Rlimit)(&low)); err != nil {
+			t.Fatal(err)
+		}
+		out, err := cmd.CombinedOutput()
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, (*syscall.Rlimit)(&lim)); err != nil {
+			t.Fatal(err)
+		}
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestNofileRestored") {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return
+	}
+	sh := testutil.Requires(t, "sh")[0]
+	argv := []string{"sh", "-c", "ulimit -Sn"}
+	limit := func(start func(files []int) (int, error)) string {
+		out, _ := run(t, start, os.Stdin)
+		return strings.TrimSpace(out)
+	}
+	nofile, err := OriginalNofile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nofile.Cur != 512 {
+		t.Fatalf("OriginalNofile: soft %d, want 512", nofile.Cur)
+	}
+	start := func(nofile *unix.Rlimit) func(files []int) (int, error) {
+		return func(files []int) (int, error) {
+			pid, pidfd, err := Start(sh, argv, nil, "/", files, nsAttr(), nofile)
+			if err == nil {
+				unix.Close(pidfd)
+			}
+			return pid, err
+		}
+	}
+	forkExec := limit(func(files []int) (int, error) {
+		fds := make([]uintptr, len(files))
+		for i, f := range files {
+			fds[i] = uintptr(f)
+		}
+		return syscall.ForkExec(sh, argv, &syscall.ProcAttr{Dir: "/", Files: fds, Sys: nsAttr()})
+	})
+	if got := limit(start(&nofile)); got != "512" || forkExec != "512" {
+		t.Errorf("soft limit in the child: Start %s, ForkExec %s, want 512", got, forkExec)
+	}
+	// Without the original, the raised limit is what the child gets.
+	if got := limit(start(nil)); got == "512" {
+		t.Errorf("soft limit in the child without the original: %s, want the raised one", got)
+	}
+}

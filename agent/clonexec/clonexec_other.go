@@ -1,0 +1,19 @@
+//go:build !(linux && amd64)
+
+package clonexec
+
+import (
+	"errors"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Supported is false here: the child's steps are written for linux/amd64
+// only. Callers use syscall.ForkExec.
+func Supported(sys *syscall.SysProcAttr) bool { return false }
+
+// Start is not available here (see Supported).
+func Start(path string, argv, env []string, dir string, files []int, sys *syscall.SysProcAttr, nofile *unix.Rlimit) (pid, pidfd int, err error) {
+	return 0, -1, errors.New("clonexec: not available on this platform")
+}
