@@ -68,10 +68,6 @@ func attrSupported(sys *syscall.SysProcAttr) bool {
 // syscall.ForkExec gives it back, when the Go runtime's raise of the soft
 // limit is still in place.
 func Start(path string, argv, env []string, dir string, files []int, sys *syscall.SysProcAttr, nofile *unix.Rlimit) (pid, pidfd int, err error) {
-	if !attrSupported(sys) {
-		return 0, -1, errors.New("clonexec: process attributes beyond what it supports")
-	}
-	c := new(child)
 	pathp, err := syscall.BytePtrFromString(path)
 	if err != nil {
 		return 0, -1, err
@@ -84,7 +80,40 @@ func Start(path string, argv, env []string, dir string, files []int, sys *syscal
 	if err != nil {
 		return 0, -1, err
 	}
+	c := new(child)
 	c.keep = append(c.keep, pathp, argvp, envp)
+	return start(c, step{nr: unix.SYS_EXECVE, a1: uintptr(unsafe.Pointer(pathp)), a2: uintptr(unsafe.Pointer(&argvp[0])), a3: uintptr(unsafe.Pointer(&envp[0])), check: checkErrno},
+		dir, files, sys, nofile)
+}
+
+// Check makes what Start would for sys (the namespaces, the ID maps, the
+// credentials and the rest) in a child that then exits instead of
+// executing anything, and reports whether all of it worked: a probe of
+// whether this host allows such processes.
+func Check(sys *syscall.SysProcAttr) error {
+	pid, pidfd, err := start(new(child), step{nr: unix.SYS_EXIT_GROUP}, "", nil, sys, nil)
+	if err != nil {
+		return err
+	}
+	unix.Close(pidfd)
+	var ws unix.WaitStatus
+	for {
+		if _, err = unix.Wait4(pid, &ws, 0, nil); err != unix.EINTR {
+			break
+		}
+	}
+	if err == nil && !(ws.Exited() && ws.ExitStatus() == 0) {
+		err = fmt.Errorf("clonexec: the checking child ended with %v", ws)
+	}
+	return err
+}
+
+// start runs the child's steps, last, which is the exec (or the exit of
+// Check's child).
+func start(c *child, last step, dir string, files []int, sys *syscall.SysProcAttr, nofile *unix.Rlimit) (pid, pidfd int, err error) {
+	if !attrSupported(sys) {
+		return 0, -1, errors.New("clonexec: process attributes beyond what it supports")
+	}
 
 	// Every descriptor of the parent's that the child uses sits above the
 	// targets 0..n-1: placing one never overwrites another.
@@ -197,7 +226,11 @@ func Start(path string, argv, env []string, dir string, files []int, sys *syscal
 		}
 	}
 	c.add("restore the signal mask", step{nr: unix.SYS_RT_SIGPROCMASK, a1: unix.SIG_SETMASK, a2: uintptr(unsafe.Pointer(&c.mask)), a4: 8, check: checkErrno})
-	c.add("execve", step{nr: unix.SYS_EXECVE, a1: uintptr(unsafe.Pointer(pathp)), a2: uintptr(unsafe.Pointer(&argvp[0])), a3: uintptr(unsafe.Pointer(&envp[0])), check: checkErrno})
+	name := "execve"
+	if last.nr != unix.SYS_EXECVE {
+		name = "exit"
+	}
+	c.add(name, last)
 
 	sp := uintptr(unsafe.Pointer(&c.stack[len(c.stack)-64])) &^ 15
 	flags := uintptr(sys.Cloneflags) | unix.CLONE_VM | unix.CLONE_PIDFD | uintptr(unix.SIGCHLD)

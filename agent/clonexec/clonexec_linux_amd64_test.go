@@ -359,3 +359,21 @@ func TestNofileRestored(t *testing.T) {
 		t.Errorf("soft limit in the child without the original: %s, want the raised one", got)
 	}
 }
+
+// TestCheck: Check succeeds for what the process tier asks, fails for a
+// map the kernel refuses, and leaves no child either way.
+func TestCheck(t *testing.T) {
+	requireUserns(t)
+	if err := Check(nsAttr()); err != nil {
+		t.Fatal(err)
+	}
+	bad := nsAttr()
+	bad.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 0}}
+	if err := Check(bad); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("got %v, want EINVAL", err)
+	}
+	var ws unix.WaitStatus
+	if pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil); err != unix.ECHILD {
+		t.Errorf("wait4: %d %v: a child was left", pid, err)
+	}
+}

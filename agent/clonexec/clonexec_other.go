@@ -17,3 +17,8 @@ func Supported(sys *syscall.SysProcAttr) bool { return false }
 func Start(path string, argv, env []string, dir string, files []int, sys *syscall.SysProcAttr, nofile *unix.Rlimit) (pid, pidfd int, err error) {
 	return 0, -1, errors.New("clonexec: not available on this platform")
 }
+
+// Check is not available here (see Supported).
+func Check(sys *syscall.SysProcAttr) error {
+	return errors.New("clonexec: not available on this platform")
+}

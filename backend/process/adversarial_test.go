@@ -119,16 +119,26 @@ func cgroupDirs(id string) []string {
 	return out
 }
 
-// TestSandboxesDieWithHost: a host that made several sandboxes, the later
-// ones through the spawner, is killed outright: every sandbox's processes
-// die with it, setsid'd ones included, whichever process forked its init.
+// TestSandboxesDieWithHost: a host that made several sandboxes is killed
+// outright: every sandbox's processes die with it, setsid'd ones included,
+// whichever process started its init.
 func TestSandboxesDieWithHost(t *testing.T) {
 	testutil.RequiresRoot(t)
+	// Started by clonexec, every init is the host's child; without it, the
+	// first is forked by the host and later ones come from the spawner.
+	t.Run("Cloned", func(t *testing.T) { dieWithHost(t, false) })
+	t.Run("ForkedAndSpawned", func(t *testing.T) { dieWithHost(t, true) })
+}
+
+func dieWithHost(t *testing.T, noClone bool) {
 	state := t.TempDir()
 	os.Chmod(state, 0o711)
 	os.Chmod(filepath.Dir(state), 0o711)
 	host := exec.Command(os.Args[0])
 	host.Env = append(os.Environ(), "CORDON_TEST_HOLD_SANDBOXES=4", "CORDON_TEST_AGENT="+testutil.BuildAgent(t), "CORDON_TEST_STATE="+state)
+	if noClone {
+		host.Env = append(host.Env, "CORDON_TEST_NO_CLONE=1")
+	}
 	stdout, _ := host.StdoutPipe()
 	if err := host.Start(); err != nil {
 		t.Fatal(err)
@@ -145,8 +155,11 @@ func TestSandboxesDieWithHost(t *testing.T) {
 			viaHelper++
 		}
 	}
-	if viaHelper == 0 || viaHelper == 4 {
+	if noClone && (viaHelper == 0 || viaHelper == 4) {
 		t.Fatalf("inits and their parents %v (host %s): want the first from the host and later ones from the spawner", f[2:], f[1])
+	}
+	if !noClone && viaHelper != 0 {
+		t.Fatalf("inits and their parents %v (host %s): want all from the host", f[2:], f[1])
 	}
 	_ = host.Process.Kill()
 	_ = host.Wait()

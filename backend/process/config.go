@@ -28,14 +28,18 @@ type Config struct {
 	// that restarts takes them back with Adopt); otherwise a sandbox dies
 	// with its creator.
 	Detached bool
-	// Spawner starts every sandbox init through a small helper process
-	// (started at the first create, living as long as this one; see
-	// internal/spawner) rather than by forking this process, whose fork
-	// costs more the more memory it holds. Without it the first init is
-	// forked from this process (a one-shot `cordon run` would pay the
-	// helper's start), and the helper, started in the background at the
-	// second create, serves the creates after it; and every create uses it
-	// once this process holds more than SpawnerRSS resident.
+	// Spawner matters only where clonexec cannot start inits (an
+	// architecture other than amd64, or tracing not allowed, which
+	// clonexec.OriginalNofile needs); elsewhere this process starts them
+	// itself without copying its memory. Where it matters, it starts every
+	// sandbox init through a small helper process (started at the first
+	// create, living as long as this one; see internal/spawner) rather
+	// than by forking this process, whose fork costs more the more memory
+	// it holds. Without it the first init is forked from this process (a
+	// one-shot `cordon run` would pay the helper's start), and the helper,
+	// started in the background at the second create, serves the creates
+	// after it; and every create uses it once this process holds more than
+	// SpawnerRSS resident.
 	Spawner bool
 	// Tasks caps the processes and threads of a sandbox whose spec sets no
 	// pids limit (see DefaultTasks): 0 means DefaultTasks, negative means

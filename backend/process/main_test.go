@@ -23,12 +23,16 @@ func TestMain(m *testing.M) {
 }
 
 // holdSandboxes is the host process of TestSandboxesDieWithHost: it makes
-// n sandboxes one after the other (so that the later ones come from the
-// spawner the second started), each leaving a setsid'd sleep behind, prints
+// n sandboxes one after the other (with CORDON_TEST_NO_CLONE, so that the
+// later ones come from the spawner the second started), each leaving a
+// setsid'd sleep behind, prints
 // "ready" and each init's pid and parent pid, and waits to be killed.
 func holdSandboxes(arg string) int {
 	n, _ := strconv.Atoi(arg)
 	b := process.New(process.Config{AgentPath: os.Getenv("CORDON_TEST_AGENT"), StateDir: os.Getenv("CORDON_TEST_STATE")})
+	if os.Getenv("CORDON_TEST_NO_CLONE") != "" {
+		process.NoClone(b)
+	}
 	p := sandbox.NewProvider([]sandbox.Backend{b})
 	ctx := context.Background()
 	for i := range n {

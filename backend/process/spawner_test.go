@@ -25,6 +25,7 @@ import (
 func TestSpawner(t *testing.T) {
 	testutil.RequiresRoot(t)
 	b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: stateDir(t), Spawner: true})
+	process.NoClone(b)
 	if err := b.Probe(t.Context()); err != nil {
 		testutil.Missing(t, "process tier unavailable: %v", err)
 	}
@@ -71,6 +72,7 @@ func TestSpawnerAfterFirst(t *testing.T) {
 	}
 	dir := ownStateDir(t)
 	b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: dir})
+	process.NoClone(b)
 	t.Cleanup(func() { b.Close() })
 	self := strconv.Itoa(os.Getpid())
 	sb := createOn(t, b, sandbox.Spec{})
@@ -111,6 +113,7 @@ func TestSpawnerForHeavyHost(t *testing.T) {
 	defer runtime.KeepAlive(held)
 	dir := ownStateDir(t)
 	b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: dir})
+	process.NoClone(b)
 	t.Cleanup(func() { b.Close() })
 	sb := createOn(t, b, sandbox.Spec{})
 	if out, _, _ := sh(t, sb, "echo ok"); out != "ok\n" {

@@ -23,8 +23,9 @@ func newProvider() *sandbox.Provider {
 func stateDir() string { return os.Getenv("CORDON_STATE_DIR") }
 
 // daemonTiers is how the daemon runs the process tier: sandboxes detached
-// (they outlive a restart), started through a spawner (the daemon lives
-// long and grows), and Prestart inits kept waiting.
+// (they outlive a restart), started through a spawner where the daemon
+// cannot start them without copying its memory (it lives long and grows),
+// and Prestart inits kept waiting.
 type daemonTiers struct{ prestart int }
 
 // backends are the tiers cordon offers, their state under base ("" for
