@@ -39,6 +39,14 @@ type child struct {
 	keep   []any // the strings the steps point into
 }
 
+// newChild allocates a child on the heap. It must not be inlined: the
+// compiler would then see that nothing keeps the child, put it on the
+// goroutine's stack, and the stack may move (grow) while the child,
+// sharing this memory, still reads and writes it.
+//
+//go:noinline
+func newChild() *child { return new(child) }
+
 func (c *child) add(name string, s step) {
 	c.steps = append(c.steps, s)
 	c.names = append(c.names, name)
@@ -80,7 +88,7 @@ func Start(path string, argv, env []string, dir string, files []int, sys *syscal
 	if err != nil {
 		return 0, -1, err
 	}
-	c := new(child)
+	c := newChild()
 	c.keep = append(c.keep, pathp, argvp, envp)
 	return start(c, step{nr: unix.SYS_EXECVE, a1: uintptr(unsafe.Pointer(pathp)), a2: uintptr(unsafe.Pointer(&argvp[0])), a3: uintptr(unsafe.Pointer(&envp[0])), check: checkErrno},
 		dir, files, sys, nofile)
@@ -91,7 +99,7 @@ func Start(path string, argv, env []string, dir string, files []int, sys *syscal
 // executing anything, and reports whether all of it worked: a probe of
 // whether this host allows such processes.
 func Check(sys *syscall.SysProcAttr) error {
-	pid, pidfd, err := start(new(child), step{nr: unix.SYS_EXIT_GROUP}, "", nil, sys, nil)
+	pid, pidfd, err := start(newChild(), step{nr: unix.SYS_EXIT_GROUP}, "", nil, sys, nil)
 	if err != nil {
 		return err
 	}
@@ -176,7 +184,8 @@ func start(c *child, last step, dir string, files []int, sys *syscall.SysProcAtt
 		if !cred.NoSetGroups && !(sys.GidMappings != nil && !sys.GidMappingsEnableSetgroups && len(cred.Groups) == 0) {
 			s := step{nr: unix.SYS_SETGROUPS, a1: uintptr(len(cred.Groups)), check: checkErrno}
 			if len(cred.Groups) > 0 {
-				groups := append([]uint32(nil), cred.Groups...)
+				groups := make([]uint32, len(cred.Groups)) // on the heap: its size is not constant
+				copy(groups, cred.Groups)
 				c.keep = append(c.keep, groups)
 				s.a2 = uintptr(unsafe.Pointer(&groups[0]))
 			}
