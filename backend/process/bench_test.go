@@ -312,3 +312,60 @@ func BenchmarkExecWarm(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWarmSandbox: what a running sandbox's agent does besides
+// starting commands. Download reads a 16 MiB file out of the sandbox;
+// Output runs a command that writes 16 MiB to its standard output; Parallel
+// runs four commands at once.
+func BenchmarkWarmSandbox(b *testing.B) {
+	p, spec := benchProvider(b, false, false)
+	ctx := context.Background()
+	sb, err := p.Create(ctx, spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	const size = 16 << 20
+	if res, err := sb.Exec(ctx, "sh", sandbox.ExecOptions{Args: []string{"-c", fmt.Sprintf("head -c %d /dev/urandom > /tmp/blob", size)}}); err != nil || res.ExitCode != 0 {
+		b.Fatalf("%+v %v", res, err)
+	}
+	b.Run("Download", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			if n, err := sb.Download(ctx, "/tmp/blob", 0, size, new(discard)); err != nil || n != size {
+				b.Fatalf("%d %v", n, err)
+			}
+		}
+	})
+	b.Run("Output", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			res, err := sb.Exec(ctx, "cat", sandbox.ExecOptions{Args: []string{"/tmp/blob"}, Stdout: new(discard), RawOutput: true, MaxOutputBytes: size})
+			if err != nil || res.ExitCode != 0 {
+				b.Fatalf("%+v %v", res, err)
+			}
+		}
+	})
+	b.Run("Parallel", func(b *testing.B) {
+		var lat []time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					if res, err := sb.Exec(ctx, "true", sandbox.ExecOptions{}); err != nil || res.ExitCode != 0 {
+						b.Errorf("%+v %v", res, err)
+					}
+				})
+			}
+			wg.Wait()
+			lat = append(lat, time.Since(t0))
+		}
+		testutil.ReportPercentiles(b, "four", lat)
+	})
+}
+
+// discard counts nothing and keeps nothing.
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
