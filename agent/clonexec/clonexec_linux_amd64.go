@@ -52,16 +52,17 @@ func (c *child) add(name string, s step) {
 	c.names = append(c.names, name)
 }
 
-// Supported reports whether Start can start a process with sys.
-func Supported(sys *syscall.SysProcAttr) bool { return attrSupported(sys) }
+// Available is true: the child's steps exist for this platform.
+const Available = true
 
 // namespaceFlags are the clone flags Start passes on.
 const namespaceFlags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
 	syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP
 
-// attrSupported reports whether sys asks only for what Start does: new
-// namespaces, ID maps, credentials, a session, a parent-death signal.
-func attrSupported(sys *syscall.SysProcAttr) bool {
+// Supported reports whether Start can start a process with sys: whether
+// sys asks only for what Start does (new namespaces, ID maps, credentials,
+// a session, a parent-death signal).
+func Supported(sys *syscall.SysProcAttr) bool {
 	return sys != nil && sys.Cloneflags&^namespaceFlags == 0 && sys.Unshareflags == 0 &&
 		sys.Chroot == "" && !sys.Ptrace && !sys.Setpgid && sys.Pgid == 0 &&
 		!sys.Setctty && !sys.Noctty && sys.Ctty == 0 && !sys.Foreground &&
@@ -119,7 +120,7 @@ func Check(sys *syscall.SysProcAttr) error {
 // start runs the child's steps, last, which is the exec (or the exit of
 // Check's child).
 func start(c *child, last step, dir string, files []int, sys *syscall.SysProcAttr, nofile *unix.Rlimit) (pid, pidfd int, err error) {
-	if !attrSupported(sys) {
+	if !Supported(sys) {
 		return 0, -1, errors.New("clonexec: process attributes beyond what it supports")
 	}
 
@@ -291,13 +292,15 @@ func start(c *child, last step, dir string, files []int, sys *syscall.SysProcAtt
 	runtime.KeepAlive(c)
 	failed := mapErr
 	for i, s := range c.steps {
-		if failed == nil && s.failed != 0 {
+		if failed != nil {
+			break
+		}
+		if s.failed != 0 {
 			var e error = syscall.Errno(-int64(s.result))
 			if s.check == checkWant {
 				e = fmt.Errorf("got %d, want %d", int64(s.result), s.want)
 			}
 			failed = &StepError{Step: c.names[i], Err: e}
-			break
 		}
 	}
 	if failed != nil {

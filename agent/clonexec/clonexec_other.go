@@ -9,8 +9,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Supported is false here: the child's steps are written for linux/amd64
+// Available is false here: the child's steps are written for linux/amd64
 // only. Callers use syscall.ForkExec.
+const Available = false
+
+// Supported is false here (see Available).
 func Supported(sys *syscall.SysProcAttr) bool { return false }
 
 // Start is not available here (see Supported).

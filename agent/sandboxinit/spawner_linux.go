@@ -33,10 +33,12 @@ func Spawner() int {
 	// memory, when it knows the limit on open files to give back to them
 	// (see clonexec.OriginalNofile); it is learnt before any child can be
 	// reaped by the loop below.
-	if lim, err := clonexec.OriginalNofile("/proc/self/exe"); err == nil {
-		s.nofile = &lim
-	} else {
-		fmt.Fprintf(os.Stderr, "cordon-agent spawner: starting processes with syscall.ForkExec: %v\n", err)
+	if clonexec.Available {
+		if lim, err := clonexec.OriginalNofile("/proc/self/exe"); err == nil {
+			s.nofile = &lim
+		} else {
+			fmt.Fprintf(os.Stderr, "cordon-agent spawner: starting processes with syscall.ForkExec: %v\n", err)
+		}
 	}
 	// SIGCHLD is asked for before any process can start: until then it is
 	// ignored, and a child that exits first would never be reaped.

@@ -116,7 +116,9 @@ func New(cfg Config) *Backend {
 	if cfg.StateDir == "" {
 		cfg.StateDir = defaultStateDir()
 	}
-	go originalNofile()
+	if clonexec.Available {
+		go originalNofile()
+	}
 	return &Backend{cfg: cfg}
 }
 

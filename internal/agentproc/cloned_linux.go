@@ -1,12 +1,10 @@
 package agentproc
 
 import (
-	"io"
 	"os"
 	"os/exec"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/clonexec"
@@ -45,13 +43,8 @@ func StartCloned(cmd *exec.Cmd, nofile *unix.Rlimit, ep client.Endpoint) (*Proc,
 		return nil, err
 	}
 	p := &Proc{logs: logbuf.New(LogLimit), ep: ep}
-	copied := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(p.logs, r)
-		close(copied)
-	}()
 	c := &clonedProcess{FD: pidfd.NewFD(fd), pid: pid, status: -1, exited: make(chan struct{})}
-	go c.wait(fd, r, copied)
+	go c.wait(fd, p.capture(r))
 	p.proc = c
 	return p, nil
 }
@@ -65,9 +58,10 @@ type clonedProcess struct {
 	exited    chan struct{}
 }
 
-// wait reaps the process once its pidfd says it has exited. The poller
-// watches a duplicate of the pidfd (an *os.File owns what it is given).
-func (c *clonedProcess) wait(fd int, logs *os.File, copied <-chan struct{}) {
+// wait reaps the process once its pidfd says it has exited, and drains its
+// log. The poller watches a duplicate of the pidfd (an *os.File owns what
+// it is given).
+func (c *clonedProcess) wait(fd int, drain func()) {
 	var ws unix.WaitStatus
 	reaped := false
 	if dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err == nil {
@@ -90,14 +84,7 @@ func (c *clonedProcess) wait(fd int, logs *os.File, copied <-chan struct{}) {
 			}
 		}
 	}
-	// What the process wrote last is in the log before Exited closes, as
-	// with exec.Cmd's Wait; a descendant that kept the pipe open (none
-	// should outlive a sandbox's init) is not waited for long.
-	select {
-	case <-copied:
-	case <-time.After(time.Second):
-	}
-	logs.Close()
+	drain()
 	c.mu.Lock()
 	c.status = int(ws)
 	c.mu.Unlock()

@@ -25,22 +25,11 @@ func StartSpawned(sp *spawner.Spawner, cmd *exec.Cmd, ep client.Endpoint) (*Proc
 		r.Close()
 		return nil, err
 	}
-	copied := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(p.logs, r)
-		close(copied)
-	}()
+	drain := p.capture(r)
 	proc := &spawnedProcess{Process: sproc, exited: make(chan struct{})}
 	go func() {
 		<-sproc.Exited()
-		// What the process wrote last is in the log before Exited closes,
-		// as with exec.Cmd's Wait; a descendant that kept the pipe open
-		// (none should outlive a sandbox's init) is not waited for long.
-		select {
-		case <-copied:
-		case <-time.After(time.Second):
-		}
-		r.Close()
+		drain()
 		close(proc.exited)
 	}()
 	p.proc = proc
@@ -53,3 +42,23 @@ type spawnedProcess struct {
 }
 
 func (s *spawnedProcess) Exited() <-chan struct{} { return s.exited }
+
+// capture copies r, the process's output, into p's log. drain, called once
+// the process has exited, waits for the end of r and closes it: what the
+// process wrote last is in the log before Exited closes, as with exec.Cmd's
+// Wait. A descendant that kept the pipe open (none should outlive a
+// sandbox's init) is not waited for long.
+func (p *Proc) capture(r *os.File) (drain func()) {
+	copied := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(p.logs, r)
+		close(copied)
+	}()
+	return func() {
+		select {
+		case <-copied:
+		case <-time.After(time.Second):
+		}
+		r.Close()
+	}
+}
