@@ -18,6 +18,7 @@ command -v crun >/dev/null 2>&1 || need_apt+=(crun)
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)  # a Debian root filesystem for image tests
 command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)                  # a cgo build of cordon-agent, as `go install` makes, is tested too
 [ -f /usr/include/stdio.h ] || need_apt+=(libc6-dev)
+command -v qemu-aarch64-static >/dev/null 2>&1 || need_apt+=(qemu-user-static)  # runs the arm64 seccomp filter's tests
 if [ "${#need_apt[@]}" -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "setup: need root to install: ${need_apt[*]}" >&2

@@ -1,7 +1,6 @@
 package sandboxinit
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"unsafe"
@@ -24,27 +23,26 @@ type Syscall struct {
 	Nr   uintptr
 }
 
-// DeniedSyscalls fail with EPERM, on every tier that can express it.
-var DeniedSyscalls = []Syscall{
+// DeniedSyscalls fail with EPERM, on every tier that can express it: the
+// calls every architecture has, then this architecture's own (archDenied).
+var DeniedSyscalls = append([]Syscall{
 	{"acct", unix.SYS_ACCT}, {"add_key", unix.SYS_ADD_KEY}, {"bpf", unix.SYS_BPF},
 	{"clock_adjtime", unix.SYS_CLOCK_ADJTIME}, {"clock_settime", unix.SYS_CLOCK_SETTIME},
-	{"create_module", unix.SYS_CREATE_MODULE}, {"delete_module", unix.SYS_DELETE_MODULE},
-	{"finit_module", unix.SYS_FINIT_MODULE}, {"get_kernel_syms", unix.SYS_GET_KERNEL_SYMS},
+	{"delete_module", unix.SYS_DELETE_MODULE}, {"finit_module", unix.SYS_FINIT_MODULE},
 	{"get_mempolicy", unix.SYS_GET_MEMPOLICY}, {"init_module", unix.SYS_INIT_MODULE},
-	{"ioperm", unix.SYS_IOPERM}, {"iopl", unix.SYS_IOPL}, {"kcmp", unix.SYS_KCMP},
-	{"kexec_file_load", unix.SYS_KEXEC_FILE_LOAD}, {"kexec_load", unix.SYS_KEXEC_LOAD},
+	{"kcmp", unix.SYS_KCMP}, {"kexec_file_load", unix.SYS_KEXEC_FILE_LOAD}, {"kexec_load", unix.SYS_KEXEC_LOAD},
 	{"keyctl", unix.SYS_KEYCTL}, {"lookup_dcookie", unix.SYS_LOOKUP_DCOOKIE}, {"mbind", unix.SYS_MBIND},
 	{"mount", unix.SYS_MOUNT}, {"move_pages", unix.SYS_MOVE_PAGES},
 	{"name_to_handle_at", unix.SYS_NAME_TO_HANDLE_AT}, {"nfsservctl", unix.SYS_NFSSERVCTL},
 	{"open_by_handle_at", unix.SYS_OPEN_BY_HANDLE_AT}, {"perf_event_open", unix.SYS_PERF_EVENT_OPEN},
 	{"pivot_root", unix.SYS_PIVOT_ROOT}, {"process_vm_readv", unix.SYS_PROCESS_VM_READV},
 	{"process_vm_writev", unix.SYS_PROCESS_VM_WRITEV}, {"ptrace", unix.SYS_PTRACE},
-	{"query_module", unix.SYS_QUERY_MODULE}, {"quotactl", unix.SYS_QUOTACTL}, {"reboot", unix.SYS_REBOOT},
+	{"quotactl", unix.SYS_QUOTACTL}, {"reboot", unix.SYS_REBOOT},
 	{"request_key", unix.SYS_REQUEST_KEY}, {"set_mempolicy", unix.SYS_SET_MEMPOLICY}, {"setns", unix.SYS_SETNS},
 	{"settimeofday", unix.SYS_SETTIMEOFDAY}, {"swapon", unix.SYS_SWAPON}, {"swapoff", unix.SYS_SWAPOFF},
-	{"sysfs", unix.SYS_SYSFS}, {"_sysctl", unix.SYS__SYSCTL}, {"umount2", unix.SYS_UMOUNT2},
-	{"unshare", unix.SYS_UNSHARE}, {"uselib", unix.SYS_USELIB}, {"userfaultfd", unix.SYS_USERFAULTFD},
-	{"ustat", unix.SYS_USTAT}, {"io_uring_setup", unix.SYS_IO_URING_SETUP},
+	{"umount2", unix.SYS_UMOUNT2},
+	{"unshare", unix.SYS_UNSHARE}, {"userfaultfd", unix.SYS_USERFAULTFD},
+	{"io_uring_setup", unix.SYS_IO_URING_SETUP},
 	{"io_uring_enter", unix.SYS_IO_URING_ENTER}, {"io_uring_register", unix.SYS_IO_URING_REGISTER},
 	{"open_tree", unix.SYS_OPEN_TREE}, {"move_mount", unix.SYS_MOVE_MOUNT}, {"fsopen", unix.SYS_FSOPEN},
 	{"fsconfig", unix.SYS_FSCONFIG}, {"fsmount", unix.SYS_FSMOUNT}, {"fspick", unix.SYS_FSPICK},
@@ -52,7 +50,7 @@ var DeniedSyscalls = []Syscall{
 	{"pidfd_getfd", unix.SYS_PIDFD_GETFD}, {"vhangup", unix.SYS_VHANGUP},
 	{"landlock_create_ruleset", unix.SYS_LANDLOCK_CREATE_RULESET}, {"fanotify_init", unix.SYS_FANOTIFY_INIT},
 	{"process_madvise", unix.SYS_PROCESS_MADVISE},
-}
+}, archDenied...)
 
 // NamespaceFlags may not be passed to clone.
 const NamespaceFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
@@ -66,8 +64,6 @@ const (
 	seccompDataNr   = 0
 	seccompDataArch = 4
 	seccompDataArgs = 16 // args[i] at 16 + 8*i; the low 32 bits come first on little-endian
-	auditArchX86_64 = 0xc000003e
-	x32SyscallBit   = 0x40000000
 )
 
 type prog struct{ ins []unix.SockFilter }
@@ -87,19 +83,23 @@ const (
 
 func errnoRet(e unix.Errno) uint32 { return unix.SECCOMP_RET_ERRNO | uint32(e) }
 
-// buildFilter assembles the filter for x86-64.
+// buildFilter assembles the filter for this architecture (auditArch).
 func buildFilter() ([]unix.SockFilter, error) {
-	if runtime.GOARCH != "amd64" {
-		return nil, errors.New("the seccomp filter is built for amd64 only")
+	if auditArch == 0 {
+		return nil, fmt.Errorf("no seccomp filter is built for %s (only amd64 and arm64)", runtime.GOARCH)
 	}
 	p := &prog{}
-	// Wrong architecture (an int 0x80 or x32 call) is killed outright.
+	// A call of another architecture (x86-64's int 0x80, arm64's 32-bit
+	// mode) is killed outright: its numbers mean other calls.
 	p.stmt(ldW, seccompDataArch)
-	p.jump(jeqK, auditArchX86_64, 1, 0)
+	p.jump(jeqK, auditArch, 1, 0)
 	p.stmt(retK, unix.SECCOMP_RET_KILL_PROCESS)
 	p.stmt(ldW, seccompDataNr)
-	p.jump(jgeK, x32SyscallBit, 0, 1)
-	p.stmt(retK, errnoRet(unix.EPERM))
+	if x32SyscallBit != 0 {
+		// x32 calls share x86-64's architecture value, numbered above this bit.
+		p.jump(jgeK, x32SyscallBit, 0, 1)
+		p.stmt(retK, errnoRet(unix.EPERM))
+	}
 
 	// Plain denials.
 	for _, sc := range DeniedSyscalls {

@@ -49,6 +49,13 @@ func evalFilter(t *testing.T, ins []unix.SockFilter, arch uint32, nr uint32, arg
 	return 0
 }
 
+// foreignArch is the architecture value of this machine's other ABI: a
+// call made in it must be killed.
+var foreignArch uint32 = map[uint32]uint32{
+	0xc000003e: 0x40000003, // x86-64: i386 (int 0x80)
+	0xc00000b7: 0x40000028, // arm64: 32-bit ARM
+}[auditArch]
+
 func TestFilterDecisions(t *testing.T) {
 	ins, err := buildFilter()
 	if err != nil {
@@ -56,38 +63,46 @@ func TestFilterDecisions(t *testing.T) {
 	}
 	allow := uint32(unix.SECCOMP_RET_ALLOW)
 	eperm := errnoRet(unix.EPERM)
-	cases := []struct {
+	type filterCase struct {
 		name string
 		arch uint32
 		nr   uint32
 		args []uint64
 		want uint32
-	}{
-		{"read", auditArchX86_64, unix.SYS_READ, nil, allow},
-		{"i386", 0x40000003, unix.SYS_READ, nil, unix.SECCOMP_RET_KILL_PROCESS},
-		{"x32", auditArchX86_64, x32SyscallBit | unix.SYS_READ, nil, eperm},
-		{"mount", auditArchX86_64, unix.SYS_MOUNT, nil, eperm},
-		{"ptrace", auditArchX86_64, unix.SYS_PTRACE, nil, eperm},
-		{"io_uring", auditArchX86_64, unix.SYS_IO_URING_SETUP, nil, eperm},
-		{"unshare", auditArchX86_64, unix.SYS_UNSHARE, []uint64{unix.CLONE_NEWUSER}, eperm},
-		{"clone3", auditArchX86_64, unix.SYS_CLONE3, nil, errnoRet(unix.ENOSYS)},
-		{"clone thread", auditArchX86_64, unix.SYS_CLONE, []uint64{unix.CLONE_VM | unix.CLONE_THREAD}, allow},
-		{"clone newuser", auditArchX86_64, unix.SYS_CLONE, []uint64{unix.CLONE_NEWUSER}, eperm},
-		{"clone newnet", auditArchX86_64, unix.SYS_CLONE, []uint64{uint64(unix.SIGCHLD) | unix.CLONE_NEWNET}, eperm},
-		{"ioctl tcgets", auditArchX86_64, unix.SYS_IOCTL, []uint64{0, unix.TCGETS}, allow},
-		{"ioctl tiocsti", auditArchX86_64, unix.SYS_IOCTL, []uint64{0, unix.TIOCSTI}, eperm},
-		{"ioctl tiocsti high bits", auditArchX86_64, unix.SYS_IOCTL, []uint64{0, 1<<32 | unix.TIOCSTI}, eperm},
-		{"ioctl tioclinux", auditArchX86_64, unix.SYS_IOCTL, []uint64{0, unix.TIOCLINUX}, eperm},
-		{"socket inet", auditArchX86_64, unix.SYS_SOCKET, []uint64{unix.AF_INET}, allow},
-		{"socket unix", auditArchX86_64, unix.SYS_SOCKET, []uint64{unix.AF_UNIX}, allow},
-		{"socket vsock", auditArchX86_64, unix.SYS_SOCKET, []uint64{unix.AF_VSOCK}, errnoRet(unix.EAFNOSUPPORT)},
-		{"socket packet", auditArchX86_64, unix.SYS_SOCKET, []uint64{unix.AF_PACKET}, errnoRet(unix.EAFNOSUPPORT)},
-		{"socket netlink route", auditArchX86_64, unix.SYS_SOCKET, []uint64{unix.AF_NETLINK, 0, unix.NETLINK_ROUTE}, allow},
-		{"socket netlink audit", auditArchX86_64, unix.SYS_SOCKET, []uint64{unix.AF_NETLINK, 0, unix.NETLINK_AUDIT}, errnoRet(unix.EAFNOSUPPORT)},
-		{"personality query", auditArchX86_64, unix.SYS_PERSONALITY, []uint64{0xffffffff}, allow},
-		{"personality linux", auditArchX86_64, unix.SYS_PERSONALITY, []uint64{0}, allow},
-		{"personality addr_no_randomize", auditArchX86_64, unix.SYS_PERSONALITY, []uint64{0x0040000}, eperm},
-		{"write", auditArchX86_64, unix.SYS_WRITE, nil, allow},
+	}
+	cases := []filterCase{
+		{"read", auditArch, unix.SYS_READ, nil, allow},
+		{"32-bit mode", foreignArch, unix.SYS_READ, nil, unix.SECCOMP_RET_KILL_PROCESS},
+		{"mount", auditArch, unix.SYS_MOUNT, nil, eperm},
+		{"ptrace", auditArch, unix.SYS_PTRACE, nil, eperm},
+		{"io_uring", auditArch, unix.SYS_IO_URING_SETUP, nil, eperm},
+		{"unshare", auditArch, unix.SYS_UNSHARE, []uint64{unix.CLONE_NEWUSER}, eperm},
+		{"clone3", auditArch, unix.SYS_CLONE3, nil, errnoRet(unix.ENOSYS)},
+		{"clone thread", auditArch, unix.SYS_CLONE, []uint64{unix.CLONE_VM | unix.CLONE_THREAD}, allow},
+		{"clone newuser", auditArch, unix.SYS_CLONE, []uint64{unix.CLONE_NEWUSER}, eperm},
+		{"clone newnet", auditArch, unix.SYS_CLONE, []uint64{uint64(unix.SIGCHLD) | unix.CLONE_NEWNET}, eperm},
+		{"ioctl tcgets", auditArch, unix.SYS_IOCTL, []uint64{0, unix.TCGETS}, allow},
+		{"ioctl tiocsti", auditArch, unix.SYS_IOCTL, []uint64{0, unix.TIOCSTI}, eperm},
+		{"ioctl tiocsti high bits", auditArch, unix.SYS_IOCTL, []uint64{0, 1<<32 | unix.TIOCSTI}, eperm},
+		{"ioctl tioclinux", auditArch, unix.SYS_IOCTL, []uint64{0, unix.TIOCLINUX}, eperm},
+		{"socket inet", auditArch, unix.SYS_SOCKET, []uint64{unix.AF_INET}, allow},
+		{"socket unix", auditArch, unix.SYS_SOCKET, []uint64{unix.AF_UNIX}, allow},
+		{"socket vsock", auditArch, unix.SYS_SOCKET, []uint64{unix.AF_VSOCK}, errnoRet(unix.EAFNOSUPPORT)},
+		{"socket packet", auditArch, unix.SYS_SOCKET, []uint64{unix.AF_PACKET}, errnoRet(unix.EAFNOSUPPORT)},
+		{"socket netlink route", auditArch, unix.SYS_SOCKET, []uint64{unix.AF_NETLINK, 0, unix.NETLINK_ROUTE}, allow},
+		{"socket netlink audit", auditArch, unix.SYS_SOCKET, []uint64{unix.AF_NETLINK, 0, unix.NETLINK_AUDIT}, errnoRet(unix.EAFNOSUPPORT)},
+		{"personality query", auditArch, unix.SYS_PERSONALITY, []uint64{0xffffffff}, allow},
+		{"personality linux", auditArch, unix.SYS_PERSONALITY, []uint64{0}, allow},
+		{"personality addr_no_randomize", auditArch, unix.SYS_PERSONALITY, []uint64{0x0040000}, eperm},
+		{"write", auditArch, unix.SYS_WRITE, nil, allow},
+	}
+	if x32SyscallBit != 0 {
+		cases = append(cases, filterCase{"x32", auditArch, x32SyscallBit | unix.SYS_READ, nil, eperm})
+	}
+	for _, sc := range DeniedSyscalls {
+		if got := evalFilter(t, ins, auditArch, uint32(sc.Nr)); got != eperm {
+			t.Errorf("%s: got %#x, want EPERM", sc.Name, got)
+		}
 	}
 	for _, c := range cases {
 		if got := evalFilter(t, ins, c.arch, c.nr, c.args...); got != c.want {

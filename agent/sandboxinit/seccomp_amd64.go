@@ -1,0 +1,18 @@
+//go:build linux
+
+package sandboxinit
+
+import "golang.org/x/sys/unix"
+
+const (
+	auditArch     = 0xc000003e // AUDIT_ARCH_X86_64
+	x32SyscallBit = 0x40000000
+)
+
+// archDenied are the denied calls only x86-64 has.
+var archDenied = []Syscall{
+	{"create_module", unix.SYS_CREATE_MODULE}, {"get_kernel_syms", unix.SYS_GET_KERNEL_SYMS},
+	{"ioperm", unix.SYS_IOPERM}, {"iopl", unix.SYS_IOPL}, {"query_module", unix.SYS_QUERY_MODULE},
+	{"sysfs", unix.SYS_SYSFS}, {"_sysctl", unix.SYS__SYSCTL}, {"uselib", unix.SYS_USELIB},
+	{"ustat", unix.SYS_USTAT},
+}
