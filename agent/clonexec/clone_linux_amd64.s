@@ -8,6 +8,9 @@
 // (see step in clonexec_linux.go) one system call after another, storing
 // each result in its step, and exits 127 at the first step whose result
 // is refused; the last step is an execve, which does not return.
+//
+// A checkSpawn step is a clone(2) too: the process it makes goes on with
+// the a6 steps at want (a Helper's), and ends with their last, an exit.
 TEXT ·cloneRun(SB),NOSPLIT,$0-56
 	MOVQ	flags+0(FP), DI
 	MOVQ	stack+8(FP), SI
@@ -42,10 +45,28 @@ child:
 	MOVQ	40(R12), R8
 	MOVQ	48(R12), R9
 	SYSCALL
-	MOVQ	AX, 72(R12) // result
 	MOVQ	56(R12), BX // check
+	CMPQ	BX, $3 // checkSpawn
+	JNE	store
+	CMPQ	AX, $0
+	JNE	store
+	MOVQ	48(R12), R13 // the new process (which stores nothing here): the helper's steps
+	MOVQ	64(R12), R12
+	JMP	child
+store:
+	MOVQ	AX, 72(R12) // result
+	CMPQ	BX, $3
+	JEQ	checkerrno
+checkexcept:
+	CMPQ	BX, $4 // checkErrnoExcept: want, one error, does not fail
+	JNE	checkerrno1
+	CMPQ	AX, 64(R12)
+	JEQ	next
+	JMP	checkerrno
+checkerrno1:
 	CMPQ	BX, $1 // checkErrno: a negative result fails
 	JNE	checkwant
+checkerrno:
 	CMPQ	AX, $0xfffffffffffff001
 	JCC	fail
 	JMP	next

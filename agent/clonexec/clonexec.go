@@ -27,3 +27,20 @@ type StepError struct {
 
 func (e *StepError) Error() string { return fmt.Sprintf("start process: %s: %v", e.Step, e.Err) }
 func (e *StepError) Unwrap() error { return e.Err }
+
+// step is one system call of the child's, as cloneRun reads it: the
+// layout is fixed by clone_linux_amd64.s.
+type step struct {
+	nr, a1, a2, a3, a4, a5, a6 uintptr
+	check, want                uintptr // how the result is judged (check*)
+	result, failed             uintptr // written by the child
+}
+
+const (
+	checkNone  = 0 // the result is not looked at
+	checkErrno = 1 // an error fails the step
+	checkWant  = 2 // any result but want fails the step
+	checkSpawn = 3 // a clone whose new process runs a Helper's steps (want, a6 of them)
+	// checkErrnoExcept: as checkErrno, but the result want (one error) passes.
+	checkErrnoExcept = 4
+)

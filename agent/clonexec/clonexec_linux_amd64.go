@@ -11,20 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// step is one system call of the child's, as cloneRun reads it: the
-// layout is fixed by clone_linux_amd64.s.
-type step struct {
-	nr, a1, a2, a3, a4, a5, a6 uintptr
-	check, want                uintptr // how the result is judged (check*)
-	result, failed             uintptr // written by the child
-}
-
-const (
-	checkNone  = 0 // the result is not looked at
-	checkErrno = 1 // an error fails the step
-	checkWant  = 2 // any result but want fails the step
-)
-
 // child is all the child reads or writes. It is on the heap, which the
 // garbage collector neither moves nor frees while Start holds it.
 type child struct {
@@ -55,6 +41,8 @@ func (c *child) add(name string, s step) {
 // Available is true: the child's steps exist for this platform.
 const Available = true
 
+const sysCloseRange, sysExitGroup = unix.SYS_CLOSE_RANGE, unix.SYS_EXIT_GROUP
+
 // namespaceFlags are the clone flags Start passes on.
 const namespaceFlags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
 	syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP
@@ -75,8 +63,9 @@ func Supported(sys *syscall.SysProcAttr) bool {
 // becomes descriptor i. nofile, when not nil, is the RLIMIT_NOFILE this
 // process started with (see OriginalNofile): the child gets it back, as
 // syscall.ForkExec gives it back, when the Go runtime's raise of the soft
-// limit is still in place.
-func Start(path string, argv, env []string, dir string, files []int, sys *syscall.SysProcAttr, nofile *unix.Rlimit) (pid, pidfd int, err error) {
+// limit is still in place. helper, when not nil, is started by the child
+// just before its exec (see Helper).
+func Start(path string, argv, env []string, dir string, files []int, sys *syscall.SysProcAttr, nofile *unix.Rlimit, helper *Helper) (pid, pidfd int, err error) {
 	pathp, err := syscall.BytePtrFromString(path)
 	if err != nil {
 		return 0, -1, err
@@ -92,7 +81,7 @@ func Start(path string, argv, env []string, dir string, files []int, sys *syscal
 	c := newChild()
 	c.keep = append(c.keep, pathp, argvp, envp)
 	return start(c, step{nr: unix.SYS_EXECVE, a1: uintptr(unsafe.Pointer(pathp)), a2: uintptr(unsafe.Pointer(&argvp[0])), a3: uintptr(unsafe.Pointer(&envp[0])), check: checkErrno},
-		dir, files, sys, nofile)
+		dir, files, sys, nofile, helper)
 }
 
 // Check makes what Start would for sys (the namespaces, the ID maps, the
@@ -100,7 +89,7 @@ func Start(path string, argv, env []string, dir string, files []int, sys *syscal
 // executing anything, and reports whether all of it worked: a probe of
 // whether this host allows such processes.
 func Check(sys *syscall.SysProcAttr) error {
-	pid, pidfd, err := start(newChild(), step{nr: unix.SYS_EXIT_GROUP}, "", nil, sys, nil)
+	pid, pidfd, err := start(newChild(), step{nr: unix.SYS_EXIT_GROUP}, "", nil, sys, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -119,9 +108,14 @@ func Check(sys *syscall.SysProcAttr) error {
 
 // start runs the child's steps, last, which is the exec (or the exit of
 // Check's child).
-func start(c *child, last step, dir string, files []int, sys *syscall.SysProcAttr, nofile *unix.Rlimit) (pid, pidfd int, err error) {
+func start(c *child, last step, dir string, files []int, sys *syscall.SysProcAttr, nofile *unix.Rlimit, helper *Helper) (pid, pidfd int, err error) {
 	if !Supported(sys) {
 		return 0, -1, errors.New("clonexec: process attributes beyond what it supports")
+	}
+	if helper != nil && (sys.Cloneflags&syscall.CLONE_NEWPID == 0 || helper.started) {
+		// In its own PID namespace the child is its helper's reaper, and
+		// the helper cannot outlive it: the namespace ends with the child.
+		return 0, -1, errors.New("clonexec: a helper needs a new PID namespace, and starts once")
 	}
 
 	// Every descriptor of the parent's that the child uses sits above the
@@ -214,6 +208,17 @@ func start(c *child, last step, dir string, files []int, sys *syscall.SysProcAtt
 	}
 	for i, fd := range sources {
 		c.add("place descriptor "+strconv.Itoa(i), step{nr: unix.SYS_DUP3, a1: uintptr(fd), a2: uintptr(i), check: checkErrno})
+	}
+	spawn := -1
+	if helper != nil {
+		// With the child's credentials and namespaces and its descriptors
+		// placed (and only those: the rest are the parent's), before the
+		// signal dispositions change: it runs with every signal blocked.
+		helper.finish(n)
+		spawn = len(c.steps)
+		c.add("start the helper", step{nr: unix.SYS_CLONE, a1: unix.CLONE_VM | uintptr(unix.SIGCHLD),
+			a2: uintptr(unsafe.Pointer(&helper.stack[len(helper.stack)-8])) &^ 15,
+			a6: uintptr(len(helper.steps)), check: checkSpawn, want: uintptr(unsafe.Pointer(&helper.steps[0]))})
 	}
 	if nofile != nil && nofile.Cur < nofile.Max-1 {
 		var cur unix.Rlimit
@@ -308,6 +313,9 @@ func start(c *child, last step, dir string, files []int, sys *syscall.SysProcAtt
 		_, _ = unix.Wait4(pid, &ws, 0, nil) // reaped here unless the caller's reaper came first
 		unix.Close(pidfd)
 		return 0, -1, failed
+	}
+	if spawn >= 0 {
+		helper.pid = int(c.steps[spawn].result)
 	}
 	return pid, pidfd, nil
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"golang.org/x/sys/unix"
@@ -105,7 +106,7 @@ func TestSameAsForkExec(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pid, pidfd, err := Start(sh, argv, env, dir, files, nsAttr(), &nofile)
+		pid, pidfd, err := Start(sh, argv, env, dir, files, nsAttr(), &nofile, nil)
 		if err == nil {
 			unix.Close(pidfd)
 		}
@@ -157,7 +158,7 @@ func TestFailures(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, pidfd, err := Start(c.path, []string{"x"}, nil, c.dir, files, c.sys, nil)
+			_, pidfd, err := Start(c.path, []string{"x"}, nil, c.dir, files, c.sys, nil, nil)
 			if err == nil {
 				unix.Close(pidfd)
 				t.Fatal("started")
@@ -188,7 +189,7 @@ func TestPidfd(t *testing.T) {
 	null, _ := os.Open(os.DevNull)
 	defer null.Close()
 	files := []int{int(null.Fd()), int(null.Fd()), int(null.Fd())}
-	pid, pidfd, err := Start("/bin/sleep", []string{"sleep", "0.2"}, nil, "", files, nsAttr(), nil)
+	pid, pidfd, err := Start("/bin/sleep", []string{"sleep", "0.2"}, nil, "", files, nsAttr(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +267,7 @@ func BenchmarkStart(b *testing.B) {
 		start func() (int, error)
 	}{
 		{"Start", func() (int, error) {
-			pid, pidfd, err := Start("/bin/true", []string{"true"}, nil, "", files, nsAttr(), &nofile)
+			pid, pidfd, err := Start("/bin/true", []string{"true"}, nil, "", files, nsAttr(), &nofile, nil)
 			if err == nil {
 				unix.Close(pidfd)
 			}
@@ -341,7 +342,7 @@ func TestNofileRestored(t *testing.T) {
 	}
 	start := func(nofile *unix.Rlimit) func(files []int) (int, error) {
 		return func(files []int) (int, error) {
-			pid, pidfd, err := Start(sh, argv, nil, "/", files, nsAttr(), nofile)
+			pid, pidfd, err := Start(sh, argv, nil, "/", files, nsAttr(), nofile, nil)
 			if err == nil {
 				unix.Close(pidfd)
 			}
@@ -379,5 +380,89 @@ func TestCheck(t *testing.T) {
 	var ws unix.WaitStatus
 	if pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil); err != unix.ECHILD {
 		t.Errorf("wait4: %d %v: a child was left", pid, err)
+	}
+}
+
+// TestHelper: the helper runs its calls in the child's namespaces beside
+// the child, tolerates the error it is told to, stops at the first other
+// failure, which Err then names, and is the child's child (pid 2 in the
+// child's PID namespace).
+func TestHelper(t *testing.T) {
+	requireUserns(t)
+	for _, c := range []struct {
+		name    string
+		failing bool
+	}{{"succeeds", false}, {"fails", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			h := NewHelper()
+			fdcwd := unix.AT_FDCWD
+			atFDCWD := uintptr(fdcwd)
+			text := func(s string) uintptr {
+				b := []byte(s)
+				h.Keep(b)
+				return uintptr(unsafe.Pointer(&b[0]))
+			}
+			root, _ := syscall.BytePtrFromString("/")
+			missing, _ := syscall.BytePtrFromString("/nonexistent-cordon-test/x")
+			h.Keep(root)
+			h.Keep(missing)
+			h.Call("say hello", unix.SYS_WRITE, 1, text("helper\n"), 7)
+			h.CallExcept("make / again", unix.EEXIST, unix.SYS_MKDIRAT, atFDCWD, uintptr(unsafe.Pointer(root)), 0o755)
+			if c.failing {
+				h.Call("make a directory under a missing one", unix.SYS_MKDIRAT, atFDCWD, uintptr(unsafe.Pointer(missing)), 0o755)
+			}
+			h.Call("say goodbye", unix.SYS_WRITE, 1, text("after\n"), 6)
+			h.Call("release the child", unix.SYS_WRITE, 4, text("\n"), 1)
+			// The child waits for the helper's line on descriptor 3, or for
+			// the end of file its exit makes: the helper dies with the child.
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pr.Close()
+			defer pw.Close()
+			out, ws := run(t, func(files []int) (int, error) {
+				files = append(files[:3], int(pr.Fd()), int(pw.Fd()))
+				pid, pidfd, err := Start("/bin/sh", []string{"sh", "-c", "exec 4>&-; read x <&3; echo child"}, nil, "/", files, nsAttr(), nil, h)
+				if err == nil {
+					unix.Close(pidfd)
+				}
+				pw.Close()
+				return pid, err
+			}, nil)
+			if !ws.Exited() || ws.ExitStatus() != 0 {
+				t.Fatalf("child: %v", ws)
+			}
+			// The output's end of file came once the helper had exited too.
+			if !strings.Contains(out, "helper\n") || !strings.Contains(out, "child\n") {
+				t.Errorf("output %q", out)
+			}
+			if h.Pid() != 2 {
+				t.Errorf("helper pid %d in the child's namespace, want 2", h.Pid())
+			}
+			err = h.Err()
+			if !c.failing {
+				if err != nil || !strings.Contains(out, "after\n") {
+					t.Errorf("err %v, output %q", err, out)
+				}
+				return
+			}
+			var se *StepError
+			if !errors.As(err, &se) || se.Step != "make a directory under a missing one" || !errors.Is(err, unix.ENOENT) {
+				t.Errorf("err %v", err)
+			}
+			if strings.Contains(out, "after") {
+				t.Errorf("the helper went on after its failure: %q", out)
+			}
+		})
+	}
+}
+
+// TestHelperRefused: a helper needs the child in a new PID namespace.
+func TestHelperRefused(t *testing.T) {
+	attr := nsAttr()
+	attr.Cloneflags &^= syscall.CLONE_NEWPID
+	if _, _, err := Start("/bin/true", []string{"true"}, nil, "/", []int{0, 1, 2}, attr, nil, NewHelper()); err == nil {
+		t.Fatal("started a helper outside a new PID namespace")
 	}
 }

@@ -163,7 +163,7 @@ func (s *spawner) serve(req []byte, files []*os.File) {
 	s.start <- func() {
 		defer close(done)
 		if s.nofile != nil && clonexec.Supported(attr) {
-			pid, pidfd, err = clonexec.Start(r.Path, r.Args, r.Env, r.Dir, ints, attr, s.nofile)
+			pid, pidfd, err = clonexec.Start(r.Path, r.Args, r.Env, r.Dir, ints, attr, s.nofile, nil)
 			return
 		}
 		attr.PidFD = &pidfd

@@ -35,7 +35,7 @@ func StartCloned(cmd *exec.Cmd, nofile *unix.Rlimit, ep client.Endpoint) (*Proc,
 	}
 	var pid, fd int
 	spawnthread.Do(func() {
-		pid, fd, err = clonexec.Start(cmd.Path, cmd.Args, cmd.Env, cmd.Dir, files, cmd.SysProcAttr, nofile)
+		pid, fd, err = clonexec.Start(cmd.Path, cmd.Args, cmd.Env, cmd.Dir, files, cmd.SysProcAttr, nofile, nil)
 	})
 	w.Close()
 	if err != nil {

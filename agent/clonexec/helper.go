@@ -1,0 +1,87 @@
+package clonexec
+
+import "syscall"
+
+// Helper is a list of system calls run by a second process, which Start's
+// child starts just before its exec, with the child's namespaces and
+// credentials and only the descriptors it placed. It runs alongside the
+// child's exec and whatever the executed program does first, so that work
+// both would otherwise do one after the other is done at once: the process
+// tier's init starts its Go runtime while its helper builds the sandbox's
+// root. The helper is the child's own child (the exec does not change
+// that; it exits with SIGCHLD and the child reaps it), and is possible only
+// in a new PID namespace, where it cannot outlive the child.
+//
+// A Helper shares this process's memory until it exits: the caller keeps
+// it, and every buffer its calls point into (Keep), reachable until then.
+// The helper stops at the first call that fails and exits 127; it exits 0
+// after the last. Err names the failed call once it has exited.
+type Helper struct {
+	steps   []step
+	names   []string
+	stack   [1024]byte // the helper runs no code that uses it; clone needs one
+	keep    []any
+	pid     int
+	started bool
+}
+
+// NewHelper returns an empty Helper on the heap. It must not be inlined,
+// for the reason given at newChild.
+//
+//go:noinline
+func NewHelper() *Helper { return new(Helper) }
+
+// Call adds a system call; any error ends the helper.
+func (h *Helper) Call(name string, nr uintptr, args ...uintptr) {
+	h.add(name, checkErrno, 0, nr, args)
+}
+
+// CallExcept adds a system call for which the error except is no failure
+// (mkdir of a directory that may exist: EEXIST).
+func (h *Helper) CallExcept(name string, except syscall.Errno, nr uintptr, args ...uintptr) {
+	h.add(name, checkErrnoExcept, -uintptr(except), nr, args)
+}
+
+func (h *Helper) add(name string, check, want, nr uintptr, args []uintptr) {
+	if len(args) > 6 {
+		panic("clonexec: a system call takes at most six arguments")
+	}
+	s := step{nr: nr, check: check, want: want}
+	for i, p := range []*uintptr{&s.a1, &s.a2, &s.a3, &s.a4, &s.a5, &s.a6}[:len(args)] {
+		*p = args[i]
+	}
+	h.steps = append(h.steps, s)
+	h.names = append(h.names, name)
+}
+
+// Keep holds v (what a call's argument points into) as long as h.
+func (h *Helper) Keep(v any) { h.keep = append(h.keep, v) }
+
+// Len is the number of calls added.
+func (h *Helper) Len() int { return len(h.steps) }
+
+// finish closes the list before Start takes it: first every descriptor
+// above the n the child placed, last the exit. (The descriptors are the
+// parent's, copied into the child at the clone; the helper's copies would
+// hold pipes open that the parent waits to see closed.)
+func (h *Helper) finish(n int) {
+	h.started = true
+	h.steps = append([]step{{nr: sysCloseRange, a1: uintptr(n), a2: ^uintptr(0) >> 32, check: checkErrno}}, h.steps...)
+	h.names = append([]string{"close the parent's descriptors"}, h.names...)
+	h.add("exit", checkNone, 0, sysExitGroup, []uintptr{0})
+}
+
+// Pid is the helper's pid in the child's PID namespace (the child waits
+// for it there), once Start has returned.
+func (h *Helper) Pid() int { return h.pid }
+
+// Err is the call that failed in the helper, or nil: read once the helper
+// has exited (its steps are written until then).
+func (h *Helper) Err() error {
+	for i := range h.steps {
+		if s := &h.steps[i]; s.failed != 0 {
+			return &StepError{Step: h.names[i], Err: syscall.Errno(-int64(s.result))}
+		}
+	}
+	return nil
+}
