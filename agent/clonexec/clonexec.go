@@ -19,13 +19,20 @@ package clonexec
 
 import "fmt"
 
-// StepError says which of the child's steps failed before its exec.
+// StepError says which of the child's steps failed before its exec, or
+// which of its helper's calls failed (Helper.Err).
 type StepError struct {
-	Step string
-	Err  error
+	Step   string
+	Err    error
+	Helper bool
 }
 
-func (e *StepError) Error() string { return fmt.Sprintf("start process: %s: %v", e.Step, e.Err) }
+func (e *StepError) Error() string {
+	if e.Helper {
+		return fmt.Sprintf("%s: %v", e.Step, e.Err)
+	}
+	return fmt.Sprintf("start process: %s: %v", e.Step, e.Err)
+}
 func (e *StepError) Unwrap() error { return e.Err }
 
 // step is one system call of the child's, as cloneRun reads it: the

@@ -214,11 +214,16 @@ func start(c *child, last step, dir string, files []int, sys *syscall.SysProcAtt
 		// With the child's credentials and namespaces and its descriptors
 		// placed (and only those: the rest are the parent's), before the
 		// signal dispositions change: it runs with every signal blocked.
-		helper.finish(n)
+		// Its calls are given to the child (setHelper) before the child
+		// reads them, after its wait for the ID maps; without maps to
+		// wait for, now.
 		spawn = len(c.steps)
 		c.add("start the helper", step{nr: unix.SYS_CLONE, a1: unix.CLONE_VM | uintptr(unix.SIGCHLD),
-			a2: uintptr(unsafe.Pointer(&helper.stack[len(helper.stack)-8])) &^ 15,
-			a6: uintptr(len(helper.steps)), check: checkSpawn, want: uintptr(unsafe.Pointer(&helper.steps[0]))})
+			a2: uintptr(unsafe.Pointer(&helper.stack[len(helper.stack)-8])) &^ 15, check: checkSpawn})
+		helper.started = true
+		if !maps {
+			c.setHelper(spawn, helper, n)
+		}
 	}
 	if nofile != nil && nofile.Cur < nofile.Max-1 {
 		var cur unix.Rlimit
@@ -283,6 +288,9 @@ func start(c *child, last step, dir string, files []int, sys *syscall.SysProcAtt
 	var mapErr error
 	if maps {
 		if mapErr = writeIDMaps(pid, sys); mapErr == nil {
+			if spawn >= 0 {
+				c.setHelper(spawn, helper, n)
+			}
 			_, mapErr = unix.Write(syncW, []byte{1})
 		}
 		// On an error the child reads an end of file instead, and exits.
@@ -314,10 +322,22 @@ func start(c *child, last step, dir string, files []int, sys *syscall.SysProcAtt
 		unix.Close(pidfd)
 		return 0, -1, failed
 	}
-	if spawn >= 0 {
+	if spawn >= 0 && c.steps[spawn].nr == unix.SYS_CLONE {
 		helper.pid = int(c.steps[spawn].result)
 	}
 	return pid, pidfd, nil
+}
+
+// setHelper completes step i, the helper's start, with the helper's calls
+// (Fill's, when it has one), the child having placed n descriptors; with
+// no calls after all, the step starts nothing.
+func (c *child) setHelper(i int, h *Helper, n int) {
+	if h.Fill != nil && !h.Fill() {
+		c.steps[i] = step{nr: unix.SYS_GETPID, check: checkNone}
+		return
+	}
+	h.finish(n)
+	c.steps[i].a6, c.steps[i].want = uintptr(len(h.steps)), uintptr(unsafe.Pointer(&h.steps[0]))
 }
 
 func cloneRun(flags, stack, ptid uintptr, prog unsafe.Pointer, n uintptr) (pid, errno uintptr)

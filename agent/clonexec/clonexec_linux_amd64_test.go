@@ -390,29 +390,39 @@ func TestCheck(t *testing.T) {
 func TestHelper(t *testing.T) {
 	requireUserns(t)
 	for _, c := range []struct {
-		name    string
-		failing bool
-	}{{"succeeds", false}, {"fails", true}} {
+		name          string
+		failing, late bool // late: the calls come from Fill, once the child exists
+		none          bool // Fill says no helper
+	}{{"succeeds", false, false, false}, {"fails", true, false, false}, {"filled", false, true, false}, {"none", false, true, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			h := NewHelper()
-			fdcwd := unix.AT_FDCWD
-			atFDCWD := uintptr(fdcwd)
-			text := func(s string) uintptr {
-				b := []byte(s)
-				h.Keep(b)
-				return uintptr(unsafe.Pointer(&b[0]))
+			plan := func() {
+				fdcwd := unix.AT_FDCWD
+				atFDCWD := uintptr(fdcwd)
+				text := func(s string) uintptr {
+					b := []byte(s)
+					h.Keep(b)
+					return uintptr(unsafe.Pointer(&b[0]))
+				}
+				root, _ := syscall.BytePtrFromString("/")
+				missing, _ := syscall.BytePtrFromString("/nonexistent-cordon-test/x")
+				h.Keep(root)
+				h.Keep(missing)
+				h.Call("say hello", unix.SYS_WRITE, 1, text("helper\n"), 7)
+				h.CallExcept("make / again", unix.EEXIST, unix.SYS_MKDIRAT, atFDCWD, uintptr(unsafe.Pointer(root)), 0o755)
+				if c.failing {
+					h.Call("make a directory under a missing one", unix.SYS_MKDIRAT, atFDCWD, uintptr(unsafe.Pointer(missing)), 0o755)
+				}
+				h.Call("say goodbye", unix.SYS_WRITE, 1, text("after\n"), 6)
+				h.Call("release the child", unix.SYS_WRITE, 4, text("\n"), 1)
 			}
-			root, _ := syscall.BytePtrFromString("/")
-			missing, _ := syscall.BytePtrFromString("/nonexistent-cordon-test/x")
-			h.Keep(root)
-			h.Keep(missing)
-			h.Call("say hello", unix.SYS_WRITE, 1, text("helper\n"), 7)
-			h.CallExcept("make / again", unix.EEXIST, unix.SYS_MKDIRAT, atFDCWD, uintptr(unsafe.Pointer(root)), 0o755)
-			if c.failing {
-				h.Call("make a directory under a missing one", unix.SYS_MKDIRAT, atFDCWD, uintptr(unsafe.Pointer(missing)), 0o755)
+			if !c.late {
+				plan()
+			} else {
+				planned := make(chan bool, 1)
+				go func() { plan(); planned <- !c.none }()
+				h.Fill = func() bool { return <-planned }
 			}
-			h.Call("say goodbye", unix.SYS_WRITE, 1, text("after\n"), 6)
-			h.Call("release the child", unix.SYS_WRITE, 4, text("\n"), 1)
 			// The child waits for the helper's line on descriptor 3, or for
 			// the end of file its exit makes: the helper dies with the child.
 			pr, pw, err := os.Pipe()
@@ -432,6 +442,12 @@ func TestHelper(t *testing.T) {
 			}, nil)
 			if !ws.Exited() || ws.ExitStatus() != 0 {
 				t.Fatalf("child: %v", ws)
+			}
+			if c.none {
+				if out != "child\n" || h.Pid() != 0 {
+					t.Errorf("no helper, yet output %q, pid %d", out, h.Pid())
+				}
+				return
 			}
 			// The output's end of file came once the helper had exited too.
 			if !strings.Contains(out, "helper\n") || !strings.Contains(out, "child\n") {

@@ -17,6 +17,12 @@ import "syscall"
 // The helper stops at the first call that fails and exits 127; it exits 0
 // after the last. Err names the failed call once it has exited.
 type Helper struct {
+	// Fill, when set, completes the calls once the child exists, before
+	// it goes on from waiting for its ID maps: a caller can plan them
+	// meanwhile, beside the clone, and Fill waits for that plan. It returns
+	// false for no helper after all (the child then starts none).
+	Fill func() bool
+
 	steps   []step
 	names   []string
 	stack   [1024]byte // the helper runs no code that uses it; clone needs one
@@ -65,14 +71,14 @@ func (h *Helper) Len() int { return len(h.steps) }
 // parent's, copied into the child at the clone; the helper's copies would
 // hold pipes open that the parent waits to see closed.)
 func (h *Helper) finish(n int) {
-	h.started = true
 	h.steps = append([]step{{nr: sysCloseRange, a1: uintptr(n), a2: ^uintptr(0) >> 32, check: checkErrno}}, h.steps...)
 	h.names = append([]string{"close the parent's descriptors"}, h.names...)
 	h.add("exit", checkNone, 0, sysExitGroup, []uintptr{0})
 }
 
 // Pid is the helper's pid in the child's PID namespace (the child waits
-// for it there), once Start has returned.
+// for it there), once Start has returned; 0 if none started (Fill said
+// no).
 func (h *Helper) Pid() int { return h.pid }
 
 // Err is the call that failed in the helper, or nil: read once the helper
@@ -80,7 +86,7 @@ func (h *Helper) Pid() int { return h.pid }
 func (h *Helper) Err() error {
 	for i := range h.steps {
 		if s := &h.steps[i]; s.failed != 0 {
-			return &StepError{Step: h.names[i], Err: syscall.Errno(-int64(s.result))}
+			return &StepError{Step: h.names[i], Err: syscall.Errno(-int64(s.result)), Helper: true}
 		}
 	}
 	return nil

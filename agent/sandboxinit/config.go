@@ -71,9 +71,22 @@ type Config struct {
 	// inside can raise): the guard against a fork bomb taking the host's
 	// pids when the sandbox has no pids limit.
 	Tasks uint64 `json:"tasks,omitempty"`
+	// RootBuilder, when set, is the pid (in the init's PID namespace) of
+	// the process building the root beside the init's start, a clonexec
+	// helper of the init's (RootHelper): the init waits for it instead of
+	// building the root itself.
+	RootBuilder int `json:"rootBuilder,omitempty"`
+	// PlacedTrees, when set, says the layout trees are the init's
+	// descriptors from TreeFD on, placed at its start (where a
+	// RootBuilder finds them), not sent with the configuration.
+	PlacedTrees int `json:"placedTrees,omitempty"`
 	// trees are the layout trees received with the configuration.
 	trees []int
 }
+
+// TreeFD is the first of the layout trees placed among the init's
+// descriptors for its root's builder (Config.RootBuilder).
+const TreeFD = ReadyFD + 1
 
 // Tmpfs is one scratch directory inside the sandbox.
 type Tmpfs struct {

@@ -124,6 +124,10 @@ func scanConfig(s *wire.Scanner, c *Config) bool {
 			return s.Bool(&c.Detached)
 		case "tasks":
 			return s.Uint64(&c.Tasks, 64)
+		case "rootBuilder":
+			return scanInt(s, &c.RootBuilder)
+		case "placedTrees":
+			return scanInt(s, &c.PlacedTrees)
 		}
 		return false
 	})

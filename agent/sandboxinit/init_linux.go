@@ -78,7 +78,18 @@ func run(cfg *Config) error {
 	if cfg.Landlock == "require" && abi < 1 {
 		return fmt.Errorf("landlock required but this kernel does not provide it")
 	}
-	if err := buildRoot(cfg); err != nil {
+	if cfg.PlacedTrees < 0 || cfg.PlacedTrees > MaxTrees || cfg.PlacedTrees > 0 && len(cfg.trees) > 0 {
+		return fmt.Errorf("layout trees: %d placed, %d sent", cfg.PlacedTrees, len(cfg.trees))
+	}
+	for i := range cfg.PlacedTrees {
+		cfg.trees = append(cfg.trees, TreeFD+i)
+	}
+	if cfg.RootBuilder > 0 {
+		err = awaitRootBuilder(cfg)
+	} else {
+		err = buildRoot(cfg)
+	}
+	if err != nil {
 		return err
 	}
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
@@ -185,6 +196,33 @@ func run(cfg *Config) error {
 	}
 	argv := []string{"cordon-agent"}
 	return fmt.Errorf("exec agent: %w", execveat(self, argv, env))
+}
+
+// awaitRootBuilder waits for the helper building the root (see
+// Config.RootBuilder), then closes this process's copies of the layout
+// trees it attached.
+func awaitRootBuilder(cfg *Config) error {
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(cfg.RootBuilder, &ws, 0, nil)
+		if err == nil {
+			break
+		}
+		if err != unix.EINTR {
+			return fmt.Errorf("waiting for the root's builder: %w", err)
+		}
+	}
+	for _, fd := range cfg.trees {
+		unix.Close(fd)
+	}
+	switch {
+	case ws.Exited() && ws.ExitStatus() == 0:
+		return nil
+	case ws.Exited():
+		return fmt.Errorf("the root's builder failed (exit status %d): the host names the step", ws.ExitStatus())
+	default:
+		return fmt.Errorf("the root's builder ended by %v", ws.Signal())
+	}
 }
 
 // passOn keeps fd open across the agent's exec and names it to the agent

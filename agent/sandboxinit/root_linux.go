@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
+	"unsafe"
 
+	"github.com/cordon-sandbox/cordon/agent/clonexec"
 	"golang.org/x/sys/unix"
 )
 
@@ -51,65 +55,136 @@ func mount(src, dst, fstype string, flags uintptr, data string) error {
 	return nil
 }
 
-// mountScratch makes the writable directories of cfg.Tmpfs as directories
-// of one tmpfs, each bound at its path, so that together (not each) they
-// hold at most cfg.ScratchBytes (0: the kernel's default, half the host's
-// memory). The tmpfs itself is mounted on cfg.ScratchMount, outside the
-// root, and leaves with the host's tree.
-func mountScratch(st string, cfg *Config) error {
-	if len(cfg.Tmpfs) == 0 {
-		return nil
-	}
-	pool := cfg.ScratchMount
-	if pool == "" {
-		return fmt.Errorf("scratch directories and no scratchMount to hold them")
-	}
-	data := "mode=0700"
-	if cfg.ScratchBytes > 0 {
-		data += fmt.Sprintf(",size=%d", cfg.ScratchBytes)
-	}
-	if err := mount("tmpfs", pool, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
-		return err
-	}
-	for i, t := range cfg.Tmpfs {
-		src, dst := filepath.Join(pool, strconv.Itoa(i)), filepath.Join(st, t.Path)
-		if err := os.Mkdir(src, 0); err != nil {
-			return err
-		}
-		// Mkdir's mode passes the umask and drops the sticky bit.
-		if err := unix.Chmod(src, t.Mode); err != nil {
-			return err
-		}
-		if t.Owned {
-			if err := unix.Chown(src, cfg.UID, cfg.GID); err != nil {
-				return err
-			}
-		}
-		// A bind mount has the flags of the mount it comes from: nosuid,
-		// nodev, and exec allowed.
-		if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-			return err
-		}
-	}
-	return nil
+// The root is built from a plan: the system calls buildRoot would make,
+// decided before any is made (planRoot). The init makes them itself
+// (buildRoot), or a clonexec helper makes them beside the init's own start
+// (RootHelper): the same calls, either way.
+
+// rootCall is one system call of a root's plan.
+type rootCall struct {
+	name   string
+	nr     uintptr
+	args   []uintptr
+	except unix.Errno   // an error that is no failure (EEXIST for a mount point)
+	goOnly func() error // a step no helper can make (a file written with content)
 }
 
-// buildRoot assembles the sandbox's root on cfg.Stage. What is read-only
-// (the root's own tmpfs, the system directories, their masks and the file
+// rootPlan is planRoot's work: the calls, and what it knows of the root
+// they make.
+type rootPlan struct {
+	cfg   *Config
+	calls []rootCall
+	keep  []any           // what the calls' arguments point into
+	made  map[string]bool // directories the plan makes on the root's own tmpfs (root paths)
+	// fromRoot: top-level names the root takes from cfg.RootFS (bound
+	// trees and files, symlinks). Below them the root shows RootFS.
+	fromRoot map[string]bool
+}
+
+func (p *rootPlan) str(s string) uintptr {
+	b, err := unix.BytePtrFromString(s)
+	if err != nil {
+		panic(err) // planRoot checks every path for NUL first
+	}
+	p.keep = append(p.keep, b)
+	return uintptr(unsafe.Pointer(b))
+}
+
+func (p *rootPlan) call(name string, nr uintptr, args ...uintptr) {
+	p.calls = append(p.calls, rootCall{name: name, nr: nr, args: args})
+}
+
+var atFDCWD = func() uintptr { fd := unix.AT_FDCWD; return uintptr(fd) }()
+
+func (p *rootPlan) mount(src, dst, fstype string, flags uintptr, data string) {
+	var d uintptr // NULL, not "", for no data: some file systems refuse ""
+	if data != "" {
+		d = p.str(data)
+	}
+	p.call(fmt.Sprintf("mount %s on %s (%s)", src, dst, fstype), unix.SYS_MOUNT, p.str(src), p.str(dst), p.str(fstype), flags, d)
+}
+
+// mkdir makes directory dst; with mayExist, an existing one will do.
+func (p *rootPlan) mkdir(dst string, mode uint32, mayExist bool) {
+	c := rootCall{name: "mkdir " + dst, nr: unix.SYS_MKDIRAT, args: []uintptr{atFDCWD, p.str(dst), uintptr(mode)}}
+	if mayExist {
+		c.except = unix.EEXIST
+	}
+	p.calls = append(p.calls, c)
+}
+
+// file makes an empty regular file (a mount point for a file).
+func (p *rootPlan) file(dst string, mode uint32) {
+	p.call("create "+dst, unix.SYS_MKNODAT, atFDCWD, p.str(dst), uintptr(unix.S_IFREG|mode), 0)
+}
+
+func (p *rootPlan) setattr(dst string, set uint64) {
+	attr := &unix.MountAttr{Attr_set: set}
+	p.keep = append(p.keep, attr)
+	p.call("mount_setattr "+dst, unix.SYS_MOUNT_SETATTR, atFDCWD, p.str(dst), unix.AT_RECURSIVE, uintptr(unsafe.Pointer(attr)), unsafe.Sizeof(*attr))
+}
+
+// lstat is what an lstat of root path q will find once the calls planned
+// so far are made: RootFS's file below what the root takes from it, a
+// directory the plan made, or nothing. (Before the root is entered, a
+// symlink in RootFS with an absolute target resolves on the host, for the
+// root's builder as for this.)
+func (p *rootPlan) lstat(q string) (os.FileInfo, bool) {
+	if p.made[q] {
+		return dirInfo{}, true
+	}
+	first, _, _ := strings.Cut(strings.TrimPrefix(q, "/"), "/")
+	if !p.fromRoot[first] {
+		return nil, false
+	}
+	fi, err := os.Lstat(filepath.Join(p.cfg.RootFS, q))
+	return fi, err == nil
+}
+
+// dirInfo is lstat's answer for a directory the plan makes.
+type dirInfo struct{ os.FileInfo }
+
+func (dirInfo) IsDir() bool       { return true }
+func (dirInfo) Mode() os.FileMode { return os.ModeDir | 0o755 }
+
+// mkdirs makes mount point q (a root path; a directory, mode 0755) and the
+// parents it lacks, as os.MkdirAll would on the stage. What exists already
+// will do; something other than a directory there is left for the mount on
+// it to refuse.
+func (p *rootPlan) mkdirs(q string) {
+	q = filepath.Clean(q)
+	var prefix string
+	for i, c := range strings.Split(strings.TrimPrefix(q, "/"), "/") {
+		prefix += "/" + c
+		if p.made[prefix] || (i == 0 && p.fromRoot[c]) {
+			continue
+		}
+		p.mkdir(filepath.Join(p.cfg.Stage, prefix), 0o755, true)
+		if i == 0 || p.made[filepath.Dir(prefix)] {
+			p.made[prefix] = true // on the root's own tmpfs
+		}
+	}
+}
+
+// planRoot plans the sandbox's root on cfg.Stage. What is read-only (the
+// root's own tmpfs, the system directories, their masks and the file
 // binds) is mounted first and made read-only in one recursive pass; then
 // come the mounts with flags of their own (/proc, /dev, scratch and the
-// directory binds), on mount points made before that pass.
-func buildRoot(cfg *Config) error {
-	if err := mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return err
+// directory binds), on mount points made before that pass. trees gives
+// the descriptor of layout tree i (1-based).
+func planRoot(cfg *Config, trees func(i int) (int, error)) (*rootPlan, error) {
+	for _, s := range cfg.paths() {
+		if strings.IndexByte(s, 0) >= 0 {
+			return nil, fmt.Errorf("a path of the configuration holds a NUL byte: %q", s)
+		}
 	}
+	p := &rootPlan{cfg: cfg, made: map[string]bool{}, fromRoot: map[string]bool{}}
+	p.mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
 	st := cfg.Stage
-	if err := mount("tmpfs", st, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m"); err != nil {
-		return err
-	}
+	p.mount("tmpfs", st, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m")
 	ents, err := os.ReadDir(cfg.RootFS)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, e := range ents {
 		name := e.Name()
@@ -124,73 +199,53 @@ func buildRoot(cfg *Config) error {
 		case e.Type()&os.ModeSymlink != 0:
 			to, err := os.Readlink(src)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			if err := os.Symlink(to, dst); err != nil {
-				return err
-			}
+			p.call("symlink "+dst, unix.SYS_SYMLINKAT, p.str(to), atFDCWD, p.str(dst))
 		case e.IsDir():
-			if err := bindTree(src, dst, true); err != nil {
-				return err
-			}
+			p.mkdir(dst, 0o755, true)
+			p.mount(src, dst, "", unix.MS_BIND|unix.MS_REC, "")
 		case e.Type().IsRegular():
-			if err := bindTree(src, dst, false); err != nil {
-				return err
-			}
+			p.file(dst, 0o644)
+			p.mount(src, dst, "", unix.MS_BIND|unix.MS_REC, "")
+		default:
+			continue
 		}
+		p.fromRoot[name] = true
 	}
 	for _, d := range EmptyDirs {
-		if err := mkdirs(filepath.Join(st, d)); err != nil {
-			return err
-		}
+		p.mkdirs("/" + d)
 	}
 	// Mount points on the root's tmpfs, while it can still be written.
 	for _, t := range cfg.Tmpfs {
-		if err := mkdirs(filepath.Join(st, t.Path)); err != nil {
-			return fmt.Errorf("mountpoint %s: %w", t.Path, err)
-		}
+		p.mkdirs(t.Path)
 	}
 	for _, b := range cfg.Binds {
-		if b.File {
-			continue
-		}
-		if err := mkdirs(filepath.Join(st, b.Target)); err != nil {
-			return fmt.Errorf("mountpoint %s: %w", b.Target, err)
+		if !b.File {
+			p.mkdirs(b.Target)
 		}
 	}
-	m := masker{readOnlyLater: true}
+	m := masker{plan: p, readOnlyLater: true}
 	if cfg.HostRoot {
-		for _, p := range MaskedPaths {
-			if err := m.mask(filepath.Join(st, p)); err != nil {
-				return err
-			}
+		for _, q := range MaskedPaths {
+			m.mask(filepath.Join(st, q), p.lstat)
 		}
 	}
 	for _, b := range cfg.Binds {
 		if !b.File {
 			continue
 		}
-		dst := filepath.Join(st, b.Target)
-		if fi, err := os.Lstat(dst); err != nil || !fi.Mode().IsRegular() {
+		if fi, ok := p.lstat(b.Target); !ok || !fi.Mode().IsRegular() {
 			continue
 		}
-		if err := bindFile(st, b, dst); err != nil {
-			return err
-		}
+		p.bindFile(b, filepath.Join(st, b.Target))
 	}
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
-	if err := unix.MountSetattr(-1, st, unix.AT_RECURSIVE, &attr); err != nil {
-		return fmt.Errorf("mount_setattr %s: %w", st, err)
-	}
+	p.setattr(st, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 	m.readOnlyLater = false
-	if err := mountProc(filepath.Join(st, "proc"), &m); err != nil {
-		return err
-	}
-	if err := mountDev(filepath.Join(st, "dev")); err != nil {
-		return err
-	}
-	if err := mountScratch(st, cfg); err != nil {
-		return err
+	p.proc(filepath.Join(st, "proc"), &m)
+	p.dev(filepath.Join(st, "dev"))
+	if err := p.scratch(); err != nil {
+		return nil, err
 	}
 	for _, b := range cfg.Binds {
 		if b.File {
@@ -198,57 +253,87 @@ func buildRoot(cfg *Config) error {
 		}
 		dst := filepath.Join(st, b.Target)
 		if b.Tree > 0 {
-			if b.Tree > len(cfg.trees) {
-				return fmt.Errorf("attach %s: layout tree %d was not sent", b.Target, b.Tree)
+			fd, err := trees(b.Tree)
+			if err != nil {
+				return nil, fmt.Errorf("attach %s: %w", b.Target, err)
 			}
-			fd := cfg.trees[b.Tree-1]
-			if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-				return fmt.Errorf("attach %s: %w", b.Target, err)
-			}
-			unix.Close(fd)
+			p.call("attach "+b.Target, unix.SYS_MOVE_MOUNT, uintptr(fd), p.str(""), atFDCWD, p.str(dst), unix.MOVE_MOUNT_F_EMPTY_PATH)
+			p.call("close the tree of "+b.Target, unix.SYS_CLOSE, uintptr(fd))
 			continue
 		}
-		if err := mount(b.Source, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return err
-		}
-		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+		p.mount(b.Source, dst, "", unix.MS_BIND|unix.MS_REC, "")
+		set := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
 		if b.ReadOnly {
-			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+			set |= unix.MOUNT_ATTR_RDONLY
 		}
-		if err := unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, &attr); err != nil {
-			return fmt.Errorf("mount_setattr %s: %w", dst, err)
+		p.setattr(dst, set)
+	}
+	return p, nil
+}
+
+// paths are the configuration's strings that become system call arguments.
+func (c *Config) paths() []string {
+	out := []string{c.Stage, c.RootFS, c.ScratchMount}
+	for _, t := range c.Tmpfs {
+		out = append(out, t.Path)
+	}
+	for _, b := range c.Binds {
+		out = append(out, b.Source, b.Target)
+	}
+	return out
+}
+
+// buildRoot builds the root in this process (the init's own start being
+// over), as planRoot plans it.
+func buildRoot(cfg *Config) error {
+	p, err := planRoot(cfg, func(i int) (int, error) {
+		if i > len(cfg.trees) {
+			return -1, fmt.Errorf("layout tree %d was not sent", i)
+		}
+		return cfg.trees[i-1], nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range p.calls {
+		if c.goOnly != nil {
+			if err := c.goOnly(); err != nil {
+				return err
+			}
+			continue
+		}
+		var a [6]uintptr
+		copy(a[:], c.args)
+		if _, _, e := unix.Syscall6(c.nr, a[0], a[1], a[2], a[3], a[4], a[5]); e != 0 && e != c.except {
+			return fmt.Errorf("%s: %w", c.name, e)
 		}
 	}
+	runtime.KeepAlive(p.keep)
 	return nil
 }
 
-// mkdirs makes mount point p (a directory, mode 0755) and any parents it
-// lacks. Unlike os.MkdirAll it tries the directory first: on a fresh root
-// most mount points are one level down, and each then costs one system
-// call, not three. Something other than a directory already at p is left
-// for the mount on it to refuse.
-func mkdirs(p string) error {
-	switch err := unix.Mkdir(p, 0o755); err {
-	case nil, unix.EEXIST:
-		return nil
-	case unix.ENOENT:
-		return os.MkdirAll(p, 0o755)
-	default:
-		return &os.PathError{Op: "mkdir", Path: p, Err: err}
-	}
-}
-
-// bindTree binds src (a whole tree) at dst; buildRoot's read-only pass
-// then makes it read-only throughout, with no setuid and no devices.
-func bindTree(src, dst string, dir bool) error {
-	if dir {
-		if err := os.Mkdir(dst, 0o755); err != nil && !os.IsExist(err) {
-			return err
-		}
-	} else if err := os.WriteFile(dst, nil, 0o644); err != nil {
+// RootHelper adds to h the calls that build the root cfg describes: the
+// init then waits for the helper (Config.RootBuilder) instead of building
+// it. The helper finds layout tree i at descriptor treeFD(i). It refuses a
+// plan a helper cannot make (a file given by its content, which the init
+// writes); h may then hold some of the calls, and must not be started.
+func RootHelper(h *clonexec.Helper, cfg *Config, treeFD func(i int) int) error {
+	p, err := planRoot(cfg, func(i int) (int, error) { return treeFD(i), nil })
+	if err != nil {
 		return err
 	}
-	return mount(src, dst, "", unix.MS_BIND|unix.MS_REC, "")
+	for _, c := range p.calls {
+		if c.goOnly != nil {
+			return fmt.Errorf("%s: only the init can make it", c.name)
+		}
+		if c.except != 0 {
+			h.CallExcept(c.name, c.except, c.nr, c.args...)
+		} else {
+			h.Call(c.name, c.nr, c.args...)
+		}
+	}
+	h.Keep(p.keep)
+	return nil
 }
 
 // masker covers paths with nothing: a file with /dev/null, a directory
@@ -257,67 +342,118 @@ func bindTree(src, dst string, dir bool) error {
 // its flags (a bind mount has the flags of the mount it comes from): one
 // mount call each, and no source of its own to unmount afterwards.
 type masker struct {
+	plan      *rootPlan
 	file, dir string // the first masked file and directory
 	// readOnlyLater: a read-only pass over the masks is still to come, so
 	// the first file needs no read-only remount of its own.
 	readOnlyLater bool
 }
 
-// mask covers p. A path that does not exist needs no mask. A symlink is
-// left alone: it resolves inside the sandbox's own tree.
-func (m *masker) mask(p string) error {
-	st, err := os.Lstat(p)
-	if err != nil || st.Mode()&os.ModeSymlink != 0 {
-		return nil
+// mask covers stage path q, whose root path lstat looks up. A path that
+// does not exist needs no mask. A symlink is left alone: it resolves
+// inside the sandbox's own tree.
+func (m *masker) mask(q string, lstat func(string) (os.FileInfo, bool)) {
+	fi, ok := lstat(strings.TrimPrefix(q, m.plan.cfg.Stage))
+	if !ok || fi.Mode()&os.ModeSymlink != 0 {
+		return
 	}
-	if st.IsDir() {
+	p := m.plan
+	if fi.IsDir() {
 		if m.dir != "" {
-			return mount(m.dir, p, "", unix.MS_BIND, "")
+			p.mount(m.dir, q, "", unix.MS_BIND, "")
+			return
 		}
-		if err := mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555"); err != nil {
-			return err
-		}
-		m.dir = p
-		return nil
+		p.mount("tmpfs", q, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555")
+		m.dir = q
+		return
 	}
 	if m.file != "" {
-		return mount(m.file, p, "", unix.MS_BIND, "")
+		p.mount(m.file, q, "", unix.MS_BIND, "")
+		return
 	}
-	if err := mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
-		return err
-	}
+	p.mount("/dev/null", q, "", unix.MS_BIND, "")
 	if !m.readOnlyLater {
-		if err := mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
-			return err
-		}
+		p.mount("", q, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, "")
 	}
-	m.file = p
-	return nil
+	m.file = q
 }
 
-func mountProc(p string, m *masker) error {
-	if err := mount("proc", p, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return err
+// proc mounts the sandbox's /proc at q (a process of the sandbox's PID
+// namespace makes it) with ProcMasked masked and ProcReadOnly read-only.
+// Which entries exist is the kernel's, the same in this /proc as in that.
+func (p *rootPlan) proc(q string, m *masker) {
+	p.mount("proc", q, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	hostProc := func(path string) (os.FileInfo, bool) {
+		fi, err := os.Lstat(filepath.Join("/proc", strings.TrimPrefix(path, "/proc")))
+		return fi, err == nil
 	}
 	for _, name := range ProcMasked {
-		if err := m.mask(filepath.Join(p, name)); err != nil {
-			return err
-		}
+		m.mask(filepath.Join(q, name), hostProc)
 	}
 	for _, name := range ProcReadOnly {
-		q := filepath.Join(p, name)
-		if _, err := os.Stat(q); err != nil {
+		if _, err := os.Stat(filepath.Join("/proc", name)); err != nil {
 			continue
 		}
 		if name == "sys" {
 			continue // after the user-namespace limit is written; see readOnlyProcSys
 		}
-		if err := mount(q, q, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return err
+		e := filepath.Join(q, name)
+		p.mount(e, e, "", unix.MS_BIND|unix.MS_REC, "")
+		p.mount("", e, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	}
+}
+
+// dev makes a minimal /dev at q: the host's harmless devices bound (a user
+// namespace cannot mknod them), a private devpts, a tmpfs for shm.
+func (p *rootPlan) dev(q string) {
+	p.mount("tmpfs", q, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k")
+	for _, d := range Devices {
+		dst := filepath.Join(q, d)
+		p.file(dst, 0o666)
+		p.mount("/dev/"+d, dst, "", unix.MS_BIND, "")
+	}
+	pts := filepath.Join(q, "pts")
+	p.mkdir(pts, 0o755, false)
+	p.mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+	shm := filepath.Join(q, "shm")
+	p.mkdir(shm, 0o777, false) // the tmpfs's mode=1777 is what shows
+	p.mount("shm", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m")
+	for _, link := range [][2]string{{"ptmx", "pts/ptmx"}, {"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"}} {
+		dst := filepath.Join(q, link[0])
+		p.call("symlink "+dst, unix.SYS_SYMLINKAT, p.str(link[1]), atFDCWD, p.str(dst))
+	}
+}
+
+// scratch makes the writable directories of cfg.Tmpfs as directories of
+// one tmpfs, each bound at its path, so that together (not each) they hold
+// at most cfg.ScratchBytes (0: the kernel's default, half the host's
+// memory). The tmpfs itself is mounted on cfg.ScratchMount, outside the
+// root, and leaves with the host's tree.
+func (p *rootPlan) scratch() error {
+	cfg := p.cfg
+	if len(cfg.Tmpfs) == 0 {
+		return nil
+	}
+	pool := cfg.ScratchMount
+	if pool == "" {
+		return fmt.Errorf("scratch directories and no scratchMount to hold them")
+	}
+	data := "mode=0700"
+	if cfg.ScratchBytes > 0 {
+		data += fmt.Sprintf(",size=%d", cfg.ScratchBytes)
+	}
+	p.mount("tmpfs", pool, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data)
+	for i, t := range cfg.Tmpfs {
+		src, dst := filepath.Join(pool, strconv.Itoa(i)), filepath.Join(cfg.Stage, t.Path)
+		p.mkdir(src, 0, false)
+		// mkdir's mode passes the umask and drops the sticky bit.
+		p.call("chmod "+src, unix.SYS_FCHMODAT, atFDCWD, p.str(src), uintptr(t.Mode), 0)
+		if t.Owned {
+			p.call("chown "+src, unix.SYS_FCHOWNAT, atFDCWD, p.str(src), uintptr(cfg.UID), uintptr(cfg.GID), 0)
 		}
-		if err := mount("", q, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-			return err
-		}
+		// A bind mount has the flags of the mount it comes from: nosuid,
+		// nodev, and exec allowed.
+		p.mount(src, dst, "", unix.MS_BIND, "")
 	}
 	return nil
 }
@@ -327,41 +463,6 @@ func readOnlyProcSys() error {
 		return err
 	}
 	return mount("", "/proc/sys", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
-}
-
-func mountDev(p string) error {
-	if err := mount("tmpfs", p, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
-		return err
-	}
-	for _, d := range Devices {
-		dst := filepath.Join(p, d)
-		if err := os.WriteFile(dst, nil, 0o666); err != nil {
-			return err
-		}
-		if err := mount("/dev/"+d, dst, "", unix.MS_BIND, ""); err != nil {
-			return err
-		}
-	}
-	pts := filepath.Join(p, "pts")
-	if err := os.Mkdir(pts, 0o755); err != nil {
-		return err
-	}
-	if err := mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
-		return err
-	}
-	shm := filepath.Join(p, "shm")
-	if err := os.Mkdir(shm, 0o1777); err != nil {
-		return err
-	}
-	if err := mount("shm", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m"); err != nil {
-		return err
-	}
-	for link, to := range map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
-		if err := os.Symlink(to, filepath.Join(p, link)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // enterRoot makes stage the root: pivot_root onto itself, then detach the
@@ -380,17 +481,22 @@ func enterRoot(stage string) error {
 	return unix.Chdir("/")
 }
 
-// bindFile binds b's file over dst (buildRoot's read-only pass makes it
+// bindFile binds b's file over dst (the read-only pass makes it
 // read-only). A file given by its content is written on the stage's tmpfs,
-// bound, and unlinked: the mount keeps it, and nothing else names it.
-func bindFile(stage string, b Bind, dst string) error {
-	src := b.Source
-	if src == "" {
+// bound, and unlinked: the mount keeps it, and nothing else names it. Only
+// the init writes it (goOnly).
+func (p *rootPlan) bindFile(b Bind, dst string) {
+	if b.Source != "" {
+		p.mount(b.Source, dst, "", unix.MS_BIND, "")
+		return
+	}
+	stage := p.cfg.Stage
+	p.calls = append(p.calls, rootCall{name: "file " + b.Target, goOnly: func() error {
 		f, err := os.CreateTemp(stage, ".file-")
 		if err != nil {
 			return err
 		}
-		src = f.Name()
+		src := f.Name()
 		defer os.Remove(src)
 		_, err = f.WriteString(b.Content)
 		if cerr := f.Close(); err == nil {
@@ -402,6 +508,6 @@ func bindFile(stage string, b Bind, dst string) error {
 		if err != nil {
 			return fmt.Errorf("file %s: %w", b.Target, err)
 		}
-	}
-	return mount(src, dst, "", unix.MS_BIND, "")
+		return mount(src, dst, "", unix.MS_BIND, "")
+	}})
 }

@@ -19,7 +19,7 @@ import (
 // permanent spawning thread, its output captured as Start does. nofile is
 // this process's original RLIMIT_NOFILE (clonexec.OriginalNofile). Its exit
 // is watched through its pidfd, with no thread waiting.
-func StartCloned(cmd *exec.Cmd, nofile *unix.Rlimit, ep client.Endpoint) (*Proc, error) {
+func StartCloned(cmd *exec.Cmd, nofile *unix.Rlimit, ep client.Endpoint, helper *clonexec.Helper) (*Proc, error) {
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, err
@@ -35,7 +35,7 @@ func StartCloned(cmd *exec.Cmd, nofile *unix.Rlimit, ep client.Endpoint) (*Proc,
 	}
 	var pid, fd int
 	spawnthread.Do(func() {
-		pid, fd, err = clonexec.Start(cmd.Path, cmd.Args, cmd.Env, cmd.Dir, files, cmd.SysProcAttr, nofile, nil)
+		pid, fd, err = clonexec.Start(cmd.Path, cmd.Args, cmd.Env, cmd.Dir, files, cmd.SysProcAttr, nofile, helper)
 	})
 	w.Close()
 	if err != nil {
