@@ -4,3 +4,7 @@ package process
 // architectures, or tracing not allowed): through the spawner or by a fork,
 // so that those paths are tested here too.
 func NoClone(b *Backend) { b.noClone = true }
+
+// HelperRoots is how many of b's sandboxes had their root built by a
+// helper while their init started.
+func HelperRoots(b *Backend) int64 { return b.helperRoots.Load() }

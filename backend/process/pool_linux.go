@@ -52,7 +52,7 @@ func (b *Backend) fill(agent string) {
 		go func() {
 			defer b.fills.Done()
 			attr, _ := b.sysProcAttr()
-			s, err := b.newSlot(agent, attr)
+			s, err := b.newSlot(agent, attr, nil)
 			b.poolMu.Lock()
 			defer b.poolMu.Unlock()
 			b.filling--

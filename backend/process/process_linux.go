@@ -65,6 +65,9 @@ type Backend struct {
 	heavy    atomic.Bool  // this process outgrew SpawnerRSS
 	inits    atomic.Int64 // inits started, not counting those useSpawner sent to the spawner
 	noClone  bool         // tests: start inits as where clonexec is unavailable
+	// helperRoots counts the sandboxes whose root a helper built beside
+	// their init's start (tests ask: the fallback must not hide its loss).
+	helperRoots atomic.Int64
 }
 
 // originalNofile is this process's original RLIMIT_NOFILE, which inits
@@ -265,26 +268,28 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		return nil, err
 	}
 	// A started init waiting for its configuration is most of a sandbox's
-	// start-up: take one from the pool if it has one.
-	sl := b.takeSlot(agent)
-	if sl == nil {
-		attr, _ := b.sysProcAttr()
-		if sl, err = b.newSlot(agent, attr); err != nil {
-			return nil, err
-		}
-	}
-	// The layout trees are mapped for this init's ids, and sent with its
-	// configuration.
-	trees, err := IdmappedTrees(agent, layout, sl.uidBase+uid, sl.gidBase+gid)
-	if err != nil {
-		sl.discard()
-		return nil, err
-	}
+	// start-up: take one from the pool if it has one. The layout trees
+	// are mapped for the init's ids, and sent with its configuration (or,
+	// to an init started here for this spec, given at its start).
+	var trees []*os.File
 	defer func() {
 		for _, f := range trees {
 			f.Close()
 		}
 	}()
+	sl := b.takeSlot(agent)
+	if sl == nil {
+		attr, _ := b.sysProcAttr()
+		if trees, err = IdmappedTrees(agent, layout, attr.UidMappings[0].HostID+uid, attr.GidMappings[0].HostID+gid); err != nil {
+			return nil, err
+		}
+		if sl, err = b.newSlot(agent, attr, &forSpec{l: l, layout: layout, trees: trees, uid: uid, gid: gid}); err != nil {
+			return nil, err
+		}
+	} else if trees, err = IdmappedTrees(agent, layout, sl.uidBase+uid, sl.gidBase+gid); err != nil {
+		sl.discard()
+		return nil, err
+	}
 	inst, err := b.configure(sl, l, layout, trees, uid, gid)
 	if err != nil {
 		sl.discard()
@@ -303,6 +308,22 @@ type slot struct {
 	proc                 *agentproc.Proc
 	cfgW                 *os.File
 	ready                *readiness
+	// built, for an init started for a known spec, is its configuration,
+	// already planned into root, the helper building its root beside the
+	// init's start (sandboxinit.RootHelper). The helper shares this
+	// process's memory: it is kept as long as the init may run.
+	built  *sandboxinit.Config
+	root   *clonexec.Helper
+	placed int // layout trees given to the init at its start
+}
+
+// forSpec is what newSlot needs to start an init for one spec: the
+// sandbox's root can then be built while the init starts.
+type forSpec struct {
+	l        sandbox.Launch
+	layout   []LayoutMount
+	trees    []*os.File
+	uid, gid int
 }
 
 // readiness is the agent's readiness pipe as the host reads it.
@@ -312,8 +333,10 @@ type readiness struct {
 }
 
 // newSlot makes a sandbox's host directory and egress socket and starts its
-// init, which waits on its configuration socket.
-func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr) (*slot, error) {
+// init, which waits on its configuration socket. With spec (a create's
+// own init, not a pool's), and where clonexec starts the init, the root is
+// planned now and built by a helper while the init starts.
+func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, spec *forSpec) (*slot, error) {
 	if err := os.MkdirAll(b.cfg.StateDir, 0o711); err != nil {
 		return nil, err
 	}
@@ -362,7 +385,33 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr) (*slot, error
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{cfgR, readyW}
 	cmd.SysProcAttr = attr
-	sl.proc, err = b.startInit(agent, cmd, client.Endpoint{Network: "unix", Address: filepath.Join(sl.sock, "agent.sock")})
+	if spec != nil && b.clones(attr) {
+		// The trees follow ReadyFD, from sandboxinit.TreeFD on.
+		cmd.ExtraFiles = append(cmd.ExtraFiles, spec.trees...)
+		sl.placed = len(spec.trees)
+		// The root is planned here while the clone makes the init, and
+		// built by its helper while the init starts. A plan that fails (or
+		// that only the init can make) leaves it to the init, which then
+		// says why if it cannot either.
+		sl.root = clonexec.NewHelper()
+		planned := make(chan *sandboxinit.Config, 1)
+		go func() {
+			cfg, err := b.initConfig(sl, spec.l, spec.layout, spec.uid, spec.gid)
+			if err == nil {
+				err = sandboxinit.RootHelper(sl.root, &cfg, func(i int) int { return sandboxinit.TreeFD + i - 1 })
+			}
+			if err != nil {
+				planned <- nil
+				return
+			}
+			planned <- &cfg
+		}()
+		sl.root.Fill = func() bool {
+			sl.built = <-planned
+			return sl.built != nil
+		}
+	}
+	sl.proc, err = b.startInit(agent, cmd, client.Endpoint{Network: "unix", Address: filepath.Join(sl.sock, "agent.sock")}, sl.root)
 	cfgR.Close()
 	readyW.Close()
 	if err != nil {
@@ -397,11 +446,13 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr) (*slot, error
 // more than the fork); a second create starts the helper in the background
 // and later ones use it once it runs. (A spawner that fails mid-request is
 // an error: it may have started the init already.)
-func (b *Backend) startInit(agent string, cmd *exec.Cmd, ep client.Endpoint) (*agentproc.Proc, error) {
-	if !b.noClone && clonexec.Supported(cmd.SysProcAttr) {
-		if nofile, err := originalNofile(); err == nil {
-			return agentproc.StartCloned(cmd, &nofile, ep)
-		}
+func (b *Backend) startInit(agent string, cmd *exec.Cmd, ep client.Endpoint, root *clonexec.Helper) (*agentproc.Proc, error) {
+	if b.clones(cmd.SysProcAttr) {
+		nofile, _ := originalNofile()
+		return agentproc.StartCloned(cmd, &nofile, ep, root)
+	}
+	if root != nil {
+		return nil, errors.New("a root builder without clonexec")
 	}
 	var sp *spawner.Spawner
 	if b.useSpawner() {
@@ -413,6 +464,16 @@ func (b *Backend) startInit(agent string, cmd *exec.Cmd, ep client.Endpoint) (*a
 		return agentproc.StartSpawned(sp, cmd, ep)
 	}
 	return agentproc.Start(cmd, ep)
+}
+
+// clones reports whether startInit starts an init with attr through
+// clonexec.
+func (b *Backend) clones(attr *syscall.SysProcAttr) bool {
+	if b.noClone || !clonexec.Supported(attr) {
+		return false
+	}
+	_, err := originalNofile()
+	return err == nil
 }
 
 // socketPair is a connected unix stream pair: the init's end and the host's.
@@ -512,11 +573,43 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, tr
 		}
 		return nil, err
 	}
+	var icfg sandboxinit.Config
+	if sl.built != nil && sl.root.Pid() > 0 {
+		// The root planned from this configuration is being built.
+		icfg = *sl.built
+		icfg.RootBuilder = sl.root.Pid()
+		inst.root = sl.root
+		b.helperRoots.Add(1)
+	} else {
+		var err error
+		if icfg, err = b.initConfig(sl, l, layout, uid, gid); err != nil {
+			return fail(err)
+		}
+	}
+	if sl.placed > 0 {
+		icfg.PlacedTrees, trees = sl.placed, nil
+	}
+	cfgJSON, err := json.Marshal(icfg)
+	if err != nil {
+		return fail(err)
+	}
+	err = sendConfig(sl.cfgW, cfgJSON, trees)
+	sl.cfgW.Close()
+	sl.cfgW = nil
+	if err != nil {
+		return fail(fmt.Errorf("%w: configure the sandbox: %v; it said: %s", sandbox.ErrAgent, err, inst.Diagnostics()))
+	}
+	return inst, nil
+}
+
+// initConfig is the configuration of slot sl's init for l.
+func (b *Backend) initConfig(sl *slot, l sandbox.Launch, layout []LayoutMount, uid, gid int) (sandboxinit.Config, error) {
+	spec := l.Spec
 	rootfs, hostRoot := "/", true
 	if spec.RootFS != "" {
 		var err error
 		if rootfs, err = filepath.Abs(spec.RootFS); err != nil {
-			return fail(err)
+			return sandboxinit.Config{}, err
 		}
 		hostRoot = false
 	}
@@ -549,23 +642,13 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, tr
 	// from one shared copy, not written into each sandbox's root.
 	identity, err := IdentityFiles(b.cfg.StateDir, uid, hostRoot)
 	if err != nil {
-		return fail(err)
+		return sandboxinit.Config{}, err
 	}
 	icfg.Binds = append(icfg.Binds, identity...)
 	for i, m := range layout {
 		icfg.Binds = append(icfg.Binds, sandboxinit.Bind{Target: m.Target, ReadOnly: m.ReadOnly, Tree: i + 1})
 	}
-	cfgJSON, err := json.Marshal(icfg)
-	if err != nil {
-		return fail(err)
-	}
-	err = sendConfig(sl.cfgW, cfgJSON, trees)
-	sl.cfgW.Close()
-	sl.cfgW = nil
-	if err != nil {
-		return fail(fmt.Errorf("%w: configure the sandbox: %v; it said: %s", sandbox.ErrAgent, err, sl.proc.Diagnostics()))
-	}
-	return inst, nil
+	return icfg, nil
 }
 
 // AgentEnv is the environment of an agent whose token arrives on
@@ -640,8 +723,28 @@ type instance struct {
 	dir    string
 	cg     *cgroups
 	ready  *readiness
-	mu     sync.Mutex
-	gone   bool
+	// root, when a helper built the root, is it: kept while the init may
+	// run (it shares this process's memory), and asked which step failed.
+	root *clonexec.Helper
+	mu   sync.Mutex
+	gone bool
+}
+
+// Diagnostics is what the init and agent said, after the step of the
+// root's builder that failed, if one did.
+func (i *instance) Diagnostics() string {
+	d := i.proc.Diagnostics()
+	if i.root == nil {
+		return d
+	}
+	select {
+	case <-i.proc.Exited(): // and with it the builder: its steps are final
+		if err := i.root.Err(); err != nil {
+			return fmt.Sprintf("building the root: %v; %s", err, d)
+		}
+	default:
+	}
+	return d
 }
 
 // Ready is closed once the agent listens (sandbox.Readier).
