@@ -9,7 +9,8 @@
 // each result in its step, and exits 127 at the first step whose result
 // is refused; the last step is an execve, which does not return.
 //
-// A checkSpawn step is a clone(2) too: the process it makes goes on with
+// A step with from set takes its first argument from there (an earlier
+// step's result). A checkSpawn step is a clone(2) too: the process it makes goes on with
 // the a6 steps at want (a Helper's), and ends with their last, an exit.
 TEXT ·cloneRun(SB),NOSPLIT,$0-56
 	MOVQ	flags+0(FP), DI
@@ -44,6 +45,11 @@ child:
 	MOVQ	32(R12), R10
 	MOVQ	40(R12), R8
 	MOVQ	48(R12), R9
+	MOVQ	88(R12), BX // from: where an earlier step's result, the first argument, is
+	TESTQ	BX, BX
+	JEQ	call
+	MOVQ	0(BX), DI
+call:
 	SYSCALL
 	MOVQ	56(R12), BX // check
 	CMPQ	BX, $3 // checkSpawn
@@ -76,7 +82,7 @@ checkwant:
 	CMPQ	AX, 64(R12)
 	JNE	fail
 next:
-	ADDQ	$88, R12
+	ADDQ	$96, R12
 	DECQ	R13
 	JMP	child
 fail:

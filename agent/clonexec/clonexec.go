@@ -36,11 +36,12 @@ func (e *StepError) Error() string {
 func (e *StepError) Unwrap() error { return e.Err }
 
 // step is one system call of the child's, as cloneRun reads it: the
-// layout is fixed by clone_linux_amd64.s.
+// layout (96 bytes) is fixed by clone_linux_amd64.s.
 type step struct {
 	nr, a1, a2, a3, a4, a5, a6 uintptr
 	check, want                uintptr // how the result is judged (check*)
 	result, failed             uintptr // written by the child
+	from                       uintptr // when set, the address a1 is read from (an earlier step's result)
 }
 
 const (

@@ -384,7 +384,8 @@ func TestCheck(t *testing.T) {
 }
 
 // TestHelper: the helper runs its calls in the child's namespaces beside
-// the child, tolerates the error it is told to, stops at the first other
+// the child, passes a call's result on to a later call (From),
+// tolerates the error it is told to, stops at the first other
 // failure, which Err then names, and is the child's child (pid 2 in the
 // child's PID namespace).
 func TestHelper(t *testing.T) {
@@ -409,7 +410,11 @@ func TestHelper(t *testing.T) {
 				h.Keep(root)
 				h.Keep(missing)
 				h.Call("say hello", unix.SYS_WRITE, 1, text("helper\n"), 7)
-				h.CallExcept("make / again", unix.EEXIST, unix.SYS_MKDIRAT, atFDCWD, uintptr(unsafe.Pointer(root)), 0o755)
+				dup := h.Len()
+				h.Call("duplicate the output", unix.SYS_DUP, 1)
+				h.Add(HelperCall{Name: "write to the duplicate", Nr: unix.SYS_WRITE, Args: []uintptr{0, text("dup\n"), 4}, From: dup + 1})
+				h.Add(HelperCall{Name: "close the duplicate", Nr: unix.SYS_CLOSE, Args: []uintptr{0}, From: dup + 1})
+				h.Add(HelperCall{Name: "make / again", Nr: unix.SYS_MKDIRAT, Args: []uintptr{atFDCWD, uintptr(unsafe.Pointer(root)), 0o755}, Except: unix.EEXIST})
 				if c.failing {
 					h.Call("make a directory under a missing one", unix.SYS_MKDIRAT, atFDCWD, uintptr(unsafe.Pointer(missing)), 0o755)
 				}
@@ -450,7 +455,7 @@ func TestHelper(t *testing.T) {
 				return
 			}
 			// The output's end of file came once the helper had exited too.
-			if !strings.Contains(out, "helper\n") || !strings.Contains(out, "child\n") {
+			if !strings.Contains(out, "helper\ndup\n") || !strings.Contains(out, "child\n") {
 				t.Errorf("output %q", out)
 			}
 			if h.Pid() != 2 {

@@ -1,6 +1,9 @@
 package clonexec
 
-import "syscall"
+import (
+	"syscall"
+	"unsafe"
+)
 
 // Helper is a list of system calls run by a second process, which Start's
 // child starts just before its exec, with the child's namespaces and
@@ -25,6 +28,7 @@ type Helper struct {
 
 	steps   []step
 	names   []string
+	from    [][2]int   // calls whose first argument is an earlier call's result (HelperCall.From)
 	stack   [1024]byte // the helper runs no code that uses it; clone needs one
 	keep    []any
 	pid     int
@@ -37,27 +41,46 @@ type Helper struct {
 //go:noinline
 func NewHelper() *Helper { return new(Helper) }
 
+// HelperCall is one system call of a helper's.
+type HelperCall struct {
+	Name string
+	Nr   uintptr
+	Args []uintptr // at most six
+	// Except is an error that is no failure (EEXIST for a directory
+	// that may exist); with Ignore, no result is.
+	Except syscall.Errno
+	Ignore bool
+	// From, when above zero, makes the first argument the result of call
+	// From-1 (an index Len gave before it was added): a descriptor it
+	// opened.
+	From int
+}
+
 // Call adds a system call; any error ends the helper.
 func (h *Helper) Call(name string, nr uintptr, args ...uintptr) {
-	h.add(name, checkErrno, 0, nr, args)
+	h.Add(HelperCall{Name: name, Nr: nr, Args: args})
 }
 
-// CallExcept adds a system call for which the error except is no failure
-// (mkdir of a directory that may exist: EEXIST).
-func (h *Helper) CallExcept(name string, except syscall.Errno, nr uintptr, args ...uintptr) {
-	h.add(name, checkErrnoExcept, -uintptr(except), nr, args)
-}
-
-func (h *Helper) add(name string, check, want, nr uintptr, args []uintptr) {
-	if len(args) > 6 {
+// Add adds a system call.
+func (h *Helper) Add(c HelperCall) {
+	if len(c.Args) > 6 {
 		panic("clonexec: a system call takes at most six arguments")
 	}
-	s := step{nr: nr, check: check, want: want}
-	for i, p := range []*uintptr{&s.a1, &s.a2, &s.a3, &s.a4, &s.a5, &s.a6}[:len(args)] {
-		*p = args[i]
+	s := step{nr: c.Nr, check: checkErrno}
+	switch {
+	case c.Ignore:
+		s.check = checkNone
+	case c.Except != 0:
+		s.check, s.want = checkErrnoExcept, -uintptr(c.Except)
+	}
+	for i, p := range []*uintptr{&s.a1, &s.a2, &s.a3, &s.a4, &s.a5, &s.a6}[:len(c.Args)] {
+		*p = c.Args[i]
+	}
+	if c.From > 0 {
+		h.from = append(h.from, [2]int{len(h.steps), c.From - 1})
 	}
 	h.steps = append(h.steps, s)
-	h.names = append(h.names, name)
+	h.names = append(h.names, c.Name)
 }
 
 // Keep holds v (what a call's argument points into) as long as h.
@@ -73,7 +96,11 @@ func (h *Helper) Len() int { return len(h.steps) }
 func (h *Helper) finish(n int) {
 	h.steps = append([]step{{nr: sysCloseRange, a1: uintptr(n), a2: ^uintptr(0) >> 32, check: checkErrno}}, h.steps...)
 	h.names = append([]string{"close the parent's descriptors"}, h.names...)
-	h.add("exit", checkNone, 0, sysExitGroup, []uintptr{0})
+	h.Add(HelperCall{Name: "exit", Nr: sysExitGroup, Args: []uintptr{0}, Ignore: true})
+	// The steps are final: their addresses hold (one added first).
+	for _, f := range h.from {
+		h.steps[f[0]+1].from = uintptr(unsafe.Pointer(&h.steps[f[1]+1].result))
+	}
 }
 
 // Pid is the helper's pid in the child's PID namespace (the child waits

@@ -92,21 +92,10 @@ func run(cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
-		return fmt.Errorf("sethostname: %w", err)
-	}
-	if err := loopbackUp(); err != nil {
-		return err
-	}
 	if err := enterRoot(cfg.Stage); err != nil {
 		return err
 	}
 	if err := os.Chdir(cfg.Workdir); err != nil {
-		return err
-	}
-	// Nested user namespaces: refused by seccomp, and by this limit too.
-	_ = os.WriteFile("/proc/sys/user/max_user_namespaces", []byte("0"), 0)
-	if err := readOnlyProcSys(); err != nil {
 		return err
 	}
 	// The workload, not the agent, is what an OOM kill should pick.
@@ -278,26 +267,6 @@ func capTasks(n uint64) error {
 	lim.Cur, lim.Max = min(lim.Cur, n), min(lim.Max, n)
 	if err := unix.Prlimit(0, unix.RLIMIT_NPROC, &lim, nil); err != nil {
 		return fmt.Errorf("task limit: %w", err)
-	}
-	return nil
-}
-
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("loopback: %w", err)
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("loopback flags: %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("loopback up: %w", err)
 	}
 	return nil
 }

@@ -66,6 +66,8 @@ type rootCall struct {
 	nr     uintptr
 	args   []uintptr
 	except unix.Errno   // an error that is no failure (EEXIST for a mount point)
+	ignore bool         // no result is a failure
+	from   int          // when above zero, the first argument is call from-1's result
 	goOnly func() error // a step no helper can make (a file written with content)
 }
 
@@ -268,7 +270,44 @@ func planRoot(cfg *Config, trees func(i int) (int, error)) (*rootPlan, error) {
 		}
 		p.setattr(dst, set)
 	}
+	p.namespaces()
 	return p, nil
+}
+
+// namespaces sets up what the sandbox's namespaces hold besides the root:
+// its hostname, its loopback interface up (a new network namespace has
+// it down), and nested user namespaces refused by a limit of 0 (seccomp
+// refuses them too), which /proc/sys, read-only from then on, keeps.
+func (p *rootPlan) namespaces() {
+	host := append([]byte(p.cfg.Hostname), 0)
+	p.keep = append(p.keep, host)
+	p.call("sethostname", unix.SYS_SETHOSTNAME, uintptr(unsafe.Pointer(&host[0])), uintptr(len(p.cfg.Hostname)))
+
+	sock := len(p.calls)
+	p.call("loopback: socket", unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	// A new namespace's lo has IFF_LOOPBACK alone among its flags, which
+	// the kernel keeps: asking for IFF_UP raises it and changes nothing
+	// else.
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		panic(err) // "lo" is a valid name
+	}
+	ifr.SetUint16(unix.IFF_UP)
+	p.keep = append(p.keep, ifr)
+	p.calls = append(p.calls,
+		rootCall{name: "loopback up", nr: unix.SYS_IOCTL, args: []uintptr{0, unix.SIOCSIFFLAGS, uintptr(unsafe.Pointer(ifr))}, from: sock + 1},
+		rootCall{name: "loopback: close", nr: unix.SYS_CLOSE, args: []uintptr{0}, from: sock + 1})
+
+	sys := filepath.Join(p.cfg.Stage, "proc", "sys")
+	limit := len(p.calls)
+	zero := []byte("0")
+	p.keep = append(p.keep, zero)
+	p.calls = append(p.calls,
+		rootCall{name: "open max_user_namespaces", nr: unix.SYS_OPENAT, args: []uintptr{atFDCWD, p.str(filepath.Join(sys, "user", "max_user_namespaces")), unix.O_WRONLY | unix.O_CLOEXEC}, ignore: true},
+		rootCall{name: "write max_user_namespaces", nr: unix.SYS_WRITE, args: []uintptr{0, uintptr(unsafe.Pointer(&zero[0])), 1}, from: limit + 1, ignore: true},
+		rootCall{name: "close max_user_namespaces", nr: unix.SYS_CLOSE, args: []uintptr{0}, from: limit + 1, ignore: true})
+	p.mount(sys, sys, "", unix.MS_BIND|unix.MS_REC, "")
+	p.mount("", sys, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 }
 
 // paths are the configuration's strings that become system call arguments.
@@ -295,7 +334,8 @@ func buildRoot(cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range p.calls {
+	results := make([]uintptr, len(p.calls))
+	for i, c := range p.calls {
 		if c.goOnly != nil {
 			if err := c.goOnly(); err != nil {
 				return err
@@ -304,7 +344,15 @@ func buildRoot(cfg *Config) error {
 		}
 		var a [6]uintptr
 		copy(a[:], c.args)
-		if _, _, e := unix.Syscall6(c.nr, a[0], a[1], a[2], a[3], a[4], a[5]); e != 0 && e != c.except {
+		if c.from > 0 {
+			a[0] = results[c.from-1]
+		}
+		r, _, e := unix.Syscall6(c.nr, a[0], a[1], a[2], a[3], a[4], a[5])
+		results[i] = r
+		if e != 0 {
+			results[i] = -uintptr(e) // as the helper has it
+		}
+		if e != 0 && e != c.except && !c.ignore {
 			return fmt.Errorf("%s: %w", c.name, e)
 		}
 	}
@@ -322,15 +370,16 @@ func RootHelper(h *clonexec.Helper, cfg *Config, treeFD func(i int) int) error {
 	if err != nil {
 		return err
 	}
+	base := h.Len()
 	for _, c := range p.calls {
 		if c.goOnly != nil {
 			return fmt.Errorf("%s: only the init can make it", c.name)
 		}
-		if c.except != 0 {
-			h.CallExcept(c.name, c.except, c.nr, c.args...)
-		} else {
-			h.Call(c.name, c.nr, c.args...)
+		hc := clonexec.HelperCall{Name: c.name, Nr: c.nr, Args: c.args, Except: c.except, Ignore: c.ignore}
+		if c.from > 0 {
+			hc.From = base + c.from
 		}
+		h.Add(hc)
 	}
 	h.Keep(p.keep)
 	return nil
@@ -395,7 +444,7 @@ func (p *rootPlan) proc(q string, m *masker) {
 			continue
 		}
 		if name == "sys" {
-			continue // after the user-namespace limit is written; see readOnlyProcSys
+			continue // after the user-namespace limit is written; see namespaces
 		}
 		e := filepath.Join(q, name)
 		p.mount(e, e, "", unix.MS_BIND|unix.MS_REC, "")
@@ -456,13 +505,6 @@ func (p *rootPlan) scratch() error {
 		p.mount(src, dst, "", unix.MS_BIND, "")
 	}
 	return nil
-}
-
-func readOnlyProcSys() error {
-	if err := mount("/proc/sys", "/proc/sys", "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-		return err
-	}
-	return mount("", "/proc/sys", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 }
 
 // enterRoot makes stage the root: pivot_root onto itself, then detach the

@@ -743,7 +743,14 @@ func TestRootBuilder(t *testing.T) {
 		if built := process.HelperRoots(b) - before; built != map[bool]int64{true: 0, false: 1}[b == goPath] {
 			t.Fatalf("%d roots built by a helper", built)
 		}
-		out, errOut, res := sh(t, sb, "cat /proc/self/mountinfo")
+		// The namespaces' set-up, made with the root: the hostname, lo up
+		// (IFF_UP|IFF_LOOPBACK|IFF_RUNNING), nested user namespaces refused.
+		out, errOut, res := sh(t, sb, `hostname; cat /proc/sys/user/max_user_namespaces; echo 1 > /proc/sys/user/max_user_namespaces || echo read-only
+python3 -c 'import fcntl, socket, struct; s = socket.socket(); print(hex(struct.unpack("16sH", fcntl.ioctl(s, 0x8913, struct.pack("16sH", b"lo", 0))[:18])[1]))'`)
+		if out != "cordon\n0\nread-only\n0x49\n" {
+			t.Errorf("namespaces: %q %q", out, errOut)
+		}
+		out, errOut, res = sh(t, sb, "cat /proc/self/mountinfo")
 		if res.ExitCode != 0 {
 			t.Fatalf("mountinfo: %s", errOut)
 		}
