@@ -160,6 +160,20 @@ type Options struct {
 // says the token is in this process's initial environment block and must
 // be overwritten there.
 func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
+	wait, code := Start(env, scrub, stdout, stderr, opts)
+	if wait == nil {
+		return code
+	}
+	return wait()
+}
+
+// Start is Run up to the agent's serving: it returns once the agent is
+// ready (Options.Ready has been called) and serves on other goroutines,
+// with a wait that returns Run's exit status; or, when the agent could not
+// start, a nil wait and the status. (The process tier's init starts the
+// agent on the thread that then serves its commands: it needs no other
+// thread until the agent is ready.)
+func Start(env []string, scrub bool, stdout, stderr io.Writer, opts Options) (wait func() int, code int) {
 	// The log may go to a pipe whose reader goes away (a daemon that
 	// restarts while its sandboxes live on). A write to a broken standard
 	// output or error kills a Go program that does not catch SIGPIPE; on
@@ -172,11 +186,11 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 	cfg, err := FromEnv(env)
 	if err != nil {
 		fmt.Fprintf(stderr, "cordon-agent: refusing to start: %v\n", err)
-		return 1
+		return nil, 1
 	}
 	if err := hardenSelf(scrub, []string{EnvPrefix + "TOKEN"}); err != nil {
 		fmt.Fprintf(stderr, "cordon-agent: refusing to start: cannot protect the agent token: %v\n", err)
-		return 1
+		return nil, 1
 	}
 	os.Unsetenv(EnvPrefix + "TOKEN")
 
@@ -191,14 +205,14 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 	if ln == nil {
 		if ln, err = listen(cfg); err != nil {
 			fmt.Fprintf(stderr, "cordon-agent: could not listen: %v\n", err)
-			return 1
+			return nil, 1
 		}
 	}
 	var bridge net.Listener
 	if cfg.EgressSocket != "" {
 		if bridge, err = net.Listen("tcp", cfg.EgressListen); err != nil {
 			fmt.Fprintf(stderr, "cordon-agent: egress bridge: %v\n", err)
-			return 1
+			return nil, 1
 		}
 		// Commands inherit the proxy settings; per-call env still wins.
 		env = withProxyEnv(env, cfg.EgressListen)
@@ -206,7 +220,7 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 	s, err := New(cfg, env, log, true)
 	if err != nil {
 		fmt.Fprintf(stderr, "cordon-agent: %v\n", err)
-		return 1
+		return nil, 1
 	}
 	s.reaper.onThread = opts.CommandThread
 	s.reaper.reserved = reserved
@@ -231,25 +245,30 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 	if opts.Ready != nil {
 		opts.Ready(s.readyRecord())
 	}
+	fmt.Fprintf(stdout, "cordon-agent listening on %s workspace=%s auth=%v\n", ln.Addr(), cfg.Workspace, cfg.Token != "")
+	s.ArmIdle()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// Serving starts last: the caller of Start may hold what a request
+	// waits for (the process tier's init serves the command thread once
+	// Start returns), so nothing here may wait on a request. Connections
+	// made since Ready wait in the listener's queue.
 	go func() {
 		if err := srv.Serve(limitListener(ln, MaxConnections)); err != nil && !errors.Is(err, net.ErrClosed) {
 			log.Error("serve", "err", err)
 			s.exit(1)
 		}
 	}()
-	fmt.Fprintf(stdout, "cordon-agent listening on %s workspace=%s auth=%v\n", ln.Addr(), cfg.Workspace, cfg.Token != "")
-	s.ArmIdle()
-
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	select {
-	case <-sig:
-		ln.Close()
-		s.Shutdown()
-		return 0
-	case code := <-exit:
-		return code
-	}
+	return func() int {
+		select {
+		case <-sig:
+			ln.Close()
+			s.Shutdown()
+			return 0
+		case code := <-exit:
+			return code
+		}
+	}, 0
 }
 
 // private returns a duplicate of w when w is this process's standard

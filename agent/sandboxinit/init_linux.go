@@ -154,14 +154,19 @@ func run(cfg *Config) error {
 	}
 	if inProcess {
 		unix.Close(self)
+		// The agent starts here, on this thread, and the thread serves its
+		// commands once it is ready: the agent's other goroutines need
+		// another thread only from then on, while the host admits it.
 		commands, serve := agent.CommandQueue()
-		go func() {
-			os.Exit(agent.Run(cfg.Env, false, os.Stdout, os.Stderr, agent.Options{
-				CommandThread: commands,
-				Ready:         agent.ReadyTo(ReadyFD),
-				Listener:      ln,
-			}))
-		}()
+		wait, code := agent.Start(cfg.Env, false, os.Stdout, os.Stderr, agent.Options{
+			CommandThread: commands,
+			Ready:         agent.ReadyTo(ReadyFD),
+			Listener:      ln,
+		})
+		if wait == nil {
+			os.Exit(code)
+		}
+		go func() { os.Exit(wait()) }()
 		serve()
 	}
 	env, err := handOverToken(cfg.Env)
