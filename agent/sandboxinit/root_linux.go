@@ -509,7 +509,7 @@ func (p *rootPlan) scratch() error {
 
 // enterRoot makes stage the root: pivot_root onto itself, then detach the
 // old root, so nothing of the host's tree stays reachable. (The root's own
-// tmpfs is read-only already: buildRoot's read-only pass.)
+// tmpfs is read-only already: the plan's read-only pass.)
 func enterRoot(stage string) error {
 	if err := unix.Chdir(stage); err != nil {
 		return err
