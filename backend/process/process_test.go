@@ -788,11 +788,26 @@ python3 -c 'import fcntl, socket, struct; s = socket.socket(); print(hex(struct.
 	os.WriteFile(filepath.Join(root, "bin", "sh"), data, 0o755)
 	os.WriteFile(filepath.Join(root, "workspace"), nil, 0o644)
 	before := process.HelperRoots(b)
+	dirs := func() (n int) {
+		ents, _ := os.ReadDir(stateDir(t))
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "sb-") {
+				n++
+			}
+		}
+		return n
+	}
+	dirsBefore := dirs()
 	_, err = sandbox.NewProvider([]sandbox.Backend{b}).Create(t.Context(), sandbox.Spec{RootFS: root})
 	if err == nil || !strings.Contains(err.Error(), "building the root: mount ") || !strings.Contains(err.Error(), "/workspace") || !strings.Contains(err.Error(), "not a directory") {
 		t.Fatalf("create on a root whose /workspace is a file: %v", err)
 	}
 	if process.HelperRoots(b) != before+1 {
 		t.Error("that root was not a helper's")
+	}
+	// The failed create left nothing: its directory (and with it the
+	// record of its init) is gone.
+	if n := dirs(); n != dirsBefore {
+		t.Errorf("%d sandbox directories after the failed create, %d before", n, dirsBefore)
 	}
 }
