@@ -345,6 +345,30 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, spec *forSpec
 	id := "sb-" + hex.EncodeToString(rnd[:])
 	sl := &slot{id: id, dir: filepath.Join(b.cfg.StateDir, id), uidBase: attr.UidMappings[0].HostID, gidBase: attr.GidMappings[0].HostID}
 	sl.stage, sl.sock, sl.scratch = filepath.Join(sl.dir, "root"), filepath.Join(sl.dir, "sock"), filepath.Join(sl.dir, "scratch")
+	if spec != nil && b.clones(attr) {
+		// The root is planned from here on, while this makes the slot and
+		// the clone makes the init, and built by the init's helper while
+		// the init starts. A plan that fails (or that only the init can
+		// make) leaves the root to the init, which then says why if it
+		// cannot make it either.
+		sl.root = clonexec.NewHelper()
+		planned := make(chan *sandboxinit.Config, 1)
+		go func() {
+			cfg, err := b.initConfig(sl, spec.l, spec.layout, spec.uid, spec.gid)
+			if err == nil {
+				err = sandboxinit.RootHelper(sl.root, &cfg, func(i int) int { return sandboxinit.TreeFD + i - 1 })
+			}
+			if err != nil {
+				planned <- nil
+				return
+			}
+			planned <- &cfg
+		}()
+		sl.root.Fill = func() bool {
+			sl.built = <-planned
+			return sl.built != nil
+		}
+	}
 	if err := os.Mkdir(sl.dir, 0o711); err != nil {
 		return nil, err
 	}
@@ -385,31 +409,10 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, spec *forSpec
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{cfgR, readyW}
 	cmd.SysProcAttr = attr
-	if spec != nil && b.clones(attr) {
+	if sl.root != nil {
 		// The trees follow ReadyFD, from sandboxinit.TreeFD on.
 		cmd.ExtraFiles = append(cmd.ExtraFiles, spec.trees...)
 		sl.placed = len(spec.trees)
-		// The root is planned here while the clone makes the init, and
-		// built by its helper while the init starts. A plan that fails (or
-		// that only the init can make) leaves it to the init, which then
-		// says why if it cannot either.
-		sl.root = clonexec.NewHelper()
-		planned := make(chan *sandboxinit.Config, 1)
-		go func() {
-			cfg, err := b.initConfig(sl, spec.l, spec.layout, spec.uid, spec.gid)
-			if err == nil {
-				err = sandboxinit.RootHelper(sl.root, &cfg, func(i int) int { return sandboxinit.TreeFD + i - 1 })
-			}
-			if err != nil {
-				planned <- nil
-				return
-			}
-			planned <- &cfg
-		}()
-		sl.root.Fill = func() bool {
-			sl.built = <-planned
-			return sl.built != nil
-		}
 	}
 	sl.proc, err = b.startInit(agent, cmd, client.Endpoint{Network: "unix", Address: filepath.Join(sl.sock, "agent.sock")}, sl.root)
 	cfgR.Close()
