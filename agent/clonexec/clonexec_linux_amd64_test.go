@@ -173,11 +173,7 @@ func TestFailures(t *testing.T) {
 			if pidfd != -1 {
 				t.Errorf("pidfd %d on failure", pidfd)
 			}
-			// No child is left, exited or not.
-			var ws unix.WaitStatus
-			if pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil); err != unix.ECHILD {
-				t.Errorf("wait4: %d %v: a child was left", pid, err)
-			}
+			noChildLeft(t)
 		})
 	}
 }
@@ -377,6 +373,12 @@ func TestCheck(t *testing.T) {
 	if err := Check(bad); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("got %v, want EINVAL", err)
 	}
+	noChildLeft(t)
+}
+
+// noChildLeft fails t if this process has a child, exited or not.
+func noChildLeft(t *testing.T) {
+	t.Helper()
 	var ws unix.WaitStatus
 	if pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil); err != unix.ECHILD {
 		t.Errorf("wait4: %d %v: a child was left", pid, err)

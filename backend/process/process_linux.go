@@ -577,7 +577,7 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, tr
 		return nil, err
 	}
 	var icfg sandboxinit.Config
-	if sl.built != nil && sl.root.Pid() > 0 {
+	if sl.built != nil {
 		// The root planned from this configuration is being built.
 		icfg = *sl.built
 		icfg.RootBuilder = sl.root.Pid()
