@@ -80,8 +80,27 @@ func Start(path string, argv, env []string, dir string, files []int, sys *syscal
 	}
 	c := newChild()
 	c.keep = append(c.keep, pathp, argvp, envp)
-	return start(c, step{nr: unix.SYS_EXECVE, a1: uintptr(unsafe.Pointer(pathp)), a2: uintptr(unsafe.Pointer(&argvp[0])), a3: uintptr(unsafe.Pointer(&envp[0])), check: checkErrno},
-		dir, files, sys, nofile, helper)
+	exec := step{nr: unix.SYS_EXECVE, a1: uintptr(unsafe.Pointer(pathp)), a2: uintptr(unsafe.Pointer(&argvp[0])), a3: uintptr(unsafe.Pointer(&envp[0])), check: checkErrno}
+	if helper != nil {
+		// The helper may change what paths name as soon as it starts (the
+		// process tier's enters the root it built, and moves the child
+		// with it): the program is found before, here, and the child
+		// executes it by descriptor (one above those it places).
+		o, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return 0, -1, &StepError{Step: "execve", Err: err}
+		}
+		fd, err := unix.FcntlInt(uintptr(o), unix.F_DUPFD_CLOEXEC, len(files))
+		unix.Close(o)
+		if err != nil {
+			return 0, -1, err
+		}
+		defer unix.Close(fd)
+		empty := new(byte)
+		c.keep = append(c.keep, empty)
+		exec = step{nr: unix.SYS_EXECVEAT, a1: uintptr(fd), a2: uintptr(unsafe.Pointer(empty)), a3: exec.a2, a4: exec.a3, a5: unix.AT_EMPTY_PATH, check: checkErrno}
+	}
+	return start(c, exec, dir, files, sys, nofile, helper)
 }
 
 // Check makes what Start would for sys (the namespaces, the ID maps, the
@@ -247,7 +266,7 @@ func start(c *child, last step, dir string, files []int, sys *syscall.SysProcAtt
 	}
 	c.add("restore the signal mask", step{nr: unix.SYS_RT_SIGPROCMASK, a1: unix.SIG_SETMASK, a2: uintptr(unsafe.Pointer(&c.mask)), a4: 8, check: checkErrno})
 	name := "execve"
-	if last.nr != unix.SYS_EXECVE {
+	if last.nr == unix.SYS_EXIT_GROUP {
 		name = "exit"
 	}
 	c.add(name, last)

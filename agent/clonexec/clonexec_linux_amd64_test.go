@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"syscall"
@@ -478,6 +479,51 @@ func TestHelper(t *testing.T) {
 				t.Errorf("the helper went on after its failure: %q", out)
 			}
 		})
+	}
+}
+
+// TestHelperFoundFirst: with a helper, the program is found before the
+// child is started, so nothing done to paths from then on (by the helper,
+// which may enter another root, or by anyone) changes what the child
+// executes. Here its file is removed after the clone, before the exec.
+func TestHelperFoundFirst(t *testing.T) {
+	requireUserns(t)
+	dir, err := os.MkdirTemp("", "clonexec-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil { // the child could find it by path
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, "sh")
+	b, err := os.ReadFile("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prog, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h := NewHelper()
+	h.Call("nothing", unix.SYS_GETPID)
+	h.Fill = func() bool {
+		if err := os.Remove(prog); err != nil {
+			t.Error(err)
+		}
+		return true
+	}
+	out, ws := run(t, func(files []int) (int, error) {
+		pid, pidfd, err := Start(prog, []string{"sh", "-c", "echo child"}, nil, "/", files[:3], nsAttr(), nil, h)
+		if err == nil {
+			unix.Close(pidfd)
+		}
+		return pid, err
+	}, nil)
+	if !ws.Exited() || ws.ExitStatus() != 0 || out != "child\n" {
+		t.Fatalf("child %v, output %q", ws, out)
+	}
+	if _, err := os.Stat(prog); !os.IsNotExist(err) {
+		t.Fatalf("the program was not removed before the exec: %v", err)
 	}
 }
 
