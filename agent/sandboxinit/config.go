@@ -23,6 +23,11 @@ const ConfigFD = 3
 // why at once.
 const ReadyFD = 4
 
+// ListenFD is the agent's socket, listening: the host makes it in the
+// sandbox's socket directory (a Bind), as its own user, so that nothing
+// inside may connect to it, and the init never needs to write there.
+const ListenFD = ReadyFD + 1
+
 // MaxTrees bounds the layout trees one configuration carries.
 const MaxTrees = 16
 
@@ -48,8 +53,6 @@ type Config struct {
 	ScratchMount string `json:"scratchMount,omitempty"`
 	// Binds are host directories bound into the sandbox.
 	Binds []Bind `json:"binds"`
-	// SocketDir is the path inside where the agent may create sockets.
-	SocketDir string `json:"socketDir"`
 	// UID and GID the agent and every command run as, inside.
 	UID int `json:"uid"`
 	GID int `json:"gid"`
@@ -86,7 +89,7 @@ type Config struct {
 
 // TreeFD is the first of the layout trees placed among the init's
 // descriptors for its root's builder (Config.RootBuilder).
-const TreeFD = ReadyFD + 1
+const TreeFD = ListenFD + 1
 
 // Tmpfs is one scratch directory inside the sandbox.
 type Tmpfs struct {

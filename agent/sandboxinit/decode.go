@@ -100,8 +100,6 @@ func scanConfig(s *wire.Scanner, c *Config) bool {
 				c.Binds = append(c.Binds, b)
 				return ok
 			})
-		case "socketDir":
-			return s.String(&c.SocketDir)
 		case "uid":
 			return scanInt(s, &c.UID)
 		case "gid":

@@ -6,10 +6,10 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/cordon-sandbox/cordon/agent"
 
@@ -20,6 +20,11 @@ import (
 // agent. On failure it prints why and returns 1.
 func Main() int {
 	runtime.LockOSThread()
+	// Started by descriptor (clonexec, when a helper builds the root), the
+	// init is named by the descriptor's number on kernels before 6.14.
+	if name, err := unix.BytePtrFromString("cordon-agent"); err == nil {
+		_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(name)), 0, 0, 0)
+	}
 	// Descriptors inherited from the host (other than the configuration)
 	// must not reach the sandbox.
 	if err := unix.CloseRange(ReadyFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -69,7 +74,8 @@ func run(cfg *Config) error {
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return fmt.Errorf("cgroup namespace: %w", err)
 	}
-	// Open ourselves now: after pivot_root the host path is gone.
+	// Open ourselves by /proc/self/exe: the host's path to this binary is
+	// gone once the root is entered, which a helper may do at any moment.
 	self, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open self: %w", err)
@@ -92,9 +98,7 @@ func run(cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	if err := enterRoot(cfg.Stage); err != nil {
-		return err
-	}
+	// The plan ended in the new root (enter).
 	if err := os.Chdir(cfg.Workdir); err != nil {
 		return err
 	}
@@ -104,10 +108,6 @@ func run(cfg *Config) error {
 		if err := capTasks(cfg.Tasks); err != nil {
 			return err
 		}
-	}
-	ln, err := listenAgent(cfg)
-	if err != nil {
-		return err
 	}
 	// Becoming the agent in this very process saves a second program
 	// start; it needs every thread confined, which a cgo build cannot do.
@@ -138,11 +138,7 @@ func run(cfg *Config) error {
 	// this thread.
 	ruleset := -1
 	if abi >= 1 && cfg.Landlock != "off" {
-		socketDir := cfg.SocketDir
-		if ln != nil {
-			socketDir = "" // read-only: nothing to grant there
-		}
-		if ruleset, err = buildRuleset(abi, landlockRules(cfg, abi, socketDir)); err != nil {
+		if ruleset, err = buildRuleset(abi, landlockRules(cfg, abi)); err != nil {
 			return err
 		}
 		if err := restrictSelf(ruleset); err != nil {
@@ -154,6 +150,10 @@ func run(cfg *Config) error {
 	}
 	if inProcess {
 		unix.Close(self)
+		ln, err := agentListener()
+		if err != nil {
+			return err
+		}
 		// The agent starts here, on this thread, and the thread serves its
 		// commands once it is ready: the agent's other goroutines need
 		// another thread only from then on, while the host admits it.
@@ -175,18 +175,12 @@ func run(cfg *Config) error {
 	}
 	// The agent, a program of its own from here, hands the host its ready
 	// record on the same pipe (without it the host would poll the socket)
-	// and serves on the socket made here.
+	// and serves on the socket the host made.
 	if env, err = passOn(env, "READY_FD", ReadyFD); err != nil {
 		return fmt.Errorf("readiness pipe: %w", err)
 	}
-	if ln != nil {
-		f, err := ln.(*net.UnixListener).File() // a duplicate
-		if err != nil {
-			return fmt.Errorf("agent socket: %w", err)
-		}
-		if env, err = passOn(env, "LISTEN_FD", int(f.Fd())); err != nil {
-			return fmt.Errorf("agent socket: %w", err)
-		}
+	if env, err = passOn(env, "LISTEN_FD", ListenFD); err != nil {
+		return fmt.Errorf("agent socket: %w", err)
 	}
 	argv := []string{"cordon-agent"}
 	return fmt.Errorf("exec agent: %w", execveat(self, argv, env))
@@ -228,34 +222,16 @@ func passOn(env []string, name string, fd int) ([]string, error) {
 	return append(env, fmt.Sprintf("%s%s=%d", agent.EnvPrefix, name, fd)), nil
 }
 
-// listenAgent makes the agent's socket (CORDON_AGENT_SOCKET in cfg.Env)
-// while this process is still root of the sandbox's user namespace, then
-// turns the socket directory read-only. That directory is the host's: the
-// workload, root inside included, can then create nothing in it, neither
-// a file nor a socket, so nothing it makes lands on the host's disk; and
-// the socket, root's with mode 0700, is not one it can connect to. It
-// returns nil when there is no socket to make (the agent then listens
-// itself).
-func listenAgent(cfg *Config) (net.Listener, error) {
-	var path string
-	for _, kv := range cfg.Env {
-		if v, ok := strings.CutPrefix(kv, agent.EnvPrefix+"SOCKET="); ok {
-			path = v
-		}
-	}
-	if path == "" || cfg.SocketDir == "" || filepath.Dir(path) != cfg.SocketDir {
-		return nil, nil
-	}
-	old := unix.Umask(0o077)
-	ln, err := net.Listen("unix", path)
-	unix.Umask(old)
+// agentListener is the agent's socket, made by the host and placed at
+// ListenFD, listening. The host made it as its own user, mode 0600 (as
+// root, a user the sandbox does not map: nothing inside may connect to
+// it), in a directory the root's plan binds read-only.
+func agentListener() (net.Listener, error) {
+	f := os.NewFile(ListenFD, "agent socket")
+	ln, err := net.FileListener(f) // a duplicate
+	f.Close()
 	if err != nil {
 		return nil, fmt.Errorf("agent socket: %w", err)
-	}
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-	if err := unix.MountSetattr(-1, cfg.SocketDir, 0, &attr); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("mount_setattr %s: %w", cfg.SocketDir, err)
 	}
 	return ln, nil
 }
@@ -407,25 +383,23 @@ func capsEmpty() bool {
 }
 
 // landlockRules: full write rights under the writable mounts, file writes
-// on the terminal and null devices, and sockets in socketDir if one is
-// given (where the agent still has to make its own).
-func landlockRules(cfg *Config, abi int, socketDir string) []landlockRule {
+// on the terminal and null devices.
+func landlockRules(cfg *Config, abi int) []landlockRule {
 	var writable []string
 	for _, t := range cfg.Tmpfs {
 		writable = append(writable, t.Path)
 	}
 	for _, b := range cfg.Binds {
-		if !b.ReadOnly && b.Target != cfg.SocketDir {
+		if !b.ReadOnly {
 			writable = append(writable, b.Target)
 		}
 	}
-	return writeRules(abi, writable, socketDir)
+	return writeRules(abi, writable)
 }
 
 // writeRules: full write rights under each writable directory and /dev/shm,
-// file writes on the terminal and null devices, and, when socketDir is
-// set, making and removing sockets there.
-func writeRules(abi int, writable []string, socketDir string) []landlockRule {
+// file writes on the terminal and null devices.
+func writeRules(abi int, writable []string) []landlockRule {
 	all, file := writeRights(abi), fileRights(abi)
 	var rules []landlockRule
 	for _, w := range writable {
@@ -434,9 +408,6 @@ func writeRules(abi int, writable []string, socketDir string) []landlockRule {
 	rules = append(rules, landlockRule{"/dev/shm", all}, landlockRule{"/dev/pts", file})
 	for _, d := range Devices {
 		rules = append(rules, landlockRule{"/dev/" + d, file})
-	}
-	if socketDir != "" {
-		rules = append(rules, landlockRule{socketDir, unix.LANDLOCK_ACCESS_FS_MAKE_SOCK | unix.LANDLOCK_ACCESS_FS_REMOVE_FILE})
 	}
 	return rules
 }

@@ -141,7 +141,7 @@ func ContainerOptions(env []string) (agent.Options, error) {
 	}
 	commands, err := agent.NewCommandThread(func() error {
 		if abi >= 1 {
-			fd, err := buildRuleset(abi, writeRules(abi, writable, ""))
+			fd, err := buildRuleset(abi, writeRules(abi, writable))
 			if err != nil {
 				return err
 			}

@@ -15,7 +15,7 @@ import (
 )
 
 // The sandbox root's mount plan: what buildRoot mounts on the stage,
-// and how the stage becomes the root.
+// and how the stage becomes the root (enter).
 
 // SystemDirs are the top-level directories of the host's root that a
 // sandbox sees (read-only). Everything else at the top (home directories,
@@ -271,6 +271,7 @@ func planRoot(cfg *Config, trees func(i int) (int, error)) (*rootPlan, error) {
 		p.setattr(dst, set)
 	}
 	p.namespaces()
+	p.enter()
 	return p, nil
 }
 
@@ -507,20 +508,20 @@ func (p *rootPlan) scratch() error {
 	return nil
 }
 
-// enterRoot makes stage the root: pivot_root onto itself, then detach the
-// old root, so nothing of the host's tree stays reachable. (The root's own
-// tmpfs is read-only already: the plan's read-only pass.)
-func enterRoot(stage string) error {
-	if err := unix.Chdir(stage); err != nil {
-		return err
-	}
-	if err := unix.PivotRoot(".", "."); err != nil {
-		return fmt.Errorf("pivot_root: %w", err)
-	}
-	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("detach the old root: %w", err)
-	}
-	return unix.Chdir("/")
+// enter makes the stage the root, last of the plan: pivot_root onto
+// itself, then detach the old root, so nothing of the host's tree stays
+// reachable (the scratch pool's mount leaves with it). The root's own
+// tmpfs is read-only already: the plan's read-only pass. pivot_root moves
+// the root and working directory of every process of the namespace that
+// had the old root as either: a helper that makes these calls enters the
+// init too, whose working directory is the old root (the host starts it
+// in "/"), and the init's later chdir is relative to the new root.
+func (p *rootPlan) enter() {
+	dot := p.str(".")
+	p.call("chdir "+p.cfg.Stage, unix.SYS_CHDIR, p.str(p.cfg.Stage))
+	p.call("pivot_root", unix.SYS_PIVOT_ROOT, dot, dot)
+	p.call("detach the old root", unix.SYS_UMOUNT2, dot, unix.MNT_DETACH)
+	p.call("chdir /", unix.SYS_CHDIR, p.str("/"))
 }
 
 // bindFile binds b's file over dst (the read-only pass makes it

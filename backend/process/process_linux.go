@@ -300,8 +300,8 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, tr
 	spec := l.Spec
 	inst := &instance{proc: sl.proc, egress: sl.egress, dir: sl.dir, ready: sl.ready}
 	sl.proc.SetEndpoint(client.Endpoint{Network: "unix", Address: filepath.Join(sl.sock, "agent.sock"), Token: l.Token})
-	// The agent (the mapped sandbox user) creates its socket here and
-	// connects to the egress socket.
+	// The agent (the mapped sandbox user) connects to the egress socket
+	// here.
 	hu, hg := sl.uidBase+uid, sl.gidBase+gid
 	inst.state = instanceState{ID: sl.id, Dir: sl.dir, Pid: sl.proc.Pid(), Start: procid.StartTime(sl.proc.Pid()), SocketUID: hu, SocketGID: hg}
 	egressPath := filepath.Join(sl.sock, "egress.sock")
@@ -394,9 +394,10 @@ func (b *Backend) initConfig(sl *slot, l sandbox.Launch, layout []LayoutMount, u
 			{Path: "/tmp", Mode: 0o1777}, {Path: "/var/tmp", Mode: 0o1777},
 			{Path: Workspace, Mode: 0o755, Owned: true}, {Path: Home, Mode: 0o700, Owned: true},
 		},
-		Binds:     []sandboxinit.Bind{{Source: sl.sock, Target: SocketDir}},
-		SocketDir: SocketDir,
-		UID:       uid, GID: gid,
+		// The host's sockets (the agent's, egress): nothing the sandbox
+		// makes there lands on the host's disk.
+		Binds: []sandboxinit.Bind{{Source: sl.sock, Target: SocketDir, ReadOnly: true}},
+		UID:   uid, GID: gid,
 		Hostname: "cordon",
 		Landlock: landlock,
 		Workdir:  Workspace,

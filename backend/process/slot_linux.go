@@ -112,6 +112,12 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, spec *forSpec
 		sl.discard()
 		return nil, err
 	}
+	agentSock, err := listenAgent(filepath.Join(sl.sock, "agent.sock"))
+	if err != nil {
+		sl.discard()
+		return nil, err
+	}
+	defer agentSock.Close() // the init's copy is the agent's
 	cfgR, cfgW, err := socketPair()
 	if err != nil {
 		sl.discard()
@@ -134,10 +140,10 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, spec *forSpec
 	// Commands get their environment from the configuration, not this.
 	cmd.Env = []string{"GOMAXPROCS=1"}
 	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{cfgR, readyW}
+	cmd.ExtraFiles = []*os.File{cfgR, readyW, agentSock}
 	cmd.SysProcAttr = attr
 	if sl.root != nil {
-		// The trees follow ReadyFD, from sandboxinit.TreeFD on.
+		// The trees follow ListenFD, from sandboxinit.TreeFD on.
 		cmd.ExtraFiles = append(cmd.ExtraFiles, spec.trees...)
 		sl.placed = len(spec.trees)
 	}
@@ -165,6 +171,32 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, spec *forSpec
 	}()
 	_ = writeInitRecord(sl.dir, sl.proc.Pid())
 	return sl, nil
+}
+
+// listenAgent makes the agent's socket at path, listening, for the init
+// (sandboxinit.ListenFD). It is this process's, mode 0600: the agent
+// accepts on it, and, as root, nothing in the sandbox, its root included,
+// may connect to it (root is not mapped there). Without root the
+// sandbox's one user is this one, and the token guards the agent.
+func listenAgent(path string) (*os.File, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("agent socket: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	err = unix.Bind(fd, &unix.SockaddrUnix{Name: path})
+	if err == nil {
+		// Nothing connects before the listen: the mode is right by then.
+		err = os.Chmod(path, 0o600)
+	}
+	if err == nil {
+		err = unix.Listen(fd, unix.SOMAXCONN)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("agent socket: %w", err)
+	}
+	return f, nil
 }
 
 // startInit starts a sandbox's init. Where clonexec can start it, this
