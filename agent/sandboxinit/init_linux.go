@@ -40,8 +40,10 @@ func Main() int {
 }
 
 func readConfig() (*Config, error) {
-	// The trees come with the first bytes; the rest is read to the end.
-	first := make([]byte, 64<<10)
+	// The trees come with the first bytes; the rest is read to the end. A
+	// configuration is a few KiB: a larger first buffer is only memory to
+	// fault in (64 KiB was 16 page faults, 0.2 ms here).
+	first := make([]byte, 8<<10)
 	oob := make([]byte, unix.CmsgSpace(MaxTrees*4))
 	n, oobn, flags, _, err := unix.Recvmsg(ConfigFD, first, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
