@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -27,6 +28,8 @@ type cgroups struct {
 	v2      string            // unified cgroup (v2 mode, or v1 tracking); "" if none
 	v1      map[string]string // controller → cgroup directory
 	unified bool              // v2 mode: limits live in v2
+	oomOnce sync.Once
+	oom     *os.File // what oomKills reads, kept open (oomFile)
 }
 
 // cgroupSupport is what the host can do, probed once.
@@ -159,6 +162,7 @@ func (s cgroupSupport) create(id string, l sandbox.Limits) (*cgroups, error) {
 	if err := cg.setLimits(l); err != nil {
 		return fail(err)
 	}
+	cg.oomFile() // opened here, beside the init's start, not at the first command
 	return cg, nil
 }
 
@@ -373,20 +377,36 @@ func (cg *cgroups) freeze(ctx context.Context, on bool) error {
 // freezeWait bounds how long a freeze or thaw may take to settle.
 const freezeWait = 10 * time.Second
 
+// oomFile is the file that counts the sandbox's OOM kills, opened once
+// and kept: every command's count (the SDK reads one before each) is then
+// a read, not an open, a read and a close (2 µs against 26 here). Nil
+// without a memory cgroup.
+func (cg *cgroups) oomFile() *os.File {
+	cg.oomOnce.Do(func() {
+		var file string
+		switch {
+		case cg.unified:
+			file = filepath.Join(cg.v2, "memory.events")
+		case cg.v1["memory"] != "":
+			file = filepath.Join(cg.v1["memory"], "memory.oom_control")
+		default:
+			return
+		}
+		cg.oom, _ = os.Open(file)
+	})
+	return cg.oom
+}
+
 // oomKills counts the OOM kills in the sandbox so far.
 func (cg *cgroups) oomKills() uint64 {
-	var file, key string
-	switch {
-	case cg.unified:
-		file, key = filepath.Join(cg.v2, "memory.events"), "oom_kill"
-	case cg.v1["memory"] != "":
-		file, key = filepath.Join(cg.v1["memory"], "memory.oom_control"), "oom_kill"
-	default:
+	f := cg.oomFile()
+	if f == nil {
 		return 0
 	}
-	b, _ := os.ReadFile(file)
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == key {
+	var b [512]byte // either file is some 100 bytes
+	n, _ := f.ReadAt(b[:], 0)
+	for _, line := range strings.Split(string(b[:n]), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" {
 			n, _ := strconv.ParseUint(f[1], 10, 64)
 			return n
 		}
@@ -396,6 +416,10 @@ func (cg *cgroups) oomKills() uint64 {
 
 // remove deletes the cgroups; they must be empty.
 func (cg *cgroups) remove() error {
+	cg.oomOnce.Do(func() {}) // none is opened from here on
+	if cg.oom != nil {
+		cg.oom.Close()
+	}
 	var errs []error
 	for _, dir := range cg.dirs() {
 		var err error

@@ -62,6 +62,11 @@ func TestCgroupV1Files(t *testing.T) {
 	if n := cg.oomKills(); n != 5 {
 		t.Errorf("oom kills %d, want 5", n)
 	}
+	// The file stays open between counts: each count reads it afresh.
+	os.WriteFile(filepath.Join(v1["memory"], "memory.oom_control"), []byte("oom_kill_disable 0\nunder_oom 0\noom_kill 6\n"), 0o644)
+	if n := cg.oomKills(); n != 6 {
+		t.Errorf("oom kills %d after a kill, want 6", n)
+	}
 }
 
 func TestSlowCgroup2(t *testing.T) {
