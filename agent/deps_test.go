@@ -18,13 +18,14 @@ func TestAgentDependencies(t *testing.T) {
 		t.Fatal(err)
 	}
 	allowed := map[string]bool{
-		"github.com/cordon-sandbox/cordon/cmd/cordon-agent":     true,
-		"github.com/cordon-sandbox/cordon/agent":                true,
-		"github.com/cordon-sandbox/cordon/agent/wire":           true,
-		"github.com/cordon-sandbox/cordon/agent/sandboxinit":    true,
-		"github.com/cordon-sandbox/cordon/agent/clonexec":       true,
-		"github.com/cordon-sandbox/cordon/agent/internal/httpd": true,
-		"golang.org/x/sys/unix":                                 true,
+		"github.com/cordon-sandbox/cordon/cmd/cordon-agent":                    true,
+		"github.com/cordon-sandbox/cordon/agent":                               true,
+		"github.com/cordon-sandbox/cordon/agent/wire":                          true,
+		"github.com/cordon-sandbox/cordon/agent/sandboxinit":                   true,
+		"github.com/cordon-sandbox/cordon/agent/clonexec":                      true,
+		"github.com/cordon-sandbox/cordon/agent/clonexec/internal/startnofile": true,
+		"github.com/cordon-sandbox/cordon/agent/internal/httpd":                true,
+		"golang.org/x/sys/unix":                                                true,
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		if !allowed[dep] {

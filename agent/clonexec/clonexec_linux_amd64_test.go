@@ -337,6 +337,11 @@ func TestNofileRestored(t *testing.T) {
 	if nofile.Cur != 512 {
 		t.Fatalf("OriginalNofile: soft %d, want 512", nofile.Cur)
 	}
+	// It was read at start-up, before the runtime's raise: a traced child
+	// of this process's reads the same.
+	if traced, err := tracedNofile("/proc/self/exe"); err != nil || traced != nofile {
+		t.Fatalf("read at start-up %+v, from a traced child %+v (%v)", nofile, traced, err)
+	}
 	start := func(nofile *unix.Rlimit) func(files []int) (int, error) {
 		return func(files []int) (int, error) {
 			pid, pidfd, err := Start(sh, argv, nil, "/", files, nsAttr(), nofile, nil)

@@ -29,8 +29,7 @@ type Config struct {
 	// with its creator.
 	Detached bool
 	// Spawner matters only where clonexec cannot start inits (an
-	// architecture other than amd64, or tracing not allowed, which
-	// clonexec.OriginalNofile needs); elsewhere this process starts them
+	// architecture other than amd64); elsewhere this process starts them
 	// itself without copying its memory. Where it matters, it starts every
 	// sandbox init through a small helper process (started at the first
 	// create, living as long as this one; see internal/spawner) rather

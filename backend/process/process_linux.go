@@ -67,7 +67,9 @@ type Backend struct {
 
 // originalNofile is this process's original RLIMIT_NOFILE, which inits
 // started with clonexec get back; where it cannot be learnt they are
-// started as before. Learnt once, in the background from the first New on.
+// started as before. Read at this process's start where clonexec runs
+// (clonexec.OriginalNofile); elsewhere learnt once, in the background from
+// the first New on.
 var originalNofile = sync.OnceValues(func() (unix.Rlimit, error) {
 	return clonexec.OriginalNofile("/proc/self/exe")
 })
