@@ -61,9 +61,11 @@ type Config struct {
 // unless told otherwise (CORDON_AGENT_SPARE_THREADS, at most
 // MaxSpareThreads). Hosts ask for them only under a pids limit: without
 // one, a sandbox's task ceiling (RLIMIT_NPROC) stops a fork bomb, and the
-// bomb may take the agent, and so the sandbox, down with it. Each costs
-// some 80 µs of the first command's start; an agent serving two dozen
-// requests at once under a bomb that holds every pid has needed none
+// bomb may take the agent, and so the sandbox, down with it; nor where the
+// workload's pids are held apart from the agent's (the process tier on
+// cgroup v1, sandboxinit.Config.CommandsApart). Each costs some 0.2 ms of
+// the first command's start; an agent serving two dozen requests at once
+// under a bomb that holds every pid has needed none
 // (TestForkBombUnderLoad), so 16 is a margin, not a measure.
 const (
 	ReserveThreads  = 16

@@ -145,13 +145,16 @@ type Options struct {
 	// reaches all commands from there, while the agent's other threads
 	// stay able to inspect them.
 	CommandThread func(func())
+	// CommandThreadID is CommandThread's thread's id, which the ready
+	// record tells the host (wire.ReadyRecord.CommandThread).
+	CommandThreadID int
 	// Ready, when set, is called once the agent listens, with the
 	// encoded wire.ReadyRecord for the host.
 	Ready func(record []byte)
 	// Listener, when set, is what the agent serves on instead of listening
 	// itself (CORDON_AGENT_SOCKET, _BIND and _PORT are then not used for
-	// it): the process tier's init makes the socket before it gives up its
-	// privileges, so that its directory can be read-only to the workload.
+	// it): the process tier's host makes the socket, so that its directory
+	// can be read-only to the workload from the start.
 	Listener net.Listener
 }
 
@@ -223,6 +226,7 @@ func Start(env []string, scrub bool, stdout, stderr io.Writer, opts Options) (wa
 		return nil, 1
 	}
 	s.reaper.onThread = opts.CommandThread
+	s.commandThread = opts.CommandThreadID
 	s.reaper.reserved = reserved
 	if bridge != nil {
 		go s.serveEgressBridge(bridge, cfg.EgressSocket)

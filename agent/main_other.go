@@ -22,7 +22,8 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 
 // Options are what an embedding adds to Run.
 type Options struct {
-	CommandThread func(func())
-	Ready         func(record []byte)
-	Listener      net.Listener
+	CommandThread   func(func())
+	CommandThreadID int
+	Ready           func(record []byte)
+	Listener        net.Listener
 }

@@ -36,12 +36,14 @@ type reaper struct {
 
 // NewCommandThread starts a goroutine locked to its own thread for good,
 // runs setup there, and returns a function that runs work on that thread
-// (Options.CommandThread).
-func NewCommandThread(setup func() error) (func(func()), error) {
+// (Options.CommandThread) and the thread's id (Options.CommandThreadID).
+func NewCommandThread(setup func() error) (func(func()), int, error) {
 	commands, serve := CommandQueue()
 	ready := make(chan error, 1)
+	var tid int
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread carries setup's effects
+		tid = unix.Gettid()
 		if err := setup(); err != nil {
 			ready <- err
 			return
@@ -50,9 +52,9 @@ func NewCommandThread(setup func() error) (func(func()), error) {
 		serve()
 	}()
 	if err := <-ready; err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return commands, nil
+	return commands, tid, nil
 }
 
 // CommandQueue is NewCommandThread for a caller that brings its own locked

@@ -80,6 +80,8 @@ type Server struct {
 	// exit ends the process; tests and Run replace it.
 	exit     func(code int)
 	onRetire func()
+	// commandThread is Options.CommandThreadID, for the ready record.
+	commandThread int
 }
 
 // New builds a server from a validated configuration. env is the agent's own
@@ -319,7 +321,7 @@ func (s *Server) health(r *httpd.Request) wire.Health {
 // readyRecord is the encoded wire.ReadyRecord for a host that started this
 // agent: its health as the host would be told it, and a spare reservation.
 func (s *Server) readyRecord() []byte {
-	rec := wire.ReadyRecord{Health: s.hostHealth()}
+	rec := wire.ReadyRecord{Health: s.hostHealth(), CommandThread: s.commandThread}
 	if res, ok := s.reserve(true); ok {
 		rec.Spare = &res
 	}

@@ -83,6 +83,14 @@ type Config struct {
 	// descriptors from TreeFD on, placed at its start (where a
 	// RootBuilder finds them), not sent with the configuration.
 	PlacedTrees int `json:"placedTrees,omitempty"`
+	// CommandsApart says the host holds the pids of the thread commands
+	// are forked from apart from the agent's own, once the ready record
+	// names it as this process's first thread: a fork bomb then cannot
+	// exhaust the agent's, and the agent, which becomes the init in
+	// place, makes no spare threads ahead. (An agent the init executes
+	// forks from another thread, keeps its spares, and the host moves
+	// nothing.)
+	CommandsApart bool `json:"commandsApart,omitempty"`
 	// trees are the layout trees received with the configuration.
 	trees []int
 }

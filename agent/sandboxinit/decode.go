@@ -124,6 +124,8 @@ func scanConfig(s *wire.Scanner, c *Config) bool {
 			return s.Uint64(&c.Tasks, 64)
 		case "rootBuilder":
 			return scanInt(s, &c.RootBuilder)
+		case "commandsApart":
+			return s.Bool(&c.CommandsApart)
 		case "placedTrees":
 			return scanInt(s, &c.PlacedTrees)
 		}

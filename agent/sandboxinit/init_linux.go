@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -159,11 +160,19 @@ func run(cfg *Config) error {
 		// The agent starts here, on this thread, and the thread serves its
 		// commands once it is ready: the agent's other goroutines need
 		// another thread only from then on, while the host admits it.
+		// It is this process's first thread, which the ready record names
+		// so that the host holds its pids apart (CommandsApart); the
+		// agent then needs no spare threads.
+		env := cfg.Env
+		if cfg.CommandsApart {
+			env = append(slices.Clip(env), agent.EnvPrefix+"SPARE_THREADS=0")
+		}
 		commands, serve := agent.CommandQueue()
-		wait, code := agent.Start(cfg.Env, false, os.Stdout, os.Stderr, agent.Options{
-			CommandThread: commands,
-			Ready:         agent.ReadyTo(ReadyFD),
-			Listener:      ln,
+		wait, code := agent.Start(env, false, os.Stdout, os.Stderr, agent.Options{
+			CommandThread:   commands,
+			CommandThreadID: unix.Gettid(),
+			Ready:           agent.ReadyTo(ReadyFD),
+			Listener:        ln,
 		})
 		if wait == nil {
 			os.Exit(code)

@@ -139,7 +139,7 @@ func ContainerOptions(env []string) (agent.Options, error) {
 		}
 		writable = append(writable, w)
 	}
-	commands, err := agent.NewCommandThread(func() error {
+	commands, tid, err := agent.NewCommandThread(func() error {
 		if abi >= 1 {
 			fd, err := buildRuleset(abi, writeRules(abi, writable))
 			if err != nil {
@@ -157,5 +157,5 @@ func ContainerOptions(env []string) (agent.Options, error) {
 	if err != nil {
 		return agent.Options{}, err
 	}
-	return agent.Options{CommandThread: commands}, nil
+	return agent.Options{CommandThread: commands, CommandThreadID: tid}, nil
 }

@@ -81,6 +81,10 @@ func AppendReadyRecord(b []byte, rec *ReadyRecord) []byte {
 		b = strconv.AppendInt(b, s.Stdio.MaxLifetimeMs, 10)
 		b = append(b, "}}"...)
 	}
+	if rec.CommandThread != 0 {
+		b = append(b, `,"commandThread":`...)
+		b = strconv.AppendInt(b, int64(rec.CommandThread), 10)
+	}
 	return append(b, '}')
 }
 

@@ -111,6 +111,9 @@ func TestAppendReadyRecord(t *testing.T) {
 				Stdio: StdioInfo{Version: r.IntN(3), MaxLifetimeMs: r.Int64() >> r.IntN(63)},
 			}
 		}
+		if r.IntN(2) == 0 {
+			rec.CommandThread = r.IntN(1 << 22)
+		}
 		recs = append(recs, rec)
 	}
 	for _, rec := range recs {

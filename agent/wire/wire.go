@@ -148,6 +148,10 @@ type Health struct {
 type ReadyRecord struct {
 	Health Health       `json:"health"`
 	Spare  *Reservation `json:"spare,omitempty"`
+	// CommandThread is the id, in the agent's PID namespace, of the thread
+	// every command is forked from, when the agent has one (the process
+	// tier holds that thread's pids apart from the agent's own).
+	CommandThread int `json:"commandThread,omitempty"`
 }
 
 // MaxReadyRecordBytes bounds a ReadyRecord as a host reads it.

@@ -28,8 +28,12 @@ type cgroups struct {
 	v2      string            // unified cgroup (v2 mode, or v1 tracking); "" if none
 	v1      map[string]string // controller → cgroup directory
 	unified bool              // v2 mode: limits live in v2
-	oomOnce sync.Once
-	oom     *os.File // what oomKills reads, kept open (oomFile)
+	// commands, on v1 under a pids limit, is a pids cgroup below the
+	// sandbox's holding the thread commands are forked from, and so every
+	// command and all it starts (see commandsApart); "" if none.
+	commands string
+	oomOnce  sync.Once
+	oom      *os.File // what oomKills reads, kept open (oomFile)
 }
 
 // cgroupSupport is what the host can do, probed once.
@@ -126,7 +130,10 @@ func ownCgroups() map[string]string {
 
 func (s cgroupSupport) limits() bool { return s.writeable }
 
-// newCgroups creates the sandbox's cgroups and writes its limits.
+// create makes the sandbox's cgroups and writes its limits. l is the
+// workload's: a pids limit grows by AgentPids for the agent's own threads
+// (on v1 the workload's commands are held to l.Pids apart from them:
+// commandsApart).
 func (s cgroupSupport) create(id string, l sandbox.Limits) (*cgroups, error) {
 	cg := &cgroups{v1: map[string]string{}, unified: s.unified}
 	fail := func(err error) (*cgroups, error) {
@@ -159,11 +166,48 @@ func (s cgroupSupport) create(id string, l sandbox.Limits) (*cgroups, error) {
 		}
 		cg.v1[c] = dir
 	}
-	if err := cg.setLimits(l); err != nil {
+	withAgent := l
+	if l.Pids > 0 {
+		withAgent.Pids += AgentPids
+	}
+	if err := cg.setLimits(withAgent); err != nil {
 		return fail(err)
+	}
+	if s.commandsApart(l) {
+		// The command thread counts there too.
+		dir := filepath.Join(cg.v1["pids"], commandsCgroup)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return fail(err)
+		}
+		cg.commands = dir
+		if err := write(dir, "pids.max", strconv.FormatInt(l.Pids+1, 10)); err != nil {
+			return fail(err)
+		}
 	}
 	cg.oomFile() // opened here, beside the init's start, not at the first command
 	return cg, nil
+}
+
+// commandsCgroup names the pids cgroup of a sandbox's commands.
+const commandsCgroup = "commands"
+
+// commandsApart reports whether a sandbox with limits l gets a pids cgroup
+// of its own for its commands (cgroups.commands): on v1, under a pids
+// limit. The init's command thread is moved there alone (a v1 pids
+// cgroup takes single threads), so each command starts there and a fork
+// bomb exhausts the workload's pids, not the agent's, which then needs no
+// spare threads made ahead (16 held the agent's one P for some 4 ms, and
+// its first command waited). Unified cgroup2 would need a threaded
+// subtree for that, which the machines this is tested on cannot make:
+// there the agent keeps its spares.
+func (s cgroupSupport) commandsApart(l sandbox.Limits) bool {
+	return l.Pids > 0 && !s.unified && s.v1Roots["pids"] != ""
+}
+
+// holdCommands moves thread tid, the one the init forks every command
+// from, into the commands' cgroup (instance.holdCommands says when).
+func (cg *cgroups) holdCommands(tid int) error {
+	return write(cg.commands, "tasks", strconv.Itoa(tid))
 }
 
 // needsV1 reports whether the sandbox needs a cgroup in v1 controller c:
@@ -277,7 +321,11 @@ func (cg *cgroups) dirs() []string {
 // procs lists the processes still in the sandbox's cgroups.
 func (cg *cgroups) procs() []int {
 	seen := map[int]bool{}
-	for _, dir := range cg.dirs() {
+	dirs := cg.dirs()
+	if cg.commands != "" {
+		dirs = append(dirs, cg.commands)
+	}
+	for _, dir := range dirs {
 		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 		if err != nil {
 			continue
@@ -421,7 +469,11 @@ func (cg *cgroups) remove() error {
 		cg.oom.Close()
 	}
 	var errs []error
-	for _, dir := range cg.dirs() {
+	dirs := cg.dirs()
+	if cg.commands != "" {
+		dirs = append([]string{cg.commands}, dirs...) // before the cgroup it is in
+	}
+	for _, dir := range dirs {
 		var err error
 		for i := 0; i < 100; i++ {
 			if err = unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
@@ -453,6 +505,9 @@ func (s cgroupSupport) existing(id string) *cgroups {
 	}
 	if !found {
 		return nil
+	}
+	if d := filepath.Join(cg.v1["pids"], commandsCgroup); cg.v1["pids"] != "" && isDir(d) {
+		cg.commands = d
 	}
 	return cg
 }

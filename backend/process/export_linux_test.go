@@ -1,8 +1,8 @@
 package process
 
 // NoClone makes b start its inits as where clonexec is unavailable (other
-// architectures, or tracing not allowed): through the spawner or by a fork,
-// so that those paths are tested here too.
+// architectures): through the spawner or by a fork, so that those paths
+// are tested here too.
 func NoClone(b *Backend) { b.noClone = true }
 
 // HelperRoots is how many of b's sandboxes had their root built by a

@@ -315,12 +315,9 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, tr
 	if err := os.Chmod(egressPath, 0o600); err != nil {
 		return nil, err
 	}
+	// A pids limit is the workload's: the agent's own threads come on top
+	// (create), so a fork bomb cannot starve it.
 	cgLimits := spec.Limits
-	if cgLimits.Pids > 0 {
-		// The limit is the workload's: the agent's own threads (its reserve
-		// and the runtime's) come on top, so a fork bomb cannot starve it.
-		cgLimits.Pids += AgentPids
-	}
 	if !cgLimits.IsZero() || b.cgroups.writeable {
 		// Even without limits a cgroup tracks every process for teardown.
 		cg, err := b.cgroups.create(sl.id, cgLimits)
@@ -334,6 +331,9 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, tr
 			if err := cg.add(sl.proc.Pid()); err != nil {
 				cg.remove()
 				return nil, err
+			}
+			if cg.commands != "" {
+				inst.ready = inst.holdCommands(sl.ready)
 			}
 		}
 	}
@@ -405,6 +405,9 @@ func (b *Backend) initConfig(sl *slot, l sandbox.Launch, layout []LayoutMount, u
 		Workdir:  Workspace,
 		Env:      agentEnv(l, uid, layout),
 		Detached: b.cfg.Detached,
+		// On v1 under a pids limit the commands get a pids cgroup of
+		// their own (cgroups.commands).
+		CommandsApart: b.cgroups.commandsApart(spec.Limits),
 	}
 	if spec.Limits.Pids == 0 {
 		icfg.Tasks = b.taskCeiling()
@@ -500,14 +503,25 @@ type instance struct {
 	// root, when a helper built the root, is it: kept while the init may
 	// run (it shares this process's memory), and asked which step failed.
 	root *clonexec.Helper
-	mu   sync.Mutex
-	gone bool
+	// holdErr is why the command thread could not be held apart.
+	holdErr error
+	mu      sync.Mutex
+	gone    bool
 }
 
 // Diagnostics is what the init and agent said, after the step of the
 // root's builder that failed, if one did.
 func (i *instance) Diagnostics() string {
 	d := i.proc.Diagnostics()
+	if i.ready != nil { // nil for an adopted sandbox
+		select {
+		case <-i.ready.done:
+			if i.holdErr != nil {
+				return fmt.Sprintf("holding the commands' pids apart: %v; %s", i.holdErr, d)
+			}
+		default:
+		}
+	}
 	if i.root == nil {
 		return d
 	}
@@ -523,6 +537,39 @@ func (i *instance) Diagnostics() string {
 
 // Ready is closed once the agent listens (sandbox.Readier).
 func (i *instance) Ready() <-chan struct{} { return i.ready.done }
+
+// holdCommands is r, once the thread the agent forks commands from is in
+// the commands' pids cgroup (cgroups.commands): the ready record names it,
+// and it is moved before the host is told the agent is ready, before any
+// command. It is moved after the agent's start, not at the init's: a
+// thread the init's first thread made before (the runtime's template
+// thread, which makes its later ones) would be in that cgroup too. The
+// thread must be the init's first (the agent became the init in place and
+// made no spare threads, sandboxinit.Config.CommandsApart), whose id is
+// the init's pid; an agent the init executed names another, keeps its
+// spare threads, and nothing moves. A move that fails ends the sandbox:
+// its agent has no spare threads to outlive a fork bomb with.
+func (i *instance) holdCommands(r *readiness) *readiness {
+	held := &readiness{done: make(chan struct{})}
+	go func() {
+		defer close(held.done)
+		<-r.done
+		var rec struct {
+			CommandThread int `json:"commandThread"`
+		}
+		if json.Unmarshal(r.record, &rec) != nil || rec.CommandThread != 1 {
+			held.record = r.record
+			return
+		}
+		if err := i.cg.holdCommands(i.Pid()); err != nil {
+			i.holdErr = err
+			_ = i.Kill()
+			return
+		}
+		held.record = r.record
+	}()
+	return held
+}
 
 // ReadyRecord is what the agent handed over as it became ready
 // (sandbox.ReadyReporter); nil before Ready closes, or if it wrote none.

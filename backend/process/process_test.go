@@ -8,6 +8,7 @@ import (
 	"debug/buildinfo"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -474,6 +475,41 @@ func TestCgroupsJoined(t *testing.T) {
 	}
 }
 
+// TestCommandsPidsApart: under a pids limit on cgroup v1, commands run in a
+// pids cgroup of their own below the sandbox's, and of the agent's threads
+// only the one commands are forked from is there: the agent then makes no
+// spare threads. An agent the init executes (a cgo build) forks from
+// another thread: nothing moves, and it keeps its spares. Without a pids
+// limit there is no such cgroup.
+func TestCommandsPidsApart(t *testing.T) {
+	if _, err := os.Stat("/sys/fs/cgroup/pids"); err != nil {
+		testutil.Missing(t, "needs the cgroup v1 pids controller")
+	}
+	const script = "grep :pids: /proc/self/cgroup; grep -h :pids: /proc/1/task/*/cgroup | sort | uniq -c"
+	pids := func(t *testing.T, b *process.Backend, limit int64) (self string, agent map[string]int) {
+		out, _, _ := sh(t, createOn(t, b, sandbox.Spec{Limits: sandbox.Limits{Pids: limit}}), script)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		self, agent = lines[0], map[string]int{}
+		for _, l := range lines[1:] {
+			var n int
+			var where string
+			fmt.Sscan(l, &n, &where)
+			agent[where[strings.LastIndex(where, ":")+1:]] = n
+		}
+		return self[strings.LastIndex(self, ":")+1:], agent
+	}
+	if self, agent := pids(t, backend(t), 64); self != "/commands" || agent["/commands"] != 1 || agent["/"] < 3 || agent["/"] > 12 {
+		t.Errorf("a command's pids cgroup %q, the agent's threads in each %v: want /commands, and only the first thread there, no spares", self, agent)
+	}
+	if self, agent := pids(t, backend(t), 0); self != "/" || agent["/commands"] != 0 {
+		t.Errorf("without a pids limit: a command's pids cgroup %q, the agent's threads %v", self, agent)
+	}
+	cgo := process.New(process.Config{AgentPath: testutil.BuildAgentCgo(t), StateDir: stateDir(t)})
+	if self, agent := pids(t, cgo, 64); self != "/" || agent["/commands"] != 0 || agent["/"] < 16 {
+		t.Errorf("a cgo-built agent: a command's pids cgroup %q, the agent's threads %v: want nothing moved, and its 16 spares", self, agent)
+	}
+}
+
 // TestSocketDir: the agent's socket directory, which is the host's, is
 // read-only inside, to the workload's root too: nothing it makes there
 // lands on the host's disk. The agent's socket is the host's, so nothing
@@ -579,7 +615,8 @@ func TestNetNamespaceEveryThread(t *testing.T) {
 }
 
 // TestSpareThreads: the agent keeps its spare threads (the reserve against
-// an exhausted pids limit) only in a sandbox that has a pids limit.
+// an exhausted pids limit) only in a sandbox that has a pids limit, and
+// only where its commands' pids are not held apart from its own.
 func TestSpareThreads(t *testing.T) {
 	threads := func(spec sandbox.Spec) int {
 		sb := create(t, spec)
@@ -591,8 +628,11 @@ func TestSpareThreads(t *testing.T) {
 		return n
 	}
 	without, with := threads(sandbox.Spec{}), threads(sandbox.Spec{Limits: sandbox.Limits{Pids: 64}})
-	if with < agent.ReserveThreads || without >= agent.ReserveThreads {
-		t.Fatalf("agent threads: %d without a pids limit, %d with one; want fewer than %d, then at least that", without, with, agent.ReserveThreads)
+	// On cgroup v1 the commands' pids are held apart instead, and the
+	// agent makes none (TestCommandsPidsApart).
+	_, err := os.Stat("/sys/fs/cgroup/pids")
+	if apart := err == nil; without >= agent.ReserveThreads || apart != (with < agent.ReserveThreads) {
+		t.Fatalf("agent threads: %d without a pids limit, %d with one (commands held apart: %v); want fewer than %d, then at least that unless apart", without, with, apart, agent.ReserveThreads)
 	}
 }
 
