@@ -486,27 +486,27 @@ func TestCommandsPidsApart(t *testing.T) {
 		testutil.Missing(t, "needs the cgroup v1 pids controller")
 	}
 	const script = "grep :pids: /proc/self/cgroup; grep -h :pids: /proc/1/task/*/cgroup | sort | uniq -c"
-	pids := func(t *testing.T, b *process.Backend, limit int64) (self string, agent map[string]int) {
+	pids := func(t *testing.T, b *process.Backend, limit int64) (self string, threads map[string]int) {
 		out, _, _ := sh(t, createOn(t, b, sandbox.Spec{Limits: sandbox.Limits{Pids: limit}}), script)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		self, agent = lines[0], map[string]int{}
+		self, threads = lines[0], map[string]int{}
 		for _, l := range lines[1:] {
 			var n int
 			var where string
 			fmt.Sscan(l, &n, &where)
-			agent[where[strings.LastIndex(where, ":")+1:]] = n
+			threads[where[strings.LastIndex(where, ":")+1:]] = n
 		}
-		return self[strings.LastIndex(self, ":")+1:], agent
+		return self[strings.LastIndex(self, ":")+1:], threads
 	}
-	if self, agent := pids(t, backend(t), 64); self != "/commands" || agent["/commands"] != 1 || agent["/"] < 3 || agent["/"] > 12 {
-		t.Errorf("a command's pids cgroup %q, the agent's threads in each %v: want /commands, and only the first thread there, no spares", self, agent)
+	if self, threads := pids(t, backend(t), 64); self != "/commands" || threads["/commands"] != 1 || threads["/"] < 2 || threads["/"] >= agent.ReserveThreads {
+		t.Errorf("a command's pids cgroup %q, the agent's threads in each %v: want /commands, and only the first thread there, no spares", self, threads)
 	}
-	if self, agent := pids(t, backend(t), 0); self != "/" || agent["/commands"] != 0 {
-		t.Errorf("without a pids limit: a command's pids cgroup %q, the agent's threads %v", self, agent)
+	if self, threads := pids(t, backend(t), 0); self != "/" || threads["/commands"] != 0 {
+		t.Errorf("without a pids limit: a command's pids cgroup %q, the agent's threads %v", self, threads)
 	}
 	cgo := process.New(process.Config{AgentPath: testutil.BuildAgentCgo(t), StateDir: stateDir(t)})
-	if self, agent := pids(t, cgo, 64); self != "/" || agent["/commands"] != 0 || agent["/"] < 16 {
-		t.Errorf("a cgo-built agent: a command's pids cgroup %q, the agent's threads %v: want nothing moved, and its 16 spares", self, agent)
+	if self, threads := pids(t, cgo, 64); self != "/" || threads["/commands"] != 0 || threads["/"] < agent.ReserveThreads {
+		t.Errorf("a cgo-built agent: a command's pids cgroup %q, the agent's threads %v: want nothing moved, and its 16 spares", self, threads)
 	}
 }
 
