@@ -73,8 +73,8 @@ func readyFromFD(env []string) (func([]byte), error) {
 }
 
 // listenerFromFD is the listening socket CORDON_AGENT_LISTEN_FD names (the
-// process tier's init passes on the one the host made when it executes the agent
-// rather than becoming it), nil when none is named.
+// process tier's init passes on the one the host made when it executes the
+// agent rather than becoming it), nil when none is named.
 func listenerFromFD(env []string) (net.Listener, error) {
 	fd, err := fdFromEnv(env, "LISTEN_FD")
 	if fd < 0 || err != nil {

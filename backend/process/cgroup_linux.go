@@ -318,14 +318,19 @@ func (cg *cgroups) dirs() []string {
 	return out
 }
 
+// allDirs is dirs with the commands' cgroup, if any, first: before the
+// cgroup it is in, for a removal.
+func (cg *cgroups) allDirs() []string {
+	if cg.commands == "" {
+		return cg.dirs()
+	}
+	return append([]string{cg.commands}, cg.dirs()...)
+}
+
 // procs lists the processes still in the sandbox's cgroups.
 func (cg *cgroups) procs() []int {
 	seen := map[int]bool{}
-	dirs := cg.dirs()
-	if cg.commands != "" {
-		dirs = append(dirs, cg.commands)
-	}
-	for _, dir := range dirs {
+	for _, dir := range cg.allDirs() {
 		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 		if err != nil {
 			continue
@@ -469,11 +474,7 @@ func (cg *cgroups) remove() error {
 		cg.oom.Close()
 	}
 	var errs []error
-	dirs := cg.dirs()
-	if cg.commands != "" {
-		dirs = append([]string{cg.commands}, dirs...) // before the cgroup it is in
-	}
-	for _, dir := range dirs {
+	for _, dir := range cg.allDirs() {
 		var err error
 		for i := 0; i < 100; i++ {
 			if err = unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {

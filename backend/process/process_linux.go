@@ -27,6 +27,7 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/clonexec"
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
+	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
 	"github.com/cordon-sandbox/cordon/internal/procid"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -554,9 +555,7 @@ func (i *instance) holdCommands(r *readiness) *readiness {
 	go func() {
 		defer close(held.done)
 		<-r.done
-		var rec struct {
-			CommandThread int `json:"commandThread"`
-		}
+		var rec wire.ReadyRecord
 		if json.Unmarshal(r.record, &rec) != nil || rec.CommandThread != 1 {
 			held.record = r.record
 			return
