@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -61,7 +62,7 @@ func within(p, root string) bool {
 // but never magic links, and returns the descriptor.
 func openPath(dirfd int, name string, extra int) (int, error) {
 	how := unix.OpenHow{Flags: uint64(unix.O_PATH | unix.O_CLOEXEC | extra), Resolve: unix.RESOLVE_NO_MAGICLINKS}
-	for {
+	for !noOpenat2.Load() {
 		fd, err := unix.Openat2(dirfd, name, &how)
 		switch {
 		case err == nil:
@@ -69,13 +70,19 @@ func openPath(dirfd int, name string, extra int) (int, error) {
 		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN):
 			continue
 		case errors.Is(err, unix.ENOSYS):
-			// No openat2 (old kernels, some user-space kernels): the
-			// descriptor check below is the guard either way.
-			return unix.Openat(dirfd, name, unix.O_PATH|unix.O_CLOEXEC|extra, 0)
+			noOpenat2.Store(true)
+			continue
 		}
 		return -1, err
 	}
+	// No openat2 (old kernels, some user-space kernels, and every sandbox
+	// whose seccomp filter answers it ENOSYS, since its mode cannot be
+	// inspected): the descriptor check below is the guard either way.
+	return unix.Openat(dirfd, name, unix.O_PATH|unix.O_CLOEXEC|extra, 0)
 }
+
+// noOpenat2 is set once openat2 answered ENOSYS.
+var noOpenat2 atomic.Bool
 
 // fdPath is the kernel's name for what fd refers to.
 func fdPath(fd int) (string, error) {

@@ -61,10 +61,19 @@ type Layout struct {
 	ToolResults string
 	Transcripts string
 	Skills      string
+	// Owner, when set, is the host user and group the sandbox writes the
+	// read-write directories as (what it creates there belongs to them);
+	// nil means each directory's own owner. A sandbox never writes on the
+	// host as root: a read-write directory that root owns is refused
+	// unless Owner names someone else, and Owner may not be root.
+	Owner *HostOwner
 }
 
+// HostOwner is a host user and group.
+type HostOwner struct{ UID, GID int }
+
 // IsZero reports whether no layout directory is given.
-func (l Layout) IsZero() bool { return l == Layout{} }
+func (l Layout) IsZero() bool { l.Owner = nil; return l == Layout{} }
 
 // Limits are per-sandbox resource limits.
 type Limits struct {
@@ -87,6 +96,9 @@ func (s *Spec) Validate() error {
 	if s.User != nil && (*s.User < 0 || *s.User > 65534) {
 		return fmt.Errorf("%w: user %d is not a uid in 0-65534", ErrInvalidSpec, *s.User)
 	}
+	if o := s.Layout.Owner; o != nil && (o.UID <= 0 || o.GID <= 0 || o.UID > maxHostID || o.GID > maxHostID) {
+		return fmt.Errorf("%w: layout owner %d:%d: want an unprivileged host user and group, each 1-%d", ErrInvalidSpec, o.UID, o.GID, maxHostID)
+	}
 	if s.MaxTimeout < 0 || s.IdleTimeout < 0 {
 		return fmt.Errorf("%w: timeouts must not be negative", ErrInvalidSpec)
 	}
@@ -100,6 +112,9 @@ func (s *Spec) Validate() error {
 	}
 	return nil
 }
+
+// maxHostID is the largest host uid or gid (2^32-2; -1 means none).
+const maxHostID = 1<<32 - 2
 
 // Capabilities is what a backend can enforce. Create checks a spec against
 // it before anything starts.

@@ -57,6 +57,9 @@ func (s *Server) toSpec(in api.Spec) (sandbox.Spec, error) {
 			return out, err
 		}
 	}
+	if o := in.Layout.Owner; o != nil {
+		out.Layout.Owner = &sandbox.HostOwner{UID: o.UID, GID: o.GID}
+	}
 	if in.Egress != nil {
 		p, err := s.toPolicy(*in.Egress)
 		if err != nil {

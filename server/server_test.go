@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"sync"
 	"testing"
 	"time"
@@ -661,5 +662,51 @@ func TestStaleSpare(t *testing.T) {
 	}
 	if got := sh(t, c, sb.ID, "echo fresh"); got != "fresh\n" {
 		t.Fatalf("exec on a stale spare: %q", got)
+	}
+}
+
+// TestLayoutSetID: through the REST API, a root-owned read-write layout
+// directory is refused (400, naming layout.owner), an owner given in the
+// spec writes it as that user, and a sandbox cannot leave a set-id file in
+// a host directory: the host finds none after it tried.
+func TestLayoutSetID(t *testing.T) {
+	d := startDaemon(t)
+	c := d.local
+	root := filepath.Join(d.hosts, "root-owned")
+	if err := os.Mkdir(root, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(root, 0o1777)
+	_, err := c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{Layout: api.Layout{Outputs: root}}})
+	wantCode(t, err, http.StatusBadRequest, api.CodeInvalid)
+	if !strings.Contains(err.Error(), "layout.owner") {
+		t.Errorf("the refusal does not say what to do: %v", err)
+	}
+	sb := create(t, c, api.CreateRequest{Spec: api.Spec{Layout: api.Layout{Outputs: root, Owner: &api.Owner{UID: 4321, GID: 4321}}}})
+	got := sh(t, c, sb.ID, `cd /mnt/user-data/outputs && cp /usr/bin/id x && echo ok
+chmod 4755 x 2>/dev/null; chmod g+s x 2>/dev/null; mkdir d && chmod 2775 d 2>/dev/null
+python3 -c 'import os; os.open("z", os.O_CREAT|os.O_WRONLY, 0o6755)' 2>/dev/null; true`)
+	if got != "ok\n" {
+		t.Fatalf("%q", got)
+	}
+	if err := c.Delete(t.Context(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err = filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		n++
+		if st := fi.Sys().(*syscall.Stat_t); p != root && st.Uid != 4321 {
+			t.Errorf("%s belongs to %d on the host", p, st.Uid)
+		}
+		if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+			t.Errorf("the host finds %s %v", p, fi.Mode())
+		}
+		return nil
+	})
+	if err != nil || n != 3 {
+		t.Fatalf("walked %d entries (%v), want the directory, x and d", n, err)
 	}
 }

@@ -16,3 +16,9 @@ var archDenied = []Syscall{
 	{"sysfs", unix.SYS_SYSFS}, {"_sysctl", unix.SYS__SYSCTL}, {"uselib", unix.SYS_USELIB},
 	{"ustat", unix.SYS_USTAT},
 }
+
+// archSetIDCalls are x86-64's legacy calls that give a file its mode.
+var archSetIDCalls = []SetIDCall{
+	{Syscall{"chmod", unix.SYS_CHMOD}, 1, -1}, {Syscall{"creat", unix.SYS_CREAT}, 1, -1},
+	{Syscall{"mknod", unix.SYS_MKNOD}, 1, -1}, {Syscall{"open", unix.SYS_OPEN}, 2, 1},
+}

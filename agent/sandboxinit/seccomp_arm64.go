@@ -10,3 +10,6 @@ const (
 // archDenied: x86-64's legacy calls (create_module, iopl, ustat, …) do not
 // exist on arm64, so it denies none of its own.
 var archDenied []Syscall
+
+// archSetIDCalls: arm64 has only the *at forms, which every architecture has.
+var archSetIDCalls []SetIDCall

@@ -52,6 +52,38 @@ var DeniedSyscalls = append([]Syscall{
 	{"process_madvise", unix.SYS_PROCESS_MADVISE},
 }, archDenied...)
 
+// SetIDCall is a call that gives a file its mode: Mode is the index of its
+// mode argument and Flags, for an open, that of its flags (-1 for none),
+// the mode counting only when they create a file (O_CREAT, O_TMPFILE). A
+// set-user-ID or set-group-ID bit in such a mode is refused (EPERM): a
+// sandbox that could make a set-id program in a directory the host binds
+// in would leave one there for the host's users to run (docs/security.md).
+type SetIDCall struct {
+	Syscall
+	Mode, Flags int
+}
+
+// SetIDCalls are every call that can give a file a set-id bit: the chmod
+// family, creating opens and mknod, this architecture's legacy forms
+// included (archSetIDCalls). openat2, whose mode lies in memory a filter
+// cannot read, answers ENOSYS (OpenHowCall), as on kernels before 5.6, so
+// that its callers fall back to openat.
+var SetIDCalls = append([]SetIDCall{
+	{Syscall{"fchmod", unix.SYS_FCHMOD}, 1, -1}, {Syscall{"fchmodat", unix.SYS_FCHMODAT}, 2, -1},
+	{Syscall{"fchmodat2", unix.SYS_FCHMODAT2}, 2, -1}, {Syscall{"mknodat", unix.SYS_MKNODAT}, 2, -1},
+	{Syscall{"openat", unix.SYS_OPENAT}, 3, 2},
+}, archSetIDCalls...)
+
+// OpenHowCall is openat2, answered ENOSYS (see SetIDCalls).
+var OpenHowCall = Syscall{"openat2", unix.SYS_OPENAT2}
+
+// SetIDBits are the mode bits SetIDCalls refuse.
+const SetIDBits = unix.S_ISUID | unix.S_ISGID
+
+// CreateFlags are the open flags with which an open's mode counts
+// (O_TMPFILE's own bit, without the O_DIRECTORY it includes).
+const CreateFlags = unix.O_CREAT | unix.O_TMPFILE&^unix.O_DIRECTORY
+
 // NamespaceFlags may not be passed to clone.
 const NamespaceFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
 	unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
@@ -106,9 +138,17 @@ func buildFilter() ([]unix.SockFilter, error) {
 		p.jump(jeqK, uint32(sc.Nr), 0, 1)
 		p.stmt(retK, errnoRet(unix.EPERM))
 	}
-	// clone3's flags live in memory a filter cannot read: answer ENOSYS.
-	p.jump(jeqK, unix.SYS_CLONE3, 0, 1)
-	p.stmt(retK, errnoRet(unix.ENOSYS))
+	// clone3's flags live in memory a filter cannot read: answer ENOSYS;
+	// likewise openat2's mode.
+	for _, nr := range []uintptr{unix.SYS_CLONE3, OpenHowCall.Nr} {
+		p.jump(jeqK, uint32(nr), 0, 1)
+		p.stmt(retK, errnoRet(unix.ENOSYS))
+	}
+
+	// No set-id bit in a mode given to a file.
+	for _, c := range SetIDCalls {
+		p.setIDCheck(c)
+	}
 
 	// clone: no new namespaces (flags are args[0]).
 	p.jump(jeqK, unix.SYS_CLONE, 0, 4)
@@ -149,6 +189,24 @@ func buildFilter() ([]unix.SockFilter, error) {
 
 	p.stmt(retK, unix.SECCOMP_RET_ALLOW)
 	return p.ins, nil
+}
+
+// setIDCheck refuses c with a set-id bit in its mode (and, for an open, a
+// flag that creates): the block answers every call of c's number itself.
+func (p *prog) setIDCheck(c SetIDCall) {
+	n := uint8(4)
+	if c.Flags >= 0 {
+		n += 2
+	}
+	p.jump(jeqK, uint32(c.Nr), 0, n)
+	if c.Flags >= 0 {
+		p.stmt(ldW, seccompDataArgs+8*uint32(c.Flags))
+		p.jump(jsetK, CreateFlags, 0, 3) // not creating: allow
+	}
+	p.stmt(ldW, seccompDataArgs+8*uint32(c.Mode))
+	p.jump(jsetK, SetIDBits, 0, 1)
+	p.stmt(retK, errnoRet(unix.EPERM))
+	p.stmt(retK, unix.SECCOMP_RET_ALLOW)
 }
 
 // installSeccomp loads the filter on every thread (allThreads), or on the

@@ -10,3 +10,5 @@ const (
 )
 
 var archDenied []Syscall
+
+var archSetIDCalls []SetIDCall

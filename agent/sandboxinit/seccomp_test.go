@@ -4,6 +4,7 @@ package sandboxinit
 
 import (
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -95,9 +96,34 @@ func TestFilterDecisions(t *testing.T) {
 		{"personality linux", auditArch, unix.SYS_PERSONALITY, []uint64{0}, allow},
 		{"personality addr_no_randomize", auditArch, unix.SYS_PERSONALITY, []uint64{0x0040000}, eperm},
 		{"write", auditArch, unix.SYS_WRITE, nil, allow},
+		{"openat2", auditArch, unix.SYS_OPENAT2, nil, errnoRet(unix.ENOSYS)},
+		{"fchmod 0755", auditArch, unix.SYS_FCHMOD, []uint64{3, 0o755}, allow},
+		{"fchmod 4755", auditArch, unix.SYS_FCHMOD, []uint64{3, 0o4755}, eperm},
+		{"fchmodat 2775", auditArch, unix.SYS_FCHMODAT, []uint64{0, 0, 0o2775}, eperm},
+		{"fchmodat 1777", auditArch, unix.SYS_FCHMODAT, []uint64{0, 0, 0o1777}, allow},
+		{"fchmodat2 6755", auditArch, unix.SYS_FCHMODAT2, []uint64{0, 0, 0o6755, 0}, eperm},
+		{"fchmodat high bits", auditArch, unix.SYS_FCHMODAT, []uint64{0, 0, 1<<32 | 0o4755}, eperm},
+		{"mknodat regular 4755", auditArch, unix.SYS_MKNODAT, []uint64{0, 0, unix.S_IFREG | 0o4755}, eperm},
+		{"mknodat fifo", auditArch, unix.SYS_MKNODAT, []uint64{0, 0, unix.S_IFIFO | 0o644}, allow},
+		{"openat create 0644", auditArch, unix.SYS_OPENAT, []uint64{0, 0, unix.O_CREAT | unix.O_WRONLY, 0o644}, allow},
+		{"openat create 4755", auditArch, unix.SYS_OPENAT, []uint64{0, 0, unix.O_CREAT | unix.O_WRONLY, 0o4755}, eperm},
+		{"openat tmpfile 2755", auditArch, unix.SYS_OPENAT, []uint64{0, 0, unix.O_TMPFILE | unix.O_RDWR, 0o2755}, eperm},
+		// Without a creating flag the mode is not used: whatever it holds.
+		{"openat read, stray mode", auditArch, unix.SYS_OPENAT, []uint64{0, 0, unix.O_RDONLY, 0o4755}, allow},
 	}
 	if x32SyscallBit != 0 {
 		cases = append(cases, filterCase{"x32", auditArch, x32SyscallBit | unix.SYS_READ, nil, eperm})
+	}
+	for _, c := range archSetIDCalls {
+		args := make([]uint64, 4)
+		if c.Flags >= 0 {
+			args[c.Flags] = unix.O_CREAT
+		}
+		setid := slices.Clone(args)
+		setid[c.Mode] = 0o4755
+		cases = append(cases, filterCase{c.Name + " 4755", auditArch, uint32(c.Nr), setid, eperm})
+		args[c.Mode] = 0o755
+		cases = append(cases, filterCase{c.Name + " 0755", auditArch, uint32(c.Nr), args, allow})
 	}
 	for _, sc := range DeniedSyscalls {
 		if got := evalFilter(t, ins, auditArch, uint32(sc.Nr)); got != eperm {

@@ -475,8 +475,81 @@ func Layout(t *testing.T, create Create) {
 			t.Errorf("a mount of a layout directory outlived the sandbox: %s", l)
 		}
 	}
+	t.Run("SetIDPlant", func(t *testing.T) { setIDPlant(t, create) })
+	t.Run("RootOwned", func(t *testing.T) { rootOwnedLayout(t, create) })
 }
 
+// setIDPlant: the sandbox tries every way it has to leave a set-user-ID or
+// set-group-ID program (or a set-group-ID directory) in a read-write layout
+// directory, where a host user could run it as the directory's owner; the
+// host then finds none. Making the same files without those bits works (the
+// positive control).
+func setIDPlant(t *testing.T, create Create) {
+	base := t.TempDir()
+	os.Chmod(base, 0o755)
+	scratch := filepath.Join(base, "scratch")
+	os.Mkdir(scratch, 0o755)
+	os.Chown(scratch, 1234, 1234)
+	sb := create(t, sandbox.Spec{Layout: sandbox.Layout{Scratch: scratch}})
+	out, errOut, _ := sh(t, sb, `cd /mnt/user-data/scratch || exit 9
+cp /bin/sh plain && chmod 0755 plain && echo control
+cp /bin/sh a; chmod 4755 a; chmod u+s a; chmod g+s a
+install -m 4755 /bin/sh b
+mkdir d; chmod 2775 d; chmod g+s d
+python3 - <<'PY'
+import os, stat
+for name, f in [
+    ("open", lambda: os.close(os.open("c", os.O_CREAT | os.O_WRONLY, 0o4755))),
+    ("tmpfile", lambda: os.close(os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o2755))),
+    ("fchmod", lambda: os.fchmod(os.open("plain", os.O_RDONLY), 0o6755)),
+    ("chmod", lambda: os.chmod("plain", 0o4755)),
+    ("mknod", lambda: os.mknod("e", 0o4755 | stat.S_IFREG)),
+]:
+    try:
+        f()
+        print("planted", name)
+    except OSError:
+        pass
+PY
+cp -p /bin/sh f 2>/dev/null; tar -C / -cf t.tar --mode=u+s bin/sh 2>/dev/null && mkdir x && tar -C x -xpf t.tar 2>/dev/null
+true`)
+	if !strings.Contains(out, "control") || strings.Contains(out, "planted") {
+		t.Fatalf("stdout %q stderr %q", out, errOut)
+	}
+	if err := sb.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err := filepath.Walk(scratch, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		n++
+		if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+			t.Errorf("the host finds %s %v", p, fi.Mode())
+		}
+		return nil
+	})
+	if err != nil || n < 4 {
+		t.Fatalf("walked %d entries of the scratch directory: %v", n, err)
+	}
+}
+
+// rootOwnedLayout: a root-owned directory (which, unnamed, a create
+// refuses: process.TestLayoutMountsRootOwned) is written as the
+// unprivileged user and group a spec names.
+func rootOwnedLayout(t *testing.T, create Create) {
+	dir := t.TempDir() // root's: layout directories are bound only as root
+	os.Chmod(dir, 0o777)
+	sb := create(t, sandbox.Spec{Layout: sandbox.Layout{Outputs: dir, Owner: &sandbox.HostOwner{UID: 4321, GID: 4322}}})
+	if out, errOut, _ := sh(t, sb, "echo hi > /mnt/user-data/outputs/made && echo ok"); out != "ok\n" {
+		t.Fatalf("write as the named owner: %q %q", out, errOut)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(dir, "made"), &st); err != nil || st.Uid != 4321 || st.Gid != 4322 {
+		t.Fatalf("host file owner %d:%d (%v), want 4321:4322", st.Uid, st.Gid, err)
+	}
+}
 // Landlock: under a sandbox that requires it, writes land only under the
 // writable mounts. /proc/self/comm is the probe: the mount table and file
 // modes let a process write its own, and only a Landlock domain (which

@@ -396,11 +396,42 @@ func seccompProfile(userSpaceKernel, landlock bool) *specs.LinuxSeccomp {
 	}
 	rules = append(rules, specs.LinuxSyscall{Names: []string{"socket"}, Action: specs.ActErrno, ErrnoRet: &eafno,
 		Args: []specs.LinuxSeccompArg{{Index: 0, Value: unix.AF_NETLINK, Op: specs.OpEqualTo}, {Index: 2, Value: unix.NETLINK_ROUTE, Op: specs.OpNotEqual}}})
+	if !userSpaceKernel {
+		rules = append(rules, specs.LinuxSyscall{Names: []string{sandboxinit.OpenHowCall.Name}, Action: specs.ActErrno, ErrnoRet: &enosys})
+	}
+	rules = append(rules, setIDRules(eperm)...)
 	return &specs.LinuxSeccomp{
 		DefaultAction: specs.ActAllow,
 		Architectures: []specs.Arch{specs.ArchX86_64},
 		Syscalls:      rules,
 	}
+}
+
+// setIDRules refuse a set-id bit in a mode given to a file
+// (sandboxinit.SetIDCalls): a rule's conditions all hold together, so each
+// bit, and for an open each creating flag, is a rule of its own. Calls the
+// runtimes' libseccomp may not know (fchmodat2, Linux 6.6) are left to the
+// filter the agent installs on its commands, which has them all.
+func setIDRules(eperm uint) []specs.LinuxSyscall {
+	var rules []specs.LinuxSyscall
+	for _, c := range sandboxinit.SetIDCalls {
+		if c.Nr == unix.SYS_FCHMODAT2 {
+			continue
+		}
+		for _, bit := range []uint64{unix.S_ISUID, unix.S_ISGID} {
+			mode := specs.LinuxSeccompArg{Index: uint(c.Mode), Value: bit, ValueTwo: bit, Op: specs.OpMaskedEqual}
+			if c.Flags < 0 {
+				rules = append(rules, specs.LinuxSyscall{Names: []string{c.Name}, Action: specs.ActErrno, ErrnoRet: &eperm,
+					Args: []specs.LinuxSeccompArg{mode}})
+				continue
+			}
+			for _, flag := range []uint64{unix.O_CREAT, sandboxinit.CreateFlags &^ unix.O_CREAT} {
+				rules = append(rules, specs.LinuxSyscall{Names: []string{c.Name}, Action: specs.ActErrno, ErrnoRet: &eperm,
+					Args: []specs.LinuxSeccompArg{{Index: uint(c.Flags), Value: flag, ValueTwo: flag, Op: specs.OpMaskedEqual}, mode}})
+			}
+		}
+	}
+	return rules
 }
 
 func isDir(p string) bool {

@@ -20,13 +20,21 @@ import (
 // LayoutRoot is where layout directories appear inside the sandbox.
 const LayoutRoot = "/mnt/user-data"
 
-// LayoutMount is one layout directory to bind: Host at Target inside.
+// LayoutMount is one layout directory to bind: Host at Target inside,
+// its host user and group UID and GID the sandbox user inside. DirUID and
+// DirGID are the directory's own owner, when UID and GID are not.
 type LayoutMount struct {
-	Host, Target string
-	ReadOnly     bool
+	Host, Target   string
+	ReadOnly       bool
+	UID, GID       int
+	DirUID, DirGID int
 }
 
-// LayoutMounts lists the spec's layout directories, checked to exist.
+// LayoutMounts lists the spec's layout directories, checked to exist, each
+// with the host user the sandbox user is there: the directory's owner, or
+// for a read-write one l.Owner when given. A read-write directory whose
+// writes would be root's is refused: what the sandbox made there would be
+// root's on the host (a file root's programs trust, a cron job).
 func LayoutMounts(l sandbox.Layout) ([]LayoutMount, error) {
 	var out []LayoutMount
 	for _, m := range []struct {
@@ -50,15 +58,26 @@ func LayoutMounts(l sandbox.Layout) ([]LayoutMount, error) {
 		if !st.IsDir() {
 			return nil, fmt.Errorf("%w: layout %s: %s is not a directory", sandbox.ErrInvalidSpec, m.name, abs)
 		}
-		out = append(out, LayoutMount{Host: abs, Target: LayoutRoot + "/" + m.name, ReadOnly: m.ro})
+		sys := st.Sys().(*syscall.Stat_t)
+		lm := LayoutMount{Host: abs, Target: LayoutRoot + "/" + m.name, ReadOnly: m.ro, UID: int(sys.Uid), GID: int(sys.Gid)}
+		lm.DirUID, lm.DirGID = lm.UID, lm.GID
+		if !m.ro && l.Owner != nil {
+			lm.UID, lm.GID = l.Owner.UID, l.Owner.GID
+		}
+		if !m.ro && (lm.UID == 0 || lm.GID == 0) {
+			return nil, fmt.Errorf("%w: layout %s: the sandbox would write %s as %d:%d, root's user or group on the host; "+
+				"give the directory to an unprivileged user and group (chown), or name one for the sandbox to write as (--mount-owner UID:GID; layout.owner)",
+				sandbox.ErrInvalidSpec, m.name, abs, lm.UID, lm.GID)
+		}
+		out = append(out, lm)
 	}
 	return out, nil
 }
 
 // IdmappedTrees clones each layout directory into a detached mount whose
-// ids are mapped so that the directory's owner on the host is the sandbox
-// user inside: what the sandbox writes lands on the host owned by that
-// owner, and nothing is chowned. The trees are handed to the init, which
+// ids are mapped so that its host user and group (LayoutMount.UID, GID)
+// are the sandbox user inside: what the sandbox writes lands on the host
+// owned by them, and nothing is chowned. The trees are handed to the init, which
 // attaches them.
 func IdmappedTrees(agent string, mounts []LayoutMount, kuid, kgid int) ([]*os.File, error) {
 	var files []*os.File
@@ -69,11 +88,7 @@ func IdmappedTrees(agent string, mounts []LayoutMount, kuid, kgid int) ([]*os.Fi
 		return nil, err
 	}
 	for _, m := range mounts {
-		var st unix.Stat_t
-		if err := unix.Stat(m.Host, &st); err != nil {
-			return fail(err)
-		}
-		userns, err := holdUserns(agent, int(st.Uid), int(st.Gid), kuid, kgid)
+		userns, err := holdUserns(agent, idmap{m.UID, m.GID, kuid, kgid, m.DirUID, m.DirGID})
 		if err != nil {
 			return fail(err)
 		}
@@ -97,20 +112,48 @@ func IdmappedTrees(agent string, mounts []LayoutMount, kuid, kgid int) ([]*os.Fi
 	return files, nil
 }
 
-// holdUserns returns a user namespace mapping host uid/gid (inside it) to
-// the sandbox user's kuid/kgid (outside it). It serves only to describe an
-// id mapping, so one namespace serves every mount of the same mapping: they
-// are kept (an open descriptor keeps a namespace without any process in
-// it), and only a new mapping costs a helper process, which is ended as
-// soon as its namespace is open. The caller closes the file it gets.
-func holdUserns(agent string, uid, gid, kuid, kgid int) (*os.File, error) {
-	key := [4]int{uid, gid, kuid, kgid}
+// idmap is an id-mapped mount's mapping: host uid and gid (on disk, inside
+// the namespace describing it) are the sandbox user's kuid and kgid
+// (outside it). A directory owned by others (dirUID, dirGID) maps them too,
+// to the host's overflow ids: the kernel lets nobody write under an inode
+// whose owner a mount does not map, and the sandbox then meets the
+// directory as anyone's, through its mode.
+type idmap struct{ uid, gid, kuid, kgid, dirUID, dirGID int }
+
+// overflowID is the host's nobody, which an id-mapped directory's other
+// owner is mapped to.
+const overflowID = 65534
+
+func (m idmap) uids() []syscall.SysProcIDMap {
+	out := []syscall.SysProcIDMap{{ContainerID: m.uid, HostID: m.kuid, Size: 1}}
+	if m.dirUID != m.uid && m.kuid != overflowID {
+		out = append(out, syscall.SysProcIDMap{ContainerID: m.dirUID, HostID: overflowID, Size: 1})
+	}
+	return out
+}
+
+func (m idmap) gids() []syscall.SysProcIDMap {
+	out := []syscall.SysProcIDMap{{ContainerID: m.gid, HostID: m.kgid, Size: 1}}
+	if m.dirGID != m.gid && m.kgid != overflowID {
+		out = append(out, syscall.SysProcIDMap{ContainerID: m.dirGID, HostID: overflowID, Size: 1})
+	}
+	return out
+}
+
+// holdUserns returns a user namespace describing m. It serves only to
+// describe an id mapping, so one namespace serves every mount of the same
+// mapping: they are kept (an open descriptor keeps a namespace without any
+// process in it), and only a new mapping costs a helper process, which is
+// ended as soon as its namespace is open. The caller closes the file it
+// gets.
+func holdUserns(agent string, m idmap) (*os.File, error) {
+	key := m
 	usernsMu.Lock()
 	defer usernsMu.Unlock()
 	f := userns[key]
 	if f == nil {
 		var err error
-		if f, err = newUserns(agent, uid, gid, kuid, kgid); err != nil {
+		if f, err = newUserns(agent, m); err != nil {
 			return nil, err
 		}
 		if len(userns) >= maxUserns {
@@ -136,10 +179,10 @@ const maxUserns = 256
 
 var (
 	usernsMu sync.Mutex
-	userns   = map[[4]int]*os.File{}
+	userns   = map[idmap]*os.File{}
 )
 
-func newUserns(agent string, uid, gid, kuid, kgid int) (*os.File, error) {
+func newUserns(agent string, m idmap) (*os.File, error) {
 	cmd := exec.Command(agent, sandboxinit.HoldArg)
 	cmd.Args[0] = "cordon-agent"
 	cmd.Env = []string{}
@@ -149,8 +192,8 @@ func newUserns(agent string, uid, gid, kuid, kgid int) (*os.File, error) {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  syscall.CLONE_NEWUSER,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: kuid, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: kgid, Size: 1}},
+		UidMappings: m.uids(),
+		GidMappings: m.gids(),
 		Pdeathsig:   syscall.SIGKILL,
 	}
 	if spawnthread.Do(func() { err = cmd.Start() }); err != nil {

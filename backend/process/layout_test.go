@@ -3,10 +3,13 @@
 package process
 
 import (
+	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/cordon-sandbox/cordon/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,13 +26,13 @@ func TestUsernsCache(t *testing.T) {
 		}
 		return st.Ino
 	}
-	a, err := holdUserns(agent, 0, 0, 301000, 301000)
+	a, err := holdUserns(agent, idmap{0, 0, 301000, 301000, 0, 0})
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := ino(a)
 	a.Close()
-	b, err := holdUserns(agent, 0, 0, 301000, 301000)
+	b, err := holdUserns(agent, idmap{0, 0, 301000, 301000, 0, 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +40,7 @@ func TestUsernsCache(t *testing.T) {
 	if ino(b) != first {
 		t.Error("the same mapping made a second namespace")
 	}
-	c, err := holdUserns(agent, 1000, 1000, 301000, 301000)
+	c, err := holdUserns(agent, idmap{1000, 1000, 301000, 301000, 1000, 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +56,7 @@ func TestUsernsCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		trees, err := IdmappedTrees(agent, []LayoutMount{{Host: dir, Target: "/x"}}, 301000, 301000)
+		trees, err := IdmappedTrees(agent, []LayoutMount{{Host: dir, Target: "/x", UID: 1000, GID: 1000}}, 301000, 301000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,5 +66,43 @@ func TestUsernsCache(t *testing.T) {
 		if err != nil || st.Uid != 301000 || st.Gid != 301000 {
 			t.Errorf("through the mapping: uid %d gid %d (%v), want 301000", st.Uid, st.Gid, err)
 		}
+	}
+}
+
+// TestLayoutMountsRootOwned: a read-write layout directory that the
+// sandbox would write as root (its owner, or a named owner of root's) is
+// refused; read-only, or with an unprivileged owner named, it is not.
+func TestLayoutMountsRootOwned(t *testing.T) {
+	testutil.RequiresRoot(t) // only root has root-owned directories to offer (and chown)
+	root := t.TempDir()
+	group := t.TempDir()
+	if err := os.Chown(group, 1000, 0); err != nil {
+		t.Fatal(err)
+	}
+	owner := &sandbox.HostOwner{UID: 4321, GID: 4321}
+	for _, c := range []struct {
+		name   string
+		layout sandbox.Layout
+		ok     bool
+	}{
+		{"outputs", sandbox.Layout{Outputs: root}, false},
+		{"scratch", sandbox.Layout{Scratch: root}, false},
+		{"root's group", sandbox.Layout{Outputs: group}, false},
+		{"read-only", sandbox.Layout{Uploads: root, Skills: root}, true},
+		{"named owner", sandbox.Layout{Outputs: root, Scratch: group, Owner: owner}, true},
+	} {
+		ms, err := LayoutMounts(c.layout)
+		if c.ok != (err == nil) || err != nil && (!errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), "--mount-owner")) {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		for _, m := range ms {
+			if !m.ReadOnly && (m.UID != 4321 || m.GID != 4321) {
+				t.Errorf("%s: %s is written as %d:%d", c.name, m.Target, m.UID, m.GID)
+			}
+		}
+	}
+	bad := sandbox.Spec{Layout: sandbox.Layout{Outputs: root, Owner: &sandbox.HostOwner{UID: 0, GID: 5}}}
+	if err := bad.Validate(); !errors.Is(err, sandbox.ErrInvalidSpec) {
+		t.Errorf("a root owner named: %v", err)
 	}
 }

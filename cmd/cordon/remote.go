@@ -81,6 +81,9 @@ func toAPISpec(s sandbox.Spec) api.Spec {
 			ToolResults: s.Layout.ToolResults, Transcripts: s.Layout.Transcripts, Skills: s.Layout.Skills},
 		MaxTimeoutMs: s.MaxTimeout.Milliseconds(),
 	}
+	if o := s.Layout.Owner; o != nil {
+		out.Layout.Owner = &api.Owner{UID: o.UID, GID: o.GID}
+	}
 	if p := s.Egress; p != nil {
 		out.Egress = &api.Egress{Mode: string(p.Mode), Rules: p.Rules}
 	}

@@ -358,3 +358,58 @@ func TestDefaultSocketOwner(t *testing.T) {
 		t.Fatalf("cordon ls with another user's socket: exit %d (asked it: %v): %s", cmd.ProcessState.ExitCode(), asked.Load(), out)
 	}
 }
+
+// TestRunSetIDPlant: through `cordon run --mount`, on each tier that binds
+// layout directories, a sandbox cannot leave a set-id program in a host
+// directory (the host checks every file afterwards), a root-owned
+// read-write directory is refused with the way out, and --mount-owner
+// writes it as the user named.
+func TestRunSetIDPlant(t *testing.T) {
+	testutil.RequiresRoot(t)
+	for _, tier := range []string{"process", "container"} {
+		t.Run(tier, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.Chown(dir, 1234, 1234); err != nil {
+				t.Fatal(err)
+			}
+			script := `cd /mnt/user-data/outputs && cp /usr/bin/id x && chmod 0755 x && echo control
+chmod 4755 x; chmod 2755 x; mkdir d; chmod 2775 d; install -m 6755 /usr/bin/id y
+python3 -c 'import os; os.open("z", os.O_CREAT|os.O_WRONLY, 0o4755)' 2>/dev/null; true`
+			out, stderr, code := cordon(t, "run", "--tier", tier, "--mount", "outputs="+dir, "--", "sh", "-c", script)
+			if code != 0 || out != "control\n" || !strings.Contains(stderr, "Operation not permitted") {
+				t.Fatalf("exit %d, stdout %q, stderr %s", code, out, stderr)
+			}
+			checkNoSetID(t, dir)
+
+			root := t.TempDir()
+			_, stderr, code = cordon(t, "run", "--tier", tier, "--mount", "outputs="+root, "--", "true")
+			if code != 125 || !strings.Contains(stderr, "--mount-owner") {
+				t.Fatalf("a root-owned outputs directory: exit %d, %s", code, stderr)
+			}
+			if err := os.Chmod(root, 0o1777); err != nil {
+				t.Fatal(err)
+			}
+			out, stderr, code = cordon(t, "run", "--tier", tier, "--mount", "outputs="+root, "--mount-owner", "4321:4321", "--",
+				"sh", "-c", "echo hi > /mnt/user-data/outputs/f && chmod 4755 /mnt/user-data/outputs/f; stat -c %U /mnt/user-data/outputs/f")
+			var st syscall.Stat_t
+			if err := syscall.Stat(filepath.Join(root, "f"), &st); err != nil || st.Uid != 4321 || code != 0 || out != "sandbox\n" {
+				t.Fatalf("--mount-owner: owner %d (%v), exit %d, %q %s", st.Uid, err, code, out, stderr)
+			}
+			checkNoSetID(t, root)
+		})
+	}
+}
+
+// checkNoSetID fails t for every set-id file or directory under dir.
+func checkNoSetID(t *testing.T, dir string) {
+	t.Helper()
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+			t.Errorf("the host finds %s %v", p, fi.Mode())
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

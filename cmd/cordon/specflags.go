@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -14,6 +15,7 @@ import (
 // and create (through a daemon).
 type specFlags struct {
 	tier, memory, rootfs, image, profile *string
+	mountOwner                           *string
 	pids                                 *int64
 	cpus                                 *float64
 	user                                 *int // -1 until --user is given
@@ -45,6 +47,7 @@ func addSpecFlags(fs *flag.FlagSet, local bool) *specFlags {
 	f.profile = fs.String("egress-profile", "", "read an egress profile (JSON: {\"name\": ..., \"hosts\": [{\"host\": ..., \"ports\": [...]}]}) from `FILE`")
 	f.allowAll = fs.Bool("allow-all-egress", false, "let the sandbox reach any public address (private, loopback, link-local and metadata addresses stay refused)")
 	fs.Var(layoutFlag{&f.layout}, "mount", "bind a layout directory, `NAME=DIR`, at /mnt/user-data/NAME: outputs and scratch read-write; uploads, tool-results, transcripts and skills read-only; repeatable")
+	f.mountOwner = fs.String("mount-owner", "", "the host user (and group) the sandbox writes read-write --mount directories as, `UID[:GID]` (default: each directory's owner; root is refused)")
 	return f
 }
 
@@ -105,10 +108,33 @@ func (f *specFlags) spec() (sandbox.Spec, error) {
 		u := *f.user
 		spec.User = &u
 	}
+	if *f.mountOwner != "" {
+		o, err := parseOwner(*f.mountOwner)
+		if err != nil {
+			return spec, fmt.Errorf("--mount-owner: %v", err)
+		}
+		spec.Layout.Owner = o
+	}
 	policy, err := egressPolicy(f.allow, *f.profile, *f.allowAll)
 	if err != nil {
 		return spec, err
 	}
 	spec.Egress = policy
 	return spec, nil
+}
+
+// parseOwner reads UID[:GID] (the group defaults to the uid).
+func parseOwner(s string) (*sandbox.HostOwner, error) {
+	u, g, hasGroup := strings.Cut(s, ":")
+	uid, err := strconv.ParseUint(u, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("%q: want UID or UID:GID", s)
+	}
+	gid := uid
+	if hasGroup {
+		if gid, err = strconv.ParseUint(g, 10, 32); err != nil {
+			return nil, fmt.Errorf("%q: want UID or UID:GID", s)
+		}
+	}
+	return &sandbox.HostOwner{UID: int(uid), GID: int(gid)}, nil
 }

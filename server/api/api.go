@@ -35,6 +35,15 @@ type Layout struct {
 	ToolResults string `json:"toolResults,omitempty"`
 	Transcripts string `json:"transcripts,omitempty"`
 	Skills      string `json:"skills,omitempty"`
+	// Owner is the host user and group the sandbox writes the read-write
+	// directories as; absent means each directory's owner (root refused).
+	Owner *Owner `json:"owner,omitempty"`
+}
+
+// Owner is a host user and group.
+type Owner struct {
+	UID int `json:"uid"`
+	GID int `json:"gid"`
 }
 
 // Egress is a network policy: mode deny-all (the default), allow-all or
