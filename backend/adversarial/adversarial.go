@@ -550,6 +550,7 @@ func rootOwnedLayout(t *testing.T, create Create) {
 		t.Fatalf("host file owner %d:%d (%v), want 4321:4322", st.Uid, st.Gid, err)
 	}
 }
+
 // Landlock: under a sandbox that requires it, writes land only under the
 // writable mounts. /proc/self/comm is the probe: the mount table and file
 // modes let a process write its own, and only a Landlock domain (which
