@@ -20,7 +20,7 @@ func (b *Binding) connect(c net.Conn, br *bufio.Reader, req *http.Request, start
 	host, port, err := splitHostPort(req.Host, 0)
 	if err != nil {
 		rec.Host = req.Host
-		b.refuse(c, rec, "CONNECT needs host:port")
+		b.refuse(c, rec, &refusal{reason: "CONNECT needs host:port"})
 		return
 	}
 	rec.Host, rec.Port = host, port
@@ -68,7 +68,11 @@ func (b *Binding) open(ctx context.Context, c net.Conn, rec *Record) (net.Conn, 
 	up, addr, rule, err := b.dial(ctx, rec.Host, rec.Port)
 	rec.Rule = rule
 	if err != nil {
-		b.refuse(c, *rec, err.Error())
+		r, ok := err.(*refusal)
+		if !ok {
+			r = &refusal{reason: err.Error()}
+		}
+		b.refuse(c, *rec, r)
 		return nil, netip.Addr{}, false
 	}
 	rec.Addr = addr.String()
@@ -157,13 +161,13 @@ func (b *Binding) forward(c net.Conn, br *bufio.Reader, req *http.Request, hostH
 	rec := Record{Time: start, Sandbox: b.sandbox, Method: req.Method}
 	if req.URL.Scheme != "http" || req.URL.Host == "" {
 		rec.Host = req.Host
-		b.refuse(c, rec, "the proxy takes absolute http:// URLs and CONNECT; use HTTPS_PROXY for https")
+		b.refuse(c, rec, &refusal{reason: "the proxy takes absolute http:// URLs and CONNECT; use HTTPS_PROXY for https"})
 		return
 	}
 	host, port, err := splitHostPort(req.URL.Host, 80)
 	if err != nil {
 		rec.Host = req.URL.Host
-		b.refuse(c, rec, err.Error())
+		b.refuse(c, rec, &refusal{reason: err.Error()})
 		return
 	}
 	rec.Host, rec.Port = host, port
@@ -171,14 +175,14 @@ func (b *Binding) forward(c net.Conn, br *bufio.Reader, req *http.Request, hostH
 	if hostHeader != "" {
 		hh, hp, err := splitHostPort(hostHeader, 80)
 		if err != nil || hh != host || hp != port {
-			b.refuse(c, rec, "the Host header "+hostHeader+" does not match the request URL's host")
+			b.refuse(c, rec, &refusal{reason: "the Host header " + hostHeader + " does not match the request URL's host"})
 			return
 		}
 	}
 	// The body follows the head on the client connection.
 	req.Body = io.NopCloser(io.LimitReader(br, max(req.ContentLength, 0)))
 	if req.ContentLength < 0 || len(req.TransferEncoding) > 0 {
-		b.refuse(c, rec, "request bodies must carry a Content-Length")
+		b.refuse(c, rec, &refusal{reason: "request bodies must carry a Content-Length"})
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.p.cfg.MaxLifetime)

@@ -42,6 +42,11 @@ type Config struct {
 	// the next line written says how many lines were left out.
 	AuditRate  float64
 	AuditBurst int
+	// OnRecord, when set, is also given each decision the audit log
+	// would take (within the same rate), as it is made: a front end shows
+	// refusals as they happen (cordon run prints them, the daemon adds
+	// them to the sandbox's events). It must not block.
+	OnRecord func(Record)
 	// Registry receives the proxy's metrics; nil registers none.
 	Registry *metrics.Registry
 	// MaxConns bounds a sandbox's simultaneous connections (default 256).
@@ -139,6 +144,20 @@ type Record struct {
 	// sandbox that had some left out, decision "suppressed", carries only
 	// this count.
 	Suppressed int64 `json:"suppressed,omitempty"`
+	// Unlisted marks a refusal for want of a rule: a rule naming the host
+	// and port would allow it (a name that does not resolve, or resolves
+	// to a screened address, needs something else).
+	Unlisted bool `json:"unlisted,omitempty"`
+}
+
+// Message is a refusal's one-line account: the host, port and reason, and
+// for an Unlisted one the flag that would allow it.
+func (r Record) Message() string {
+	msg := fmt.Sprintf("egress refused %s:%d: %s", r.Host, r.Port, r.Reason)
+	if r.Unlisted {
+		msg += fmt.Sprintf("; allow it with --allow %s:%d", r.Host, r.Port)
+	}
+	return msg
 }
 
 // record counts r in the metrics and writes it to the audit log, as the
@@ -148,7 +167,7 @@ func (b *Binding) record(r Record) {
 	p.decided.With(r.Decision).Inc()
 	p.bytes.With("up").Add(float64(r.BytesUp))
 	p.bytes.With("down").Add(float64(r.BytesDown))
-	if p.audit == nil {
+	if p.audit == nil && p.cfg.OnRecord == nil {
 		return
 	}
 	b.auditMu.Lock()
@@ -167,9 +186,14 @@ func (b *Binding) record(r Record) {
 }
 
 func (p *Proxy) write(r Record) {
-	p.auditMu.Lock()
-	defer p.auditMu.Unlock()
-	_ = p.audit.Encode(r)
+	if p.audit != nil {
+		p.auditMu.Lock()
+		_ = p.audit.Encode(r)
+		p.auditMu.Unlock()
+	}
+	if p.cfg.OnRecord != nil {
+		p.cfg.OnRecord(r)
+	}
 }
 
 // Binding is one sandbox's attachment to the proxy.
@@ -318,8 +342,12 @@ func refuseBusy(c net.Conn, n int) {
 	c.Close()
 }
 
-// refusal is a decision not to connect, answered with 403 and the reason.
-type refusal struct{ reason string }
+// refusal is a decision not to connect, answered with 403 and the reason;
+// unlisted when only a rule is missing (Record.Unlisted).
+type refusal struct {
+	reason   string
+	unlisted bool
+}
 
 func (r *refusal) Error() string { return r.reason }
 
@@ -385,10 +413,14 @@ func writeStatus(c net.Conn, status int, msg string) {
 		status, http.StatusText(status), len(msg)+1, msg)
 }
 
-func (b *Binding) refuse(c net.Conn, rec Record, reason string) {
-	rec.Decision, rec.Reason, rec.DurationMs = "refused", reason, time.Since(rec.Time).Milliseconds()
+func (b *Binding) refuse(c net.Conn, rec Record, r *refusal) {
+	rec.Decision, rec.Reason, rec.Unlisted, rec.DurationMs = "refused", r.reason, r.unlisted, time.Since(rec.Time).Milliseconds()
 	b.record(rec)
-	writeStatus(c, http.StatusForbidden, fmt.Sprintf("cordon egress refused %s:%d: %s. The sandbox's egress policy must allow it (for example: cordon run --allow %s:%d).", rec.Host, rec.Port, reason, rec.Host, rec.Port))
+	msg := fmt.Sprintf("cordon egress refused %s:%d: %s.", rec.Host, rec.Port, r.reason)
+	if r.unlisted {
+		msg += fmt.Sprintf(" The sandbox's egress policy must allow it (for example: cordon run --allow %s:%d).", rec.Host, rec.Port)
+	}
+	writeStatus(c, http.StatusForbidden, msg)
 }
 
 // dial decides host:port under the current policy, resolves, screens every
@@ -399,12 +431,12 @@ func (b *Binding) dial(ctx context.Context, host string, port int) (net.Conn, ne
 	rule, ok := m.hostAllowed(host, port)
 	if !ok {
 		if _, lit := literalIP(host); lit {
-			return nil, netip.Addr{}, "", &refusal{"no rule names this address and port"}
+			return nil, netip.Addr{}, "", &refusal{"no rule names this address and port", true}
 		}
 		if m.mode == DenyAll {
-			return nil, netip.Addr{}, "", &refusal{"the sandbox's egress policy is deny-all"}
+			return nil, netip.Addr{}, "", &refusal{"the sandbox's egress policy is deny-all", true}
 		}
-		return nil, netip.Addr{}, "", &refusal{"no rule allows this host and port"}
+		return nil, netip.Addr{}, "", &refusal{"no rule allows this host and port", true}
 	}
 	var addrs []netip.Addr
 	if ip, lit := literalIP(host); lit {
@@ -414,7 +446,14 @@ func (b *Binding) dial(ctx context.Context, host string, port int) (net.Conn, ne
 		got, err := b.p.cfg.Resolver.LookupNetIP(rctx, "ip", host)
 		cancel()
 		if err != nil || len(got) == 0 {
-			return nil, netip.Addr{}, rule, &refusal{"the name does not resolve"}
+			return nil, netip.Addr{}, rule, &refusal{reason: "the name does not resolve"}
+		}
+		// Go's resolver answers a hosts file's IPv4 entries in their
+		// IPv4-mapped form: what the proxy resolved itself is judged as
+		// the address it is (a mapped address the workload wrote stays
+		// refused).
+		for i := range got {
+			got[i] = got[i].Unmap()
 		}
 		addrs = got
 	}
@@ -436,7 +475,7 @@ func (b *Binding) dial(ctx context.Context, host string, port int) (net.Conn, ne
 		}
 		return conn, ip, rule, nil
 	}
-	return nil, netip.Addr{}, rule, &refusal{why}
+	return nil, netip.Addr{}, rule, &refusal{reason: why}
 }
 
 // connect dials ip:port exactly; control re-checks the socket address the

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/server/api"
 )
 
@@ -88,6 +89,22 @@ func (h *hub) close() {
 // emit publishes an event about a sandbox to its tenant.
 func (s *Server) emit(typ string, rec *record, data map[string]any) {
 	s.events.publish(api.Event{Type: typ, Sandbox: rec.ID, Tenant: rec.Tenant, Time: time.Now().UTC(), Data: data})
+}
+
+// EgressRecord adds a refused connection to its sandbox's events (wire it
+// as the egress proxy's Config.OnRecord). A sandbox of no tenant here (a
+// pool's, not yet claimed) has nobody to tell.
+func (s *Server) EgressRecord(r egress.Record) {
+	if r.Decision != "refused" {
+		return
+	}
+	s.mu.Lock()
+	e := s.live[r.Sandbox]
+	s.mu.Unlock()
+	if e == nil || e.rec == nil {
+		return
+	}
+	s.emit(api.EventEgressRefused, e.rec, map[string]any{"host": r.Host, "port": r.Port, "reason": r.Reason, "unlisted": r.Unlisted})
 }
 
 // handleEvents streams the caller's lifecycle events as server-sent events,

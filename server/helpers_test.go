@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -144,7 +145,12 @@ func (d *daemon) start(t testing.TB, tune ...func(*server.Config)) *daemon {
 	t.Helper()
 	// As cordon serve does: the egress proxy's metrics join the daemon's.
 	reg := metrics.NewRegistry()
-	proxy := egress.New(egress.Config{Registry: reg})
+	var events atomic.Pointer[server.Server]
+	proxy := egress.New(egress.Config{Registry: reg, OnRecord: func(r egress.Record) {
+		if srv := events.Load(); srv != nil {
+			srv.EgressRecord(r)
+		}
+	}})
 	backends := []sandbox.Backend{d.backend}
 	if d.container != nil {
 		backends = append(backends, d.container)
@@ -164,6 +170,7 @@ func (d *daemon) start(t testing.TB, tune ...func(*server.Config)) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
+	events.Store(srv)
 	d.srv = srv
 	if d.sock == "" {
 		d.sock = filepath.Join(t.TempDir(), "cordon.sock")

@@ -438,21 +438,25 @@ func TestEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	sh(t, c, sb.ID, "true")
+	sh(t, c, sb.ID, "curl -sS http://refused.invalid:81/ || true")
 	if err := c.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for len(got) < 5 {
+	for len(got) < 8 {
 		select {
 		case ev := <-evs:
 			if ev.Sandbox == sb.ID {
 				got = append(got, ev.Type)
 			}
+			if ev.Type == api.EventEgressRefused && (ev.Data["host"] != "refused.invalid" || ev.Data["reason"] != "the sandbox's egress policy is deny-all") {
+				t.Errorf("egress refusal event: %v", ev.Data)
+			}
 		case <-ctx.Done():
 			t.Fatalf("events so far: %v", got)
 		}
 	}
-	if strings.Join(got, " ") != "created ready exec.started exec.finished destroyed" {
+	if strings.Join(got, " ") != "created ready exec.started exec.finished exec.started egress.refused exec.finished destroyed" {
 		t.Fatalf("events: %v", got)
 	}
 }

@@ -14,8 +14,9 @@ import (
 // defaultTier is the tier `cordon run` uses when --tier is not given.
 const defaultTier = process.Name
 
-func newProvider() *sandbox.Provider {
-	return sandbox.NewProvider(backends(stateDir(), nil), sandbox.WithDefaultTier(defaultTier), sandbox.WithImageDir(imageDir()))
+func newProvider(opts ...sandbox.Option) *sandbox.Provider {
+	opts = append([]sandbox.Option{sandbox.WithDefaultTier(defaultTier), sandbox.WithImageDir(imageDir())}, opts...)
+	return sandbox.NewProvider(backends(stateDir(), nil), opts...)
 }
 
 // stateDir is where the tiers keep their host-side state: CORDON_STATE_DIR,

@@ -200,7 +200,14 @@ func runIn(spec sandbox.Spec, command string, opts sandbox.ExecOptions) int {
 	in := onInterrupt(stop, nil)
 	opts.Stdout, opts.Stderr = in.Writer(opts.Stdout), in.Writer(opts.Stderr)
 
-	sb, err := newProvider().Create(ctx, spec)
+	// Each refused connection is said at once: a client of CONNECT shows
+	// only "403", not the proxy's reason.
+	refusals := egress.New(egress.Config{OnRecord: func(r egress.Record) {
+		if r.Decision == "refused" {
+			fmt.Fprintf(os.Stderr, "cordon: %s\n", r.Message())
+		}
+	}})
+	sb, err := newProvider(sandbox.WithEgressProxy(refusals)).Create(ctx, spec)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
 		return exitCordon

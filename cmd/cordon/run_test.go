@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/testnet"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -71,7 +72,7 @@ func TestRun(t *testing.T) {
 		{"Mount", []string{"--mount", "uploads=/usr/share/common-licenses", "--", "sh", "-c", "test -r /mnt/user-data/uploads/GPL-3 && echo ok"}, "ok\n", 0, ""},
 		{"BadMount", []string{"--mount", "secrets=/etc", "--", "true"}, "", 2, "not a layout directory"},
 		// Both are refused before any name is resolved: no traffic leaves.
-		{"EgressDenied", []string{"--", "curl", "-sS", "http://example.invalid/"}, "cordon egress refused example.invalid:80: the sandbox's egress policy is deny-all. The sandbox's egress policy must allow it (for example: cordon run --allow example.invalid:80).\n", 0, ""},
+		{"EgressDenied", []string{"--", "curl", "-sS", "http://example.invalid/"}, "cordon egress refused example.invalid:80: the sandbox's egress policy is deny-all. The sandbox's egress policy must allow it (for example: cordon run --allow example.invalid:80).\n", 0, "cordon: egress refused example.invalid:80: the sandbox's egress policy is deny-all; allow it with --allow example.invalid:80\n"},
 		{"EgressAllowFlag", []string{"--allow", "a.test:8080", "--", "curl", "-sS", "http://a.test:9090/"}, "cordon egress refused a.test:9090: no rule allows this host and port. The sandbox's egress policy must allow it (for example: cordon run --allow a.test:9090).\n", 0, ""},
 		{"EgressBadRule", []string{"--allow", "*", "--", "true"}, "", 2, "bare *"},
 		{"EgressAllowAllAlone", []string{"--allow-all-egress", "--allow", "a.test", "--", "true"}, "", 2, "goes alone"},
@@ -411,5 +412,48 @@ func checkNoSetID(t *testing.T, dir string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRunEgressHostsFile: a name allowed with --allow that the host
+// resolves from its hosts file (which Go's resolver answers in the
+// IPv4-mapped form) is reached through the real resolver; an HTTPS
+// refusal, whose reason a CONNECT client never shows, is said on cordon's
+// stderr as it happens; and an allowed name that does not resolve is
+// refused without suggesting --allow. cordon runs in a test network
+// namespace, with a hosts file of its own in a private mount namespace.
+func TestRunEgressHostsFile(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.Requires(t, "unshare")
+	testutil.Requires(t, "nsenter")
+	n := testnet.New(t, "203.0.113.7")
+	ln := n.Listen(t, "203.0.113.7:8080")
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello from "+r.Host+"\n") })}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n203.0.113.7 allowed.test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		script := `mount --bind "$1" /etc/hosts && shift && exec nsenter --net="$1" -- "$2" run "${@:3}"`
+		cmd := exec.Command("unshare", append([]string{"-m", "--propagation", "private", "bash", "-c", script, "cordon-test", hosts, n.Path, buildCLI(t)}, args...)...)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		_ = cmd.Run()
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+	out, errOut, code := run("--allow", "allowed.test:8080", "--", "curl", "-sS", "http://allowed.test:8080/")
+	if code != 0 || out != "hello from allowed.test:8080\n" {
+		t.Fatalf("allowed name from the hosts file: exit %d, %q, %s", code, out, errOut)
+	}
+	out, errOut, code = run("--allow", "allowed.test:8080", "--", "curl", "-sS", "https://other.test/")
+	if code == 0 || !strings.Contains(errOut, "cordon: egress refused other.test:443: no rule allows this host and port; allow it with --allow other.test:443\n") {
+		t.Fatalf("refused HTTPS: exit %d, %q, %s", code, out, errOut)
+	}
+	out, errOut, _ = run("--allow", "missing.test:8080", "--", "curl", "-sS", "http://missing.test:8080/")
+	if !strings.Contains(errOut, "cordon: egress refused missing.test:8080: the name does not resolve\n") || strings.Contains(out+errOut, "--allow") {
+		t.Fatalf("an allowed name that does not resolve: %q, %s", out, errOut)
 	}
 }

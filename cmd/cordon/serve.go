@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -99,7 +100,14 @@ func serveCmd(args []string) int {
 	}
 
 	reg := metrics.NewRegistry()
-	proxy := egress.New(egress.Config{Registry: reg, Audit: os.Stderr})
+	// Refusals join their sandbox's events once the daemon exists (no
+	// sandbox, and so no decision, comes before).
+	var events atomic.Pointer[server.Server]
+	proxy := egress.New(egress.Config{Registry: reg, Audit: os.Stderr, OnRecord: func(r egress.Record) {
+		if srv := events.Load(); srv != nil {
+			srv.EgressRecord(r)
+		}
+	}})
 	// The daemon's sandboxes live in a directory of their own: at start it
 	// removes every sandbox there that its registry does not explain, which
 	// must never touch a `cordon run` sandbox.
@@ -128,6 +136,7 @@ func serveCmd(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	events.Store(srv)
 	shutdown := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -154,6 +154,7 @@ const (
 	EventExecFinished  = "exec.finished"
 	EventOOM           = "oom"
 	EventPolicyChanged = "policy.changed"
+	EventEgressRefused = "egress.refused"
 	EventPaused        = "paused"
 	EventResumed       = "resumed"
 	EventReaped        = "reaped"
