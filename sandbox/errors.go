@@ -24,6 +24,9 @@ var (
 	ErrTeardown = errors.New("sandbox teardown not confirmed")
 	// ErrInvalidSpec: the spec is malformed.
 	ErrInvalidSpec = errors.New("invalid sandbox spec")
+	// ErrDeadline: the host's deadline for a command passed with no end
+	// reported, and the host tore the sandbox down (see DeadlineError).
+	ErrDeadline = errors.New("sandbox torn down at the host's deadline")
 )
 
 // UnsupportedError names what a tier refused.

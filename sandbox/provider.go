@@ -6,6 +6,7 @@ package sandbox
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -38,6 +39,7 @@ type Provider struct {
 	defaultTier string
 	log         *slog.Logger
 	readyWait   time.Duration
+	hostGrace   time.Duration
 }
 
 // Option configures a Provider.
@@ -101,6 +103,10 @@ func (p *Provider) rootFromImage(ctx context.Context, ref string) (string, func(
 	}
 	return root, release, err
 }
+
+// WithHostGrace sets how long past a command's timeout the host waits for
+// its end before tearing the sandbox down (default HostGrace).
+func WithHostGrace(d time.Duration) Option { return func(p *Provider) { p.hostGrace = d } }
 
 // WithReadyTimeout bounds how long Create waits for the agent to be ready.
 func WithReadyTimeout(d time.Duration) Option { return func(p *Provider) { p.readyWait = d } }
@@ -226,7 +232,7 @@ func (p *Provider) start(ctx context.Context, b Backend, spec Spec) (*Sandbox, e
 		}
 		return nil, errors.Join(err, derr)
 	}
-	s := &Sandbox{id: newID(), spec: spec, inst: inst, client: c, health: health}
+	s := &Sandbox{id: newID(), spec: spec, inst: inst, client: c, health: health, grace: cmp.Or(p.hostGrace, HostGrace)}
 	if port, ok := inst.(EgressPort); ok {
 		policy := egress.Policy{Mode: egress.DenyAll}
 		if spec.Egress != nil {
@@ -299,7 +305,8 @@ type Sandbox struct {
 	health *wire.Health
 
 	egress       *egress.Binding
-	releaseImage func() // the image lease, held until teardown is confirmed
+	releaseImage func()        // the image lease, held until teardown is confirmed
+	grace        time.Duration // see HostGrace
 
 	mu        sync.Mutex
 	destroyed bool
@@ -391,8 +398,57 @@ func (s *Sandbox) OOMKills() (n uint64, ok bool) {
 	return 0, false
 }
 
+// DefaultExecTimeout is a command's timeout when ExecOptions names none,
+// unless the sandbox's ceiling (Spec.MaxTimeout) is lower.
+const DefaultExecTimeout = 5 * time.Minute
+
+// defaultMaxTimeout is the ceiling of a sandbox whose spec sets none (the
+// agent's own default).
+const defaultMaxTimeout = 30 * time.Minute
+
+// HostGrace is how long past a command's timeout the host waits for the
+// agent to report its end before it tears the sandbox down itself: the
+// agent holds the timeout, and the host holds it too, so a frozen or
+// killed agent never turns into an unbounded command.
+const HostGrace = 10 * time.Second
+
+// DeadlineError: a command outlived its timeout and the host's grace
+// without the agent reporting its end (a frozen or dead agent), so the
+// host tore the sandbox down. It wraps ErrDeadline.
+type DeadlineError struct {
+	Timeout, Grace time.Duration
+	// Teardown is the teardown's own error, nil when it was confirmed.
+	Teardown error
+}
+
+func (e *DeadlineError) Error() string {
+	msg := fmt.Sprintf("the command ran past its timeout (%v) and the sandbox's agent did not report its end within %v more; the host tore the sandbox down", e.Timeout, e.Grace)
+	if e.Teardown != nil {
+		msg += " (teardown not confirmed: " + e.Teardown.Error() + ")"
+	}
+	return msg
+}
+
+func (e *DeadlineError) Unwrap() []error { return []error{ErrDeadline, e.Teardown} }
+
+// HostGrace is how long past a command's timeout the host waits for its
+// end before it tears the sandbox down (WithHostGrace).
+func (s *Sandbox) HostGrace() time.Duration { return s.grace }
+
+// ExecTimeout is the timeout a command gets: o's, or DefaultExecTimeout
+// held to the sandbox's ceiling.
+func (s *Sandbox) ExecTimeout(o ExecOptions) time.Duration {
+	if o.Timeout > 0 {
+		return o.Timeout
+	}
+	ceiling := cmp.Or(s.Spec().MaxTimeout, defaultMaxTimeout)
+	return min(DefaultExecTimeout, ceiling)
+}
+
 // Exec runs a command in the sandbox. When ctx ends, the command is
 // cancelled through the agent and Exec returns once the stop is confirmed.
+// The host holds the command's timeout too: past it and HostGrace with no
+// end reported, the sandbox is torn down (DeadlineError).
 func (s *Sandbox) Exec(ctx context.Context, command string, o ExecOptions) (*Result, error) {
 	if err := s.live(); err != nil {
 		return nil, err
@@ -408,7 +464,34 @@ func (s *Sandbox) Exec(ctx context.Context, command string, o ExecOptions) (*Res
 	if counts {
 		before = oc.OOMKills()
 	}
-	res, err := s.client.Exec(ctx, command, o)
+	o.Timeout = s.ExecTimeout(o)
+	type outcome struct {
+		res *wire.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := s.client.Exec(ctx, command, o)
+		done <- outcome{res, err}
+	}()
+	deadline := time.NewTimer(o.Timeout + s.grace)
+	defer deadline.Stop()
+	var got outcome
+	select {
+	case got = <-done:
+	case <-deadline.C:
+		// Nothing is asked of the agent, which did not keep its own
+		// deadline: the teardown ends the command, and the stream with it.
+		err := &DeadlineError{Timeout: o.Timeout, Grace: s.grace, Teardown: s.Destroy(context.WithoutCancel(ctx))}
+		if err.Teardown == nil {
+			select { // the stream ends with the sandbox
+			case <-done:
+			case <-time.After(5 * time.Second):
+			}
+		}
+		return nil, err
+	}
+	res, err := got.res, got.err
 	if res == nil {
 		return nil, err
 	}
@@ -582,7 +665,7 @@ func (p *Provider) Adopt(ctx context.Context, a Adoption, spec Spec) (*Sandbox, 
 		return fail(fmt.Errorf("%w: %w", ErrAgent, err))
 	}
 	spec.Tier = b.Name()
-	s := &Sandbox{id: a.ID, spec: spec, inst: inst, client: c, health: health, releaseImage: release}
+	s := &Sandbox{id: a.ID, spec: spec, inst: inst, client: c, health: health, releaseImage: release, grace: cmp.Or(p.hostGrace, HostGrace)}
 	if port, ok := inst.(EgressPort); ok {
 		policy := egress.Policy{Mode: egress.DenyAll}
 		if spec.Egress != nil {

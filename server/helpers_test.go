@@ -97,6 +97,8 @@ type daemon struct {
 	container sandbox.Backend
 	https     []*http.Server
 	local     *sclient.Client
+	// grace is the provider's sandbox.WithHostGrace (0: its default).
+	grace time.Duration
 }
 
 func stateDir(t testing.TB) string {
@@ -108,6 +110,13 @@ func stateDir(t testing.TB) string {
 }
 
 func startDaemon(t testing.TB, tune ...func(*server.Config)) *daemon {
+	t.Helper()
+	return startDaemonGrace(t, 0, tune...)
+}
+
+// startDaemonGrace is startDaemon with the host's grace past a command's
+// timeout set (sandbox.WithHostGrace).
+func startDaemonGrace(t testing.TB, grace time.Duration, tune ...func(*server.Config)) *daemon {
 	t.Helper()
 	testutil.RequiresRoot(t)
 	// Each daemon has a process-tier state directory of its own (a daemon
@@ -137,7 +146,7 @@ func startDaemon(t testing.TB, tune ...func(*server.Config)) *daemon {
 	if err := pb.Probe(t.Context()); err != nil {
 		testutil.Missing(t, "process tier unavailable: %v", err)
 	}
-	d := &daemon{backend: &testBackend{Backend: pb, insts: map[string]sandbox.Instance{}}, processDir: dir, stateDir: t.TempDir(), hosts: t.TempDir()}
+	d := &daemon{backend: &testBackend{Backend: pb, insts: map[string]sandbox.Instance{}}, processDir: dir, stateDir: t.TempDir(), hosts: t.TempDir(), grace: grace}
 	return d.start(t, tune...)
 }
 
@@ -156,7 +165,7 @@ func (d *daemon) start(t testing.TB, tune ...func(*server.Config)) *daemon {
 		backends = append(backends, d.container)
 	}
 	cfg := server.Config{
-		Provider:     sandbox.NewProvider(backends, sandbox.WithEgressProxy(proxy)),
+		Provider:     sandbox.NewProvider(backends, sandbox.WithEgressProxy(proxy), sandbox.WithHostGrace(d.grace)),
 		Registry:     reg,
 		StateDir:     d.stateDir,
 		HostPaths:    []string{d.hosts},

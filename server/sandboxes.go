@@ -342,11 +342,28 @@ func (s *Server) usable(w http.ResponseWriter, r *http.Request) (*entry, bool) {
 	return nil, false
 }
 
+// handleGet describes a sandbox: a live one, or one the registry still
+// remembers as destroyed (with the reason: deleted, ttl, idle, lost,
+// deadline…).
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
-	if e, ok := s.lookup(w, r); ok {
+	id, c := r.PathValue("id"), callerOf(r)
+	s.mu.Lock()
+	e := s.live[id]
+	s.mu.Unlock()
+	if e != nil && e.sb != nil && e.rec.Tenant == c.tenant {
 		writeJSON(w, http.StatusOK, s.describe(e))
 		return
 	}
+	rec, err := s.store.sandbox(id)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if e == nil && rec != nil && rec.Tenant == c.tenant && rec.State == api.StateDestroyed {
+		writeJSON(w, http.StatusOK, rec.Sandbox)
+		return
+	}
+	writeError(w, http.StatusNotFound, api.CodeNotFound, "no sandbox "+id)
 }
 
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {

@@ -113,8 +113,8 @@ func TestLifecycleAndFiles(t *testing.T) {
 	if err := c.Delete(ctx, other.ID); err != nil {
 		t.Fatalf("second delete: %v", err)
 	}
-	if _, err := c.Get(ctx, other.ID); !sclient.IsNotFound(err) {
-		t.Fatalf("get after delete: %v", err)
+	if got, err := c.Get(ctx, other.ID); err != nil || got.State != api.StateDestroyed || got.Reason != "deleted" {
+		t.Fatalf("get after delete: %+v %v", got, err)
 	}
 	if err := c.Delete(ctx, "sbx_0000000000000000"); !sclient.IsNotFound(err) {
 		t.Fatalf("delete of an unknown id: %v", err)
@@ -324,8 +324,8 @@ func TestReaper(t *testing.T) {
 	<-started
 	cancel()
 	gone := func(id string) bool {
-		_, err := c.Get(ctx, id)
-		return sclient.IsNotFound(err)
+		sb, err := c.Get(ctx, id)
+		return err == nil && sb.State == api.StateDestroyed
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for !(gone(ttl.ID) && gone(idle.ID)) {
@@ -517,8 +517,8 @@ func TestRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	sh(t, c, paused.ID, "true")
-	if _, err := c.Get(ctx, lost.ID); !sclient.IsNotFound(err) {
-		t.Fatalf("lost: %v", err)
+	if sb, err := c.Get(ctx, lost.ID); err != nil || sb.State != api.StateDestroyed || sb.Reason != "lost" {
+		t.Fatalf("lost: %+v %v", sb, err)
 	}
 	if err := c.Delete(ctx, lost.ID); err != nil {
 		t.Fatalf("delete of a lost sandbox: %v", err)
@@ -714,3 +714,48 @@ python3 -c 'import os; os.open("z", os.O_CREAT|os.O_WRONLY, 0o6755)' 2>/dev/null
 		t.Fatalf("walked %d entries (%v), want the directory, x and d", n, err)
 	}
 }
+
+// TestExecHostDeadline: through the REST API, a command whose sandbox is
+// frozen (its agent can neither stop it nor report it) ends at the
+// daemon's own deadline: the stream's error event says why, the sandbox is
+// torn down, and it is recorded destroyed with the reason.
+func TestExecHostDeadline(t *testing.T) {
+	d := startDaemonGrace(t, 300*time.Millisecond)
+	c := d.local
+	sb, err := c.Create(t.Context(), api.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	var once sync.Once
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(t.Context(), sb.ID, "sh", sclient.ExecOptions{Args: []string{"-c", "echo started; sleep 60"}, Timeout: 500 * time.Millisecond,
+			Stdout: writerFunc(func(b []byte) (int, error) { once.Do(func() { close(started) }); return len(b), nil })})
+		done <- err
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("the command ended before it was frozen: %v", err)
+	}
+	if _, err := c.Pause(t.Context(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the exec did not end a minute past the daemon's deadline")
+	}
+	if err == nil || !strings.Contains(err.Error(), "tore the sandbox down") {
+		t.Fatalf("exec of a frozen sandbox: %v", err)
+	}
+	got, err := c.Get(t.Context(), sb.ID)
+	if err != nil || got.State != api.StateDestroyed || got.Reason != "deadline" {
+		t.Fatalf("after the deadline: %+v %v", got, err)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

@@ -8,14 +8,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/server/api"
 )
 
@@ -119,11 +122,37 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	rec := s.recordOf(e)
 	start := time.Now()
 	before := s.oomKills(e)
+	// The daemon holds the command's deadline too (sandbox.HostGrace past
+	// its timeout): an agent that neither ends the command nor reports it
+	// (frozen, or dead) has its sandbox torn down, and the caller is told.
+	timeout := e.sb.ExecTimeout(sandbox.ExecOptions{Timeout: requestedTimeout(req)})
+	var expired atomic.Bool
 	// The stream is relayed event by event, not through a reverse proxy:
 	// the finished event must be published before the caller sees the
 	// result, and a caller that goes away must not end the relay, which
 	// reads on until the command's result so that its end is recorded.
 	relayCtx, cancelRelay := context.WithCancel(context.WithoutCancel(r.Context()))
+	tornDown := make(chan error, 1)
+	deadline := time.AfterFunc(timeout+e.sb.HostGrace(), func() {
+		// The relay stops first: what a thawed agent says as it is torn
+		// down is not the command's end.
+		expired.Store(true)
+		cancelRelay()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err := s.destroy(ctx, e, "deadline")
+		if err != nil {
+			s.log.Warn("teardown at the host's deadline failed; the reaper retries", "sandbox", rec.ID, "err", err)
+		}
+		tornDown <- err
+	})
+	defer deadline.Stop()
+	// deadlineErr is said once the teardown is over.
+	deadlineErr := func() string {
+		err := <-tornDown
+		tornDown <- err
+		return (&sandbox.DeadlineError{Timeout: timeout, Grace: e.sb.HostGrace(), Teardown: err}).Error()
+	}
 	// post sends the command; an answer other than 200 is read whole, kept
 	// for the caller, and returned as the agent's error.
 	var resp *http.Response
@@ -155,6 +184,10 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	}
 	if resp == nil {
 		cancelRelay()
+		if expired.Load() {
+			writeError(w, http.StatusGatewayTimeout, api.CodeDeadline, deadlineErr())
+			return
+		}
 		writeError(w, http.StatusBadGateway, api.CodeAgent, "the sandbox's agent did not answer: "+err.Error())
 		return
 	}
@@ -195,12 +228,34 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		resp.Body.Close()
 		cancelRelay()
+		if expired.Load() {
+			// The caller is told why its stream ends, as the stream's
+			// error event.
+			data["error"] = deadlineErr()
+			s.emit(api.EventExecFinished, rec, data)
+			line, _ := json.Marshal(wire.Event{Type: wire.EventError, Error: deadlineErr()})
+			if !gone {
+				_, _ = w.Write(append(line, '\n'))
+				_ = rc.Flush()
+			}
+			return
+		}
 		data["error"] = "the agent's stream broke: " + err.Error()
 		s.emit(api.EventExecFinished, rec, data)
 		// A cut-off stream must not look whole to the caller.
 		panic(http.ErrAbortHandler)
 	}
 	client.Release(resp.Body, cancelRelay)
+}
+
+// requestedTimeout is an exec body's timeoutMs, 0 when it names none (or
+// none the agent would take: the agent refuses it then).
+func requestedTimeout(req map[string]json.RawMessage) time.Duration {
+	var ms float64
+	if raw, ok := req["timeoutMs"]; !ok || json.Unmarshal(raw, &ms) != nil || !(ms > 0) || ms > float64(math.MaxInt64/int64(time.Millisecond)) {
+		return 0
+	}
+	return time.Duration(ms * float64(time.Millisecond))
 }
 
 // relayEvents reads an NDJSON stream line by line (each at most

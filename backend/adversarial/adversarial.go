@@ -7,11 +7,13 @@ package adversarial
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -572,3 +574,57 @@ print(libc.syscall(444, None, 0, 1), ctypes.get_errno())`)
 		t.Fatalf("landlock_create_ruleset from the workload: %q, want -1 EPERM", out)
 	}
 }
+
+// HostDeadline: the host holds a command's deadline itself. With the
+// sandbox frozen mid-command (as a workload that stops its agent would
+// leave it), the agent can neither stop the command nor report it; past
+// the timeout and the host's grace, Exec tears the sandbox down and says
+// why (sandbox.DeadlineError), with the teardown confirmed.
+func HostDeadline(t *testing.T, b sandbox.Backend) {
+	p := sandbox.NewProvider([]sandbox.Backend{b}, sandbox.WithHostGrace(300*time.Millisecond))
+	sb, err := p.Create(t.Context(), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(t.Context())
+	if !sb.CanPause() {
+		t.Skip("this sandbox cannot be frozen from outside")
+	}
+	started := make(chan struct{})
+	var once sync.Once
+	out := writerFunc(func(b []byte) (int, error) { once.Do(func() { close(started) }); return len(b), nil })
+	type outcome struct {
+		res *sandbox.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := sb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", "echo started; sleep 60"}, Stdout: out, Timeout: 500 * time.Millisecond})
+		done <- outcome{res, err}
+	}()
+	select {
+	case <-started:
+	case o := <-done:
+		t.Fatalf("the command ended before it was frozen: %+v %v", o.res, o.err)
+	}
+	if err := sb.Pause(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var o outcome
+	select {
+	case o = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Exec did not return a minute past the host's deadline")
+	}
+	var de *sandbox.DeadlineError
+	if !errors.As(o.err, &de) || de.Teardown != nil || !strings.Contains(o.err.Error(), "tore the sandbox down") {
+		t.Fatalf("Exec of a frozen sandbox: %+v, %v", o.res, o.err)
+	}
+	if _, err := sb.Exec(t.Context(), "true", sandbox.ExecOptions{}); !errors.Is(err, sandbox.ErrDestroyed) {
+		t.Fatalf("after the host's deadline: %v, want the sandbox destroyed", err)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

@@ -422,3 +422,8 @@ func TestGVisorDebianBuild(t *testing.T) {
 	}
 	checkGone(t, b, id)
 }
+
+// TestHostDeadline: see adversarial.HostDeadline.
+func TestHostDeadline(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, b *oci.Backend) { adversarial.HostDeadline(t, b) })
+}

@@ -344,3 +344,6 @@ func TestNoLeaksUnderChurn(t *testing.T) {
 }
 
 func TestLandlock(t *testing.T) { adversarial.Landlock(t, create) }
+
+// TestHostDeadline: see adversarial.HostDeadline.
+func TestHostDeadline(t *testing.T) { adversarial.HostDeadline(t, backend(t)) }

@@ -222,6 +222,9 @@ func runIn(spec sandbox.Spec, command string, opts sandbox.ExecOptions) int {
 	switch {
 	case errors.Is(execErr, context.Canceled) && in.Caught() != nil:
 		return 128 + int(in.Caught().(syscall.Signal))
+	case errors.Is(execErr, sandbox.ErrDeadline):
+		fmt.Fprintf(os.Stderr, "cordon: %v\n", execErr)
+		return exitTimeout
 	case execErr != nil:
 		fmt.Fprintf(os.Stderr, "cordon: %v\n", execErr)
 		return exitCordon

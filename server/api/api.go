@@ -185,6 +185,7 @@ const (
 	CodeConflict       = "conflict"
 	CodePaused         = "paused"
 	CodeAgent          = "agent_error"
+	CodeDeadline       = "deadline"
 	CodeTeardown       = "teardown_failed"
 	CodeShuttingDown   = "shutting_down"
 	CodeInternal       = "internal"
