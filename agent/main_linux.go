@@ -293,39 +293,79 @@ func listen(cfg Config) (net.Listener, error) {
 	if cfg.Socket == "" {
 		return net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
 	}
-	// A stale socket from an earlier run is replaced; anything else at the
-	// path is left alone.
-	if st, err := os.Lstat(cfg.Socket); err == nil {
+	return ListenUnix(cfg.Socket)
+}
+
+// ListenUnix listens on a unix socket at path, its owner's alone (mode
+// 0700). A stale socket from an earlier run is replaced; anything else at
+// the path is left alone.
+func ListenUnix(path string) (net.Listener, error) {
+	if st, err := os.Lstat(path); err == nil {
 		if st.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("%s exists and is not a socket", cfg.Socket)
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
 		}
-		_ = os.Remove(cfg.Socket)
+		_ = os.Remove(path)
 	}
 	old := unix.Umask(0o077)
-	ln, err := net.Listen("unix", cfg.Socket)
+	ln, err := net.Listen("unix", path)
 	unix.Umask(old)
 	return ln, err
 }
 
-// limitListener admits at most n connections at once; further ones wait in
-// the kernel's accept queue.
+// MaxGuestConnections bounds the connections to the agent that come from
+// inside its own sandbox (the workload, where it shares the agent's user
+// and may reach the socket: a sandbox started without root): the rest of
+// MaxConnections is the host's.
+const MaxGuestConnections = 16
+
+// limitListener admits at most n connections at once, of which at most
+// MaxGuestConnections from inside the sandbox; further ones from the host
+// wait in the kernel's accept queue, further ones from inside are closed.
 func limitListener(ln net.Listener, n int) net.Listener {
-	return &limited{Listener: ln, sem: make(chan struct{}, n)}
+	return &limited{Listener: ln, sem: make(chan struct{}, n), guests: make(chan struct{}, MaxGuestConnections)}
 }
 
 type limited struct {
 	net.Listener
-	sem chan struct{}
+	sem, guests chan struct{}
 }
 
 func (l *limited) Accept() (net.Conn, error) {
-	l.sem <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
+	for {
+		l.sem <- struct{}{}
+		c, err := l.Listener.Accept()
+		if err != nil {
+			<-l.sem
+			return nil, err
+		}
+		if !fromInside(c) {
+			return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
+		}
+		select {
+		case l.guests <- struct{}{}:
+			return &limitedConn{Conn: c, release: func() { <-l.guests; <-l.sem }}, nil
+		default:
+			c.Close()
+			<-l.sem
+		}
 	}
-	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+// fromInside reports whether a unix socket's peer is a process of this
+// process's PID namespace: the kernel gives a peer outside it (the host)
+// as pid 0.
+func fromInside(c net.Conn) bool {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return false
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var cred *unix.Ucred
+	_ = raw.Control(func(fd uintptr) { cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	return err == nil && cred != nil && cred.Pid != 0
 }
 
 type limitedConn struct {

@@ -32,6 +32,21 @@ type reaper struct {
 	// (reserveThreads): no command starts before, so none can exhaust a
 	// pids limit while the agent may still need a thread.
 	reserved <-chan struct{}
+	// cred, when set, is the workload's user, which every command takes
+	// at its start: an agent with ids of its own runs with the workload's
+	// as its effective ones (sandboxinit's becomeAgent).
+	cred *syscall.Credential
+}
+
+// workloadCred is the user commands must switch to, nil when the agent's
+// real and effective ids are the same (it runs as the workload's user).
+func workloadCred() *syscall.Credential {
+	r, e, _ := unix.Getresuid()
+	rg, eg, _ := unix.Getresgid()
+	if r == e && rg == eg {
+		return nil
+	}
+	return &syscall.Credential{Uid: uint32(e), Gid: uint32(eg), NoSetGroups: true}
 }
 
 // NewCommandThread starts a goroutine locked to its own thread for good,
@@ -73,7 +88,7 @@ func CommandQueue() (commands func(func()), serve func()) {
 }
 
 func newReaper(all bool) *reaper {
-	r := &reaper{waiters: map[int]chan unix.WaitStatus{}, all: all}
+	r := &reaper{waiters: map[int]chan unix.WaitStatus{}, all: all, cred: workloadCred()}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGCHLD)
 	go func() {
@@ -131,7 +146,7 @@ func (r *reaper) spawn(path string, argv, env []string, dir string, files []uint
 		Files: files,
 		// Its own session: no controlling terminal to inject into, and a
 		// process group (pgid = pid) that cancellation addresses.
-		Sys: &syscall.SysProcAttr{Setsid: true},
+		Sys: &syscall.SysProcAttr{Setsid: true, Credential: r.cred},
 	}
 	var pid int
 	var err error

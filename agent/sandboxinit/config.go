@@ -28,6 +28,12 @@ const ReadyFD = 4
 // inside may connect to it, and the init never needs to write there.
 const ListenFD = ReadyFD + 1
 
+// AgentID is the uid and gid the agent runs as, apart from the workload's,
+// wherever the sandbox's user namespace maps it (sandboxes started as
+// root): the top of the 65536 ids a sandbox maps, which no spec's user may
+// take (sandbox.Spec.User is at most 65534).
+const AgentID = 65535
+
 // MaxTrees bounds the layout trees one configuration carries.
 const MaxTrees = 16
 
@@ -53,9 +59,13 @@ type Config struct {
 	ScratchMount string `json:"scratchMount,omitempty"`
 	// Binds are host directories bound into the sandbox.
 	Binds []Bind `json:"binds"`
-	// UID and GID the agent and every command run as, inside.
+	// UID and GID every command runs as, inside.
 	UID int `json:"uid"`
 	GID int `json:"gid"`
+	// AgentUID, when set, is the agent's own uid and gid inside (AgentID),
+	// apart from the workload's (see becomeAgent); 0 when the sandbox
+	// maps only one id (started without root), and the agent runs as UID.
+	AgentUID int `json:"agentUid,omitempty"`
 	// Hostname inside the UTS namespace.
 	Hostname string `json:"hostname"`
 	// Landlock: "require" refuses to start without it, "auto" uses it when

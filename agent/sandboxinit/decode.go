@@ -104,6 +104,8 @@ func scanConfig(s *wire.Scanner, c *Config) bool {
 			return scanInt(s, &c.UID)
 		case "gid":
 			return scanInt(s, &c.GID)
+		case "agentUid":
+			return scanInt(s, &c.AgentUID)
 		case "hostname":
 			return s.String(&c.Hostname)
 		case "landlock":

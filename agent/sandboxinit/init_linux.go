@@ -130,10 +130,27 @@ func run(cfg *Config) error {
 	// own threads keep theirs, which gives them nothing: they hold no
 	// capability in any other set and have no_new_privs, so no execve and
 	// no capset can raise one.
+	apart := cfg.AgentUID > 0
+	if apart && !inProcess {
+		// An agent executed as a program of its own takes its
+		// capabilities through the exec, as inheritable ones, which must
+		// be set while the bounding set still holds them.
+		if err := addInheritable(agentCaps); err != nil {
+			return err
+		}
+	}
 	if err := dropBoundingSet(oneThread); err != nil {
 		return err
 	}
-	if err := dropPrivileges(sc, cfg.UID, cfg.GID, cfg.Detached); err != nil {
+	if apart {
+		err = becomeAgent(sc, cfg.AgentUID, cfg.UID, cfg.GID, agentCaps, !inProcess)
+	} else {
+		err = becomeWorkload(sc, cfg.UID, cfg.GID)
+	}
+	if err != nil {
+		return err
+	}
+	if err := restrictThread(cfg.Detached); err != nil {
 		return err
 	}
 	// A Landlock domain is per thread, and each thread's own call makes a
@@ -298,24 +315,19 @@ func dropBoundingSet(sc syscaller) error {
 	return nil
 }
 
-// dropPrivileges switches to uid/gid with no supplementary groups, clears
-// every capability set, and sets no_new_privs and the parent-death signal
-// (the bounding set is already empty). all reaches every thread whose
-// credentials must change (allThreads in place, oneThread on the exec
-// path); each such call stops every thread of a Go process, so only the
-// credential changes themselves go through it:
-//   - Moving every uid off 0 clears the permitted, effective and ambient
-//     sets by itself (capabilities(7)); only the inheritable set survives,
-//     and it is empty unless the host passed one, which this thread shows.
-//     Otherwise (root inside, or an inheritable set) every set is cleared
-//     explicitly, on every thread. Either way this thread's sets are then
-//     checked empty.
-//   - no_new_privs and the parent-death signal are per-thread flags: they
-//     are set on this thread, which forks every command (or execs the
-//     agent); seccomp's thread sync, installed next, gives every other
-//     thread no_new_privs, and the parent-death signal of any one thread
-//     kills the whole process.
-func dropPrivileges(all syscaller, uid, gid int, detached bool) error {
+// becomeWorkload switches to uid/gid with no supplementary groups and
+// clears every capability set (the bounding set is already empty), for a
+// sandbox whose agent cannot have ids of its own (one mapped id, without
+// root). all reaches every thread whose credentials must change
+// (allThreads in place, oneThread on the exec path); each such call stops
+// every thread of a Go process, so only the credential changes themselves
+// go through it. Moving every uid off 0 clears the permitted, effective
+// and ambient sets by itself (capabilities(7)); only the inheritable set
+// survives, and it is empty unless the host passed one, which this thread
+// shows. Otherwise (root inside, or an inheritable set) every set is
+// cleared explicitly, on every thread. Either way this thread's sets are
+// then checked empty.
+func becomeWorkload(all syscaller, uid, gid int) error {
 	fixup := uid != 0 && inheritableEmpty()
 	if !fixup {
 		if err := all.call(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL); err != nil {
@@ -337,20 +349,23 @@ func dropPrivileges(all syscaller, uid, gid int, detached bool) error {
 		return fmt.Errorf("setresuid %d: %w", uid, err)
 	}
 	if !fixup {
-		hdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-		data := new([2]unix.CapUserData)
-		err := all.call(unix.SYS_CAPSET, uintptr(unsafePointer(hdr)), uintptr(unsafePointer(&data[0])))
-		runtime.KeepAlive(hdr)
-		runtime.KeepAlive(data)
-		if err != nil {
+		if err := setCaps(all, 0, 0, 0); err != nil {
 			return fmt.Errorf("clear capabilities: %w", err)
 		}
 	}
 	if !capsEmpty() {
 		return errors.New("a capability survived the change of user")
 	}
-	// The credential change cleared the parent-death signal; set it again,
-	// unless the sandbox is to outlive its creator.
+	return nil
+}
+
+// restrictThread sets no_new_privs and the parent-death signal, per-thread
+// flags, on this thread, which forks every command (or execs the agent):
+// seccomp's thread sync, installed next, gives every other thread
+// no_new_privs, and the parent-death signal of any one thread kills the
+// whole process. The credential change cleared the parent-death signal;
+// it is set again unless the sandbox is to outlive its creator.
+func restrictThread(detached bool) error {
 	if !detached {
 		if err := oneThread.call(unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL)); err != nil {
 			return err
@@ -358,6 +373,18 @@ func dropPrivileges(all syscaller, uid, gid int, detached bool) error {
 	}
 	if err := oneThread.call(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	return nil
+}
+
+// addInheritable adds caps to this thread's inheritable set.
+func addInheritable(caps uint32) error {
+	d, err := capData()
+	if err != nil {
+		return err
+	}
+	if err := setCaps(oneThread, d[0].Permitted, d[0].Effective, d[0].Inheritable|caps); err != nil {
+		return fmt.Errorf("inheritable capabilities: %w", err)
 	}
 	return nil
 }

@@ -2,11 +2,8 @@ package sandboxinit
 
 import (
 	"fmt"
-	"path/filepath"
-	"strings"
 	"unsafe"
 
-	"github.com/cordon-sandbox/cordon/agent"
 
 	"golang.org/x/sys/unix"
 )
@@ -92,70 +89,3 @@ func restrictSelf(fd int) error {
 
 // Variables that ask a container's agent (started by an OCI runtime, not
 // by this package's init) to confine its commands itself.
-const (
-	// EnvLandlock is "require" (refuse to start without Landlock) or
-	// "auto" (use it where the kernel has it); unset or "off", none.
-	EnvLandlock = agent.EnvPrefix + "LANDLOCK"
-	// EnvWritable lists, colon-separated, the absolute directories
-	// commands may write under.
-	EnvWritable = agent.EnvPrefix + "WRITABLE"
-)
-
-// ContainerOptions reads EnvLandlock and EnvWritable from env and, when
-// asked, makes the thread every command is forked from: its Landlock
-// domain allows writes only under the writable directories, and it takes
-// this package's own seccomp filter, which closes the Landlock calls the
-// runtime's filter had to leave open for the agent. The agent's other
-// threads stay unconfined, so they can still inspect and signal the
-// commands (a sibling domain could not). Landlock needs no_new_privs,
-// which the runtime set.
-func ContainerOptions(env []string) (agent.Options, error) {
-	var mode, list string
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, EnvLandlock+"="); ok {
-			mode = v
-		} else if v, ok := strings.CutPrefix(kv, EnvWritable+"="); ok {
-			list = v
-		}
-	}
-	switch mode {
-	case "", "off":
-		return agent.Options{}, nil
-	case "auto", "require":
-	default:
-		return agent.Options{}, fmt.Errorf("%s=%q: want require, auto or off", EnvLandlock, mode)
-	}
-	abi := LandlockABI()
-	if abi < 1 && mode == "require" {
-		return agent.Options{}, fmt.Errorf("landlock required but this kernel does not provide it")
-	}
-	var writable []string
-	for _, w := range strings.Split(list, ":") {
-		if w == "" {
-			continue
-		}
-		if !filepath.IsAbs(w) || filepath.Clean(w) != w {
-			return agent.Options{}, fmt.Errorf("%s: %q is not a clean absolute path", EnvWritable, w)
-		}
-		writable = append(writable, w)
-	}
-	commands, tid, err := agent.NewCommandThread(func() error {
-		if abi >= 1 {
-			fd, err := buildRuleset(abi, writeRules(abi, writable))
-			if err != nil {
-				return err
-			}
-			if err := restrictSelf(fd); err != nil {
-				return err
-			}
-		}
-		if err := installSeccomp(false); err != nil {
-			return fmt.Errorf("seccomp: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return agent.Options{}, err
-	}
-	return agent.Options{CommandThread: commands, CommandThreadID: tid}, nil
-}

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cordon-sandbox/cordon/agent"
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -22,6 +23,14 @@ import (
 // ociVersion is the runtime-spec version bundles declare: the newest that
 // Debian's crun 1.8 and runc 1.1 both accept, and all this bundle uses.
 const ociVersion = "1.0.2"
+
+// oldGVisorHeadroom is what a 2022 gVisor's RLIMIT_NPROC adds to a pids
+// limit for the agent's threads and its commands' first processes
+// (taskLimit).
+const oldGVisorHeadroom = 16
+
+// gvisorCgroups is where a gVisor sandbox's own cgroups are mounted.
+const gvisorCgroups = "/sys/fs/cgroup"
 
 // agentInside is where the agent binary is bound, read-only.
 const agentInside = "/.cordon/cordon-agent"
@@ -50,6 +59,9 @@ type bundleInput struct {
 	// UserSpaceKernel: the runtime is gVisor, whose sentry applies the
 	// filter itself and answers every denial EPERM (it ignores errnoRet).
 	UserSpaceKernel bool
+	// OwnCgroups: the user-space kernel has cgroups of its own, where the
+	// workload's pids limit is held (sandboxinit.EnvCommandPids).
+	OwnCgroups bool
 	// Skeletons, when set, is a directory where skeleton roots are kept
 	// and shared between bundles (see skeleton.shared); otherwise the
 	// bundle has its own.
@@ -123,6 +135,7 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		sk = append(sk, skeletonEntry{Path: d, Mode: cmp.Or(modes[d], 0o755)})
 	}
 	sk = append(sk, skeletonEntry{Path: strings.TrimPrefix(agentInside, "/"), Mode: 0o755, File: true})
+
 	for _, m := range in.Layout {
 		// Under /mnt, a directory of the skeleton: the mount point is made
 		// there, never in the source root.
@@ -179,6 +192,15 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		}
 		mounts = append(mounts, specs.Mount{Destination: m.Target, Type: "bind", Source: m.Host, Options: opts})
 	}
+	if in.UserSpaceKernel {
+		// gVisor's own /dev has a TUN device, which a sandbox never needs
+		// (and, with namespaces of its own, could use); runsc applies no
+		// masked paths, so a mount covers it. (Its FUSE device cannot be
+		// covered: runsc refuses a bind over it, and it is inert without
+		// mount(2), which the filter and the missing capability refuse.)
+		mounts = append(mounts,
+			specs.Mount{Destination: "/dev/net", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=755", "size=4k"}})
+	}
 	if isDir(filepath.Join(in.RootSrc, "var", "tmp")) {
 		mounts = append(mounts, scratch("/var/tmp", "1777", false, 8))
 	}
@@ -205,12 +227,34 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 	for _, p := range sandboxinit.ProcReadOnly {
 		readonly = append(readonly, "/proc/"+p)
 	}
-	env := in.Env
+	// The agent starts as root of the sandbox with only what it needs to
+	// take its own identity apart from the workload's (the user to start
+	// commands as, its socket made its own, the bounding set of the
+	// thread commands fork from emptied); it keeps CAP_SETUID and
+	// CAP_SETGID alone (sandboxinit.ContainerOptions).
+	env := append(slices.Clip(in.Env), sandboxinit.EnvWorkload+"="+fmt.Sprintf("%d:%d", in.UID, in.UID))
+	if in.UserSpaceKernel {
+		// The workload's tasks are counted apart from the agent's (its own
+		// cgroup, or its own user's RLIMIT_NPROC): no spare threads.
+		env = append(env, agent.EnvPrefix+"SPARE_THREADS=0")
+	}
+	if in.OwnCgroups && in.Limits.Pids > 0 {
+		// gVisor's host cgroup holds its kernel, not the workload: the
+		// workload's pids limit is its kernel's own pids cgroup, which the
+		// agent makes for its commands.
+		mounts = append(mounts, specs.Mount{Destination: gvisorCgroups, Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "nodev", "noexec"}})
+		env = append(env, fmt.Sprintf("%s=%d:%s/pids", sandboxinit.EnvCommandPids, in.Limits.Pids, gvisorCgroups))
+	}
 	if in.Landlock != "" {
-		env = append(slices.Clip(env), sandboxinit.EnvLandlock+"="+in.Landlock,
+		env = append(env, sandboxinit.EnvLandlock+"="+in.Landlock,
 			sandboxinit.EnvWritable+"="+strings.Join(writableMounts(mounts), ":"))
 	}
 	none := []string{}
+	agentCaps := []string{"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_CHOWN"}
+	if in.UserSpaceKernel {
+		// gVisor judges /proc/PID/fd by real ids (sandboxinit's ptraceCap).
+		agentCaps = append(agentCaps, "CAP_SYS_PTRACE")
+	}
 	s := &specs.Spec{
 		Version:  ociVersion,
 		Root:     &specs.Root{Path: rootfs, Readonly: true},
@@ -220,9 +264,9 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 			Args: []string{agentInside},
 			Env:  env,
 			Cwd:  process.Workspace,
-			User: specs.User{UID: uint32(in.UID), GID: uint32(in.UID)},
+			User: specs.User{UID: 0, GID: 0},
 			Capabilities: &specs.LinuxCapabilities{
-				Bounding: none, Effective: none, Inheritable: none, Permitted: none, Ambient: none,
+				Bounding: agentCaps, Effective: agentCaps, Permitted: agentCaps, Inheritable: none, Ambient: none,
 			},
 			NoNewPrivileges: true,
 			Rlimits:         taskLimit(in),
@@ -332,20 +376,23 @@ func resources(l sandbox.Limits, userSpaceKernel bool) *specs.LinuxResources {
 }
 
 // taskLimit is RLIMIT_NPROC, counted per user of the sandbox's own user
-// namespace (the agent and its commands share the user, and nothing else
-// runs as it), hard and soft alike: without CAP_SYS_RESOURCE nothing inside
-// can raise it. Under a user-space kernel it is the pids limit, which
-// gVisor's sentry enforces on every task it creates, with the same headroom
-// for the agent as a cgroup's. Without a pids limit it is the process
-// tier's ceiling (process.DefaultTasks), so a fork bomb cannot take the
-// host's pids on any tier.
+// namespace (the agent's threads under its own user, the workload's tasks
+// under theirs), hard and soft alike: without CAP_SYS_RESOURCE nothing
+// inside can raise it. Without a pids limit it is the process tier's
+// ceiling (process.DefaultTasks), so a fork bomb cannot take the host's
+// pids on any tier. Under a user-space kernel without cgroups of its own
+// (Debian's 2022 gVisor) it is the pids limit and oldGVisorHeadroom, which
+// the sentry enforces on every task it creates, on the agent's user and
+// the workload's apart: the nearest such a kernel comes to the limit (it
+// counts a process under the user that made it, so each command's first
+// process is the agent's, which must have room for its own threads too).
 func taskLimit(in bundleInput) []specs.POSIXRlimit {
 	var n uint64
 	switch {
 	case in.Limits.Pids <= 0:
 		n = process.DefaultTasks
-	case in.UserSpaceKernel:
-		n = uint64(in.Limits.Pids + process.AgentPids)
+	case in.UserSpaceKernel && !in.OwnCgroups:
+		n = uint64(in.Limits.Pids + oldGVisorHeadroom)
 	default:
 		return nil
 	}

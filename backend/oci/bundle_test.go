@@ -127,22 +127,38 @@ func TestTaskLimit(t *testing.T) {
 			t.Errorf("no pids limit, gvisor %v: pids %+v, rlimits %+v", gvisor, s.Linux.Resources.Pids, s.Process.Rlimits)
 		}
 	}
-	for _, gvisor := range []bool{false, true} {
+	// Under a pids limit: runc and crun hold it in the host's cgroup (with
+	// the agent's headroom); a current gVisor in its own, in the sandbox
+	// (the agent is told where); a 2022 gVisor as an RLIMIT_NPROC.
+	for _, c := range []struct {
+		name                string
+		gvisor, ownCgroups  bool
+		cgroup, nproc       int64
+		commandPids, spares bool
+	}{
+		{"runc", false, false, 100 + process.AgentPids, 0, false, true},
+		{"gvisor", true, true, 0, 0, true, false},
+		{"gvisor 2022", true, false, 0, 100 + oldGVisorHeadroom, false, false},
+	} {
 		dir := t.TempDir()
 		s, err := buildSpec(bundleInput{
 			Bundle: filepath.Join(dir, "bundle"), RootSrc: t.TempDir(), SocketDir: "/state/sock", AgentPath: "/opt/cordon-agent",
-			UID: 1000, IDBase: 1 << 30, IDSize: 1 << 16, Limits: sandbox.Limits{Pids: 100}, UserSpaceKernel: gvisor,
+			UID: 1000, IDBase: 1 << 30, IDSize: 1 << 16, Limits: sandbox.Limits{Pids: 100}, UserSpaceKernel: c.gvisor, OwnCgroups: c.ownCgroups,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := uint64(100 + process.AgentPids)
-		switch {
-		case gvisor && (s.Linux.Resources.Pids != nil || len(s.Process.Rlimits) != 1 ||
-			s.Process.Rlimits[0] != specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: want, Soft: want}):
-			t.Errorf("gvisor: pids %+v, rlimits %+v", s.Linux.Resources.Pids, s.Process.Rlimits)
-		case !gvisor && (s.Linux.Resources.Pids == nil || *s.Linux.Resources.Pids.Limit != int64(want) || s.Process.Rlimits != nil):
-			t.Errorf("runc: pids %+v, rlimits %+v", s.Linux.Resources.Pids, s.Process.Rlimits)
+		var cgroup, nproc int64
+		if s.Linux.Resources.Pids != nil {
+			cgroup = *s.Linux.Resources.Pids.Limit
+		}
+		if len(s.Process.Rlimits) == 1 && s.Process.Rlimits[0].Type == "RLIMIT_NPROC" && s.Process.Rlimits[0].Hard == s.Process.Rlimits[0].Soft {
+			nproc = int64(s.Process.Rlimits[0].Hard)
+		}
+		commandPids := slices.Contains(s.Process.Env, sandboxinit.EnvCommandPids+"=100:"+gvisorCgroups+"/pids")
+		spares := !slices.Contains(s.Process.Env, "CORDON_AGENT_SPARE_THREADS=0")
+		if cgroup != c.cgroup || nproc != c.nproc || commandPids != c.commandPids || spares != c.spares || len(s.Process.Rlimits) > 1 {
+			t.Errorf("%s: cgroup pids %d, rlimits %+v, commands' cgroup %v, spare threads %v", c.name, cgroup, s.Process.Rlimits, commandPids, spares)
 		}
 	}
 }

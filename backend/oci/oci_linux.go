@@ -46,6 +46,10 @@ type Backend struct {
 	once     sync.Once
 	runtime  string // resolved path
 	platform string // gVisor's platform
+	// ownCgroups: this gVisor has cgroups of its own to mount in the
+	// sandbox (current builds; Debian's 2022 build does not), where the
+	// workload's pids limit is held.
+	ownCgroups bool
 	err      error
 
 	probeMu sync.Mutex
@@ -94,7 +98,7 @@ func (b *Backend) resolve() {
 			if p, err := exec.LookPath(n); err == nil {
 				b.runtime = p
 				if b.gvisor() {
-					b.platform = b.probePlatform()
+					b.platform, b.ownCgroups = b.probePlatform()
 				}
 				return
 			}
@@ -187,19 +191,23 @@ func (b *Backend) runtimeCmd(ctx context.Context, args ...string) *exec.Cmd {
 }
 
 // probePlatform picks gVisor's platform: the configured one, else systrap
-// where this runsc has it (current builds), else ptrace (2022 builds).
-func (b *Backend) probePlatform() string {
-	if b.cfg.Platform != "" {
-		return b.cfg.Platform
-	}
+// where this runsc has it (current builds), else ptrace (2022 builds). A
+// build with systrap also has cgroups of its own (current).
+func (b *Backend) probePlatform() (platform string, current bool) {
 	// The -platform flag's help names the platforms this build has.
 	out, _ := exec.Command(b.runtime, "flags").CombinedOutput()
 	for _, line := range strings.Split(string(out), "\n") {
 		if strings.Contains(line, "specifies which platform to use") && strings.Contains(line, "systrap") {
-			return "systrap"
+			current = true
 		}
 	}
-	return "ptrace"
+	switch {
+	case b.cfg.Platform != "":
+		return b.cfg.Platform, current
+	case current:
+		return "systrap", true
+	}
+	return "ptrace", false
 }
 
 // tokenFD is where the agent reads its token: the first descriptor
@@ -242,7 +250,10 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	}
 	hu := base + uid
 	inst.socketUID = hu
-	if err := os.Chown(sock, hu, hu); err != nil {
+	// The agent makes its socket here as root of the sandbox (which has no
+	// capability to write where it does not own), then gives it to its own
+	// id; the directory goes back to the host's root once it listens.
+	if err := os.Chown(sock, base, base); err != nil {
 		return fail(err)
 	}
 	ln, err := process.ListenEgress(sock, hu, hu)
@@ -273,7 +284,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	bs, err := buildSpec(bundleInput{
 		Bundle: bundle, Skeletons: b.cfg.StateDir, RootSrc: rootSrc, HostRoot: hostRoot, SocketDir: sock, AgentPath: agentPath,
 		Identity: idFiles, Layout: binds, Env: process.AgentEnv(l, uid, b.tokenFD(), layout), UID: uid, IDBase: base, IDSize: size,
-		Limits: spec.Limits, ScratchBudget: ScratchBudget(), CgroupsPath: inst.cgroup, UserSpaceKernel: b.gvisor(), Landlock: b.landlock(spec),
+		Limits: spec.Limits, ScratchBudget: ScratchBudget(), CgroupsPath: inst.cgroup, UserSpaceKernel: b.gvisor(), OwnCgroups: b.ownCgroups, Landlock: b.landlock(spec),
 	})
 	if err != nil {
 		return fail(err)

@@ -152,7 +152,7 @@ func TestEgress(t *testing.T) {
 			"http://api.test:8080/":         "no rule allows",
 			"http://meta.test/":             "cloud metadata",
 			"http://private.test/":          "private",
-			"http://mapped.test/":           "IPv4-mapped",
+			"http://mapped.test/":           "loopback address 127.0.0.1", // a resolver's mapped answer is judged as what it maps
 			"http://203.0.113.10/":          "no rule names this address",
 			"http://3405803786/":            "no rule names this address",
 			"http://0xcb00710a/":            "no rule names this address",

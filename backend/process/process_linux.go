@@ -413,6 +413,10 @@ func (b *Backend) initConfig(sl *slot, l sandbox.Launch, layout []LayoutMount, u
 	if spec.Limits.Pids == 0 {
 		icfg.Tasks = b.taskCeiling()
 	}
+	if os.Geteuid() == 0 {
+		// The sandbox maps 65536 ids: the agent has its own.
+		icfg.AgentUID = sandboxinit.AgentID
+	}
 	// Scratch space is memory charged to the sandbox: with a memory limit
 	// it can hold no more anyway, and its size (what df shows) says so.
 	icfg.ScratchBytes = spec.Limits.MemoryBytes

@@ -28,6 +28,7 @@ func TestRootBuilder(t *testing.T) {
 	os.Chmod(base, 0o755)
 	outputs, uploads := filepath.Join(base, "out"), filepath.Join(base, "up")
 	os.Mkdir(outputs, 0o755)
+	os.Chown(outputs, 1234, 1234) // written as root's, it would be refused
 	os.Mkdir(uploads, 0o755)
 	spec := sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 256 << 20, Pids: 64}, Layout: sandbox.Layout{Outputs: outputs, Uploads: uploads}}
 	// The sandbox's own directory, and its host ids (each sandbox has a
