@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"unsafe"
 
-
 	"golang.org/x/sys/unix"
 )
 

@@ -50,7 +50,7 @@ type Backend struct {
 	// sandbox (current builds; Debian's 2022 build does not), where the
 	// workload's pids limit is held.
 	ownCgroups bool
-	err      error
+	err        error
 
 	probeMu sync.Mutex
 	probed  bool
