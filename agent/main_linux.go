@@ -249,7 +249,11 @@ func Start(env []string, scrub bool, stdout, stderr io.Writer, opts Options) (wa
 	if opts.Ready != nil {
 		opts.Ready(s.readyRecord())
 	}
-	fmt.Fprintf(stdout, "cordon-agent listening on %s workspace=%s auth=%v\n", ln.Addr(), cfg.Workspace, cfg.Token != "")
+	addr := ln.Addr().String()
+	if cfg.Socket != "" {
+		addr = cfg.Socket // (a listener made elsewhere may have been renamed there)
+	}
+	fmt.Fprintf(stdout, "cordon-agent listening on %s workspace=%s auth=%v\n", addr, cfg.Workspace, cfg.Token != "")
 	s.ArmIdle()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)

@@ -41,7 +41,7 @@ var MaskedPaths = []string{
 // ProcMasked are /proc entries no sandbox reads; ProcReadOnly are made
 // read-only (as runc does).
 var (
-	ProcMasked   = []string{"kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug", "latency_stats", "acpi", "asound", "scsi", "interrupts", "kallsyms", "kpagecount", "kpageflags", "kpagecgroup", "sysrq-trigger", "config.gz", "vmallocinfo", "slabinfo", "pagetypeinfo", "zoneinfo", "buddyinfo"}
+	ProcMasked   = []string{"kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug", "latency_stats", "acpi", "asound", "scsi", "interrupts", "kallsyms", "kpagecount", "kpageflags", "kpagecgroup", "sysrq-trigger", "config.gz", "vmallocinfo", "slabinfo", "pagetypeinfo", "zoneinfo", "buddyinfo", "cmdline", "iomem", "ioports", "diskstats", "partitions"}
 	ProcReadOnly = []string{"bus", "fs", "irq", "sys"}
 )
 

@@ -89,6 +89,21 @@ func Run(t *testing.T, create Create) {
 		if strings.Contains(out, "agent.sock\n") && strings.Count(out, "\n") > 40 {
 			t.Errorf("unexpected listing:\n%s", out)
 		}
+		// The host's boot line, memory map and disks, where the kernel is
+		// the host's (gVisor's are its own).
+		if !UserSpaceKernel[sb.Tier()] {
+			out, _, _ = sh(t, sb, "for p in /proc/cmdline /proc/iomem /proc/diskstats /proc/partitions; do head -c 100 $p 2>/dev/null; done | wc -c")
+			if out != "0\n" {
+				t.Errorf("/proc/cmdline, iomem, diskstats, partitions: %s bytes readable", strings.TrimSpace(out))
+			}
+		}
+		// Where the agent is bound in, the mount table names cordon's own
+		// copy of it, not where the host installed it.
+		host, _ := os.Executable()
+		out, _, _ = sh(t, sb, "awk '$5 == \"/.cordon/cordon-agent\" {print $4}' /proc/self/mountinfo")
+		if root := strings.TrimSpace(out); root != "" && root != "/" && !strings.Contains(root, "/agent-") || strings.Contains(out, filepath.Dir(host)) {
+			t.Errorf("the agent's bind names %q", root)
+		}
 	})
 	t.Run("NoHostIdentity", func(t *testing.T) {
 		out, _, _ := sh(t, sb, "id -un; hostname; cat /etc/passwd /etc/group /etc/resolv.conf /etc/hosts")

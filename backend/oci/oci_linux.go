@@ -11,10 +11,12 @@ package oci
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"net"
 	"os"
@@ -225,6 +227,13 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		return nil, err
 	}
 	agentPath, _ := agentbin.Find(b.cfg.AgentPath)
+	// The sandbox's mount table names a bind's source path: the agent is
+	// bound from a copy of cordon's own, not from wherever it is installed
+	// (a home directory, say).
+	agentPath, err := agentCopy(b.cfg.StateDir, agentPath)
+	if err != nil {
+		return nil, err
+	}
 	spec := l.Spec
 	uid := process.DefaultUID
 	if spec.User != nil {
@@ -354,6 +363,37 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		return fail(fmt.Errorf("%w: %v: %s", sandbox.ErrAgent, err, strings.TrimSpace(inst.logs.String())))
 	}
 	return inst, nil
+}
+
+// agentCopy is a copy of the agent binary at path, in a shared directory
+// of base named by the binary's identity (its device, inode, size and
+// time), made once.
+func agentCopy(base, path string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "", fmt.Errorf("%w: the agent: %v", sandbox.ErrUnavailable, err)
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s %d %d %d %d.%d", path, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec))
+	dir, err := process.SharedDir(base, "agent-"+hex.EncodeToString(sum[:8]), func(dir string) error {
+		src, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		dst, err := os.OpenFile(filepath.Join(dir, "cordon-agent"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(dst, src); err != nil {
+			dst.Close()
+			return err
+		}
+		return dst.Close()
+	})
+	if err != nil {
+		return "", fmt.Errorf("%w: a copy of the agent: %v", sandbox.ErrUnavailable, err)
+	}
+	return filepath.Join(dir, "cordon-agent"), nil
 }
 
 // attachLayout makes the layout directories id-mapped mounts (their owner
