@@ -25,7 +25,10 @@ const MaxConnections = 1024
 // status: 1 for a refused configuration or a retired agent, 0 for a clean
 // stop (SIGTERM, idle timeout). opts are as for Run.
 func Main(stdout, stderr io.Writer, opts Options) int {
-	env, err := tokenFromFD(os.Environ())
+	env, lifeline, err := tokenFromFD(os.Environ())
+	if lifeline != nil {
+		opts.Lifeline = lifeline
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "cordon-agent: refusing to start: %v\n", err)
 		return 1
@@ -156,6 +159,11 @@ type Options struct {
 	// it): the process tier's host makes the socket, so that its directory
 	// can be read-only to the workload from the start.
 	Listener net.Listener
+	// Lifeline, when set, is a pipe whose other end the host holds: at its
+	// end of file the host is gone, and the agent stops its commands and
+	// exits, as on SIGTERM (a container runtime's sandbox has no
+	// parent-death signal to die with its creator by).
+	Lifeline *os.File
 }
 
 // Run validates the configuration in env (os.Environ's shape), protects
@@ -267,15 +275,21 @@ func Start(env []string, scrub bool, stdout, stderr io.Writer, opts Options) (wa
 			s.exit(1)
 		}
 	}()
+	var hostGone <-chan struct{}
+	if opts.Lifeline != nil {
+		hostGone = watchLifeline(opts.Lifeline)
+	}
 	return func() int {
 		select {
 		case <-sig:
-			ln.Close()
-			s.Shutdown()
-			return 0
+		case <-hostGone:
+			log.Warn("the host is gone (its lifeline closed): stopping")
 		case code := <-exit:
 			return code
 		}
+		ln.Close()
+		s.Shutdown()
+		return 0
 	}, 0
 }
 
@@ -395,25 +409,45 @@ func (c *limitedConn) Close() error {
 // tokenFromFD reads the token from the descriptor CORDON_AGENT_TOKEN_FD
 // names, when it does, and closes it: a token handed over that way never
 // appears in any environment block. It returns env with the token added.
-func tokenFromFD(env []string) ([]string, error) {
+// With CORDON_AGENT_LIFELINE=1 the token ends at a newline and the
+// descriptor is kept, and returned, as the agent's lifeline
+// (Options.Lifeline).
+func tokenFromFD(env []string) ([]string, *os.File, error) {
 	var fdText string
+	lifeline := false
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, EnvPrefix+"TOKEN_FD="); ok {
 			fdText = v
 		}
 		if strings.HasPrefix(kv, EnvPrefix+"TOKEN=") && fdText != "" {
-			return nil, fmt.Errorf("set CORDON_AGENT_TOKEN or CORDON_AGENT_TOKEN_FD, not both")
+			return nil, nil, fmt.Errorf("set CORDON_AGENT_TOKEN or CORDON_AGENT_TOKEN_FD, not both")
 		}
+		lifeline = lifeline || kv == EnvPrefix+"LIFELINE=1"
 	}
 	if fdText == "" {
-		return env, nil
+		return env, nil, nil
 	}
 	fd, err := strconv.Atoi(fdText)
 	if err != nil || fd == 1 || fd == 2 || fd < 0 {
-		return nil, fmt.Errorf("CORDON_AGENT_TOKEN_FD=%q is not standard input or a descriptor above 2", fdText)
+		return nil, nil, fmt.Errorf("CORDON_AGENT_TOKEN_FD=%q is not standard input or a descriptor above 2", fdText)
 	}
 	f := os.NewFile(uintptr(fd), "token")
-	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	var b []byte
+	if lifeline {
+		b, err = readLine(f, 4096)
+	} else {
+		b, err = io.ReadAll(io.LimitReader(f, 4096))
+	}
+	var kept *os.File
+	if lifeline && err == nil {
+		// The lifeline goes on at a descriptor of its own (close-on-exec),
+		// standard input becoming /dev/null below.
+		if dup, derr := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3); derr == nil {
+			kept = os.NewFile(uintptr(dup), "lifeline")
+		} else {
+			err = derr
+		}
+	}
 	if fd == 0 {
 		// Standard input (a runtime that passes no other descriptor)
 		// becomes /dev/null once the token is read.
@@ -425,7 +459,43 @@ func tokenFromFD(env []string) ([]string, error) {
 		f.Close()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the token from CORDON_AGENT_TOKEN_FD: %w", err)
+		return nil, nil, fmt.Errorf("reading the token from CORDON_AGENT_TOKEN_FD: %w", err)
 	}
-	return append(env, EnvPrefix+"TOKEN="+string(b)), nil
+	return append(env, EnvPrefix+"TOKEN="+string(b)), kept, nil
+}
+
+// readLine reads up to a newline (not kept), at most max bytes, a byte at a
+// time: what follows stays in the descriptor.
+func readLine(f *os.File, max int) ([]byte, error) {
+	var b []byte
+	one := make([]byte, 1)
+	for len(b) <= max {
+		n, err := f.Read(one)
+		if n == 1 {
+			if one[0] == '\n' {
+				return b, nil
+			}
+			b = append(b, one[0])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("no newline after the token: %w", err)
+		}
+	}
+	return nil, fmt.Errorf("a token over %d bytes", max)
+}
+
+// watchLifeline closes gone once f reads end of file (or fails): the host
+// that holds its other end is gone.
+func watchLifeline(f *os.File) <-chan struct{} {
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		buf := make([]byte, 64)
+		for {
+			if _, err := f.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	return gone
 }

@@ -135,7 +135,7 @@ func startDaemonGrace(t testing.TB, grace time.Duration, tune ...func(*server.Co
 		}
 		ents, _ = os.ReadDir(filepath.Join(dir, "oci"))
 		for _, e := range ents {
-			if e.Name() != "runtime" && !strings.HasPrefix(e.Name(), "identity-") && !strings.HasPrefix(e.Name(), "skeleton-") {
+			if e.Name() != "runtime" && !strings.HasPrefix(e.Name(), "identity-") && !strings.HasPrefix(e.Name(), "skeleton-") && !strings.HasPrefix(e.Name(), "agent-") {
 				t.Errorf("container %s left after the daemon closed", e.Name())
 			}
 		}

@@ -589,7 +589,7 @@ func TestContainerTier(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	d.container = oci.New(oci.Config{Runtime: "crun", AgentPath: testutil.BuildAgent(t), StateDir: dir})
+	d.container = oci.New(oci.Config{Runtime: "crun", AgentPath: testutil.BuildAgent(t), StateDir: dir, Detached: true})
 	d.stop(t, true)
 	d.start(t)
 	c := d.local
@@ -613,11 +613,11 @@ func TestContainerTier(t *testing.T) {
 	if err := c.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	// What stays is the runtime's state and the identity files and
-	// skeleton roots containers share.
+	// What stays is the runtime's state and the identity files, skeleton
+	// roots and agent copy containers share.
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if e.Name() != "runtime" && !strings.HasPrefix(e.Name(), "identity-") && !strings.HasPrefix(e.Name(), "skeleton-") {
+		if e.Name() != "runtime" && !strings.HasPrefix(e.Name(), "identity-") && !strings.HasPrefix(e.Name(), "skeleton-") && !strings.HasPrefix(e.Name(), "agent-") {
 			t.Fatalf("left in the container tier's directory: %v", ents)
 		}
 	}

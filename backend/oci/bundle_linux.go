@@ -69,6 +69,9 @@ type bundleInput struct {
 	// Landlock, "auto" or "require", has the agent confine its commands
 	// to the writable mounts (sandboxinit.ContainerOptions); "" for none.
 	Landlock string
+	// Lifeline: the token's descriptor stays open as the agent's lifeline
+	// (agent.Options.Lifeline), the token ending at a newline.
+	Lifeline bool
 }
 
 // ScratchBudget is what the scratch space of a sandbox without a memory
@@ -233,6 +236,9 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 	// thread commands fork from emptied); it keeps CAP_SETUID and
 	// CAP_SETGID alone (sandboxinit.ContainerOptions).
 	env := append(slices.Clip(in.Env), sandboxinit.EnvWorkload+"="+fmt.Sprintf("%d:%d", in.UID, in.UID))
+	if in.Lifeline {
+		env = append(env, agent.EnvPrefix+"LIFELINE=1")
+	}
 	if in.UserSpaceKernel {
 		// The workload's tasks are counted apart from the agent's (its own
 		// cgroup, or its own user's RLIMIT_NPROC): no spare threads.

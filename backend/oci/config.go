@@ -21,4 +21,10 @@ type Config struct {
 	// StateDir holds each sandbox's bundle and sockets, and the runtime's
 	// own state (under "runtime"); empty means /run/cordon/oci.
 	StateDir string
+	// Detached sandboxes outlive the process that created them (a daemon
+	// that restarts takes them back with Adopt). Otherwise a sandbox's
+	// agent stops, and the sandbox with it, once its creator is gone (its
+	// lifeline closes), and the next process to start one on this state
+	// directory sweeps what a creator that died left.
+	Detached bool
 }

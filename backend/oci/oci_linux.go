@@ -36,6 +36,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/internal/pidfd"
+	"github.com/cordon-sandbox/cordon/internal/procid"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -56,6 +57,48 @@ type Backend struct {
 
 	probeMu sync.Mutex
 	probed  bool
+
+	sweepOnce sync.Once
+}
+
+// ownerFile, in a sandbox's directory, names the process that made it
+// (procid.Self), unless it is detached.
+const ownerFile = "owner"
+
+// orphanAge is how old a sandbox directory without an owner must be to be
+// swept: one younger may be a create still under way.
+const orphanAge = time.Minute
+
+// sweepOrphans tears down, once per process, the sandboxes of this state
+// directory whose creator is gone: killed before it could tear them down
+// (their agent stopped when it went, but the runtime's state, the
+// cgroups, the layout mounts and the directory remain), or a directory no
+// owner explains. A failure is left for the next process to retry.
+func (b *Backend) sweepOrphans(ctx context.Context) {
+	ents, err := os.ReadDir(b.cfg.StateDir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "cordon-") {
+			continue
+		}
+		dir := filepath.Join(b.cfg.StateDir, e.Name())
+		owner, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		switch {
+		case err == nil && procid.Named(string(owner)):
+			continue
+		case err != nil:
+			if st, err := os.Stat(dir); err != nil || time.Since(st.ModTime()) < orphanAge {
+				continue
+			}
+		}
+		inst := &instance{b: b, id: e.Name(), dir: dir, logs: logbuf.New(1), created: true}
+		if st, ok, err := b.state(ctx, inst.id); err == nil && ok && st.Status == "running" && st.Pid > 0 {
+			inst.proc, _ = pidfd.Open(st.Pid, "")
+		}
+		_ = inst.Destroy(ctx)
+	}
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -227,13 +270,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		return nil, err
 	}
 	agentPath, _ := agentbin.Find(b.cfg.AgentPath)
-	// The sandbox's mount table names a bind's source path: the agent is
-	// bound from a copy of cordon's own, not from wherever it is installed
-	// (a home directory, say).
-	agentPath, err := agentCopy(b.cfg.StateDir, agentPath)
-	if err != nil {
-		return nil, err
-	}
+
 	spec := l.Spec
 	uid := process.DefaultUID
 	if spec.User != nil {
@@ -246,12 +283,28 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	if err := os.MkdirAll(b.cfg.StateDir, 0o711); err != nil {
 		return nil, err
 	}
+	// The sandbox's mount table names a bind's source path: the agent is
+	// bound from a copy of cordon's own, not from wherever it is installed
+	// (a home directory, say).
+	agentPath, err := agentCopy(b.cfg.StateDir, agentPath)
+	if err != nil {
+		return nil, err
+	}
+	if !b.cfg.Detached {
+		b.sweepOnce.Do(func() { b.sweepOrphans(ctx) })
+	}
 	inst := &instance{b: b, id: id, dir: filepath.Join(b.cfg.StateDir, id), logs: logbuf.New(64 << 10), cgroup: "/cordon-oci/" + id}
 	fail := func(err error) (sandbox.Instance, error) {
 		return nil, errors.Join(err, inst.Destroy(context.WithoutCancel(ctx)))
 	}
 	if err := os.Mkdir(inst.dir, 0o711); err != nil {
 		return nil, err
+	}
+	if !b.cfg.Detached {
+		// Who made it, for the sweep of a later process (sweepOrphans).
+		if err := os.WriteFile(filepath.Join(inst.dir, ownerFile), []byte(procid.Self()), 0o600); err != nil {
+			return fail(err)
+		}
 	}
 	sock := filepath.Join(inst.dir, "sock")
 	if err := os.Mkdir(sock, 0o700); err != nil {
@@ -294,6 +347,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		Bundle: bundle, Skeletons: b.cfg.StateDir, RootSrc: rootSrc, HostRoot: hostRoot, SocketDir: sock, AgentPath: agentPath,
 		Identity: idFiles, Layout: binds, Env: process.AgentEnv(l, uid, b.tokenFD(), layout), UID: uid, IDBase: base, IDSize: size,
 		Limits: spec.Limits, ScratchBudget: ScratchBudget(), CgroupsPath: inst.cgroup, UserSpaceKernel: b.gvisor(), OwnCgroups: b.ownCgroups, Landlock: b.landlock(spec),
+		Lifeline: !b.cfg.Detached,
 	})
 	if err != nil {
 		return fail(err)
@@ -306,13 +360,23 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		return fail(err)
 	}
 	// The token goes down a pipe the runtime passes to the agent as
-	// descriptor 3: it is in no file, environment block or argv.
+	// descriptor 3: it is in no file, environment block or argv. Unless
+	// the sandbox is detached, the pipe stays open after it, as the
+	// agent's lifeline: this process's end closes with it.
 	tr, tw, err := os.Pipe()
 	if err != nil {
 		return fail(err)
 	}
-	_, werr := io.WriteString(tw, l.Token)
-	tw.Close()
+	token := l.Token
+	if !b.cfg.Detached {
+		token += "\n"
+	}
+	_, werr := io.WriteString(tw, token)
+	if b.cfg.Detached || werr != nil {
+		tw.Close()
+	} else {
+		inst.lifeline = tw
+	}
 	if werr != nil {
 		tr.Close()
 		return fail(werr)
@@ -509,9 +573,10 @@ type instance struct {
 	egress    net.Listener
 	proc      *pidfd.Proc
 	ep        client.Endpoint
-	created   bool   // the runtime knows the container
-	cgroup    string // its cgroups path
-	socketUID int    // the sandbox user's host uid (and gid)
+	created   bool     // the runtime knows the container
+	cgroup    string   // its cgroups path
+	socketUID int      // the sandbox user's host uid (and gid)
+	lifeline  *os.File // this process's end of the agent's lifeline (not detached)
 	paused    atomic.Bool
 
 	mu   sync.Mutex
@@ -599,6 +664,9 @@ func (i *instance) Destroy(ctx context.Context) error {
 	}
 	if err := os.RemoveAll(i.dir); err != nil {
 		return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
+	}
+	if i.lifeline != nil {
+		i.lifeline.Close()
 	}
 	i.gone = true
 	return nil

@@ -23,8 +23,8 @@ func newProvider(opts ...sandbox.Option) *sandbox.Provider {
 // or each tier's default (under /run/cordon as root).
 func stateDir() string { return os.Getenv("CORDON_STATE_DIR") }
 
-// daemonTiers is how the daemon runs the process tier: sandboxes detached
-// (they outlive a restart), started through a spawner where the daemon
+// daemonTiers is how the daemon runs the tiers: sandboxes detached (they
+// outlive a restart; elsewhere they die with their creator), started through a spawner where the daemon
 // cannot start them without copying its memory (it lives long and grows),
 // and Prestart inits kept waiting.
 type daemonTiers struct{ prestart int }
@@ -42,8 +42,8 @@ func backends(base string, d *daemonTiers) []sandbox.Backend {
 	}
 	return []sandbox.Backend{
 		process.New(pcfg),
-		oci.New(oci.Config{StateDir: ociDir}),
-		oci.New(oci.Config{Tier: oci.GVisor, StateDir: gvisorDir}),
+		oci.New(oci.Config{StateDir: ociDir, Detached: d != nil}),
+		oci.New(oci.Config{Tier: oci.GVisor, StateDir: gvisorDir, Detached: d != nil}),
 		passthrough.New(passthrough.Config{}),
 	}
 }

@@ -28,3 +28,16 @@ func StartTime(pid int) string {
 func Alive(pid int, start string) bool {
 	return pid > 0 && start != "" && StartTime(pid) == start
 }
+
+// Self names this process as "PID START", for Named.
+func Self() string {
+	pid := os.Getpid()
+	return strconv.Itoa(pid) + " " + StartTime(pid)
+}
+
+// Named reports whether the process a Self string names still runs.
+func Named(s string) bool {
+	p, start, _ := strings.Cut(strings.TrimSpace(s), " ")
+	pid, err := strconv.Atoi(p)
+	return err == nil && Alive(pid, start)
+}
