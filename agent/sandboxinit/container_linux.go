@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/cordon-sandbox/cordon/agent"
 	"golang.org/x/sys/unix"
@@ -37,6 +38,12 @@ const (
 	// the kernel and not the workload.
 	EnvCommandPids = agent.EnvPrefix + "COMMAND_PIDS"
 )
+
+// CommandThreadName is the name of the thread an agent started by an OCI
+// runtime forks every command from, unless that is its first thread: a
+// host that holds the workload's pids apart from the agent's moves that
+// thread into a cgroup of its own.
+const CommandThreadName = "cordon-commands"
 
 // ContainerOptions is what an agent that an OCI runtime started, or that
 // the process tier's init executed, does before it serves (read from env):
@@ -135,6 +142,13 @@ func ContainerOptions(env []string) (agent.Options, error) {
 		opts.Listener = ln
 	}
 	commands, tid, err := agent.NewCommandThread(func() error {
+		// The host finds the thread by its name (CommandThreadName), or
+		// as the first thread, which keeps the agent's name.
+		if unix.Gettid() != unix.Getpid() {
+			if name, err := unix.BytePtrFromString(CommandThreadName); err == nil {
+				_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(name)), 0, 0, 0)
+			}
+		}
 		if uid >= 0 {
 			if err := dropBoundingSet(oneThread); err != nil {
 				return err

@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -342,7 +341,13 @@ func Limits(t *testing.T, caps sandbox.Capabilities, create Create) {
 	t.Run("PidsLimitHolds", func(t *testing.T) {
 		const limit = 16
 		sb := create(t, sandbox.Spec{Limits: sandbox.Limits{Pids: limit}})
-		CheckPidsLimit(t, sb, limit)
+		// gVisor's own pids cgroup holds the limit loosely (measured: 14 to
+		// 37 forks under a limit of 16; docs/security.md).
+		var slack int64
+		if UserSpaceKernel[sb.Tier()] {
+			slack = 32
+		}
+		CheckPidsLimit(t, sb, limit, slack)
 	})
 	t.Run("MemoryHogIsOOMKilled", func(t *testing.T) {
 		sb := create(t, sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 64 << 20}})
@@ -379,12 +384,14 @@ func Limits(t *testing.T, caps sandbox.Capabilities, create Create) {
 }
 
 // CheckPidsLimit counts the forks a workload of sb gets, whose pids limit
-// is limit: fewer than the limit plus the agent's headroom, then EAGAIN
-// (without a limit all 400 would succeed).
-func CheckPidsLimit(t *testing.T, sb *sandbox.Sandbox, limit int64) {
+// is limit: fewer than the limit (the workload's shell and python count
+// too), then EAGAIN (without a limit all 400 would succeed). The
+// workload's pids are held apart from the agent's on every tier here; a
+// tier that cannot hold them exactly is given slack over the limit.
+func CheckPidsLimit(t *testing.T, sb *sandbox.Sandbox, limit, slack int64) {
 	t.Helper()
-	if n, code := CountForks(t, sb); code != "EAGAIN" || n >= limit+process.AgentPids {
-		t.Fatalf("a %d-pid sandbox forked %d times, then %s (want fewer than %d, then EAGAIN)", limit, n, code, limit+process.AgentPids)
+	if n, code := CountForks(t, sb); code != "EAGAIN" || n >= limit+slack {
+		t.Fatalf("a %d-pid sandbox forked %d times, then %s (want fewer than %d, then EAGAIN)", limit, n, code, limit+slack)
 	}
 }
 

@@ -72,6 +72,10 @@ type bundleInput struct {
 	// Lifeline: the token's descriptor stays open as the agent's lifeline
 	// (agent.Options.Lifeline), the token ending at a newline.
 	Lifeline bool
+	// CommandsApart: the host holds the workload's pids in a cgroup of
+	// their own (Backend.commandsApart), so the agent needs no spare
+	// threads.
+	CommandsApart bool
 }
 
 // ScratchBudget is what the scratch space of a sandbox without a memory
@@ -239,9 +243,10 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 	if in.Lifeline {
 		env = append(env, agent.EnvPrefix+"LIFELINE=1")
 	}
-	if in.UserSpaceKernel {
-		// The workload's tasks are counted apart from the agent's (its own
-		// cgroup, or its own user's RLIMIT_NPROC): no spare threads.
+	if in.UserSpaceKernel || in.CommandsApart {
+		// The workload's tasks are counted apart from the agent's (a cgroup
+		// of their own, or their own user's RLIMIT_NPROC): no spare
+		// threads.
 		env = append(env, agent.EnvPrefix+"SPARE_THREADS=0")
 	}
 	if in.OwnCgroups && in.Limits.Pids > 0 {
