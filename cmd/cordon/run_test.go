@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/internal/testnet"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -412,121 +411,5 @@ func checkNoSetID(t *testing.T, dir string) {
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestRunEgressHostsFile: a name allowed with --allow that the host
-// resolves from its hosts file (which Go's resolver answers in the
-// IPv4-mapped form) is reached through the real resolver; an HTTPS
-// refusal, whose reason a CONNECT client never shows, is said on cordon's
-// stderr as it happens; and an allowed name that does not resolve is
-// refused without suggesting --allow. cordon runs in a test network
-// namespace, with a hosts file of its own in a private mount namespace.
-func TestRunEgressHostsFile(t *testing.T) {
-	testutil.RequiresRoot(t)
-	testutil.Requires(t, "unshare")
-	testutil.Requires(t, "nsenter")
-	n := testnet.New(t, "203.0.113.7")
-	ln := n.Listen(t, "203.0.113.7:8080")
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello from "+r.Host+"\n") })}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	hosts := filepath.Join(t.TempDir(), "hosts")
-	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n203.0.113.7 allowed.test\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) (string, string, int) {
-		t.Helper()
-		script := `mount --bind "$1" /etc/hosts && shift && exec nsenter --net="$1" -- "$2" run "${@:3}"`
-		cmd := exec.Command("unshare", append([]string{"-m", "--propagation", "private", "bash", "-c", script, "cordon-test", hosts, n.Path, buildCLI(t)}, args...)...)
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		_ = cmd.Run()
-		return o.String(), e.String(), cmd.ProcessState.ExitCode()
-	}
-	out, errOut, code := run("--allow", "allowed.test:8080", "--", "curl", "-sS", "http://allowed.test:8080/")
-	if code != 0 || out != "hello from allowed.test:8080\n" {
-		t.Fatalf("allowed name from the hosts file: exit %d, %q, %s", code, out, errOut)
-	}
-	out, errOut, code = run("--allow", "allowed.test:8080", "--", "curl", "-sS", "https://other.test/")
-	if code == 0 || !strings.Contains(errOut, "cordon: egress refused other.test:443: no rule allows this host and port; allow it with --allow other.test:443\n") {
-		t.Fatalf("refused HTTPS: exit %d, %q, %s", code, out, errOut)
-	}
-	out, errOut, _ = run("--allow", "missing.test:8080", "--", "curl", "-sS", "http://missing.test:8080/")
-	if !strings.Contains(errOut, "cordon: egress refused missing.test:8080: the name does not resolve\n") || strings.Contains(out+errOut, "--allow") {
-		t.Fatalf("an allowed name that does not resolve: %q, %s", out, errOut)
-	}
-}
-
-// TestRunKilledOCI: a container or gVisor sandbox whose `cordon run` is
-// killed (SIGKILL, no teardown) stops by itself (its agent's lifeline
-// closes), and the next `cordon run` on the same state directory sweeps
-// what it left: no directory, no runtime state.
-func TestRunKilledOCI(t *testing.T) {
-	testutil.RequiresRoot(t)
-	for _, c := range []struct{ tier, dir, runtime string }{{"container", "oci", "crun"}, {"gvisor", "gvisor", "/usr/local/lib/cordon/runsc"}} {
-		t.Run(c.tier, func(t *testing.T) {
-			testutil.Requires(t, c.runtime)
-			state := t.TempDir()
-			os.Chmod(filepath.Dir(state), 0o711)
-			os.Chmod(state, 0o711)
-			// (runsc keeps a network namespace of its own mounted there.)
-			t.Cleanup(func() { unix.Unmount(filepath.Join(state, c.dir, "runtime", "null-netns"), unix.MNT_DETACH) })
-			cmd := exec.Command(buildCLI(t), "run", "--tier", c.tier, "--", "sh", "-c", "echo started; exec sleep 1000")
-			cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+state)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			line := make([]byte, 8)
-			if _, err := io.ReadFull(out, line); err != nil || string(line) != "started\n" {
-				cmd.Process.Kill()
-				t.Fatalf("the command did not start: %q %v: %s", line, err, stderr.String())
-			}
-			sandboxes := func() []string {
-				ents, _ := os.ReadDir(filepath.Join(state, c.dir))
-				var ids []string
-				for _, e := range ents {
-					if strings.HasPrefix(e.Name(), "cordon-") {
-						ids = append(ids, e.Name())
-					}
-				}
-				return ids
-			}
-			ids := sandboxes()
-			if len(ids) != 1 {
-				cmd.Process.Kill()
-				t.Fatalf("sandboxes in the state directory: %v", ids)
-			}
-			pidText, _ := os.ReadFile(filepath.Join(state, c.dir, ids[0], "pid"))
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(pidText)))
-			if pid <= 0 {
-				t.Fatalf("the sandbox's init: %q", pidText)
-			}
-			cmd.Process.Kill()
-			cmd.Wait()
-			for deadline := time.Now().Add(20 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(50 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the sandbox's init (pid %d) outlived its killed creator by 20 s", pid)
-				}
-			}
-			next := exec.Command(buildCLI(t), "run", "--tier", c.tier, "--", "true")
-			next.Env = cmd.Env
-			if b, err := next.CombinedOutput(); err != nil {
-				t.Fatalf("the next run: %v: %s", err, b)
-			}
-			if ids := sandboxes(); len(ids) != 0 {
-				t.Fatalf("left after the next run: %v", ids)
-			}
-			list := exec.Command(c.runtime, "--root", filepath.Join(state, c.dir, "runtime"), "list", "--quiet")
-			if b, err := list.Output(); err != nil || strings.TrimSpace(string(b)) != "" {
-				t.Fatalf("the runtime still knows: %q %v", b, err)
-			}
-		})
 	}
 }

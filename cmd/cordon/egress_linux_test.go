@@ -1,0 +1,58 @@
+package main_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cordon-sandbox/cordon/internal/testnet"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+)
+
+// TestRunEgressHostsFile: a name allowed with --allow that the host
+// resolves from its hosts file (which Go's resolver answers in the
+// IPv4-mapped form) is reached through the real resolver; an HTTPS
+// refusal, whose reason a CONNECT client never shows, is said on cordon's
+// stderr as it happens; and an allowed name that does not resolve is
+// refused without suggesting --allow. cordon runs in a test network
+// namespace, with a hosts file of its own in a private mount namespace.
+func TestRunEgressHostsFile(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.Requires(t, "unshare")
+	testutil.Requires(t, "nsenter")
+	n := testnet.New(t, "203.0.113.7")
+	ln := n.Listen(t, "203.0.113.7:8080")
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello from "+r.Host+"\n") })}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n203.0.113.7 allowed.test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		script := `mount --bind "$1" /etc/hosts && shift && exec nsenter --net="$1" -- "$2" run "${@:3}"`
+		cmd := exec.Command("unshare", append([]string{"-m", "--propagation", "private", "bash", "-c", script, "cordon-test", hosts, n.Path, buildCLI(t)}, args...)...)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		_ = cmd.Run()
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+	out, errOut, code := run("--allow", "allowed.test:8080", "--", "curl", "-sS", "http://allowed.test:8080/")
+	if code != 0 || out != "hello from allowed.test:8080\n" {
+		t.Fatalf("allowed name from the hosts file: exit %d, %q, %s", code, out, errOut)
+	}
+	out, errOut, code = run("--allow", "allowed.test:8080", "--", "curl", "-sS", "https://other.test/")
+	if code == 0 || !strings.Contains(errOut, "cordon: egress refused other.test:443: no rule allows this host and port; allow it with --allow other.test:443\n") {
+		t.Fatalf("refused HTTPS: exit %d, %q, %s", code, out, errOut)
+	}
+	out, errOut, _ = run("--allow", "missing.test:8080", "--", "curl", "-sS", "http://missing.test:8080/")
+	if !strings.Contains(errOut, "cordon: egress refused missing.test:8080: the name does not resolve\n") || strings.Contains(out+errOut, "--allow") {
+		t.Fatalf("an allowed name that does not resolve: %q, %s", out, errOut)
+	}
+}

@@ -1,0 +1,90 @@
+package main_test
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"golang.org/x/sys/unix"
+)
+
+// TestRunKilledOCI: a container or gVisor sandbox whose `cordon run` is
+// killed (SIGKILL, no teardown) stops by itself (its agent's lifeline
+// closes), and the next `cordon run` on the same state directory sweeps
+// what it left: no directory, no runtime state.
+func TestRunKilledOCI(t *testing.T) {
+	testutil.RequiresRoot(t)
+	for _, c := range []struct{ tier, dir, runtime string }{{"container", "oci", "crun"}, {"gvisor", "gvisor", "/usr/local/lib/cordon/runsc"}} {
+		t.Run(c.tier, func(t *testing.T) {
+			testutil.Requires(t, c.runtime)
+			state := t.TempDir()
+			os.Chmod(filepath.Dir(state), 0o711)
+			os.Chmod(state, 0o711)
+			// (runsc keeps a network namespace of its own mounted there.)
+			t.Cleanup(func() { unix.Unmount(filepath.Join(state, c.dir, "runtime", "null-netns"), unix.MNT_DETACH) })
+			cmd := exec.Command(buildCLI(t), "run", "--tier", c.tier, "--", "sh", "-c", "echo started; exec sleep 1000")
+			cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+state)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line := make([]byte, 8)
+			if _, err := io.ReadFull(out, line); err != nil || string(line) != "started\n" {
+				cmd.Process.Kill()
+				t.Fatalf("the command did not start: %q %v: %s", line, err, stderr.String())
+			}
+			sandboxes := func() []string {
+				ents, _ := os.ReadDir(filepath.Join(state, c.dir))
+				var ids []string
+				for _, e := range ents {
+					if strings.HasPrefix(e.Name(), "cordon-") {
+						ids = append(ids, e.Name())
+					}
+				}
+				return ids
+			}
+			ids := sandboxes()
+			if len(ids) != 1 {
+				cmd.Process.Kill()
+				t.Fatalf("sandboxes in the state directory: %v", ids)
+			}
+			pidText, _ := os.ReadFile(filepath.Join(state, c.dir, ids[0], "pid"))
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(pidText)))
+			if pid <= 0 {
+				t.Fatalf("the sandbox's init: %q", pidText)
+			}
+			cmd.Process.Kill()
+			cmd.Wait()
+			for deadline := time.Now().Add(20 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the sandbox's init (pid %d) outlived its killed creator by 20 s", pid)
+				}
+			}
+			next := exec.Command(buildCLI(t), "run", "--tier", c.tier, "--", "true")
+			next.Env = cmd.Env
+			if b, err := next.CombinedOutput(); err != nil {
+				t.Fatalf("the next run: %v: %s", err, b)
+			}
+			if ids := sandboxes(); len(ids) != 0 {
+				t.Fatalf("left after the next run: %v", ids)
+			}
+			list := exec.Command(c.runtime, "--root", filepath.Join(state, c.dir, "runtime"), "list", "--quiet")
+			if b, err := list.Output(); err != nil || strings.TrimSpace(string(b)) != "" {
+				t.Fatalf("the runtime still knows: %q %v", b, err)
+			}
+		})
+	}
+}
