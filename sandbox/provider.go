@@ -375,11 +375,12 @@ func (s *Sandbox) live() error {
 // ExecOptions shapes one command; see client.ExecOptions.
 type ExecOptions = client.ExecOptions
 
-// Result is how a command ended.
+// Result is how a command ended. Result.OOMKills counts the processes
+// the kernel killed for memory while it ran, whichever they were.
 type Result struct {
 	wire.Result
-	// OOMKilled: the command was killed because the sandbox reached its
-	// memory limit (Signal is then SIGKILL).
+	// OOMKilled: the command itself was killed because the sandbox reached
+	// its memory limit (Signal is then SIGKILL).
 	OOMKilled bool
 }
 
@@ -496,9 +497,14 @@ func (s *Sandbox) Exec(ctx context.Context, command string, o ExecOptions) (*Res
 		return nil, err
 	}
 	out := &Result{Result: *res}
-	// The kernel counts the kill before the process is reaped, so a
-	// SIGKILL reported after the count rose is an OOM kill.
-	out.OOMKilled = counts && res.Signal == "SIGKILL" && oc.OOMKills() > before
+	if counts {
+		// The kernel counts a kill before the process is reaped, so a
+		// SIGKILL reported after the count rose is an OOM kill.
+		if after := oc.OOMKills(); after > before {
+			out.OOMKills = int64(after - before)
+		}
+		out.OOMKilled = res.Signal == "SIGKILL" && out.OOMKills > 0
+	}
 	return out, err
 }
 

@@ -759,3 +759,32 @@ func TestExecHostDeadline(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// TestExecOOM: through the REST API, a child killed for memory while the
+// command ran is reported in the result (oomKills), though the command
+// itself outlived it, and as an oom event.
+func TestExecOOM(t *testing.T) {
+	d := startDaemon(t)
+	c := d.local
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	evs := make(chan api.Event, 64)
+	go c.Events(ctx, func(ev api.Event) error { evs <- ev; return nil })
+	time.Sleep(100 * time.Millisecond) // the subscription is in place
+	sb := create(t, c, api.CreateRequest{Spec: api.Spec{Limits: api.Limits{MemoryBytes: 128 << 20}}})
+	var out strings.Builder
+	res, err := c.Exec(ctx, sb.ID, "sh", sclient.ExecOptions{Args: []string{"-c", "python3 -c 'b = []\nwhile True: b.append(bytearray(16 << 20))'; echo after"}, Stdout: &out})
+	if err != nil || res.ExitCode != 0 || res.OOMKills != 1 || out.String() != "after\n" {
+		t.Fatalf("result %+v %v, stdout %q", res, err, out.String())
+	}
+	for {
+		select {
+		case ev := <-evs:
+			if ev.Type == api.EventOOM && ev.Sandbox == sb.ID {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("no oom event")
+		}
+	}
+}

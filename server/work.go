@@ -209,9 +209,16 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 			s.metrics.exec.Observe(time.Since(start).Seconds())
 			if ev.Result != nil {
 				data["exitCode"], data["signal"], data["timedOut"] = ev.Result.ExitCode, ev.Result.Signal, ev.Result.TimedOut
-				if ev.Result.Signal == "SIGKILL" && s.oomKills(e) > before {
-					data["oomKilled"] = true
-					s.emit(api.EventOOM, rec, map[string]any{"executionId": id})
+				if after := s.oomKills(e); after > before {
+					// The caller's result says so too, whichever process
+					// the kernel killed.
+					ev.Result.OOMKills = int64(after - before)
+					line = wire.AppendResultEvent(nil, ev.Result)
+					data["oomKills"] = ev.Result.OOMKills
+					if ev.Result.Signal == "SIGKILL" {
+						data["oomKilled"] = true
+					}
+					s.emit(api.EventOOM, rec, map[string]any{"executionId": id, "kills": ev.Result.OOMKills})
 				}
 			} else {
 				data["error"] = ev.Error

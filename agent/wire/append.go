@@ -30,6 +30,10 @@ func AppendResultEvent(b []byte, r *Result) []byte {
 	b = strconv.AppendBool(b, r.StdoutTruncated)
 	b = append(b, `,"stderrTruncated":`...)
 	b = strconv.AppendBool(b, r.StderrTruncated)
+	if r.OOMKills != 0 {
+		b = append(b, `,"oomKills":`...)
+		b = strconv.AppendInt(b, r.OOMKills, 10)
+	}
 	return append(b, "}\n"...)
 }
 

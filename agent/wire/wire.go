@@ -236,6 +236,12 @@ type Result struct {
 	Signal          string `json:"signal,omitempty"`
 	StdoutTruncated bool   `json:"stdoutTruncated"`
 	StderrTruncated bool   `json:"stderrTruncated"`
+	// OOMKills counts the sandbox's processes the kernel killed for memory
+	// while the command ran (its children included, which the command
+	// may outlive): the host adds it from the sandbox's memory accounting;
+	// the agent leaves it out. (Commands running at the same time in one
+	// sandbox each count all of them.)
+	OOMKills int64 `json:"oomKills,omitempty"`
 }
 
 // StdioInfo describes stdio mode in a reservation.

@@ -24,6 +24,8 @@ func TestExitFor(t *testing.T) {
 		{wire.Result{TimedOut: true}, 2 * time.Second, exitTimeout, []string{"timed out after 2s"}},
 		{wire.Result{ExitCode: -1, Signal: "SIGKILL"}, 0, 137, []string{"killed by SIGKILL"}},
 		{wire.Result{StdoutTruncated: true, StderrTruncated: true}, 0, 0, []string{"stdout was cut", "stderr was cut"}},
+		{wire.Result{ExitCode: -1, Signal: "SIGKILL", OOMKills: 1}, 0, exitOOM, []string{"ran out of memory (--memory 64m)"}},
+		{wire.Result{ExitCode: 0, OOMKills: 2}, 0, 0, []string{"2 of the command's processes killed: the sandbox ran out of memory"}},
 	} {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -31,7 +33,7 @@ func TestExitFor(t *testing.T) {
 		}
 		stderr := os.Stderr
 		os.Stderr = w
-		code := exitFor(&c.res, c.timeout)
+		code := exitFor(&c.res, c.timeout, 64<<20)
 		os.Stderr = stderr
 		w.Close()
 		said, _ := io.ReadAll(r)

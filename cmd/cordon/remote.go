@@ -234,13 +234,13 @@ func execCmd(args []string) int {
 			return apiFail(err)
 		}
 	}
-	return execRemote(c, id, argv[0], opts)
+	return execRemote(c, id, argv[0], opts, 0)
 }
 
 // execRemote runs a command in the daemon's sandbox id and returns cordon's
 // exit status for it. Ctrl-C cancels the command through the agent and
 // waits for the stop.
-func execRemote(c *sclient.Client, id, command string, opts sclient.ExecOptions) int {
+func execRemote(c *sclient.Client, id, command string, opts sclient.ExecOptions, memory int64) int {
 	execID := make(chan string, 1)
 	opts.Started = func(id string) { execID <- id }
 	ctx, stop := context.WithCancel(context.Background())
@@ -264,7 +264,7 @@ func execRemote(c *sclient.Client, id, command string, opts sclient.ExecOptions)
 	case err != nil:
 		return apiFail(err)
 	}
-	return exitFor(res, opts.Timeout)
+	return exitFor(res, opts.Timeout, memory)
 }
 
 // runRemote is `cordon run` through a daemon: a sandbox created for the
@@ -276,7 +276,7 @@ func runRemote(c *sclient.Client, spec sandbox.Spec, command string, opts sclien
 	if err != nil {
 		return apiFail(err)
 	}
-	code := execRemote(c, sb.ID, command, opts)
+	code := execRemote(c, sb.ID, command, opts, spec.Limits.MemoryBytes)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.Delete(ctx, sb.ID); err != nil {
@@ -287,8 +287,9 @@ func runRemote(c *sclient.Client, spec sandbox.Spec, command string, opts sclien
 }
 
 // exitFor maps a command's result to cordon's exit status, saying on
-// stderr what cut the command or its output short.
-func exitFor(res *wire.Result, timeout time.Duration) int {
+// stderr what cut the command or its output short; memory is the
+// sandbox's limit, when known, to name it.
+func exitFor(res *wire.Result, timeout time.Duration, memory int64) int {
 	for _, cut := range []struct {
 		truncated bool
 		stream    string
@@ -296,6 +297,18 @@ func exitFor(res *wire.Result, timeout time.Duration) int {
 		if cut.truncated {
 			fmt.Fprintf(os.Stderr, "cordon: the command's %s was cut at --max-output\n", cut.stream)
 		}
+	}
+	hint := ""
+	if memory > 0 {
+		hint = " (--memory " + humanSize(memory) + ")"
+	}
+	switch {
+	case res.OOMKills > 0 && res.Signal == "SIGKILL":
+		fmt.Fprintf(os.Stderr, "cordon: the command was killed: the sandbox ran out of memory%s\n", hint)
+		return exitOOM
+	case res.OOMKills > 0:
+		// A child the command outlived (a shell goes on after a kill).
+		fmt.Fprintf(os.Stderr, "cordon: %d of the command's processes killed: the sandbox ran out of memory%s\n", res.OOMKills, hint)
 	}
 	switch {
 	case res.TimedOut:

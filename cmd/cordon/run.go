@@ -228,11 +228,8 @@ func runIn(spec sandbox.Spec, command string, opts sandbox.ExecOptions) int {
 	case execErr != nil:
 		fmt.Fprintf(os.Stderr, "cordon: %v\n", execErr)
 		return exitCordon
-	case res.OOMKilled:
-		fmt.Fprintf(os.Stderr, "cordon: the command was killed: the sandbox ran out of memory (--memory %s)\n", humanSize(spec.Limits.MemoryBytes))
-		return exitOOM
 	}
-	return exitFor(&res.Result, opts.Timeout)
+	return exitFor(&res.Result, opts.Timeout, spec.Limits.MemoryBytes)
 }
 
 // parseSize reads 512, 64k, 512m, 2g (binary units).

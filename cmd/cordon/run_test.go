@@ -66,6 +66,9 @@ func TestRun(t *testing.T) {
 		{"GVisorRefusesMemory", []string{"--tier", "gvisor", "--memory", "64m", "--", "true"}, "", 125, "cannot enforce a memory limit"},
 		{"ContainerOOM", []string{"--tier", "container", "--memory", "64m", "--", "python3", "-c", "a = bytearray(512 << 20)"}, "", 137, "out of memory"},
 		{"OOM", []string{"--memory", "64m", "--", "python3", "-c", "a = bytearray(512 << 20)"}, "", 137, "out of memory"},
+		// A child killed for memory, which the command outlives, is said too.
+		{"ChildOOM", []string{"--memory", "128m", "--", "sh", "-c", "python3 -c 'b = []\nwhile True: b.append(bytearray(16 << 20))'; echo after"}, "after\n", 0, "1 of the command's processes killed: the sandbox ran out of memory (--memory 128m)"},
+		{"ContainerChildOOM", []string{"--tier", "container", "--memory", "128m", "--", "sh", "-c", "python3 -c 'b = []\nwhile True: b.append(bytearray(16 << 20))'; echo after"}, "after\n", 0, "1 of the command's processes killed: the sandbox ran out of memory (--memory 128m)"},
 		{"User", []string{"--user", "4242", "--", "id", "-u"}, "4242\n", 0, ""},
 		{"BadMemory", []string{"--memory", "lots", "--", "true"}, "", 2, "not a size"},
 		{"Mount", []string{"--mount", "uploads=/usr/share/common-licenses", "--", "sh", "-c", "test -r /mnt/user-data/uploads/GPL-3 && echo ok"}, "ok\n", 0, ""},
