@@ -159,6 +159,10 @@ type Options struct {
 	// it): the process tier's host makes the socket, so that its directory
 	// can be read-only to the workload from the start.
 	Listener net.Listener
+	// OOMScore, when set, is this process's oom_score_adj, open
+	// (OpenOOMScore): every command then starts at a score above the
+	// agent's, so that out of memory the kernel kills a command first.
+	OOMScore *os.File
 	// Lifeline, when set, is a pipe whose other end the host holds: at its
 	// end of file the host is gone, and the agent stops its commands and
 	// exits, as on SIGTERM (a container runtime's sandbox has no
@@ -234,6 +238,7 @@ func Start(env []string, scrub bool, stdout, stderr io.Writer, opts Options) (wa
 		return nil, 1
 	}
 	s.reaper.onThread = opts.CommandThread
+	s.reaper.oom, s.reaper.own = oomScore(opts.OOMScore)
 	s.commandThread = opts.CommandThreadID
 	s.reaper.reserved = reserved
 	if bridge != nil {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/signal"
@@ -36,6 +37,43 @@ type reaper struct {
 	// at its start: an agent with ids of its own runs with the workload's
 	// as its effective ones (sandboxinit's becomeAgent).
 	cred *syscall.Credential
+	// oom is this process's oom_score_adj, open, and own its value: every
+	// command starts at commandOOMScore, above the agent, so that the
+	// kernel, out of memory, kills a command before the agent.
+	oom *os.File
+	own []byte
+}
+
+// commandOOMScore is the oom_score_adj every command starts with: the
+// kernel's first choice when memory runs out. A command may lower its own
+// back to the agent's, and then only its size tells them apart.
+const commandOOMScore = "1000"
+
+// OpenOOMScore opens this process's oom_score_adj for Options.OOMScore:
+// before the agent takes its own identity, while the file is still its
+// own to open (a non-dumpable process's /proc files are root's).
+func OpenOOMScore() *os.File {
+	f, err := os.OpenFile("/proc/self/oom_score_adj", os.O_RDWR|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	return f
+}
+
+// oomScore reads the value of f (Options.OOMScore), nil where it cannot
+// be read or is already commandOOMScore.
+func oomScore(f *os.File) (*os.File, []byte) {
+	if f == nil {
+		return nil, nil
+	}
+	b := make([]byte, 16)
+	n, err := f.ReadAt(b, 0)
+	own := bytes.TrimSpace(b[:n])
+	if (err != nil && n == 0) || string(own) == commandOOMScore {
+		f.Close()
+		return nil, nil
+	}
+	return f, own
 }
 
 // workloadCred is the user commands must switch to, nil when the agent's
@@ -150,10 +188,18 @@ func (r *reaper) spawn(path string, argv, env []string, dir string, files []uint
 	}
 	var pid int
 	var err error
-	if r.onThread != nil {
-		r.onThread(func() { pid, err = syscall.ForkExec(path, argv, attr) })
-	} else {
+	fork := func() {
+		// The child inherits the score the process has as it forks.
+		if r.oom != nil {
+			_, _ = r.oom.WriteAt([]byte(commandOOMScore), 0)
+			defer r.oom.WriteAt(r.own, 0)
+		}
 		pid, err = syscall.ForkExec(path, argv, attr)
+	}
+	if r.onThread != nil {
+		r.onThread(fork)
+	} else {
+		fork()
 	}
 	if err != nil {
 		return 0, nil, err

@@ -356,6 +356,11 @@ func (s *Sandbox) Spec() Spec {
 // Features lists the agent's additive capabilities (healthz features).
 func (s *Sandbox) Features() []string { return s.health.Features }
 
+// Exited is closed when the sandbox's agent has exited, by a teardown or
+// on its own (killed, crashed): a sandbox whose agent exited on its own
+// can run nothing more.
+func (s *Sandbox) Exited() <-chan struct{} { return s.inst.Exited() }
+
 // Diagnostics is what the sandbox's agent has logged (bounded), for error
 // reports.
 func (s *Sandbox) Diagnostics() string { return s.inst.Diagnostics() }

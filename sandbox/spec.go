@@ -80,6 +80,23 @@ type Limits struct {
 	MemoryBytes int64   // memory, including swap
 	Pids        int64   // the workload's processes and threads (a tier adds its agent's own)
 	CPUs        float64 // CPU bandwidth in cores
+	// DiskBytes bounds the writable space (the workspace, /tmp, /var/tmp
+	// and the home directory together): a full one is ENOSPC for the
+	// workload. It is memory (tmpfs), charged to the sandbox's memory
+	// limit: with one it may be at most that limit, and it is half of it
+	// when not given (Disk).
+	DiskBytes int64
+}
+
+// Disk is the writable space l bounds: DiskBytes, or half of MemoryBytes
+// when only that is given (so that filling the space leaves the
+// workload's processes half their memory, and ends in ENOSPC rather than
+// an OOM kill), or 0 (the tier's default) when neither is.
+func (l Limits) Disk() int64 {
+	if l.DiskBytes > 0 {
+		return l.DiskBytes
+	}
+	return l.MemoryBytes / 2
 }
 
 // IsZero reports whether no limit is asked for.
@@ -87,8 +104,11 @@ func (l Limits) IsZero() bool { return l == Limits{} }
 
 // Validate checks the spec's own consistency (not what a tier supports).
 func (s *Spec) Validate() error {
-	if s.Limits.MemoryBytes < 0 || s.Limits.Pids < 0 || s.Limits.CPUs < 0 {
+	if s.Limits.MemoryBytes < 0 || s.Limits.Pids < 0 || s.Limits.CPUs < 0 || s.Limits.DiskBytes < 0 {
 		return fmt.Errorf("%w: limits must not be negative", ErrInvalidSpec)
+	}
+	if s.Limits.MemoryBytes > 0 && s.Limits.DiskBytes > s.Limits.MemoryBytes {
+		return fmt.Errorf("%w: limits.diskBytes %d is above limits.memoryBytes %d: the writable space is memory, and one fuller than the memory limit would end in an OOM kill, not ENOSPC; give at most the memory limit", ErrInvalidSpec, s.Limits.DiskBytes, s.Limits.MemoryBytes)
 	}
 	if s.Image != "" && s.RootFS != "" {
 		return fmt.Errorf("%w: give an image or a root filesystem directory, not both", ErrInvalidSpec)
@@ -122,7 +142,7 @@ type Capabilities struct {
 	// Isolated is false only for passthrough: commands run as host processes.
 	Isolated bool
 	// Limits the backend can enforce.
-	MemoryLimit, PidsLimit, CPULimit bool
+	MemoryLimit, PidsLimit, CPULimit, DiskLimit bool
 	// HostWorkspace: the backend can use a caller-given host directory.
 	HostWorkspace bool
 	// Landlock: the backend applies Landlock under its mount table.
@@ -147,6 +167,8 @@ func (c Capabilities) Check(tier string, s *Spec) error {
 		return &UnsupportedError{Tier: tier, What: "a pids limit"}
 	case s.Limits.CPUs > 0 && !c.CPULimit:
 		return &UnsupportedError{Tier: tier, What: "a CPU limit"}
+	case s.Limits.DiskBytes > 0 && !c.DiskLimit:
+		return &UnsupportedError{Tier: tier, What: "a limit on the writable space"}
 	case s.Workspace != "" && !c.HostWorkspace:
 		return &UnsupportedError{Tier: tier, What: "a host workspace directory"}
 	case s.RequireLandlock && !c.Landlock:

@@ -34,7 +34,7 @@ func (e *entry) touch() { e.lastAPI.Store(time.Now().UnixNano()) }
 func (s *Server) toSpec(in api.Spec) (sandbox.Spec, error) {
 	out := sandbox.Spec{
 		Tier: in.Tier, Image: in.Image, Env: in.Env, User: in.User,
-		Limits:     sandbox.Limits{MemoryBytes: in.Limits.MemoryBytes, Pids: in.Limits.Pids, CPUs: in.Limits.CPUs},
+		Limits:     sandbox.Limits{MemoryBytes: in.Limits.MemoryBytes, Pids: in.Limits.Pids, CPUs: in.Limits.CPUs, DiskBytes: in.Limits.DiskBytes},
 		MaxTimeout: time.Duration(in.MaxTimeoutMs) * time.Millisecond,
 	}
 	var err error
@@ -291,7 +291,50 @@ func (s *Server) admit(ctx context.Context, sb *sandbox.Sandbox, rec *record, sp
 	s.mu.Unlock()
 	s.emit(api.EventCreated, rec, map[string]any{"tier": rec.Spec.Tier, "pool": rec.Pool})
 	s.emit(api.EventReady, rec, nil)
+	s.watch(e)
 	return e, nil
+}
+
+// watch records the sandbox lost, with the reason, should its agent exit
+// while it is running or paused (a teardown marks it destroying first).
+func (s *Server) watch(e *entry) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		select {
+		case <-e.sb.Exited():
+		case <-s.stop:
+			return
+		}
+		s.mu.Lock()
+		if st := e.rec.State; st != api.StateRunning && st != api.StatePaused {
+			s.mu.Unlock()
+			return
+		}
+		e.rec.State, e.rec.Reason = api.StateLost, "the sandbox's agent exited"
+		if d := e.sb.Diagnostics(); d != "" {
+			e.rec.Reason += ": " + lastLine(d)
+		}
+		rec := *e.rec
+		s.mu.Unlock()
+		if err := s.store.putSandbox(&rec); err != nil {
+			s.log.Error("registry write failed", "sandbox", rec.ID, "err", err)
+		}
+		s.metrics.reaped.With("lost").Inc()
+		s.emit(api.EventLost, &rec, map[string]any{"reason": rec.Reason})
+	}()
+}
+
+// lastLine is the last non-empty line of s, bounded.
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
 }
 
 // describe is an entry's API view.
@@ -336,6 +379,11 @@ func (s *Server) usable(w http.ResponseWriter, r *http.Request) (*entry, bool) {
 		return e, true
 	case api.StatePaused:
 		writeError(w, http.StatusConflict, api.CodePaused, "the sandbox is paused; resume it first")
+	case api.StateLost:
+		s.mu.Lock()
+		reason := e.rec.Reason
+		s.mu.Unlock()
+		writeError(w, http.StatusConflict, api.CodeLost, "the sandbox is lost ("+reason+"); delete it")
 	default:
 		writeError(w, http.StatusNotFound, api.CodeNotFound, "the sandbox is being destroyed")
 	}

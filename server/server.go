@@ -203,6 +203,7 @@ func (s *Server) recover() error {
 		e := &entry{rec: r, sb: sb, agent: newAgentProxy(sb.Client())}
 		e.touch()
 		s.live[r.ID] = e
+		s.watch(e)
 	}
 	if err := s.cfg.Provider.Sweep(ctx, kept); err != nil {
 		s.log.Error("sweeping unrecorded sandboxes", "err", err)

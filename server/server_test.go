@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -786,5 +787,57 @@ func TestExecOOM(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("no oom event")
 		}
+	}
+}
+
+// TestLost: a sandbox whose agent is killed lists as lost, with the
+// reason, in the API and its events, and refuses work with 409 rather than
+// a 502; a delete removes what is left. Here its memory fills with files
+// the agent wrote, the way a full workspace once killed the agent, and
+// then the agent is killed outright.
+func TestLost(t *testing.T) {
+	d := startDaemon(t)
+	c := d.local
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	evs := make(chan api.Event, 64)
+	go c.Events(ctx, func(ev api.Event) error { evs <- ev; return nil })
+	time.Sleep(100 * time.Millisecond) // the subscription is in place
+	// A full workspace is ENOSPC for the workload, and the agent serves on.
+	full := create(t, c, api.CreateRequest{Spec: api.Spec{Limits: api.Limits{MemoryBytes: 128 << 20}}})
+	if got := sh(t, c, full.ID, "head -c 200000000 /dev/zero > big 2>/dev/null || echo enospc; echo alive"); got != "enospc\nalive\n" {
+		t.Fatalf("a full workspace: %q", got)
+	}
+	mark := newMark()
+	sb, err := c.Create(ctx, api.CreateRequest{Spec: api.Spec{Env: map[string]string{markVar: mark}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.backend.instance(mark).(interface{ Kill() error }).Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case ev := <-evs:
+			if ev.Type != api.EventLost || ev.Sandbox != sb.ID {
+				continue
+			}
+		case <-ctx.Done():
+			t.Fatal("no lost event")
+		}
+		break
+	}
+	got, err := c.Get(ctx, sb.ID)
+	if err != nil || got.State != api.StateLost || !strings.Contains(got.Reason, "agent exited") {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	list, err := c.List(ctx, sclient.ListOptions{})
+	if err != nil || !slices.ContainsFunc(list, func(s api.Sandbox) bool { return s.ID == sb.ID && s.State == api.StateLost }) {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	_, err = c.Exec(ctx, sb.ID, "true", sclient.ExecOptions{})
+	wantCode(t, err, http.StatusConflict, api.CodeLost)
+	if err := c.Delete(ctx, sb.ID); err != nil {
+		t.Fatalf("delete of a lost sandbox: %v", err)
 	}
 }

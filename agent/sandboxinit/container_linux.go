@@ -135,6 +135,7 @@ func ContainerOptions(env []string) (agent.Options, error) {
 	}
 	var opts agent.Options
 	if uid >= 0 {
+		opts.OOMScore = agent.OpenOOMScore() // before the agent's identity
 		ln, err := ownSocket(socket)
 		if err != nil {
 			return agent.Options{}, err

@@ -130,6 +130,7 @@ func run(cfg *Config) error {
 	// own threads keep theirs, which gives them nothing: they hold no
 	// capability in any other set and have no_new_privs, so no execve and
 	// no capset can raise one.
+	oomScore := agent.OpenOOMScore() // while this process's /proc files are its own
 	apart := cfg.AgentUID > 0
 	if apart && !inProcess {
 		// An agent executed as a program of its own takes its
@@ -190,6 +191,7 @@ func run(cfg *Config) error {
 			CommandThreadID: unix.Gettid(),
 			Ready:           agent.ReadyTo(ReadyFD),
 			Listener:        ln,
+			OOMScore:        oomScore,
 		})
 		if wait == nil {
 			os.Exit(code)

@@ -158,24 +158,24 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		return nil, fmt.Errorf("the bundle's root: %w", err)
 	}
 	// Scratch space is memory. The runtime mounts each scratch tmpfs on
-	// its own, so unlike the process tier's they are not one filesystem.
-	// With a memory limit, no tmpfs holds more and the memory cgroup, which
-	// their pages are charged to, bounds them together. Without one, each
-	// would hold the kernel's default, half the host's memory, and
-	// together they could pin twice the host's memory, which no OOM kill
-	// frees: they share the budget instead, each ScratchBudget/share:
-	// half to the workspace, a quarter to /tmp, an eighth each to the home
-	// directory and /var/tmp.
+	// its own, so unlike the process tier's they are not one filesystem:
+	// they share the writable space (Limits.Disk, or ScratchBudget without
+	// limits), each budget/share: half to the workspace, a quarter to /tmp,
+	// an eighth each to the home directory and /var/tmp. Together they stay
+	// within it (without a limit, four of the kernel's default size, half
+	// the host's memory, could pin twice the host's memory, which no OOM
+	// kill frees), and below a memory limit, so a full one is ENOSPC.
+	budget := in.Limits.Disk()
+	if budget == 0 {
+		budget = in.ScratchBudget
+	}
 	scratch := func(dst, mode string, owner bool, share int64) specs.Mount {
 		opts := []string{"nosuid", "nodev", "mode=" + mode}
 		if owner {
 			opts = append(opts, fmt.Sprintf("uid=%d", in.UID), fmt.Sprintf("gid=%d", in.UID))
 		}
-		switch {
-		case in.Limits.MemoryBytes > 0:
-			opts = append(opts, fmt.Sprintf("size=%d", in.Limits.MemoryBytes))
-		case in.ScratchBudget > 0:
-			opts = append(opts, fmt.Sprintf("size=%d", in.ScratchBudget/share))
+		if budget > 0 {
+			opts = append(opts, fmt.Sprintf("size=%d", max(budget/share, 1<<20)))
 		}
 		return specs.Mount{Destination: dst, Type: "tmpfs", Source: "tmpfs", Options: opts}
 	}

@@ -164,7 +164,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	// to its commands where the host kernel has it.
 	userKernel := b.gvisor()
 	return sandbox.Capabilities{
-		Isolated: true, MemoryLimit: !userKernel, PidsLimit: true, CPULimit: true,
+		Isolated: true, MemoryLimit: !userKernel, PidsLimit: true, CPULimit: true, DiskLimit: true,
 		RootFS: true, User: true, Egress: true, Layout: !userKernel,
 		Landlock: !userKernel && landlockABI() >= 1,
 	}

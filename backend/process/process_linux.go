@@ -144,7 +144,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	b.probe()
 	lim := b.cgroups.limits()
 	return sandbox.Capabilities{
-		Isolated: true, MemoryLimit: lim, PidsLimit: lim, CPULimit: lim,
+		Isolated: true, MemoryLimit: lim, PidsLimit: lim, CPULimit: lim, DiskLimit: true,
 		Landlock: b.landlock >= 1, RootFS: true, User: true, Egress: true,
 		// Layout directories are id-mapped mounts, which need root.
 		Layout: os.Geteuid() == 0,
@@ -417,9 +417,10 @@ func (b *Backend) initConfig(sl *slot, l sandbox.Launch, layout []LayoutMount, u
 		// The sandbox maps 65536 ids: the agent has its own.
 		icfg.AgentUID = sandboxinit.AgentID
 	}
-	// Scratch space is memory charged to the sandbox: with a memory limit
-	// it can hold no more anyway, and its size (what df shows) says so.
-	icfg.ScratchBytes = spec.Limits.MemoryBytes
+	// Scratch space is memory charged to the sandbox, bounded apart
+	// (Limits.Disk): full, it is ENOSPC for the workload, below its memory
+	// limit, and the agent serves on.
+	icfg.ScratchBytes = spec.Limits.Disk()
 	// The identity files are the same for every sandbox of a kind: bound
 	// from one shared copy, not written into each sandbox's root.
 	identity, err := IdentityFiles(b.cfg.StateDir, uid, hostRoot)

@@ -76,7 +76,7 @@ func apiFail(err error) int {
 // toAPISpec is the daemon's form of a spec the flags built.
 func toAPISpec(s sandbox.Spec) api.Spec {
 	out := api.Spec{Tier: s.Tier, Image: s.Image, RootFS: s.RootFS, Env: s.Env, User: s.User,
-		Limits: api.Limits{MemoryBytes: s.Limits.MemoryBytes, Pids: s.Limits.Pids, CPUs: s.Limits.CPUs},
+		Limits: api.Limits{MemoryBytes: s.Limits.MemoryBytes, Pids: s.Limits.Pids, CPUs: s.Limits.CPUs, DiskBytes: s.Limits.DiskBytes},
 		Layout: api.Layout{Outputs: s.Layout.Outputs, Uploads: s.Layout.Uploads, Scratch: s.Layout.Scratch,
 			ToolResults: s.Layout.ToolResults, Transcripts: s.Layout.Transcripts, Skills: s.Layout.Skills},
 		MaxTimeoutMs: s.MaxTimeout.Milliseconds(),

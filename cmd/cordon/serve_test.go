@@ -292,7 +292,8 @@ func TestDaemonVerbs(t *testing.T) {
 	// run through the daemon: a sandbox of its own for the command, with
 	// cordon run's exit statuses, deleted after.
 	before, _, _ := run("ls", "-q")
-	if out, errOut, code := run("run", "--env", "WHO=run", "--memory", "128m", "--", "sh", "-c", "echo $WHO; id -u; df -k --output=size /tmp | tail -1 | tr -d ' '; exit 3"); out != "run\n1000\n131072\n" || code != 3 {
+	// (The writable space is half the memory limit by default.)
+	if out, errOut, code := run("run", "--env", "WHO=run", "--memory", "128m", "--", "sh", "-c", "echo $WHO; id -u; df -k --output=size /tmp | tail -1 | tr -d ' '; exit 3"); out != "run\n1000\n65536\n" || code != 3 {
 		t.Errorf("run: %q %d %q", out, code, errOut)
 	}
 	if _, errOut, code := run("run", "--timeout", "300ms", "--", "sleep", "10"); code != 124 || !strings.Contains(errOut, "timed out") {

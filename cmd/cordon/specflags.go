@@ -14,7 +14,7 @@ import (
 // specFlags are the flags that shape a sandbox, shared by run (daemonless)
 // and create (through a daemon).
 type specFlags struct {
-	tier, memory, rootfs, image, profile *string
+	tier, memory, disk, rootfs, image, profile *string
 	mountOwner                           *string
 	pids                                 *int64
 	cpus                                 *float64
@@ -36,6 +36,7 @@ func addSpecFlags(fs *flag.FlagSet, local bool) *specFlags {
 	f.tier = fs.String("tier", def, "isolation tier")
 	fs.Var(f.env, "env", "set an environment variable `K=V` (or K, taken from here); repeatable")
 	f.memory = fs.String("memory", "", "memory limit, e.g. 512m or 2g (the command is OOM-killed past it)")
+	f.disk = fs.String("disk", "", "writable space (the workspace, /tmp, the home directory), e.g. 1g: memory, at most --memory (default: half of it); full, it is ENOSPC")
 	f.pids = fs.Int64("pids", 0, fmt.Sprintf("limit on processes and threads, with a reserve that keeps the agent alive (without one, the sandbox's tasks stop at %d, with no reserve)", process.DefaultTasks))
 	f.cpus = fs.Float64("cpus", 0, "CPU limit in cores, e.g. 0.5")
 	f.rootfs = fs.String("rootfs", "", "use `DIR` as the read-only root filesystem (default: the host's system directories)")
@@ -103,6 +104,13 @@ func (f *specFlags) spec() (sandbox.Spec, error) {
 			return spec, fmt.Errorf("--memory: %v", err)
 		}
 		spec.Limits.MemoryBytes = n
+	}
+	if *f.disk != "" {
+		n, err := parseSize(*f.disk)
+		if err != nil {
+			return spec, fmt.Errorf("--disk: %v", err)
+		}
+		spec.Limits.DiskBytes = n
 	}
 	if *f.user >= 0 {
 		u := *f.user

@@ -17,6 +17,10 @@ const (
 	StatePaused     = "paused"
 	StateDestroying = "destroying" // teardown started, not yet confirmed
 	StateDestroyed  = "destroyed"
+	// StateLost: the sandbox's agent exited on its own (killed, out of
+	// memory, crashed); it can run nothing, and a delete removes what is
+	// left of it.
+	StateLost = "lost"
 )
 
 // Limits are a sandbox's resource limits; zero means none.
@@ -24,6 +28,9 @@ type Limits struct {
 	MemoryBytes int64   `json:"memoryBytes,omitempty"`
 	Pids        int64   `json:"pids,omitempty"`
 	CPUs        float64 `json:"cpus,omitempty"`
+	// DiskBytes bounds the writable space (default: half the memory
+	// limit, where there is one).
+	DiskBytes int64 `json:"diskBytes,omitempty"`
 }
 
 // Layout names host directories bound at /mnt/user-data/NAME. The daemon
@@ -159,6 +166,7 @@ const (
 	EventResumed       = "resumed"
 	EventReaped        = "reaped"
 	EventDestroyed     = "destroyed"
+	EventLost          = "lost"
 )
 
 // Error is every refusal's body: a stable code and a sentence.
@@ -186,6 +194,7 @@ const (
 	CodePaused         = "paused"
 	CodeAgent          = "agent_error"
 	CodeDeadline       = "deadline"
+	CodeLost           = "lost"
 	CodeTeardown       = "teardown_failed"
 	CodeShuttingDown   = "shutting_down"
 	CodeInternal       = "internal"
