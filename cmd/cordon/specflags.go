@@ -15,14 +15,14 @@ import (
 // and create (through a daemon).
 type specFlags struct {
 	tier, memory, disk, rootfs, image, profile *string
-	mountOwner                           *string
-	pids                                 *int64
-	cpus                                 *float64
-	user                                 *int // -1 until --user is given
-	allowAll                             *bool
-	env                                  envFlag
-	allow                                allowFlag
-	layout                               sandbox.Layout
+	mountOwner                                 *string
+	pids                                       *int64
+	cpus                                       *float64
+	user                                       *int // -1 until --user is given
+	allowAll                                   *bool
+	env                                        envFlag
+	allow                                      allowFlag
+	layout                                     sandbox.Layout
 }
 
 // addSpecFlags registers the flags on fs; withTier is false where the
