@@ -179,7 +179,8 @@ func FromEnv(env []string) (Config, error) {
 	}
 	c.ReadRoots = normalizeRoots(append([]string{c.Workspace}, filepath.SplitList(vars["READ_ROOTS"])...))
 	c.WriteRoots = normalizeRoots(append([]string{c.Workspace}, filepath.SplitList(vars["WRITE_ROOTS"])...))
-	return c, c.Validate()
+	err = c.Validate()
+	return c, err
 }
 
 // Validate is the start-up decision, taken before any socket exists.
@@ -190,6 +191,9 @@ func (c *Config) Validate() error {
 	if c.MaxTimeout <= 0 {
 		return refuse("CORDON_AGENT_MAX_TIMEOUT_MS must be above zero, or every command would be refused.")
 	}
+	// A command that names no timeout gets the default, held to the
+	// ceiling: a sandbox made for short commands runs no longer one.
+	c.DefaultTimeout = min(c.DefaultTimeout, c.MaxTimeout)
 	if c.MaxBodyBytes <= 0 {
 		return refuse("CORDON_AGENT_MAX_BODY_BYTES must be above zero, or every request would be refused.")
 	}

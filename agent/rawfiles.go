@@ -31,14 +31,19 @@ func (s *Server) handleGetFile(w httpd.ResponseWriter, r *httpd.Request) {
 	size := info.Size()
 	offset, length, status := int64(0), size, httpd.StatusOK
 	if rh := r.Header.Get("Range"); rh != "" {
-		var ok bool
-		if offset, length, ok = parseByteRange(rh, size); !ok {
+		o, n, ok, sense := parseByteRange(rh, size)
+		switch {
+		case !sense:
+			// Several ranges, or none that parses: the whole file, as
+			// RFC 9110 lets a server answer any Range header.
+		case !ok:
 			w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", size))
 			writeJSON(w, httpd.StatusRequestedRangeNotSatisfiable, wire.FileError{Error: "the range " + rh + " is not within the file's " + strconv.FormatInt(size, 10) + " bytes"})
 			return
+		default:
+			offset, length, status = o, n, httpd.StatusPartialContent
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", offset, offset+length-1, size))
 		}
-		status = httpd.StatusPartialContent
-		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", offset, offset+length-1, size))
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(length, 10))
@@ -49,37 +54,40 @@ func (s *Server) handleGetFile(w httpd.ResponseWriter, r *httpd.Request) {
 	}
 }
 
-// parseByteRange reads "bytes=a-b", "bytes=a-" or "bytes=-n" for one range.
-func parseByteRange(h string, size int64) (offset, length int64, ok bool) {
+// parseByteRange reads "bytes=a-b", "bytes=a-" or "bytes=-n" for one
+// range: sense is false for a header that is not one such range (several,
+// or malformed), which is answered with the whole file; ok is false for
+// one that lies outside the file (416).
+func parseByteRange(h string, size int64) (offset, length int64, ok, sense bool) {
 	spec, found := strings.CutPrefix(h, "bytes=")
 	if !found || strings.Contains(spec, ",") {
-		return 0, 0, false
+		return 0, 0, false, false
 	}
 	a, b, found := strings.Cut(spec, "-")
 	if !found {
-		return 0, 0, false
+		return 0, 0, false, false
 	}
 	switch {
 	case a == "":
 		n, err := strconv.ParseInt(b, 10, 64)
-		if err != nil || n <= 0 {
-			return 0, 0, false
+		if err != nil || n < 0 {
+			return 0, 0, false, false
 		}
 		n = min(n, size)
-		return size - n, n, size > 0
+		return size - n, n, n > 0, true
 	default:
 		start, err := strconv.ParseInt(a, 10, 64)
-		if err != nil || start < 0 || start >= size {
-			return 0, 0, false
+		if err != nil || start < 0 {
+			return 0, 0, false, false
 		}
 		end := size - 1
 		if b != "" {
 			if end, err = strconv.ParseInt(b, 10, 64); err != nil || end < start {
-				return 0, 0, false
+				return 0, 0, false, false
 			}
 			end = min(end, size-1)
 		}
-		return start, end - start + 1, true
+		return start, end - start + 1, start < size, true
 	}
 }
 

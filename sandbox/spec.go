@@ -107,6 +107,17 @@ func (s *Spec) Validate() error {
 	if s.Limits.MemoryBytes < 0 || s.Limits.Pids < 0 || s.Limits.CPUs < 0 || s.Limits.DiskBytes < 0 {
 		return fmt.Errorf("%w: limits must not be negative", ErrInvalidSpec)
 	}
+	l := s.Limits
+	switch {
+	case l.MemoryBytes != 0 && (l.MemoryBytes < MinMemory || l.MemoryBytes > maxBytes):
+		return fmt.Errorf("%w: limits.memoryBytes (--memory) %d: want 0 (none) or %d (32 MiB) to %d", ErrInvalidSpec, l.MemoryBytes, MinMemory, int64(maxBytes))
+	case l.DiskBytes != 0 && (l.DiskBytes < minDisk || l.DiskBytes > maxBytes):
+		return fmt.Errorf("%w: limits.diskBytes (--disk) %d: want 0 (the default) or %d (1 MiB) to %d", ErrInvalidSpec, l.DiskBytes, minDisk, int64(maxBytes))
+	case l.Pids != 0 && (l.Pids < MinPids || l.Pids > maxPids):
+		return fmt.Errorf("%w: limits.pids (--pids) %d: want 0 (none) or %d to %d", ErrInvalidSpec, l.Pids, MinPids, maxPids)
+	case l.CPUs != 0 && !(l.CPUs >= minCPUs && l.CPUs <= maxCPUs): // (NaN fails both)
+		return fmt.Errorf("%w: limits.cpus (--cpus) %v: want 0 (none) or %v to %v", ErrInvalidSpec, l.CPUs, minCPUs, maxCPUs)
+	}
 	if s.Limits.MemoryBytes > 0 && s.Limits.DiskBytes > s.Limits.MemoryBytes {
 		return fmt.Errorf("%w: limits.diskBytes %d is above limits.memoryBytes %d: the writable space is memory, and one fuller than the memory limit would end in an OOM kill, not ENOSPC; give at most the memory limit", ErrInvalidSpec, s.Limits.DiskBytes, s.Limits.MemoryBytes)
 	}
@@ -122,9 +133,12 @@ func (s *Spec) Validate() error {
 	if s.MaxTimeout < 0 || s.IdleTimeout < 0 {
 		return fmt.Errorf("%w: timeouts must not be negative", ErrInvalidSpec)
 	}
-	for k := range s.Env {
+	for k, v := range s.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf("%w: environment variable name %q", ErrInvalidSpec, k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("%w: environment variable %s: its value holds a NUL byte, which no environment can carry", ErrInvalidSpec, k)
 		}
 		if strings.HasPrefix(k, "CORDON_AGENT_") {
 			return fmt.Errorf("%w: %q: the CORDON_AGENT_ prefix is reserved for the agent's own settings", ErrInvalidSpec, k)
@@ -132,6 +146,19 @@ func (s *Spec) Validate() error {
 	}
 	return nil
 }
+
+// The ranges a limit must lie in (Validate). A memory limit below
+// MinMemory leaves the agent no room to start; a pids limit below MinPids
+// none for a shell pipeline.
+const (
+	MinMemory = 32 << 20
+	minDisk   = 1 << 20
+	maxBytes  = 1 << 44 // 16 TiB
+	MinPids   = 8
+	maxPids   = 1 << 22 // the kernel's own most
+	minCPUs   = 0.01
+	maxCPUs   = 1024
+)
 
 // maxHostID is the largest host uid or gid (2^32-2; -1 means none).
 const maxHostID = 1<<32 - 2

@@ -91,6 +91,11 @@ func (s *Server) emit(typ string, rec *record, data map[string]any) {
 	s.events.publish(api.Event{Type: typ, Sandbox: rec.ID, Tenant: rec.Tenant, Time: time.Now().UTC(), Data: data})
 }
 
+// EndStreams ends every event stream (their subscribers are dropped), so
+// that an HTTP server shutting down does not wait for them (register it
+// with http.Server.RegisterOnShutdown).
+func (s *Server) EndStreams() { s.events.close() }
+
 // EgressRecord adds a refused connection to its sandbox's events (wire it
 // as the egress proxy's Config.OnRecord). A sandbox of no tenant here (a
 // pool's, not yet claimed) has nobody to tell.

@@ -197,6 +197,7 @@ func (d *daemon) start(t testing.TB, tune ...func(*server.Config)) *daemon {
 	d.https = nil
 	for _, ln := range []net.Listener{uln, tln} {
 		hs := &http.Server{Handler: srv.Handler(), ConnContext: server.LocalConnContext, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+		hs.RegisterOnShutdown(srv.EndStreams) // as cordon serve does
 		d.https = append(d.https, hs)
 		go hs.Serve(ln)
 	}
@@ -329,4 +330,13 @@ func wantCode(t *testing.T, err error, status int, code string) {
 	if !errors.As(err, &e) || e.Status != status || e.Code != code {
 		t.Fatalf("got %v, want %d %s", err, status, code)
 	}
+}
+
+// unixClient is a plain HTTP client of the daemon's unix socket (local
+// admin), for requests the API's client would not send.
+func (d *daemon) unixClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dl net.Dialer
+		return dl.DialContext(ctx, "unix", d.sock)
+	}}}
 }

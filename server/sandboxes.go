@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,9 +21,11 @@ import (
 
 // entry is a sandbox the daemon holds. Its record is guarded by Server.mu.
 type entry struct {
-	rec     *record
-	sb      *sandbox.Sandbox
-	agent   *agentProxy
+	rec   *record
+	sb    *sandbox.Sandbox
+	agent *agentProxy
+	// tearing is the teardown under way, which every destroy shares.
+	tearing *teardown
 	lastAPI atomic.Int64 // unix nanoseconds of the last request about it
 	streams atomic.Int32 // open streams into it
 	misses  int          // consecutive failed activity checks (reaper only)
@@ -32,6 +35,9 @@ func (e *entry) touch() { e.lastAPI.Store(time.Now().UnixNano()) }
 
 // toSpec checks an API spec and turns it into the SDK's.
 func (s *Server) toSpec(in api.Spec) (sandbox.Spec, error) {
+	if in.MaxTimeoutMs < 0 || in.MaxTimeoutMs > s.maxExecTimeout().Milliseconds() {
+		return sandbox.Spec{}, fmt.Errorf("%w: maxTimeoutMs %d: want 0 (the default, 30 minutes) to %d, this daemon's most", sandbox.ErrInvalidSpec, in.MaxTimeoutMs, s.maxExecTimeout().Milliseconds())
+	}
 	out := sandbox.Spec{
 		Tier: in.Tier, Image: in.Image, Env: in.Env, User: in.User,
 		Limits:     sandbox.Limits{MemoryBytes: in.Limits.MemoryBytes, Pids: in.Limits.Pids, CPUs: in.Limits.CPUs, DiskBytes: in.Limits.DiskBytes},
@@ -185,22 +191,30 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	now := time.Now().UTC()
 	rec := &record{Sandbox: api.Sandbox{Tenant: c.tenant, State: api.StateRunning, Labels: req.Labels, CreatedAt: now, LastActivity: now}}
-	ttl := time.Duration(req.TTLSeconds) * time.Second
+	// Durations are judged in seconds before they are multiplied, so no
+	// number a caller sends overflows into a short or negative one.
+	maxTTL := int64(maxDurationSeconds)
+	if s.cfg.MaxTTL > 0 {
+		maxTTL = int64(s.cfg.MaxTTL / time.Second)
+	}
+	var ttl time.Duration
 	switch {
-	case req.TTLSeconds < 0:
-		writeError(w, http.StatusBadRequest, api.CodeInvalid, "ttlSeconds must not be negative")
+	case req.TTLSeconds < 0 || req.TTLSeconds > maxTTL:
+		writeError(w, http.StatusBadRequest, api.CodeInvalid, fmt.Sprintf("ttlSeconds %d: want 0 (the daemon's default) to %d", req.TTLSeconds, maxTTL))
 		return
-	case ttl == 0:
+	case req.TTLSeconds == 0:
 		ttl = s.cfg.DefaultTTL
-	case s.cfg.MaxTTL > 0 && ttl > s.cfg.MaxTTL:
-		writeError(w, http.StatusBadRequest, api.CodeInvalid, fmt.Sprintf("ttlSeconds %d is above this daemon's maximum of %d", req.TTLSeconds, int64(s.cfg.MaxTTL/time.Second)))
-		return
+	default:
+		ttl = time.Duration(req.TTLSeconds) * time.Second
 	}
 	if ttl > 0 {
 		exp := now.Add(ttl)
 		rec.ExpiresAt = &exp
 	}
 	switch {
+	case req.IdleTimeoutSeconds > maxDurationSeconds:
+		writeError(w, http.StatusBadRequest, api.CodeInvalid, fmt.Sprintf("idleTimeoutSeconds %d: want a negative number (never), 0 (the daemon's default) or up to %d", req.IdleTimeoutSeconds, int64(maxDurationSeconds)))
+		return
 	case req.IdleTimeoutSeconds < 0:
 	case req.IdleTimeoutSeconds == 0:
 		rec.IdleTimeoutNs = s.cfg.DefaultIdleTimeout
@@ -268,6 +282,19 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	s.metrics.create.With(source).Observe(time.Since(start).Seconds())
 	writeJSON(w, http.StatusCreated, s.describe(e))
 }
+
+// maxExecTimeout is the ceiling a sandbox's commands' timeouts may be given
+// at create (Config.MaxExecTimeout, default DefaultMaxExecTimeout).
+func (s *Server) maxExecTimeout() time.Duration {
+	return cmp.Or(s.cfg.MaxExecTimeout, DefaultMaxExecTimeout)
+}
+
+// DefaultMaxExecTimeout is Config.MaxExecTimeout's default.
+const DefaultMaxExecTimeout = 24 * time.Hour
+
+// maxDurationSeconds bounds a duration a caller gives in seconds: ten
+// years, far from where a time.Duration (some 292 years) overflows.
+const maxDurationSeconds = 10 * 365 * 24 * 3600
 
 // admit registers a started sandbox under rec: a fresh id in the registry,
 // the record on disk, the entry live.
@@ -477,15 +504,35 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// destroy tears a sandbox down once: the first caller fixes the reason, and
-// every caller waits for the confirmed teardown. A failed teardown leaves
-// the sandbox "destroying" with the error recorded; the reaper retries it.
+// teardown is one destroy of a sandbox, which concurrent callers share.
+type teardown struct {
+	done chan struct{}
+	err  error
+}
+
+// destroy tears a sandbox down once: the first caller fixes the reason and
+// does it, and every caller waits for the confirmed teardown (one event,
+// one count, whoever asked). A failed teardown leaves the sandbox
+// "destroying" with the error recorded; the reaper retries it. The entry
+// stays live until the registry says it is destroyed, so a caller that
+// comes meanwhile finds it and waits too, rather than finding nothing.
 func (s *Server) destroy(ctx context.Context, e *entry, reason string) error {
 	s.mu.Lock()
 	if e.rec.State == api.StateDestroyed {
 		s.mu.Unlock()
 		return nil
 	}
+	if t := e.tearing; t != nil {
+		s.mu.Unlock()
+		select {
+		case <-t.done:
+			return t.err
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", sandbox.ErrTeardown, ctx.Err())
+		}
+	}
+	t := &teardown{done: make(chan struct{})}
+	e.tearing = t
 	first := e.rec.State != api.StateDestroying
 	if first {
 		e.rec.State, e.rec.Reason = api.StateDestroying, reason
@@ -495,26 +542,31 @@ func (s *Server) destroy(ctx context.Context, e *entry, reason string) error {
 	// The "destroying" state is written only if teardown fails (below):
 	// a daemon that dies meanwhile finds the sandbox recorded live, and
 	// adopts it back or records it lost, which is as good.
-	if first {
-		if reason != "deleted" && reason != "shutdown" {
-			s.metrics.reaped.With(reason).Inc()
-			s.emit(api.EventReaped, &rec, map[string]any{"reason": reason})
-		}
+	if first && reason != "deleted" && reason != "shutdown" {
+		s.metrics.reaped.With(reason).Inc()
+		s.emit(api.EventReaped, &rec, map[string]any{"reason": reason})
 	}
 	start := time.Now()
-	err := e.sb.Destroy(ctx)
+	err := e.sb.Destroy(context.WithoutCancel(ctx))
 	s.mu.Lock()
 	if err != nil {
 		e.rec.Error = err.Error()
 	} else {
 		e.rec.State, e.rec.Error, e.rec.LastActivity, e.rec.Adoption = api.StateDestroyed, "", time.Now().UTC(), nil
-		delete(s.live, e.rec.ID)
 	}
 	rec = *e.rec
 	s.mu.Unlock()
 	if perr := s.store.putSandbox(&rec); perr != nil {
 		s.log.Error("registry write failed", "sandbox", rec.ID, "err", perr)
 	}
+	s.mu.Lock()
+	if err == nil {
+		delete(s.live, e.rec.ID)
+	}
+	e.tearing = nil
+	s.mu.Unlock()
+	t.err = err
+	close(t.done)
 	if err != nil {
 		return err
 	}

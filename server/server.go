@@ -41,6 +41,9 @@ type Config struct {
 	DefaultTTL, MaxTTL time.Duration
 	// DefaultIdleTimeout applies when a create gives none (zero: never).
 	DefaultIdleTimeout time.Duration
+	// MaxExecTimeout caps the ceiling a create may give its commands'
+	// timeouts (maxTimeoutMs; zero: DefaultMaxExecTimeout).
+	MaxExecTimeout time.Duration
 	// ReapInterval is how often TTLs and idle timeouts are checked.
 	ReapInterval time.Duration
 	// Limits bound what one caller can ask for.
@@ -239,8 +242,45 @@ func (s *Server) adopt(ctx context.Context, r *record) (*sandbox.Sandbox, error)
 	return sb, nil
 }
 
-// Handler is the API.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler is the API. A path no route serves, or a method the route does
+// not take, is refused in the API's JSON shape, as every refusal is.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := s.mux.Handler(r)
+		if pattern != "" {
+			s.mux.ServeHTTP(w, r)
+			return
+		}
+		// The mux's own refusal says which, and which methods are allowed.
+		rec := &statusRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		if allow := rec.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		switch rec.status {
+		case http.StatusMethodNotAllowed:
+			writeError(w, rec.status, api.CodeMethod, fmt.Sprintf("%s is not a method %s takes (it takes %s)", r.Method, r.URL.Path, rec.header.Get("Allow")))
+		case http.StatusNotFound, 0:
+			writeError(w, http.StatusNotFound, api.CodeNotFound, "no route "+r.URL.Path+" (the API is under /v1; see /v1/openapi.yaml)")
+		default:
+			writeError(w, rec.status, api.CodeInvalid, http.StatusText(rec.status))
+		}
+	})
+}
+
+// statusRecorder keeps what a handler answers, to answer it otherwise.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (r *statusRecorder) Header() http.Header         { return r.header }
+func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (r *statusRecorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
 
 // HasKeys reports whether any API key exists (a TCP listener needs one).
 func (s *Server) HasKeys() bool {

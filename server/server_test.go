@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -839,5 +840,138 @@ func TestLost(t *testing.T) {
 	wantCode(t, err, http.StatusConflict, api.CodeLost)
 	if err := c.Delete(ctx, sb.ID); err != nil {
 		t.Fatalf("delete of a lost sandbox: %v", err)
+	}
+}
+
+// TestHostileLimits: out-of-range limits, durations that would overflow,
+// an environment value with a NUL byte, a null exec body, unknown routes
+// and methods: each is refused with a 4xx in the API's JSON shape, naming
+// the field and its range, never a 5xx or a dropped connection.
+func TestHostileLimits(t *testing.T) {
+	d := startDaemon(t, func(c *server.Config) { c.MaxTTL = time.Hour })
+	c := d.local
+	ctx := t.Context()
+	for _, req := range []api.CreateRequest{
+		{Spec: api.Spec{Limits: api.Limits{MemoryBytes: 1}}},
+		{Spec: api.Spec{Limits: api.Limits{MemoryBytes: 4096}}},
+		{Spec: api.Spec{Limits: api.Limits{Pids: 1 << 40}}},
+		{Spec: api.Spec{Limits: api.Limits{CPUs: 1e9}}},
+		{Spec: api.Spec{Limits: api.Limits{CPUs: 1e-4}}},
+		{Spec: api.Spec{Limits: api.Limits{MemoryBytes: 64 << 20, DiskBytes: 128 << 20}}},
+		{Spec: api.Spec{Env: map[string]string{"A": "x\x00y"}}},
+		{Spec: api.Spec{MaxTimeoutMs: 1 << 50}},
+		{TTLSeconds: 9300000000},
+		{TTLSeconds: 1 << 62},
+		{TTLSeconds: 18446744074},
+		{IdleTimeoutSeconds: 9300000000},
+	} {
+		_, err := c.Create(ctx, req)
+		var e *api.Error
+		if !errors.As(err, &e) || e.Status != http.StatusBadRequest || e.Code != api.CodeInvalid || len(e.Message) < 40 {
+			t.Errorf("%+v: %v", req, err)
+		}
+	}
+	raw := func(method, path, body string) (int, map[string]any) {
+		req, _ := http.NewRequest(method, "http://cordon"+path, strings.NewReader(body))
+		resp, err := d.unixClient().Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+			t.Errorf("%s %s: %d, not JSON: %v", method, path, resp.StatusCode, err)
+		}
+		return resp.StatusCode, m
+	}
+	sb := create(t, c, api.CreateRequest{})
+	if st, m := raw("POST", "/v1/sandboxes/"+sb.ID+"/exec", "null"); st != 400 || m["error"] != api.CodeInvalid {
+		t.Errorf("exec null: %d %v", st, m)
+	}
+	if st, m := raw("GET", "/v1/nonesuch", ""); st != 404 || m["error"] != api.CodeNotFound {
+		t.Errorf("unknown route: %d %v", st, m)
+	}
+	if st, m := raw("PATCH", "/v1/sandboxes", ""); st != 405 || m["error"] != api.CodeMethod {
+		t.Errorf("unknown method: %d %v", st, m)
+	}
+}
+
+// TestConcurrentDeletes: ten DELETEs of one sandbox at once each answer
+// 204, and it has one teardown and one destroyed event.
+func TestConcurrentDeletes(t *testing.T) {
+	d := startDaemon(t)
+	c := d.local
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	evs := make(chan api.Event, 256)
+	go c.Events(ctx, func(ev api.Event) error { evs <- ev; return nil })
+	time.Sleep(100 * time.Millisecond) // the subscription is in place
+	for round := range 5 {
+		sb, err := c.Create(ctx, api.CreateRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 10)
+		for range 10 {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs <- c.Delete(ctx, sb.ID) }()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: a delete: %v", round, err)
+			}
+		}
+		// The sandbox's last event is its one destroyed, and no second
+		// comes after the next sandbox's created.
+		next, err := c.Create(ctx, api.CreateRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		destroyed := 0
+	wait:
+		for {
+			select {
+			case ev := <-evs:
+				if ev.Sandbox == sb.ID && ev.Type == api.EventDestroyed {
+					destroyed++
+				}
+				if ev.Sandbox == next.ID && ev.Type == api.EventCreated {
+					break wait
+				}
+			case <-ctx.Done():
+				t.Fatal("events stopped")
+			}
+		}
+		if destroyed != 1 {
+			t.Fatalf("round %d: %d destroyed events", round, destroyed)
+		}
+		if err := c.Delete(ctx, next.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestShutdownEndsStreams: an HTTP server shutting down, as cordon serve
+// does on SIGTERM, does not wait its whole grace for event streams, which
+// never end by themselves: their subscribers see the stream end.
+func TestShutdownEndsStreams(t *testing.T) {
+	d := startDaemon(t)
+	ended := make(chan error, 1)
+	go func() { ended <- d.local.Events(context.Background(), func(api.Event) error { return nil }) }()
+	time.Sleep(200 * time.Millisecond) // the subscription is in place
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for _, hs := range d.https {
+		if err := hs.Shutdown(ctx); err != nil {
+			t.Fatalf("shutdown with a subscriber: %v", err)
+		}
+	}
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		t.Fatal("the event stream did not end")
 	}
 }

@@ -107,6 +107,10 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, s.cfg.Limits.MaxExecBodyBytes, &req) {
 		return
 	}
+	if req == nil { // the body was null
+		writeError(w, http.StatusBadRequest, api.CodeInvalid, "the body must be a JSON object")
+		return
+	}
 	done, ok := s.stream(w, r, e)
 	if !ok {
 		return

@@ -61,6 +61,16 @@ type Backend struct {
 	sweepOnce sync.Once
 }
 
+// stateDir makes the state directory, traversable by everyone (mode 0711):
+// a container's user-namespaced root reaches its bundle's root through it.
+// The runtime, asked first (a daemon's sweep at start), would make it 0700.
+func (b *Backend) stateDir() error {
+	if err := os.MkdirAll(b.cfg.StateDir, 0o711); err != nil {
+		return err
+	}
+	return os.Chmod(b.cfg.StateDir, 0o711)
+}
+
 // ownerFile, in a sandbox's directory, names the process that made it
 // (procid.Self), unless it is detached.
 const ownerFile = "owner"
@@ -280,7 +290,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	id := "cordon-" + hex.EncodeToString(rnd[:])
-	if err := os.MkdirAll(b.cfg.StateDir, 0o711); err != nil {
+	if err := b.stateDir(); err != nil {
 		return nil, err
 	}
 	// The sandbox's mount table names a bind's source path: the agent is
@@ -781,6 +791,9 @@ func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 			// could not delete what another install left.
 			return nil
 		}
+		return err
+	}
+	if err := b.stateDir(); err != nil {
 		return err
 	}
 	process.SweepSharedTemps(b.cfg.StateDir)

@@ -112,6 +112,7 @@ func createCmd(args []string) int {
 	ttl := fs.Duration("ttl", 0, "destroy the sandbox after this long, whatever it is doing (0: the daemon's default)")
 	idle := fs.Duration("idle", 0, "destroy it after this long without activity inside (0: the daemon's default; -1s: never)")
 	pool := fs.String("pool", "", "claim from the warm pool `NAME`")
+	maxTimeout := fs.Duration("max-timeout", 0, "the longest timeout its commands may be given (0: 30m; at most the daemon's --max-exec-timeout)")
 	labels := labelFlag{}
 	fs.Var(labels, "label", "attach a label `KEY=VALUE`; repeatable")
 	c, rest, code := daemonClient(fs, args)
@@ -127,6 +128,7 @@ func createCmd(args []string) int {
 		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
 		return 2
 	}
+	spec.MaxTimeout = *maxTimeout
 	req := api.CreateRequest{Spec: toAPISpec(spec), TTLSeconds: int64(ttl.Seconds()), Labels: labels, Pool: *pool}
 	if *idle < 0 {
 		req.IdleTimeoutSeconds = -1

@@ -69,6 +69,7 @@ func serveCmd(args []string) int {
 	fs.Var(&profiles, "egress-profile", "offer the egress profile in `FILE` (JSON) to creates by its name; repeatable")
 	defTTL := fs.Duration("default-ttl", 0, "TTL of a sandbox whose create gives none (0: none)")
 	maxTTL := fs.Duration("max-ttl", 0, "the longest TTL a create may ask for (0: no limit)")
+	maxExec := fs.Duration("max-exec-timeout", server.DefaultMaxExecTimeout, "the longest timeout a create may let its commands ask for (its maxTimeoutMs)")
 	idle := fs.Duration("idle-timeout", 0, "reap a sandbox after this long without activity inside, unless its create says otherwise (0: never)")
 	maxSandboxes := fs.Int("max-sandboxes", 0, "live sandboxes per tenant (default 100)")
 	prestart := fs.Int("prestart", 2, "process-tier inits to keep started and waiting for a create (a few MiB each; 0: none)")
@@ -129,7 +130,7 @@ func serveCmd(args []string) int {
 	provider := sandbox.NewProvider(tiers, sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()), sandbox.WithEgressProxy(proxy), sandbox.WithLogger(log))
 	srv, err := server.New(server.Config{
 		Provider: provider, StateDir: *stateDir, HostPaths: hostPaths, Profiles: profs,
-		DefaultTTL: *defTTL, MaxTTL: *maxTTL, DefaultIdleTimeout: *idle,
+		DefaultTTL: *defTTL, MaxTTL: *maxTTL, DefaultIdleTimeout: *idle, MaxExecTimeout: *maxExec,
 		Limits:   server.Limits{MaxSandboxesPerTenant: *maxSandboxes},
 		Registry: reg, Log: log,
 	})
@@ -173,6 +174,9 @@ func serveCmd(args []string) int {
 			Handler: srv.Handler(), ConnContext: server.LocalConnContext,
 			ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, IdleTimeout: 2 * time.Minute,
 		}
+		// Event streams never end by themselves: a shutdown ends them at
+		// once rather than waiting out its grace for them.
+		hs.RegisterOnShutdown(srv.EndStreams)
 		servers = append(servers, hs)
 		go func() { errc <- hs.Serve(ln) }()
 		log.Info("listening", "addr", addr)

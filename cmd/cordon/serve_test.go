@@ -346,3 +346,39 @@ func TestDaemonVerbs(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonContainerTier: a fresh `cordon serve` serves the container tier
+// (its sweep at start once left the tier's state directory private, where
+// a container's root cannot reach its bundle), and a create gets a
+// deliberately long ceiling for its commands' timeouts while a command
+// that names none still gets the default held to a short one.
+func TestDaemonContainerTier(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.Requires(t, "crun")
+	_, sock, d := serveInTemp(t)
+	defer d.stop(t, sock)
+	host := "--host=unix://" + sock
+	id, errOut, code := cordon(t, "create", host, "--tier", "container", "--max-timeout", "2h")
+	id = strings.TrimSpace(id)
+	if code != 0 {
+		t.Fatalf("create --tier container: %d %s", code, errOut)
+	}
+	if out, errOut, code := cordon(t, "exec", host, "--timeout", "1h", id, "--", "echo", "hi"); code != 0 || out != "hi\n" {
+		t.Fatalf("exec --timeout 1h: %d %q %s", code, out, errOut)
+	}
+	short, errOut, code := cordon(t, "create", host, "--max-timeout", "1s")
+	if code != 0 {
+		t.Fatalf("create --max-timeout 1s: %d %s", code, errOut)
+	}
+	if _, errOut, code := cordon(t, "exec", host, strings.TrimSpace(short), "--", "sleep", "3"); code != 124 || !strings.Contains(errOut, "timed out") {
+		t.Fatalf("a command with no timeout in a 1s sandbox: %d %s", code, errOut)
+	}
+	if _, errOut, code := cordon(t, "create", host, "--max-timeout", "48h"); code == 0 || !strings.Contains(errOut, "maxTimeoutMs") {
+		t.Fatalf("a ceiling above the daemon's: %d %s", code, errOut)
+	}
+	for _, i := range []string{id, strings.TrimSpace(short)} {
+		if _, errOut, code := cordon(t, "rm", host, i); code != 0 {
+			t.Fatalf("rm: %s", errOut)
+		}
+	}
+}

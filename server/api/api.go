@@ -195,6 +195,7 @@ const (
 	CodeAgent          = "agent_error"
 	CodeDeadline       = "deadline"
 	CodeLost           = "lost"
+	CodeMethod         = "method_not_allowed"
 	CodeTeardown       = "teardown_failed"
 	CodeShuttingDown   = "shutting_down"
 	CodeInternal       = "internal"
