@@ -197,7 +197,7 @@ func (c Capabilities) Check(tier string, s *Spec) error {
 	case s.Limits.DiskBytes > 0 && !c.DiskLimit:
 		return &UnsupportedError{Tier: tier, What: "a limit on the writable space"}
 	case s.Workspace != "" && !c.HostWorkspace:
-		return &UnsupportedError{Tier: tier, What: "a host workspace directory"}
+		return &UnsupportedError{Tier: tier, What: "a host workspace directory (bind a host directory at /mnt/user-data/outputs with --mount outputs=DIR, Layout.Outputs, instead)"}
 	case s.RequireLandlock && !c.Landlock:
 		return &UnsupportedError{Tier: tier, What: "Landlock"}
 	case (s.RootFS != "" || s.Image != "") && !c.RootFS:

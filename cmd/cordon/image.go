@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -22,13 +21,19 @@ func imageDir() string {
 	return image.DefaultDir()
 }
 
+const imageUsage = "usage: cordon image pull REF | import PATH [--name NAME] | ls [-o json] | rm NAME|DIGEST | gc --max SIZE"
+
 func imageCmd(args []string) int {
 	usage := func() int {
-		fmt.Fprintln(os.Stderr, "usage: cordon image pull REF | import PATH [--name NAME] | ls | rm NAME|DIGEST | gc --max SIZE")
+		fmt.Fprintln(os.Stderr, imageUsage)
 		return 2
 	}
 	if len(args) == 0 {
 		return usage()
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Println(imageUsage)
+		return 0
 	}
 	st, err := image.Open(imageDir(), image.DefaultLimits)
 	if err != nil {
@@ -38,13 +43,14 @@ func imageCmd(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	st.Progress = unpackProgress()
-	fs := flag.NewFlagSet("image "+args[0], flag.ContinueOnError)
+	fs := newFlagSet("image "+args[0], imageUsage)
 	asName := fs.String("name", "", "name the imported image")
 	maxSize := fs.String("max", "", "collect least recently used images until the cache is under `SIZE`")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	output := fs.String("o", "", "output format: json (ls)")
+	rest, code, ok := parseInterspersed(fs, args[1:])
+	if !ok {
+		return code
 	}
-	rest := fs.Args()
 	report := func(verb string, recs ...*image.Record) {
 		for _, r := range recs {
 			fmt.Printf("%s %s %s (%s)\n", verb, strings.Join(r.Names, ","), short(r.Digest), humanBytes(r.Bytes))
@@ -79,6 +85,9 @@ func imageCmd(args []string) int {
 			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
 			return exitCordon
 		}
+		if *output == "json" {
+			return printJSON(recs)
+		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAMES\tDIGEST\tSIZE\tLAST USED")
 		for _, r := range recs {
@@ -95,6 +104,10 @@ func imageCmd(args []string) int {
 		}
 		fmt.Printf("removed %s\n", rest[0])
 	case "gc":
+		if *maxSize == "" {
+			fmt.Fprintln(os.Stderr, "cordon image gc: --max SIZE is required: the cache is collected down to it (0 empties it of unused images)")
+			return 2
+		}
 		n, err := parseSize(*maxSize)
 		if *maxSize == "0" {
 			n, err = 0, nil

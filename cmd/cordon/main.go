@@ -3,7 +3,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -25,25 +27,39 @@ var verbs = map[string]verb{
 	"version": {"print version information", versionCmd},
 }
 
+var verbOrder = []string{"run", "serve", "create", "ls", "exec", "cp", "rm", "events", "image", "version"}
+
 func main() {
 	if len(os.Args) < 2 {
-		usage()
+		usage(os.Stderr)
 		os.Exit(2)
 	}
 	v, ok := verbs[os.Args[1]]
 	if !ok {
-		if os.Args[1] != "help" && os.Args[1] != "-h" && os.Args[1] != "--help" {
-			fmt.Fprintf(os.Stderr, "cordon: unknown command %q\n", os.Args[1])
+		if os.Args[1] == "help" || os.Args[1] == "-h" || os.Args[1] == "--help" {
+			usage(os.Stdout)
+			os.Exit(0)
 		}
-		usage()
+		fmt.Fprintf(os.Stderr, "cordon: unknown command %q (cordon --help lists them)\n", os.Args[1])
 		os.Exit(2)
 	}
 	os.Exit(v.run(os.Args[2:]))
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: cordon <command> [flags]\n\ncommands:")
-	for _, name := range []string{"run", "serve", "create", "ls", "exec", "cp", "rm", "events", "image", "version"} {
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", name, verbs[name].summary)
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: cordon <command> [flags]   (cordon <command> --help for its own)\n\ncommands:")
+	for _, name := range verbOrder {
+		fmt.Fprintf(w, "  %-8s %s\n", name, verbs[name].summary)
 	}
+}
+
+// printJSON writes v to standard output as indented JSON (-o json).
+func printJSON(v any) int {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+		return exitCordon
+	}
+	return 0
 }

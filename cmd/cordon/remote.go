@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -30,8 +31,8 @@ import (
 
 func daemonClient(fs *flag.FlagSet, args []string) (*sclient.Client, []string, int) {
 	host := fs.String("host", "", "the daemon: unix:///path, tcp://host:port or https://host:port (default $CORDON_HOST, else "+defaultSocket()+")")
-	if err := fs.Parse(args); err != nil {
-		return nil, nil, 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return nil, nil, code
 	}
 	h := cmp.Or(*host, os.Getenv("CORDON_HOST"))
 	if h == "" {
@@ -46,6 +47,7 @@ func daemonClient(fs *flag.FlagSet, args []string) (*sclient.Client, []string, i
 		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
 		return nil, nil, 2
 	}
+	daemonAddr = h
 	return c, fs.Args(), 0
 }
 
@@ -68,8 +70,22 @@ func ownSocket(path string) error {
 	return nil
 }
 
+// daemonAddr is the daemon the verb talks to, for apiFail.
+var daemonAddr string
+
+// apiFail says why a request to the daemon failed, and what to do where
+// the cause is the caller's: no daemon at the address, or a key it
+// refused.
 func apiFail(err error) int {
-	fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+	var e *api.Error
+	switch {
+	case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED):
+		fmt.Fprintf(os.Stderr, "cordon: no cordon daemon answers at %s: start one with `cordon serve`, or name another with --host or CORDON_HOST (%v)\n", daemonAddr, err)
+	case errors.As(err, &e) && e.Status == http.StatusUnauthorized:
+		fmt.Fprintf(os.Stderr, "cordon: the daemon at %s refused the API key: set CORDON_API_KEY to a key it knows (%v)\n", daemonAddr, err)
+	default:
+		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+	}
 	return exitCordon
 }
 
@@ -103,11 +119,7 @@ func (l labelFlag) Set(s string) error {
 }
 
 func createCmd(args []string) int {
-	fs := flag.NewFlagSet("create", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: cordon create [flags]\n\nCreates a sandbox on the daemon and prints its id.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("create", "usage: cordon create [flags]\n\nCreates a sandbox on the daemon and prints its id.")
 	sf := addSpecFlags(fs, false)
 	ttl := fs.Duration("ttl", 0, "destroy the sandbox after this long, whatever it is doing (0: the daemon's default)")
 	idle := fs.Duration("idle", 0, "destroy it after this long without activity inside (0: the daemon's default; -1s: never)")
@@ -144,7 +156,7 @@ func createCmd(args []string) int {
 }
 
 func lsCmd(args []string) int {
-	fs := flag.NewFlagSet("ls", flag.ContinueOnError)
+	fs := newFlagSet("ls", "usage: cordon ls [flags]\n\nLists the caller's sandboxes on the daemon.")
 	state := fs.String("state", "", "only sandboxes in this state (running, paused, destroying)")
 	labels := labelFlag{}
 	fs.Var(labels, "label", "only sandboxes with label `KEY=VALUE`; repeatable")
@@ -182,7 +194,7 @@ func lsCmd(args []string) int {
 }
 
 func rmCmd(args []string) int {
-	fs := flag.NewFlagSet("rm", flag.ContinueOnError)
+	fs := newFlagSet("rm", "usage: cordon rm [flags] ID...\n\nDestroys sandboxes on the daemon, each once its teardown is confirmed.")
 	c, ids, code := daemonClient(fs, args)
 	if c == nil {
 		return code
@@ -202,11 +214,7 @@ func rmCmd(args []string) int {
 }
 
 func execCmd(args []string) int {
-	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: cordon exec [flags] ID -- COMMAND [ARG...]\n\nRuns COMMAND in a sandbox on the daemon and exits with its status, as cordon\nrun does. Ctrl-C cancels the command and waits for the stop.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("exec", "usage: cordon exec [flags] ID -- COMMAND [ARG...]\n\nRuns COMMAND in a sandbox on the daemon and exits with its status, as cordon\nrun does. Ctrl-C cancels the command and waits for the stop.")
 	env := envFlag{}
 	fs.Var(env, "env", "set an environment variable `K=V`; repeatable")
 	timeout := fs.Duration("timeout", 0, "stop the command after this long (0: the agent's default)")
@@ -264,6 +272,10 @@ func execRemote(c *sclient.Client, id, command string, opts sclient.ExecOptions,
 	case err != nil && in.Caught() != nil:
 		return 128 + int(in.Caught().(syscall.Signal))
 	case err != nil:
+		if code := spawnExit(err); code != exitCordon {
+			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+			return code
+		}
 		return apiFail(err)
 	}
 	return exitFor(res, opts.Timeout, memory)
@@ -507,7 +519,7 @@ func (p *progress) reader(r io.Reader) io.Reader { return progressReader{r, p} }
 func (p *progress) writer(w io.Writer) io.Writer { return progressWriter{w, p} }
 
 func eventsCmd(args []string) int {
-	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	fs := newFlagSet("events", "usage: cordon events [flags]\n\nFollows the daemon's events about the caller's sandboxes (created, ready,\nexec.started, exec.finished, oom, lost, destroyed, ...) until interrupted.")
 	c, _, code := daemonClient(fs, args)
 	if c == nil {
 		return code

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,8 +58,8 @@ func runCmd(args []string) int {
 	maxOutput := maxOutputFlag(fs)
 	requireLandlock := fs.Bool("require-landlock", false, "refuse to run unless Landlock backs the filesystem rules")
 	host := fs.String("host", "", "run through the cordon daemon at `ADDR` (unix:///path, tcp://host:port or https://host:port; default $CORDON_HOST), which creates the sandbox, from its started inits where it can, and deletes it after; without either, cordon runs the sandbox itself")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
@@ -227,31 +228,47 @@ func runIn(spec sandbox.Spec, command string, opts sandbox.ExecOptions) int {
 		return exitTimeout
 	case execErr != nil:
 		fmt.Fprintf(os.Stderr, "cordon: %v\n", execErr)
-		return exitCordon
+		return spawnExit(execErr)
 	}
 	return exitFor(&res.Result, opts.Timeout, spec.Limits.MemoryBytes)
 }
 
-// parseSize reads 512, 64k, 512m, 2g (binary units).
+// spawnExit is cordon's exit status for a command that failed: a shell's
+// for one that could not be found (127) or executed (126), else
+// exitCordon. (The agent words a failed spawn "spawn CMD ENOENT: ...".)
+func spawnExit(err error) int {
+	msg := err.Error()
+	switch {
+	case !strings.Contains(msg, "spawn "):
+	case strings.Contains(msg, " ENOENT"):
+		return 127
+	case strings.Contains(msg, " EACCES"), strings.Contains(msg, " ENOEXEC"):
+		return 126
+	}
+	return exitCordon
+}
+
+// parseSize reads a size as people write it: 512, 64k, 512m, 2g, 1.5G,
+// 1GB, 1GiB (units are binary whatever the spelling, case aside).
 func parseSize(s string) (int64, error) {
+	bad := fmt.Errorf("%q is not a size like 512m, 2g or 1GB", s)
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "b"), "i")
 	mult := int64(1)
-	switch strings.ToLower(s[len(s)-1:]) {
-	case "k":
-		mult = 1 << 10
-	case "m":
-		mult = 1 << 20
-	case "g":
-		mult = 1 << 30
+	if t != "" {
+		if m, ok := map[byte]int64{'k': 1 << 10, 'm': 1 << 20, 'g': 1 << 30, 't': 1 << 40}[t[len(t)-1]]; ok {
+			mult, t = m, t[:len(t)-1]
+		}
 	}
-	num := s
-	if mult > 1 {
-		num = s[:len(s)-1]
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || !(f > 0) || f*float64(mult) >= 1<<62 || t != strings.TrimSpace(t) {
+		return 0, bad
 	}
-	var n int64
-	if _, err := fmt.Sscanf(num, "%d", &n); err != nil || n <= 0 || fmt.Sprint(n) != num {
-		return 0, fmt.Errorf("%q is not a size like 512m or 2g", s)
+	n := int64(f * float64(mult))
+	if n <= 0 {
+		return 0, bad
 	}
-	return n * mult, nil
+	return n, nil
 }
 
 func humanSize(n int64) string {

@@ -58,7 +58,7 @@ func TestRun(t *testing.T) {
 		{"Timeout", []string{"--timeout", "300ms", "--", "sleep", "30"}, "", 124, "timed out"},
 		{"Env", []string{"--env", "A=1", "--", "sh", "-c", "echo $A"}, "1\n", 0, ""},
 		{"MaxOutput", []string{"--max-output", "1k", "--", "sh", "-c", "head -c 5000 /dev/zero | tr '\\0' a"}, strings.Repeat("a", 1024), 0, "stdout was cut at --max-output"},
-		{"NoSuchProgram", []string{"--", "/no/such/program"}, "", 125, "ENOENT"},
+		{"NoSuchProgram", []string{"--", "/no/such/program"}, "", 127, "ENOENT"},
 		{"UnknownTier", []string{"--tier", "nope", "--", "true"}, "", 125, "unknown sandbox tier"},
 		{"Passthrough", []string{"--tier", "passthrough", "--", "true"}, "", 0, ""},
 		{"Container", []string{"--tier", "container", "--", "sh", "-c", "id -u; cat /proc/1/comm"}, "1000\ncordon-agent\n", 0, ""},
@@ -307,7 +307,7 @@ func TestRunEgressProfile(t *testing.T) {
 // TestRunUserFlag: --user shows no sentinel default in the help, refuses a
 // negative uid rather than taking it as not given, and maps 0 to root.
 func TestRunUserFlag(t *testing.T) {
-	_, help, _ := cordon(t, "run", "--help")
+	help, _, _ := cordon(t, "run", "--help")
 	if !strings.Contains(help, "-user UID") || strings.Contains(help, "(default -1)") {
 		t.Errorf("--user in the help:\n%s", help)
 	}
@@ -414,5 +414,36 @@ func checkNoSetID(t *testing.T, dir string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCLIUsage: help goes to standard output with status 0, for cordon and
+// each verb; a mistyped flag is one line naming --help (status 2), not the
+// whole usage; sizes take the units people type; and the refusals say
+// what to do: no daemon at an address, a cache collection with no bound,
+// a host workspace on a tier without one.
+func TestCLIUsage(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"run", "--help"}, {"ls", "--help"}, {"rm", "--help"}, {"events", "--help"}, {"create", "--help"}, {"exec", "--help"}, {"cp", "--help"}, {"serve", "--help"}, {"image", "--help"}} {
+		out, errOut, code := cordon(t, args...)
+		if code != 0 || !strings.HasPrefix(out, "usage: cordon") || errOut != "" || strings.Contains(out, "Usage of") {
+			t.Errorf("%v: %d %q %q", args, code, out, errOut)
+		}
+	}
+	if _, errOut, code := cordon(t, "ls", "--bogus"); code != 2 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "--help") {
+		t.Errorf("a mistyped flag: %d %q", code, errOut)
+	}
+	if _, errOut, code := cordon(t, "image", "gc"); code != 2 || !strings.Contains(errOut, "--max SIZE is required") {
+		t.Errorf("image gc without --max: %d %q", code, errOut)
+	}
+	if _, errOut, code := cordon(t, "ls", "--host", "unix://"+filepath.Join(t.TempDir(), "none.sock")); code != 125 || !strings.Contains(errOut, "no cordon daemon answers at") || !strings.Contains(errOut, "cordon serve") {
+		t.Errorf("no daemon: %d %q", code, errOut)
+	}
+	for _, size := range []string{"1GB", "1g", "1GiB", "1.5G", "512m", "512MB"} {
+		if _, errOut, code := cordon(t, "run", "--tier", "passthrough", "--memory", size, "--", "true"); code != 125 || !strings.Contains(errOut, "cannot enforce a memory limit") {
+			t.Errorf("--memory %s: %d %q", size, code, errOut)
+		}
+	}
+	if _, errOut, code := cordon(t, "run", "--tier", "container", "--workspace", t.TempDir(), "--", "true"); code != 125 || !strings.Contains(errOut, "--mount outputs=DIR") {
+		t.Errorf("--workspace on the container tier: %d %q", code, errOut)
 	}
 }

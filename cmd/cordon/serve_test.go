@@ -269,7 +269,7 @@ func TestDaemonVerbs(t *testing.T) {
 		{[]string{"sh", "-c", "exit 4"}, "", 4, ""},
 		{[]string{"sh", "-c", "kill -TERM $$"}, "", 143, "SIGTERM"},
 		{[]string{"--timeout", "300ms", "sleep", "10"}, "", 124, "timed out"},
-		{[]string{"/no/such/program"}, "", 125, "ENOENT"},
+		{[]string{"/no/such/program"}, "", 127, "ENOENT"},
 	}
 	for _, c := range cases {
 		args := append([]string{"exec"}, c.args...)

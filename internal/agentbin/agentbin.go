@@ -31,7 +31,7 @@ func Find(explicit string) (string, error) {
 	if p, err := exec.LookPath("cordon-agent"); err == nil {
 		return check(p)
 	}
-	return "", errors.New("cordon-agent not found: build it (make build puts it beside cordon in bin/), or set " + EnvVar)
+	return "", errors.New("cordon-agent not found: build it (scripts/setup.sh puts it beside cordon in bin/; or CGO_ENABLED=0 go build -o DIR/cordon-agent ./cmd/cordon-agent, beside cordon), or set " + EnvVar)
 }
 
 func check(p string) (string, error) {

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// newFlagSet is a verb's flag set; usage is its synopsis and what it does,
+// printed above the flags by --help.
+func newFlagSet(name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s\n\nflags:\n", strings.TrimRight(usage, "\n"))
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses a verb's flags: --help prints its usage on standard
+// output (ok false, code 0), a flag it does not know one line naming
+// --help on standard error (ok false, code 2).
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	fs.SetOutput(io.Discard) // the flag package's own account is the whole usage
+	err := fs.Parse(args)
+	fs.SetOutput(os.Stderr)
+	switch {
+	case err == nil:
+		return 0, true
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(os.Stdout)
+		fs.Usage()
+		fs.SetOutput(os.Stderr)
+		return 0, false
+	}
+	fmt.Fprintf(os.Stderr, "cordon %s: %v (cordon %s --help shows its flags)\n", fs.Name(), err, fs.Name())
+	return 2, false
+}
+
+// parseInterspersed is parseFlags for a verb whose flags may follow its
+// arguments (cordon image import FILE --name X); it returns the arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string) (rest []string, code int, ok bool) {
+	for {
+		if code, ok := parseFlags(fs, args); !ok {
+			return nil, code, false
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return rest, 0, true
+		}
+		rest = append(rest, args[0])
+		args = args[1:]
+	}
+}
