@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -42,7 +43,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 
 // parseInterspersed is parseFlags for a verb whose flags may follow its
 // arguments (cordon image import FILE --name X); it returns the arguments.
+// What follows a "--" is arguments, "--" included (cordon exec ID -- CMD).
 func parseInterspersed(fs *flag.FlagSet, args []string) (rest []string, code int, ok bool) {
+	var tail []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, tail = args[:i], args[i:]
+	}
+	defer func() { rest = append(rest, tail...) }()
 	for {
 		if code, ok := parseFlags(fs, args); !ok {
 			return nil, code, false

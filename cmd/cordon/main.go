@@ -24,10 +24,15 @@ var verbs = map[string]verb{
 	"rm":      {"destroy sandboxes on the daemon", rmCmd},
 	"events":  {"follow the daemon's lifecycle events", eventsCmd},
 	"image":   {"pull, import, list and remove images", imageCmd},
+	"pause":   {"pause sandboxes on the daemon", pauseCmd},
+	"resume":  {"resume paused sandboxes on the daemon", resumeCmd},
+	"policy":  {"replace a sandbox's network policy on the daemon", policyCmd},
+	"key":     {"manage the daemon's API keys (admin)", keyCmd},
+	"pool":    {"manage the daemon's warm pools (admin)", poolCmd},
 	"version": {"print version information", versionCmd},
 }
 
-var verbOrder = []string{"run", "serve", "create", "ls", "exec", "cp", "rm", "events", "image", "version"}
+var verbOrder = []string{"run", "serve", "create", "ls", "exec", "cp", "rm", "pause", "resume", "policy", "events", "image", "key", "pool", "version"}
 
 func main() {
 	if len(os.Args) < 2 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -31,7 +32,8 @@ import (
 
 func daemonClient(fs *flag.FlagSet, args []string) (*sclient.Client, []string, int) {
 	host := fs.String("host", "", "the daemon: unix:///path, tcp://host:port or https://host:port (default $CORDON_HOST, else "+defaultSocket()+")")
-	if code, ok := parseFlags(fs, args); !ok {
+	rest, code, ok := parseInterspersed(fs, args)
+	if !ok {
 		return nil, nil, code
 	}
 	h := cmp.Or(*host, os.Getenv("CORDON_HOST"))
@@ -48,7 +50,7 @@ func daemonClient(fs *flag.FlagSet, args []string) (*sclient.Client, []string, i
 		return nil, nil, 2
 	}
 	daemonAddr = h
-	return c, fs.Args(), 0
+	return c, rest, 0
 }
 
 // ownSocket refuses a default socket that belongs to another user than
@@ -124,6 +126,7 @@ func createCmd(args []string) int {
 	ttl := fs.Duration("ttl", 0, "destroy the sandbox after this long, whatever it is doing (0: the daemon's default)")
 	idle := fs.Duration("idle", 0, "destroy it after this long without activity inside (0: the daemon's default; -1s: never)")
 	pool := fs.String("pool", "", "claim from the warm pool `NAME`")
+	output := fs.String("o", "", "output format: json (the sandbox, rather than its id)")
 	maxTimeout := fs.Duration("max-timeout", 0, "the longest timeout its commands may be given (0: 30m; at most the daemon's --max-exec-timeout)")
 	labels := labelFlag{}
 	fs.Var(labels, "label", "attach a label `KEY=VALUE`; repeatable")
@@ -151,6 +154,9 @@ func createCmd(args []string) int {
 	if err != nil {
 		return apiFail(err)
 	}
+	if *output == "json" {
+		return printJSON(sb)
+	}
 	fmt.Println(sb.ID)
 	return 0
 }
@@ -161,6 +167,7 @@ func lsCmd(args []string) int {
 	labels := labelFlag{}
 	fs.Var(labels, "label", "only sandboxes with label `KEY=VALUE`; repeatable")
 	quiet := fs.Bool("q", false, "print ids only")
+	output := fs.String("o", "", "output format: json")
 	c, _, code := daemonClient(fs, args)
 	if c == nil {
 		return code
@@ -168,6 +175,9 @@ func lsCmd(args []string) int {
 	list, err := c.List(context.Background(), sclient.ListOptions{State: *state, Labels: labels})
 	if err != nil {
 		return apiFail(err)
+	}
+	if *output == "json" {
+		return printJSON(list)
 	}
 	if *quiet {
 		for _, sb := range list {
@@ -220,6 +230,7 @@ func execCmd(args []string) int {
 	timeout := fs.Duration("timeout", 0, "stop the command after this long (0: the agent's default)")
 	cwd := fs.String("cwd", "", "working directory inside")
 	interactive := fs.Bool("i", false, "pass cordon's standard input to the command")
+	output := fs.String("o", "", "output format: json (the command's output and result as one object, once it ends)")
 	maxOutput := maxOutputFlag(fs)
 	c, rest, code := daemonClient(fs, args)
 	if c == nil {
@@ -244,7 +255,31 @@ func execCmd(args []string) int {
 			return apiFail(err)
 		}
 	}
+	if *output == "json" {
+		return execJSON(c, id, argv[0], opts)
+	}
 	return execRemote(c, id, argv[0], opts, 0)
+}
+
+// execJSON runs the command and prints its output and result as one JSON
+// object (cordon exec -o json); its status is 0 once the command ran,
+// whatever the command's own.
+func execJSON(c *sclient.Client, id, command string, opts sclient.ExecOptions) int {
+	var stdout, stderr bytes.Buffer
+	opts.Stdout, opts.Stderr = &stdout, &stderr
+	res, err := c.Exec(context.Background(), id, command, opts)
+	if err != nil {
+		if code := spawnExit(err); code != exitCordon {
+			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+			return code
+		}
+		return apiFail(err)
+	}
+	return printJSON(struct {
+		*wire.Result
+		Stdout string `json:"stdout"`
+		Stderr string `json:"stderr"`
+	}{res, stdout.String(), stderr.String()})
 }
 
 // execRemote runs a command in the daemon's sandbox id and returns cordon's

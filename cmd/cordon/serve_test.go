@@ -3,6 +3,7 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -380,5 +381,78 @@ func TestDaemonContainerTier(t *testing.T) {
 		if _, errOut, code := cordon(t, "rm", host, i); code != 0 {
 			t.Fatalf("rm: %s", errOut)
 		}
+	}
+}
+
+// TestDaemonAdminVerbs: what the REST API offers has a verb too, driven as
+// a user would: -o json of ls, create and exec; pause and resume; a
+// sandbox's network policy; API keys and warm pools.
+func TestDaemonAdminVerbs(t *testing.T) {
+	testutil.RequiresRoot(t)
+	_, sock, d := serveInTemp(t)
+	defer d.stop(t, sock)
+	host := "--host=unix://" + sock
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		n := 1 // the host goes after the verb, or after key's and pool's own
+		if args[0] == "key" || args[0] == "pool" {
+			n = 2
+		}
+		return cordon(t, append(args[:n:n], append([]string{host}, args[n:]...)...)...)
+	}
+	out, errOut, code := run("create", "-o", "json", "--label", "k=v")
+	var sb api.Sandbox
+	if code != 0 || json.Unmarshal([]byte(out), &sb) != nil || !strings.HasPrefix(sb.ID, "sbx_") || sb.Labels["k"] != "v" {
+		t.Fatalf("create -o json: %d %q %s", code, out, errOut)
+	}
+	var list []api.Sandbox
+	if out, _, code := run("ls", "-o", "json"); code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].ID != sb.ID {
+		t.Fatalf("ls -o json: %d %q", code, out)
+	}
+	var res struct {
+		ExitCode int    `json:"exitCode"`
+		Stdout   string `json:"stdout"`
+		Stderr   string `json:"stderr"`
+	}
+	if out, _, code := run("exec", "-o", "json", sb.ID, "--", "sh", "-c", "echo out; echo err >&2; exit 3"); code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.ExitCode != 3 || res.Stdout != "out\n" || res.Stderr != "err\n" {
+		t.Fatalf("exec -o json: %d %q", code, out)
+	}
+	if _, errOut, code := run("pause", sb.ID); code != 0 {
+		t.Fatalf("pause: %s", errOut)
+	}
+	if out, _, _ := run("ls"); !strings.Contains(out, "paused") {
+		t.Fatalf("after pause: %s", out)
+	}
+	if _, errOut, code := run("resume", sb.ID); code != 0 {
+		t.Fatalf("resume: %s", errOut)
+	}
+	if _, errOut, code := run("policy", "--allow", "a.test:8080", sb.ID); code != 0 {
+		t.Fatalf("policy: %s", errOut)
+	}
+	if out, _, _ := run("exec", sb.ID, "--", "sh", "-c", "curl -sS http://b.test:8080/"); !strings.Contains(out, "b.test:8080: no rule allows this host and port") {
+		t.Fatalf("under the new policy: %q", out)
+	}
+	out, errOut, code = run("key", "create", "--tenant", "team", "--name", "ci")
+	if f := strings.Fields(out); code != 0 || len(f) != 2 {
+		t.Fatalf("key create: %d %q %s", code, out, errOut)
+	}
+	kid := strings.Fields(out)[0]
+	if out, _, code := run("key", "ls"); code != 0 || !strings.Contains(out, kid) || !strings.Contains(out, "team") {
+		t.Fatalf("key ls: %d %s", code, out)
+	}
+	if _, errOut, code := run("key", "rm", kid); code != 0 {
+		t.Fatalf("key rm: %s", errOut)
+	}
+	if _, errOut, code := run("pool", "put", "warm", "--size", "1", "--memory", "256m"); code != 0 {
+		t.Fatalf("pool put: %s", errOut)
+	}
+	if out, _, code := run("pool", "ls"); code != 0 || !strings.Contains(out, "warm") {
+		t.Fatalf("pool ls: %d %s", code, out)
+	}
+	if _, errOut, code := run("pool", "rm", "warm"); code != 0 {
+		t.Fatalf("pool rm: %s", errOut)
+	}
+	if _, errOut, code := run("rm", sb.ID); code != 0 {
+		t.Fatalf("rm: %s", errOut)
 	}
 }

@@ -431,6 +431,14 @@ func (c *Client) CreateKey(ctx context.Context, req api.KeyRequest) (*api.Key, e
 	return &out, c.call(ctx, http.MethodPost, "/v1/keys", req, &out)
 }
 
+// Keys lists the API keys, without their secrets (admin only).
+func (c *Client) Keys(ctx context.Context) ([]api.Key, error) {
+	var out struct {
+		Keys []api.Key `json:"keys"`
+	}
+	return out.Keys, c.call(ctx, http.MethodGet, "/v1/keys", nil, &out)
+}
+
 // DeleteKey revokes a key (admin only).
 func (c *Client) DeleteKey(ctx context.Context, keyID string) error {
 	return c.call(ctx, http.MethodDelete, "/v1/keys/"+url.PathEscape(keyID), nil, nil)
