@@ -143,10 +143,7 @@ func startReference(t *testing.T, s conformance.Settings) *conformance.Target {
 
 func startRef(t testing.TB, s conformance.Settings) (*conformance.Target, *proc) {
 	paths := testutil.Requires(t, "node", "tini")
-	script := filepath.Join(testutil.SharedDir(t), "reference", "worker-server.js")
-	if _, err := os.Stat(script); err != nil {
-		testutil.Missing(t, "reference worker not found: %v", err)
-	}
+	script := testutil.ReferenceWorker(t)
 	ws := t.TempDir()
 	port := freePort(t)
 	ep := client.Endpoint{Network: "tcp", Address: fmt.Sprintf("127.0.0.1:%d", port), Token: "ref-token"}

@@ -4,7 +4,6 @@ package agent_test
 
 import (
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +50,7 @@ func TestStartupRefusals(t *testing.T) {
 		{"cordon-agent", "CORDON_AGENT_", func(t *testing.T) []string { return []string{testutil.BuildAgent(t)} }},
 		{"reference", "NAMZU_SANDBOX_", func(t *testing.T) []string {
 			p := testutil.Requires(t, "node")
-			return []string{p[0], filepath.Join(testutil.SharedDir(t), "reference", "worker-server.js")}
+			return []string{p[0], testutil.ReferenceWorker(t)}
 		}},
 	}
 	for _, k := range kinds {

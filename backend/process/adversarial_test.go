@@ -5,6 +5,7 @@ package process_test
 import (
 	"bufio"
 	"context"
+	"github.com/cordon-sandbox/cordon/backend/process"
 	"io"
 	"os"
 	"os/exec"
@@ -274,7 +275,9 @@ func TestDiesWithCreator(t *testing.T) {
 // TestNoLeaksUnderChurn: many sandboxes created and destroyed at once leave
 // no process, cgroup, directory or descriptor behind in the host.
 func TestNoLeaksUnderChurn(t *testing.T) {
-	b := backend(t)
+	backend(t) // (the tier's probe)
+	dir := ownStateDir(t)
+	b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: dir})
 	p := sandbox.NewProvider([]sandbox.Backend{b})
 	fds := func() int {
 		ents, _ := os.ReadDir("/proc/self/fd")
@@ -322,10 +325,10 @@ func TestNoLeaksUnderChurn(t *testing.T) {
 	if after := fds(); after > before+2 {
 		t.Errorf("host descriptors grew from %d to %d", before, after)
 	}
-	if ents, _ := os.ReadDir(stateDir(t)); len(ents) > 0 {
+	if ents, _ := os.ReadDir(dir); len(ents) > 0 {
 		var live int
 		for _, e := range ents {
-			if _, err := os.Stat(filepath.Join(stateDir(t), e.Name(), "init")); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, e.Name(), "init")); err == nil {
 				live++
 			}
 		}

@@ -78,6 +78,19 @@ func SharedDir(t testing.TB) string {
 	return filepath.Join(RepoRoot(t), "..", "shared")
 }
 
+// ReferenceWorker is the reference worker's script (SharedDir's
+// reference/worker-server.js), which the agent's wire is checked against:
+// where it is not (a plain clone of this repository alone), the test is
+// skipped with the way to name it (CORDON_SHARED_DIR), and fails under CI.
+func ReferenceWorker(t testing.TB) string {
+	t.Helper()
+	script := filepath.Join(SharedDir(t), "reference", "worker-server.js")
+	if _, err := os.Stat(script); err != nil {
+		Missing(t, "the reference worker is not at %s (set CORDON_SHARED_DIR to the directory holding reference/worker-server.js): %v", script, err)
+	}
+	return script
+}
+
 // BuildAgent builds cordon-agent once per test binary, as the project's
 // build does (without cgo), and returns its path.
 func BuildAgent(t testing.TB) string { return agentBuilds[0].get(t) }
