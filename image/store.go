@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -137,6 +138,9 @@ func DefaultDir() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("cordon-images-%d", os.Geteuid()))
 }
 
+// ErrUnreachable: a pull could not reach the image's registry.
+var ErrUnreachable = errors.New("registry unreachable")
+
 // Pull fetches ref from its registry and unpacks it. With no options the
 // credentials come from the Docker config file; options replace that.
 func (s *Store) Pull(ctx context.Context, ref string, opts ...remote.Option) (*Record, error) {
@@ -149,7 +153,13 @@ func (s *Store) Pull(ctx context.Context, ref string, opts ...remote.Option) (*R
 	}
 	opts = append([]remote.Option{remote.WithContext(ctx)}, opts...)
 	img, err := remote.Image(r, opts...)
-	if err != nil {
+	var nerr net.Error
+	var oerr *net.OpError
+	switch {
+	case err == nil:
+	case errors.As(err, &nerr), errors.As(err, &oerr):
+		return nil, fmt.Errorf("%w: pull %s: the registry %s cannot be reached (%v); to use an image from elsewhere, save it there (docker save -o img.tar %s) and import it here (cordon image import img.tar)", ErrUnreachable, ref, r.Context().RegistryStr(), err, ref)
+	default:
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
 	return s.add(ctx, img, r.Name())
@@ -182,22 +192,47 @@ func (s *Store) Import(ctx context.Context, path, as string) ([]*Record, error) 
 			names = append(names, d.Annotations["org.opencontainers.image.ref.name"])
 		}
 	} else {
-		img, err := tarball.ImageFromPath(path, nil)
-		if err != nil {
-			return nil, fmt.Errorf("%s is not an image tarball: %w", path, err)
+		// A `docker save` tarball names its images in its manifest
+		// (RepoTags): each is imported under its tags, as the engine
+		// would load it. An OCI tarball, or an untagged image, gets none.
+		opener := func() (io.ReadCloser, error) { return os.Open(path) }
+		m, err := tarball.LoadManifest(opener)
+		if err != nil || len(m) == 0 {
+			return nil, fmt.Errorf("%s is not an image tarball: %v", path, err)
 		}
-		imgs = append(imgs, img)
-		names = append(names, "")
+		for _, d := range m {
+			var tag *name.Tag
+			if len(d.RepoTags) > 0 {
+				if t, err := name.NewTag(d.RepoTags[0]); err == nil {
+					tag = &t
+				}
+			}
+			img, err := tarball.Image(opener, tag)
+			if err != nil {
+				return nil, fmt.Errorf("%s is not an image tarball: %w", path, err)
+			}
+			imgs = append(imgs, img)
+			names = append(names, strings.Join(d.RepoTags, "\n"))
+		}
+	}
+	if as != "" && len(imgs) != 1 {
+		return nil, fmt.Errorf("%s holds %d images: a name (--name) is for one", path, len(imgs))
 	}
 	var out []*Record
 	for i, img := range imgs {
-		n := as
-		if n == "" {
-			n = names[i]
+		var tags []string
+		for _, t := range strings.Split(names[i], "\n") {
+			tags = append(tags, normalizeName(t)) // as a pull names it
 		}
-		r, err := s.add(ctx, img, n)
-		if err != nil {
-			return out, err
+		if as != "" {
+			tags = []string{as}
+		}
+		var r *Record
+		for _, n := range tags {
+			var err error
+			if r, err = s.add(ctx, img, n); err != nil {
+				return out, err
+			}
 		}
 		out = append(out, r)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/image"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/server/api"
 )
@@ -165,6 +166,8 @@ func errorStatus(err error) (int, string) {
 		return http.StatusBadGateway, api.CodeAgent
 	case errors.Is(err, sandbox.ErrDestroyed):
 		return http.StatusNotFound, api.CodeNotFound
+	case errors.Is(err, image.ErrUnreachable):
+		return http.StatusBadGateway, api.CodeRegistry
 	}
 	var ce *client.Error
 	if errors.As(err, &ce) {

@@ -82,10 +82,24 @@ func TestImages(t *testing.T) {
 	if _, err := os.Stat(unused); !os.IsNotExist(err) {
 		t.Fatalf("run without an image opened the image cache (%v)", err)
 	}
-	if out, errOut, code := run("image", "import", "--name", "bb", busyboxTarball(t)); code != 0 || !strings.HasPrefix(out, "imported bb") ||
+	// Imported without a name, a `docker save` tarball's image keeps its
+	// tag, and runs under it; a name may follow the file.
+	tarball := busyboxTarball(t)
+	if out, errOut, code := run("image", "import", tarball); code != 0 || !strings.Contains(out, "cordon.test/busybox:1") ||
 		!strings.Contains(errOut, "layer 1/1: ") || !strings.Contains(errOut, " unpacked") {
 		// Not a terminal: one plain progress line per layer.
-		t.Fatalf("import: %q %q %d", out, errOut, code)
+		t.Fatalf("import with the tarball's tag: %q %q %d", out, errOut, code)
+	}
+	if out, errOut, code := run("run", "--image", "cordon.test/busybox:1", "--", "cat", "/etc/marker"); code != 0 || out != "from the image\n" {
+		t.Fatalf("run --image by the tarball's tag: %q %q %d", out, errOut, code)
+	}
+	// A registry that cannot be reached (loopback, nothing listening) is
+	// said so, with the way round it.
+	if _, errOut, code := run("image", "pull", "127.0.0.1:1/nothing:1"); code != 125 || !strings.Contains(errOut, "cannot be reached") || !strings.Contains(errOut, "cordon image import") {
+		t.Fatalf("pull from an unreachable registry: %q %d", errOut, code)
+	}
+	if out, errOut, code := run("image", "import", tarball, "--name", "bb"); code != 0 || !strings.HasPrefix(out, "imported bb") {
+		t.Fatalf("import --name after the file: %q %q %d", out, errOut, code)
 	}
 	if out, _, _ := run("image", "ls"); !strings.Contains(out, "bb") {
 		t.Fatalf("ls: %q", out)

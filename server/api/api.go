@@ -196,6 +196,7 @@ const (
 	CodeDeadline       = "deadline"
 	CodeLost           = "lost"
 	CodeMethod         = "method_not_allowed"
+	CodeRegistry       = "registry_unreachable"
 	CodeTeardown       = "teardown_failed"
 	CodeShuttingDown   = "shutting_down"
 	CodeInternal       = "internal"
