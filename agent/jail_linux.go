@@ -209,6 +209,12 @@ func mkdirIn(target, root string) (string, error) {
 // file inside the same root; a dangling one is refused, because following it
 // could create a file anywhere.
 func writeFileIn(target, root string, data io.Reader, beforeCommit func() error) (int64, error) {
+	return writeFileMode(target, root, data, beforeCommit, -1)
+}
+
+// writeFileMode is writeFileIn giving the file the permission bits perm
+// (0-0777; -1 keeps an existing file's, or the default).
+func writeFileMode(target, root string, data io.Reader, beforeCommit func() error, perm int) (int64, error) {
 	rel, err := filepath.Rel(root, target)
 	if err != nil || rel == "." {
 		return 0, fmt.Errorf("EISDIR: illegal operation on a directory, open %q", target)
@@ -247,7 +253,7 @@ func writeFileIn(target, root string, data io.Reader, beforeCommit func() error)
 		unix.Close(lfd)
 		// Write where the link leads, by walking to it from the root again.
 		r, _ := filepath.Rel(realRoot, real)
-		return writeFileIn(filepath.Join(root, r), root, data, beforeCommit)
+		return writeFileMode(filepath.Join(root, r), root, data, beforeCommit, perm)
 	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
 		return 0, fmt.Errorf("EISDIR: illegal operation on a directory, open %q", target)
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
@@ -290,6 +296,12 @@ func writeFileIn(target, root string, data io.Reader, beforeCommit func() error)
 	if uid >= 0 {
 		_ = f.Chown(uid, gid)
 		_ = f.Chmod(os.FileMode(mode))
+	}
+	if perm >= 0 {
+		if err := f.Chmod(os.FileMode(perm) & os.ModePerm); err != nil {
+			f.Close()
+			return 0, err
+		}
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()

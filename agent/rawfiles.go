@@ -91,9 +91,10 @@ func parseByteRange(h string, size int64) (offset, length int64, ok, sense bool)
 	}
 }
 
-// handlePutFile serves PUT /files?path=P: the raw body (Content-Length
-// required) replaces the file atomically; an upload cut short leaves the
-// previous file intact.
+// handlePutFile serves PUT /files?path=P[&mode=OCTAL]: the raw body
+// (Content-Length required) replaces the file atomically, with the
+// permission bits mode gives (never a set-id bit) or else the existing
+// file's; an upload cut short leaves the previous file intact.
 func (s *Server) handlePutFile(w httpd.ResponseWriter, r *httpd.Request) {
 	if r.ContentLength < 0 {
 		writeJSON(w, httpd.StatusLengthRequired, wire.FileError{Error: "PUT /files needs a Content-Length"})
@@ -108,14 +109,23 @@ func (s *Server) handlePutFile(w httpd.ResponseWriter, r *httpd.Request) {
 		fileError(w, err)
 		return
 	}
+	perm := -1
+	if m := r.URL.Query().Get("mode"); m != "" {
+		v, err := strconv.ParseUint(m, 8, 32)
+		if err != nil || v > 0o777 {
+			writeJSON(w, httpd.StatusBadRequest, wire.FileError{Error: "mode " + m + ": want octal permission bits, 0 to 0777"})
+			return
+		}
+		perm = int(v)
+	}
 	want := r.ContentLength
 	body := &countReader{r: io.LimitReader(r.Body, want)}
-	n, err := writeFileIn(target, root, body, func() error {
+	n, err := writeFileMode(target, root, body, func() error {
 		if body.n != want {
 			return io.ErrUnexpectedEOF
 		}
 		return nil
-	})
+	}, perm)
 	if err != nil {
 		n = body.n
 		if errors.Is(err, io.ErrUnexpectedEOF) {

@@ -376,6 +376,9 @@ func (s *Server) handleFiles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	query := url.Values{"path": {q.Get("path")}}
+	if m := q.Get("mode"); m != "" && route == wire.RouteFiles && method == http.MethodPut {
+		query.Set("mode", m)
+	}
 	if route == wire.RouteRemove && (q.Get("recursive") == "1" || q.Get("recursive") == "true") {
 		query.Set("recursive", "1")
 	}

@@ -45,6 +45,10 @@ type Target struct {
 	// HostPIDGone reports whether a pid seen inside the sandbox is gone,
 	// checked from outside (nil where the tier cannot map pids).
 	HostPIDGone func(pid string) bool
+	// ReadsAnywhere: the agent's read roots are the sandbox's whole view
+	// (an isolating tier, where that view is the sandbox's own), so an
+	// absolute path outside the workspace is readable.
+	ReadsAnywhere bool
 }
 
 // Factory starts a fresh agent with the given settings; it registers its

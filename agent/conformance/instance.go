@@ -43,7 +43,7 @@ func FromBackend(b sandbox.Backend, spec sandbox.Spec) Factory {
 		if _, err := c.WaitReady(ctx); err != nil {
 			t.Fatalf("%v: %s", err, inst.Diagnostics())
 		}
-		tg := &Target{Endpoint: inst.Endpoint(), EnvPrefix: "CORDON_AGENT_", Exited: inst.Exited()}
+		tg := &Target{Endpoint: inst.Endpoint(), EnvPrefix: "CORDON_AGENT_", Exited: inst.Exited(), ReadsAnywhere: b.Capabilities().Isolated}
 		if x, ok := inst.(interface{ ExitCode() int }); ok {
 			tg.ExitCode = x.ExitCode
 		}

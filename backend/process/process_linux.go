@@ -470,7 +470,10 @@ func agentEnv(l sandbox.Launch, uid int, layout []LayoutMount) []string {
 	env["CORDON_AGENT_SOCKET"] = agentSock
 	env["CORDON_AGENT_EGRESS_SOCKET"] = SocketDir + "/egress.sock"
 	env["CORDON_AGENT_WORKSPACE"] = Workspace
-	write, read := []string{"/tmp", "/var/tmp", Home}, []string{"/tmp", "/var/tmp", Home}
+	// The host may read any file of the sandbox's own view (which is all
+	// it is: the host's secrets are masked, its other files absent), as
+	// docker cp can: /etc/hostname, a build's output anywhere.
+	write, read := []string{"/tmp", "/var/tmp", Home}, []string{"/"}
 	for _, m := range layout {
 		read = append(read, m.Target)
 		if !m.ReadOnly {

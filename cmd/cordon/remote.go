@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -374,11 +375,8 @@ func exitFor(res *wire.Result, timeout time.Duration, memory int64) int {
 }
 
 func cpCmd(args []string) int {
-	fs := flag.NewFlagSet("cp", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: cordon cp [flags] SRC DST\n\nCopies a file into or out of a sandbox; the sandbox side is ID:PATH (a\nrelative PATH is under /workspace), the other a local path or - for\nstandard input or output. Files stream in constant memory, with a\nprogress bar on a terminal; each side is replaced atomically.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("cp", "usage: cordon cp [flags] SRC DST\n\nCopies a file or a directory into or out of a sandbox; the sandbox side is\nID:PATH (a relative PATH is under /workspace), the other a local path or -\nfor standard input or output (a directory copied out to - is a tar\nstream; --tar unpacks one from standard input into the sandbox). Files\nstream in constant memory, with a progress bar on a terminal; each file is\nreplaced atomically. Directories and regular files are copied, with their\npermission bits and never a set-id bit; symbolic links and special files\nare skipped, and said so.")
+	asTar := fs.Bool("tar", false, "SRC is - and a tar stream, unpacked into the sandbox directory DST")
 	c, rest, code := daemonClient(fs, args)
 	if c == nil {
 		return code
@@ -395,7 +393,25 @@ func cpCmd(args []string) int {
 	case fromSandbox == toSandbox:
 		fmt.Fprintln(os.Stderr, "cordon: cp copies between a sandbox (ID:PATH) and a local path")
 		return 2
+	case toSandbox && *asTar:
+		if src != "-" {
+			fmt.Fprintln(os.Stderr, "cordon: cp --tar reads the tar stream from standard input: SRC is -")
+			return 2
+		}
+		if err := uploadTar(ctx, c, did, os.Stdin, dpath); err != nil {
+			return apiFail(err)
+		}
 	case toSandbox:
+		if st, err := os.Stat(src); src != "-" && err == nil && st.IsDir() {
+			// Into an existing directory, as its child of the same name.
+			if fi, err := c.Stat(ctx, did, dpath); err == nil && fi.Type == "dir" {
+				dpath = path.Join(dpath, filepath.Base(src))
+			}
+			if err := uploadTree(ctx, c, did, src, dpath); err != nil {
+				return apiFail(err)
+			}
+			return 0
+		}
 		var r io.Reader = os.Stdin
 		size := int64(-1)
 		if src != "-" {
@@ -433,11 +449,26 @@ func cpCmd(args []string) int {
 		}
 	default:
 		var size int64 = -1
-		if fi, err := c.Stat(ctx, sid, spath); err == nil {
+		fi, err := c.Stat(ctx, sid, spath)
+		if err == nil {
 			size = fi.Size
 		}
+		if err == nil && fi.Type == "dir" {
+			switch {
+			case dst == "-":
+				err = downloadTar(ctx, c, sid, spath, os.Stdout)
+			default:
+				if st, serr := os.Stat(dst); serr == nil && st.IsDir() {
+					dst = filepath.Join(dst, path.Base(spath))
+				}
+				err = downloadTree(ctx, c, sid, spath, dst)
+			}
+			if err != nil {
+				return apiFail(err)
+			}
+			return 0
+		}
 		pb := newProgress(src, size)
-		var err error
 		if dst == "-" {
 			_, err = c.Download(ctx, sid, spath, 0, 0, pb.writer(os.Stdout))
 		} else {

@@ -456,3 +456,59 @@ func TestDaemonAdminVerbs(t *testing.T) {
 		t.Fatalf("rm: %s", errOut)
 	}
 }
+
+// TestDaemonCopy: cordon cp reads any file of the sandbox's own view
+// (/etc/hostname), and copies directories both ways, as trees and as tar
+// streams, with their permission bits; what it cannot copy (a symbolic
+// link) it skips and says so.
+func TestDaemonCopy(t *testing.T) {
+	testutil.RequiresRoot(t)
+	_, sock, d := serveInTemp(t)
+	defer d.stop(t, sock)
+	host := "--host=unix://" + sock
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		return cordon(t, append(args[:1:1], append([]string{host}, args[1:]...)...)...)
+	}
+	id, _, _ := run("create")
+	id = strings.TrimSpace(id)
+	defer run("rm", id)
+	if out, errOut, code := run("cp", id+":/etc/hostname", "-"); code != 0 || out != "cordon\n" {
+		t.Fatalf("cp ID:/etc/hostname -: %d %q %s", code, out, errOut)
+	}
+	src := t.TempDir()
+	os.MkdirAll(filepath.Join(src, "tree", "sub"), 0o755)
+	os.WriteFile(filepath.Join(src, "tree", "a.txt"), []byte("a\n"), 0o644)
+	os.WriteFile(filepath.Join(src, "tree", "sub", "run.sh"), []byte("#!/bin/sh\necho ran\n"), 0o755)
+	os.Symlink("a.txt", filepath.Join(src, "tree", "link"))
+	if _, errOut, code := run("cp", filepath.Join(src, "tree"), id+":up"); code != 0 || !strings.Contains(errOut, "skipped") {
+		t.Fatalf("cp DIR ID:up: %d %s", code, errOut)
+	}
+	if out, errOut, code := run("exec", id, "--", "sh", "-c", "cat up/a.txt; up/sub/run.sh; test -e up/link || echo no-link"); code != 0 || out != "a\nran\nno-link\n" {
+		t.Fatalf("inside after the copy in: %q %s", out, errOut)
+	}
+	dst := t.TempDir()
+	if _, errOut, code := run("cp", id+":up", filepath.Join(dst, "back")); code != 0 {
+		t.Fatalf("cp ID:up DIR: %d %s", code, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "back", "sub", "run.sh")); err != nil || string(b) != "#!/bin/sh\necho ran\n" {
+		t.Fatalf("copied out: %q %v", b, err)
+	}
+	if st, err := os.Stat(filepath.Join(dst, "back", "sub", "run.sh")); err != nil || st.Mode().Perm() != 0o755 {
+		t.Fatalf("its mode: %v %v", st.Mode(), err)
+	}
+	// Out as a tar stream, and back in from one.
+	cmd := exec.Command(buildCLI(t), "cp", host, id+":up", "-")
+	tarball, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("cp ID:up -: %v", err)
+	}
+	in := exec.Command(buildCLI(t), "cp", host, "--tar", "-", id+":again")
+	in.Stdin = bytes.NewReader(tarball)
+	if b, err := in.CombinedOutput(); err != nil {
+		t.Fatalf("cp --tar - ID:again: %v %s", err, b)
+	}
+	if out, _, _ := run("exec", id, "--", "sh", "-c", "cat again/a.txt; again/sub/run.sh"); out != "a\nran\n" {
+		t.Fatalf("after the tar round trip: %q", out)
+	}
+}

@@ -326,7 +326,17 @@ func (c *Client) Download(ctx context.Context, id, path string, offset, length i
 
 // Upload replaces a file with size bytes from r, atomically.
 func (c *Client) Upload(ctx context.Context, id, path string, r io.Reader, size int64) error {
-	req, err := c.request(ctx, http.MethodPut, filePath(id, "/files", path, nil), io.NopCloser(r), size)
+	return c.UploadMode(ctx, id, path, r, size, -1)
+}
+
+// UploadMode is Upload giving the file the permission bits perm (0-0777;
+// -1 as Upload: an existing file's, else the default).
+func (c *Client) UploadMode(ctx context.Context, id, path string, r io.Reader, size int64, perm int) error {
+	var extra url.Values
+	if perm >= 0 {
+		extra = url.Values{"mode": {strconv.FormatUint(uint64(perm&0o777), 8)}}
+	}
+	req, err := c.request(ctx, http.MethodPut, filePath(id, "/files", path, extra), io.NopCloser(r), size)
 	if err != nil {
 		return err
 	}
