@@ -74,6 +74,10 @@ func TestCreateChecks(t *testing.T) {
 	}
 	for _, s := range []sandbox.Spec{
 		{Limits: sandbox.Limits{Pids: -1}},
+		{Limits: sandbox.Limits{MemoryBytes: 4096}},
+		{Limits: sandbox.Limits{Pids: 1 << 40}},
+		{Limits: sandbox.Limits{CPUs: 1e-4}},
+		{Env: map[string]string{"A": "x\x00y"}},
 		{Env: map[string]string{"A=B": "x"}},
 		{Env: map[string]string{"CORDON_AGENT_TOKEN": "x"}},
 	} {
@@ -81,7 +85,7 @@ func TestCreateChecks(t *testing.T) {
 			t.Errorf("spec %+v: %v", s, err)
 		}
 	}
-	if _, err := p.Create(t.Context(), sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 1}}); !errors.Is(err, sandbox.ErrUnsupported) {
+	if _, err := p.Create(t.Context(), sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 64 << 20}}); !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Errorf("unsupported limit: %v", err)
 	}
 	if n := fb.started.Load(); n != 0 {

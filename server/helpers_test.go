@@ -308,9 +308,10 @@ func (d *daemon) conformanceFactory(c *sclient.Client, key string) conformance.F
 		})
 		inst := d.backend.instance(mark)
 		tg := &conformance.Target{
-			Endpoint:  client.Endpoint{Network: "tcp", Address: d.tcp, Token: key, Prefix: "/v1/sandboxes/" + sb.ID + "/agent"},
-			EnvPrefix: "CORDON_AGENT_",
-			Exited:    inst.Exited(),
+			Endpoint:      client.Endpoint{Network: "tcp", Address: d.tcp, Token: key, Prefix: "/v1/sandboxes/" + sb.ID + "/agent"},
+			EnvPrefix:     "CORDON_AGENT_",
+			Exited:        inst.Exited(),
+			ReadsAnywhere: true, // the process tier's
 		}
 		if x, ok := inst.(interface{ ExitCode() int }); ok {
 			tg.ExitCode = x.ExitCode

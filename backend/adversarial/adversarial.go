@@ -333,9 +333,9 @@ func Limits(t *testing.T, caps sandbox.Capabilities, create Create) {
 			t.Fatalf("agent after fork bomb: %q", out)
 		}
 		// The limit is the workload's own, not shared with the agent.
-		small := create(t, sandbox.Spec{Limits: sandbox.Limits{Pids: 5}})
+		small := create(t, sandbox.Spec{Limits: sandbox.Limits{Pids: sandbox.MinPids}})
 		if out, _, _ := sh(t, small, "echo fits"); out != "fits\n" {
-			t.Fatalf("a 5-pid sandbox: %q", out)
+			t.Fatalf("a %d-pid sandbox: %q", sandbox.MinPids, out)
 		}
 	})
 	t.Run("PidsLimitHolds", func(t *testing.T) {

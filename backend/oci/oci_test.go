@@ -117,8 +117,9 @@ func TestTaskCeiling(t *testing.T) {
 	})
 }
 
-// TestScratchSize: /dev/shm holds 64 MiB, as on the process tier, and with
-// a memory limit no scratch tmpfs holds more than the limit.
+// TestScratchSize: /dev/shm holds 64 MiB, as on the process tier, and the
+// scratch tmpfs share the writable space, half the memory limit by
+// default.
 func TestScratchSize(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, b *oci.Backend) {
 		spec := sandbox.Spec{}
@@ -130,10 +131,11 @@ func TestScratchSize(t *testing.T) {
 		if len(sizes) != 4 || sizes[0] != strconv.Itoa(64<<10) {
 			t.Fatalf("sizes of /dev/shm, /tmp, /workspace, /home/sandbox: %q", out)
 		}
-		for _, s := range sizes[1:] {
-			if spec.Limits.MemoryBytes > 0 && s != strconv.Itoa(96<<10) {
-				t.Errorf("a 96 MiB sandbox's scratch sizes: %q", out)
-			}
+		// With one, they share half of it (the writable space's default):
+		// a quarter of that to /tmp, half to the workspace, an eighth to
+		// the home directory.
+		if spec.Limits.MemoryBytes > 0 && strings.Join(sizes[1:], " ") != "12288 24576 6144" {
+			t.Errorf("a 96 MiB sandbox's scratch sizes: %q", out)
 		}
 		// Without a memory limit the scratch mounts share half the host's
 		// memory: half, a quarter, an eighth, an eighth.

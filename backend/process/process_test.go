@@ -429,7 +429,8 @@ func TestScratch(t *testing.T) {
 		}
 	}
 	limited := create(t, sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 96 << 20}})
-	if out, _, _ := sh(t, limited, "df -k --output=size /tmp | tail -1"); strings.TrimSpace(out) != strconv.Itoa(96<<10) {
+	// (The writable space is half the memory limit by default.)
+	if out, _, _ := sh(t, limited, "df -k --output=size /tmp | tail -1"); strings.TrimSpace(out) != strconv.Itoa(48<<10) {
 		t.Errorf("/tmp of a 96 MiB sandbox holds %s KiB", out)
 	}
 }
