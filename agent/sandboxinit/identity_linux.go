@@ -74,9 +74,9 @@ func becomeAgent(all syscaller, agent, uid, gid int, caps uint32, ambient bool) 
 			}
 		}
 	}
-	if err := all.call(unix.SYS_PRCTL, unix.PR_SET_KEEPCAPS, 0); err != nil {
-		return fmt.Errorf("keep capabilities: %w", err)
-	}
+	// (The keep-capabilities flag stays set: each command's exec clears
+	// it, and the agent changes its ids no more. Clearing it would stop
+	// every thread once more.)
 	r, e, s := unix.Getresuid()
 	d, err := capData()
 	if err != nil || r != agent || e != uid || s != agent || d[0].Permitted != caps || d[0].Effective != caps ||
