@@ -195,7 +195,7 @@ func BenchmarkExecOutput(b *testing.B) {
 }
 
 // BenchmarkIdleMemory creates CORDON_BENCH_IDLE idle sandboxes (default
-// 100; the figure in docs/benchmarks.md is for 500) and reports what each
+// 100) and reports what each
 // costs the host: the fall of MemAvailable per sandbox, and the agents'
 // own resident memory (proportional set size).
 func BenchmarkIdleMemory(b *testing.B) {

@@ -6,7 +6,7 @@
 // maps, and a vfork parent is suspended until the child execs. So it forks
 // in full: the parent's page tables are copied and write-protected, and
 // the parent then faults on every page it writes. Where a page fault is
-// dear (13.5 µs on the PVM guests of docs/benchmarks.md, ninth session)
+// dear (13.5 µs on the PVM guests we test on)
 // that is the largest cost of a sandbox's start after the Go runtime's own.
 //
 // Start clones with CLONE_VM instead, without CLONE_VFORK: the child runs

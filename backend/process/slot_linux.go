@@ -135,7 +135,7 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, spec *forSpec
 	// The init, and the agent it becomes, run on one P. Its start is
 	// serial work on one locked thread, and every further P costs it
 	// threads and page faults as it starts (0.8 ms of a create here,
-	// docs/benchmarks.md, tenth session); serving is mostly waiting on
+	// measured alternately); serving is mostly waiting on
 	// sockets and pipes, and did no worse on one (BenchmarkWarmSandbox).
 	// Commands get their environment from the configuration, not this.
 	cmd.Env = []string{"GOMAXPROCS=1"}
