@@ -341,3 +341,29 @@ func (d *daemon) unixClient() *http.Client {
 		return dl.DialContext(ctx, "unix", d.sock)
 	}}}
 }
+
+// subscribe follows c's events for the rest of the test (a minute at most)
+// and returns once the subscription is in place.
+func subscribe(t *testing.T, c *sclient.Client) (context.Context, <-chan api.Event) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	evs := make(chan api.Event, 256)
+	go c.Events(ctx, func(ev api.Event) error { evs <- ev; return nil })
+	time.Sleep(100 * time.Millisecond)
+	return ctx, evs
+}
+
+// waitEvent waits for an event of type typ about sandbox id.
+func waitEvent(t *testing.T, ctx context.Context, evs <-chan api.Event, typ, id string) api.Event {
+	t.Helper()
+	for {
+		select {
+		case ev := <-evs:
+			if ev.Type == typ && ev.Sandbox == id {
+				return ev
+			}
+		case <-ctx.Done():
+			t.Fatalf("no %s event for %s", typ, id)
+		}
+	}
+}

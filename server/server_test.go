@@ -768,27 +768,14 @@ func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 func TestExecOOM(t *testing.T) {
 	d := startDaemon(t)
 	c := d.local
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	evs := make(chan api.Event, 64)
-	go c.Events(ctx, func(ev api.Event) error { evs <- ev; return nil })
-	time.Sleep(100 * time.Millisecond) // the subscription is in place
+	ctx, evs := subscribe(t, c)
 	sb := create(t, c, api.CreateRequest{Spec: api.Spec{Limits: api.Limits{MemoryBytes: 128 << 20}}})
 	var out strings.Builder
 	res, err := c.Exec(ctx, sb.ID, "sh", sclient.ExecOptions{Args: []string{"-c", "python3 -c 'b = []\nwhile True: b.append(bytearray(16 << 20))'; echo after"}, Stdout: &out})
 	if err != nil || res.ExitCode != 0 || res.OOMKills != 1 || out.String() != "after\n" {
 		t.Fatalf("result %+v %v, stdout %q", res, err, out.String())
 	}
-	for {
-		select {
-		case ev := <-evs:
-			if ev.Type == api.EventOOM && ev.Sandbox == sb.ID {
-				return
-			}
-		case <-ctx.Done():
-			t.Fatal("no oom event")
-		}
-	}
+	waitEvent(t, ctx, evs, api.EventOOM, sb.ID)
 }
 
 // TestLost: a sandbox whose agent is killed lists as lost, with the
@@ -799,11 +786,7 @@ func TestExecOOM(t *testing.T) {
 func TestLost(t *testing.T) {
 	d := startDaemon(t)
 	c := d.local
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	evs := make(chan api.Event, 64)
-	go c.Events(ctx, func(ev api.Event) error { evs <- ev; return nil })
-	time.Sleep(100 * time.Millisecond) // the subscription is in place
+	ctx, evs := subscribe(t, c)
 	// A full workspace is ENOSPC for the workload, and the agent serves on.
 	full := create(t, c, api.CreateRequest{Spec: api.Spec{Limits: api.Limits{MemoryBytes: 128 << 20}}})
 	if got := sh(t, c, full.ID, "head -c 200000000 /dev/zero > big 2>/dev/null || echo enospc; echo alive"); got != "enospc\nalive\n" {
@@ -817,17 +800,7 @@ func TestLost(t *testing.T) {
 	if err := d.backend.instance(mark).(interface{ Kill() error }).Kill(); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		select {
-		case ev := <-evs:
-			if ev.Type != api.EventLost || ev.Sandbox != sb.ID {
-				continue
-			}
-		case <-ctx.Done():
-			t.Fatal("no lost event")
-		}
-		break
-	}
+	waitEvent(t, ctx, evs, api.EventLost, sb.ID)
 	got, err := c.Get(ctx, sb.ID)
 	if err != nil || got.State != api.StateLost || !strings.Contains(got.Reason, "agent exited") {
 		t.Fatalf("get: %+v %v", got, err)
@@ -901,11 +874,7 @@ func TestHostileLimits(t *testing.T) {
 func TestConcurrentDeletes(t *testing.T) {
 	d := startDaemon(t)
 	c := d.local
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	evs := make(chan api.Event, 256)
-	go c.Events(ctx, func(ev api.Event) error { evs <- ev; return nil })
-	time.Sleep(100 * time.Millisecond) // the subscription is in place
+	ctx, evs := subscribe(t, c)
 	for round := range 5 {
 		sb, err := c.Create(ctx, api.CreateRequest{})
 		if err != nil {

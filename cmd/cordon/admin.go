@@ -99,28 +99,11 @@ func keyCmd(args []string) int {
 		fmt.Printf("%s %s\n", k.ID, k.Secret)
 	case "ls":
 		keys, err := c.Keys(ctx)
-		if err != nil {
-			return apiFail(err)
-		}
-		if *output == "json" {
-			return printJSON(keys)
-		}
-		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tTENANT\tNAME\tADMIN\tCREATED")
-		for _, k := range keys {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", k.ID, k.Tenant, k.Name, k.Admin, k.CreatedAt.Local().Format(time.DateTime))
-		}
-		tw.Flush()
+		return listOut(keys, err, *output, "ID\tTENANT\tNAME\tADMIN\tCREATED", func(k api.Key) []any {
+			return []any{k.ID, k.Tenant, k.Name, k.Admin, k.CreatedAt.Local().Format(time.DateTime)}
+		})
 	case "rm":
-		if len(rest) == 0 {
-			fmt.Fprintln(os.Stderr, usage)
-			return 2
-		}
-		for _, id := range rest {
-			if err := c.DeleteKey(ctx, id); err != nil {
-				return apiFail(err)
-			}
-		}
+		return removeEach(usage, rest, func(id string) error { return c.DeleteKey(ctx, id) })
 	default:
 		fmt.Fprintln(os.Stderr, usage)
 		return 2
@@ -164,31 +147,53 @@ func poolCmd(args []string) int {
 		}
 	case "ls":
 		pools, err := c.Pools(ctx)
-		if err != nil {
-			return apiFail(err)
-		}
-		if *output == "json" {
-			return printJSON(pools)
-		}
-		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tTIER\tSIZE\tREADY")
-		for _, p := range pools {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", p.Name, p.Spec.Tier, p.Size, p.Ready)
-		}
-		tw.Flush()
+		return listOut(pools, err, *output, "NAME\tTIER\tSIZE\tREADY", func(p api.Pool) []any {
+			return []any{p.Name, p.Spec.Tier, p.Size, p.Ready}
+		})
 	case "rm":
-		if len(rest) == 0 {
-			fmt.Fprintln(os.Stderr, usage)
-			return 2
-		}
-		for _, name := range rest {
-			if err := c.DeletePool(ctx, name); err != nil {
-				return apiFail(err)
-			}
-		}
+		return removeEach(usage, rest, func(name string) error { return c.DeletePool(ctx, name) })
 	default:
 		fmt.Fprintln(os.Stderr, usage)
 		return 2
 	}
+	return 0
+}
+
+// removeEach deletes each name with del, stopping at the first failure.
+func removeEach(usage string, names []string, del func(string) error) int {
+	if len(names) == 0 {
+		fmt.Fprintln(os.Stderr, usage)
+		return 2
+	}
+	for _, n := range names {
+		if err := del(n); err != nil {
+			return apiFail(err)
+		}
+	}
+	return 0
+}
+
+// listOut prints a list the daemon answered, as JSON (-o json) or as a
+// table with header, each item's cells from row.
+func listOut[T any](items []T, err error, output, header string, row func(T) []any) int {
+	if err != nil {
+		return apiFail(err)
+	}
+	if output == "json" {
+		return printJSON(items)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		cells := row(it)
+		for i, c := range cells {
+			if i > 0 {
+				fmt.Fprint(tw, "\t")
+			}
+			fmt.Fprint(tw, c)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
 	return 0
 }

@@ -392,14 +392,7 @@ func TestDaemonAdminVerbs(t *testing.T) {
 	_, sock, d := serveInTemp(t)
 	defer d.stop(t, sock)
 	host := "--host=unix://" + sock
-	run := func(args ...string) (string, string, int) {
-		t.Helper()
-		n := 1 // the host goes after the verb, or after key's and pool's own
-		if args[0] == "key" || args[0] == "pool" {
-			n = 2
-		}
-		return cordon(t, append(args[:n:n], append([]string{host}, args[n:]...)...)...)
-	}
+	run := onDaemon(t, host)
 	out, errOut, code := run("create", "-o", "json", "--label", "k=v")
 	var sb api.Sandbox
 	if code != 0 || json.Unmarshal([]byte(out), &sb) != nil || !strings.HasPrefix(sb.ID, "sbx_") || sb.Labels["k"] != "v" {
@@ -466,10 +459,7 @@ func TestDaemonCopy(t *testing.T) {
 	_, sock, d := serveInTemp(t)
 	defer d.stop(t, sock)
 	host := "--host=unix://" + sock
-	run := func(args ...string) (string, string, int) {
-		t.Helper()
-		return cordon(t, append(args[:1:1], append([]string{host}, args[1:]...)...)...)
-	}
+	run := onDaemon(t, host)
 	id, _, _ := run("create")
 	id = strings.TrimSpace(id)
 	defer run("rm", id)
@@ -510,5 +500,18 @@ func TestDaemonCopy(t *testing.T) {
 	}
 	if out, _, _ := run("exec", id, "--", "sh", "-c", "cat again/a.txt; again/sub/run.sh"); out != "a\nran\n" {
 		t.Fatalf("after the tar round trip: %q", out)
+	}
+}
+
+// onDaemon runs the CLI's verbs against the daemon at host, which is named
+// after the verb (after key's and pool's own).
+func onDaemon(t *testing.T, host string) func(args ...string) (string, string, int) {
+	return func(args ...string) (string, string, int) {
+		t.Helper()
+		n := 1
+		if args[0] == "key" || args[0] == "pool" {
+			n = 2
+		}
+		return cordon(t, append(args[:n:n], append([]string{host}, args[n:]...)...)...)
 	}
 }
