@@ -11,12 +11,10 @@ package oci
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"io"
 	"net"
 	"os"
@@ -59,56 +57,6 @@ type Backend struct {
 	probed  bool
 
 	sweepOnce sync.Once
-}
-
-// stateDir makes the state directory, traversable by everyone (mode 0711):
-// a container's user-namespaced root reaches its bundle's root through it.
-// The runtime, asked first (a daemon's sweep at start), would make it 0700.
-func (b *Backend) stateDir() error {
-	if err := os.MkdirAll(b.cfg.StateDir, 0o711); err != nil {
-		return err
-	}
-	return os.Chmod(b.cfg.StateDir, 0o711)
-}
-
-// ownerFile, in a sandbox's directory, names the process that made it
-// (procid.Self), unless it is detached.
-const ownerFile = "owner"
-
-// orphanAge is how old a sandbox directory without an owner must be to be
-// swept: one younger may be a create still under way.
-const orphanAge = time.Minute
-
-// sweepOrphans tears down, once per process, the sandboxes of this state
-// directory whose creator is gone: killed before it could tear them down
-// (their agent stopped when it went, but the runtime's state, the
-// cgroups, the layout mounts and the directory remain), or a directory no
-// owner explains. A failure is left for the next process to retry.
-func (b *Backend) sweepOrphans(ctx context.Context) {
-	ents, err := os.ReadDir(b.cfg.StateDir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), "cordon-") {
-			continue
-		}
-		dir := filepath.Join(b.cfg.StateDir, e.Name())
-		owner, err := os.ReadFile(filepath.Join(dir, ownerFile))
-		switch {
-		case err == nil && procid.Named(string(owner)):
-			continue
-		case err != nil:
-			if st, err := os.Stat(dir); err != nil || time.Since(st.ModTime()) < orphanAge {
-				continue
-			}
-		}
-		inst := &instance{b: b, id: e.Name(), dir: dir, logs: logbuf.New(1), created: true}
-		if st, ok, err := b.state(ctx, inst.id); err == nil && ok && st.Status == "running" && st.Pid > 0 {
-			inst.proc, _ = pidfd.Open(st.Pid, "")
-		}
-		_ = inst.Destroy(ctx)
-	}
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -442,87 +390,6 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		}
 	}
 	return inst, nil
-}
-
-// pidsV1 is the host's cgroup v1 pids hierarchy, "" where there is none
-// (unified cgroup2).
-var pidsV1 = sync.OnceValue(func() string {
-	var st unix.Statfs_t
-	if unix.Statfs("/sys/fs/cgroup/pids", &st) == nil && st.Type == unix.CGROUP_SUPER_MAGIC {
-		return "/sys/fs/cgroup/pids"
-	}
-	return ""
-})
-
-// commandsApart reports whether a sandbox of l has its workload's pids held
-// apart from its agent's (holdCommands): under a pids limit, on runc and
-// crun, where the host's cgroups are v1 (a single thread can be moved into
-// a v1 pids cgroup; cgroup2 would need a threaded subtree, which the
-// machines this is tested on cannot make). Elsewhere the workload shares
-// the cgroup's limit with the agent's headroom, and the agent keeps spare
-// threads against a fork bomb.
-func (b *Backend) commandsApart(l sandbox.Limits) bool {
-	return l.Pids > 0 && !b.gvisor() && pidsV1() != ""
-}
-
-// holdCommands moves the agent's command thread (the one named
-// sandboxinit.CommandThreadName among init's threads, else its first)
-// into a pids cgroup
-// of limit below the container's: every command and all it starts count
-// there, so the workload has exactly its limit, and a fork bomb cannot
-// take the agent's headroom.
-func holdCommands(cgroup string, init int, limit int64) error {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", init))
-	if err != nil {
-		return fmt.Errorf("the agent's threads: %w", err)
-	}
-	tid := strconv.Itoa(init) // the first thread, unless another is named
-	for _, t := range tasks {
-		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/comm", init, t.Name())); err == nil && strings.TrimSpace(string(comm)) == sandboxinit.CommandThreadName {
-			tid = t.Name()
-		}
-	}
-	dir := filepath.Join(pidsV1(), cgroup, "commands")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return fmt.Errorf("the commands' pids cgroup: %w", err)
-	}
-	for _, w := range [][2]string{{"pids.max", strconv.FormatInt(limit, 10)}, {"tasks", tid}} {
-		if err := os.WriteFile(filepath.Join(dir, w[0]), []byte(w[1]), 0); err != nil {
-			return fmt.Errorf("the commands' pids cgroup: %s: %w", w[0], err)
-		}
-	}
-	return nil
-}
-
-// agentCopy is a copy of the agent binary at path, in a shared directory
-// of base named by the binary's identity (its device, inode, size and
-// time), made once.
-func agentCopy(base, path string) (string, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return "", fmt.Errorf("%w: the agent: %v", sandbox.ErrUnavailable, err)
-	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s %d %d %d %d.%d", path, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec))
-	dir, err := process.SharedDir(base, "agent-"+hex.EncodeToString(sum[:8]), func(dir string) error {
-		src, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer src.Close()
-		dst, err := os.OpenFile(filepath.Join(dir, "cordon-agent"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(dst, src); err != nil {
-			dst.Close()
-			return err
-		}
-		return dst.Close()
-	})
-	if err != nil {
-		return "", fmt.Errorf("%w: a copy of the agent: %v", sandbox.ErrUnavailable, err)
-	}
-	return filepath.Join(dir, "cordon-agent"), nil
 }
 
 // attachLayout makes the layout directories id-mapped mounts (their owner

@@ -1,0 +1,300 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/server"
+	"github.com/cordon-sandbox/cordon/server/api"
+	sclient "github.com/cordon-sandbox/cordon/server/client"
+)
+
+// The daemon against what a user or a hostile caller found it did wrong:
+// host directories a sandbox could write set-id programs into, commands
+// past their deadline, OOM kills and lost agents nobody was told of,
+// out-of-range and malformed requests, racing deletes, a shutdown that
+// waited on event streams.
+
+// TestLayoutSetID: through the REST API, a root-owned read-write layout
+// directory is refused (400, naming layout.owner), an owner given in the
+// spec writes it as that user, and a sandbox cannot leave a set-id file in
+// a host directory: the host finds none after it tried.
+func TestLayoutSetID(t *testing.T) {
+	d := startDaemon(t)
+	c := d.local
+	root := filepath.Join(d.hosts, "root-owned")
+	if err := os.Mkdir(root, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(root, 0o1777)
+	_, err := c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{Layout: api.Layout{Outputs: root}}})
+	wantCode(t, err, http.StatusBadRequest, api.CodeInvalid)
+	if !strings.Contains(err.Error(), "layout.owner") {
+		t.Errorf("the refusal does not say what to do: %v", err)
+	}
+	sb := create(t, c, api.CreateRequest{Spec: api.Spec{Layout: api.Layout{Outputs: root, Owner: &api.Owner{UID: 4321, GID: 4321}}}})
+	got := sh(t, c, sb.ID, `cd /mnt/user-data/outputs && cp /usr/bin/id x && echo ok
+chmod 4755 x 2>/dev/null; chmod g+s x 2>/dev/null; mkdir d && chmod 2775 d 2>/dev/null
+python3 -c 'import os; os.open("z", os.O_CREAT|os.O_WRONLY, 0o6755)' 2>/dev/null; true`)
+	if got != "ok\n" {
+		t.Fatalf("%q", got)
+	}
+	if err := c.Delete(t.Context(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err = filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		n++
+		if st := fi.Sys().(*syscall.Stat_t); p != root && st.Uid != 4321 {
+			t.Errorf("%s belongs to %d on the host", p, st.Uid)
+		}
+		if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+			t.Errorf("the host finds %s %v", p, fi.Mode())
+		}
+		return nil
+	})
+	if err != nil || n != 3 {
+		t.Fatalf("walked %d entries (%v), want the directory, x and d", n, err)
+	}
+}
+
+// TestExecHostDeadline: through the REST API, a command whose sandbox is
+// frozen (its agent can neither stop it nor report it) ends at the
+// daemon's own deadline: the stream's error event says why, the sandbox is
+// torn down, and it is recorded destroyed with the reason.
+func TestExecHostDeadline(t *testing.T) {
+	d := startDaemonGrace(t, 300*time.Millisecond)
+	c := d.local
+	sb, err := c.Create(t.Context(), api.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	var once sync.Once
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(t.Context(), sb.ID, "sh", sclient.ExecOptions{Args: []string{"-c", "echo started; sleep 60"}, Timeout: 500 * time.Millisecond,
+			Stdout: writerFunc(func(b []byte) (int, error) { once.Do(func() { close(started) }); return len(b), nil })})
+		done <- err
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("the command ended before it was frozen: %v", err)
+	}
+	if _, err := c.Pause(t.Context(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the exec did not end a minute past the daemon's deadline")
+	}
+	if err == nil || !strings.Contains(err.Error(), "tore the sandbox down") {
+		t.Fatalf("exec of a frozen sandbox: %v", err)
+	}
+	got, err := c.Get(t.Context(), sb.ID)
+	if err != nil || got.State != api.StateDestroyed || got.Reason != "deadline" {
+		t.Fatalf("after the deadline: %+v %v", got, err)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// TestExecOOM: through the REST API, a child killed for memory while the
+// command ran is reported in the result (oomKills), though the command
+// itself outlived it, and as an oom event.
+func TestExecOOM(t *testing.T) {
+	d := startDaemon(t)
+	c := d.local
+	ctx, evs := subscribe(t, c)
+	sb := create(t, c, api.CreateRequest{Spec: api.Spec{Limits: api.Limits{MemoryBytes: 128 << 20}}})
+	var out strings.Builder
+	res, err := c.Exec(ctx, sb.ID, "sh", sclient.ExecOptions{Args: []string{"-c", "python3 -c 'b = []\nwhile True: b.append(bytearray(16 << 20))'; echo after"}, Stdout: &out})
+	if err != nil || res.ExitCode != 0 || res.OOMKills != 1 || out.String() != "after\n" {
+		t.Fatalf("result %+v %v, stdout %q", res, err, out.String())
+	}
+	waitEvent(t, ctx, evs, api.EventOOM, sb.ID)
+}
+
+// TestLost: a sandbox whose agent is killed lists as lost, with the
+// reason, in the API and its events, and refuses work with 409 rather than
+// a 502; a delete removes what is left. Here its memory fills with files
+// the agent wrote, the way a full workspace once killed the agent, and
+// then the agent is killed outright.
+func TestLost(t *testing.T) {
+	d := startDaemon(t)
+	c := d.local
+	ctx, evs := subscribe(t, c)
+	// A full workspace is ENOSPC for the workload, and the agent serves on.
+	full := create(t, c, api.CreateRequest{Spec: api.Spec{Limits: api.Limits{MemoryBytes: 128 << 20}}})
+	if got := sh(t, c, full.ID, "head -c 200000000 /dev/zero > big 2>/dev/null || echo enospc; echo alive"); got != "enospc\nalive\n" {
+		t.Fatalf("a full workspace: %q", got)
+	}
+	mark := newMark()
+	sb, err := c.Create(ctx, api.CreateRequest{Spec: api.Spec{Env: map[string]string{markVar: mark}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.backend.instance(mark).(interface{ Kill() error }).Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, ctx, evs, api.EventLost, sb.ID)
+	got, err := c.Get(ctx, sb.ID)
+	if err != nil || got.State != api.StateLost || !strings.Contains(got.Reason, "agent exited") {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	list, err := c.List(ctx, sclient.ListOptions{})
+	if err != nil || !slices.ContainsFunc(list, func(s api.Sandbox) bool { return s.ID == sb.ID && s.State == api.StateLost }) {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	_, err = c.Exec(ctx, sb.ID, "true", sclient.ExecOptions{})
+	wantCode(t, err, http.StatusConflict, api.CodeLost)
+	if err := c.Delete(ctx, sb.ID); err != nil {
+		t.Fatalf("delete of a lost sandbox: %v", err)
+	}
+}
+
+// TestHostileLimits: out-of-range limits, durations that would overflow,
+// an environment value with a NUL byte, a null exec body, unknown routes
+// and methods: each is refused with a 4xx in the API's JSON shape, naming
+// the field and its range, never a 5xx or a dropped connection.
+func TestHostileLimits(t *testing.T) {
+	d := startDaemon(t, func(c *server.Config) { c.MaxTTL = time.Hour })
+	c := d.local
+	ctx := t.Context()
+	for _, req := range []api.CreateRequest{
+		{Spec: api.Spec{Limits: api.Limits{MemoryBytes: 1}}},
+		{Spec: api.Spec{Limits: api.Limits{MemoryBytes: 4096}}},
+		{Spec: api.Spec{Limits: api.Limits{Pids: 1 << 40}}},
+		{Spec: api.Spec{Limits: api.Limits{CPUs: 1e9}}},
+		{Spec: api.Spec{Limits: api.Limits{CPUs: 1e-4}}},
+		{Spec: api.Spec{Limits: api.Limits{MemoryBytes: 64 << 20, DiskBytes: 128 << 20}}},
+		{Spec: api.Spec{Env: map[string]string{"A": "x\x00y"}}},
+		{Spec: api.Spec{MaxTimeoutMs: 1 << 50}},
+		{TTLSeconds: 9300000000},
+		{TTLSeconds: 1 << 62},
+		{TTLSeconds: 18446744074},
+		{IdleTimeoutSeconds: 9300000000},
+	} {
+		_, err := c.Create(ctx, req)
+		var e *api.Error
+		if !errors.As(err, &e) || e.Status != http.StatusBadRequest || e.Code != api.CodeInvalid || len(e.Message) < 40 {
+			t.Errorf("%+v: %v", req, err)
+		}
+	}
+	raw := func(method, path, body string) (int, map[string]any) {
+		req, _ := http.NewRequest(method, "http://cordon"+path, strings.NewReader(body))
+		resp, err := d.unixClient().Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+			t.Errorf("%s %s: %d, not JSON: %v", method, path, resp.StatusCode, err)
+		}
+		return resp.StatusCode, m
+	}
+	sb := create(t, c, api.CreateRequest{})
+	if st, m := raw("POST", "/v1/sandboxes/"+sb.ID+"/exec", "null"); st != 400 || m["error"] != api.CodeInvalid {
+		t.Errorf("exec null: %d %v", st, m)
+	}
+	if st, m := raw("GET", "/v1/nonesuch", ""); st != 404 || m["error"] != api.CodeNotFound {
+		t.Errorf("unknown route: %d %v", st, m)
+	}
+	if st, m := raw("PATCH", "/v1/sandboxes", ""); st != 405 || m["error"] != api.CodeMethod {
+		t.Errorf("unknown method: %d %v", st, m)
+	}
+}
+
+// TestConcurrentDeletes: ten DELETEs of one sandbox at once each answer
+// 204, and it has one teardown and one destroyed event.
+func TestConcurrentDeletes(t *testing.T) {
+	d := startDaemon(t)
+	c := d.local
+	ctx, evs := subscribe(t, c)
+	for round := range 5 {
+		sb, err := c.Create(ctx, api.CreateRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 10)
+		for range 10 {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs <- c.Delete(ctx, sb.ID) }()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: a delete: %v", round, err)
+			}
+		}
+		// The sandbox's last event is its one destroyed, and no second
+		// comes after the next sandbox's created.
+		next, err := c.Create(ctx, api.CreateRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		destroyed := 0
+	wait:
+		for {
+			select {
+			case ev := <-evs:
+				if ev.Sandbox == sb.ID && ev.Type == api.EventDestroyed {
+					destroyed++
+				}
+				if ev.Sandbox == next.ID && ev.Type == api.EventCreated {
+					break wait
+				}
+			case <-ctx.Done():
+				t.Fatal("events stopped")
+			}
+		}
+		if destroyed != 1 {
+			t.Fatalf("round %d: %d destroyed events", round, destroyed)
+		}
+		if err := c.Delete(ctx, next.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestShutdownEndsStreams: an HTTP server shutting down, as cordon serve
+// does on SIGTERM, does not wait its whole grace for event streams, which
+// never end by themselves: their subscribers see the stream end.
+func TestShutdownEndsStreams(t *testing.T) {
+	d := startDaemon(t)
+	ended := make(chan error, 1)
+	go func() { ended <- d.local.Events(context.Background(), func(api.Event) error { return nil }) }()
+	time.Sleep(200 * time.Millisecond) // the subscription is in place
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for _, hs := range d.https {
+		if err := hs.Shutdown(ctx); err != nil {
+			t.Fatalf("shutdown with a subscriber: %v", err)
+		}
+	}
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		t.Fatal("the event stream did not end")
+	}
+}
