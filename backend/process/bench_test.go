@@ -19,6 +19,14 @@ import (
 )
 
 func benchProvider(b *testing.B, limits, spawner bool, prestart ...int) (*sandbox.Provider, sandbox.Spec) {
+	spec := sandbox.Spec{}
+	if limits {
+		spec.Limits = sandbox.Limits{MemoryBytes: 256 << 20, Pids: 256}
+	}
+	return sandbox.NewProvider([]sandbox.Backend{benchBackend(b, spawner, prestart...)}), spec
+}
+
+func benchBackend(b *testing.B, spawner bool, prestart ...int) *process.Backend {
 	testutil.RequiresRoot(b)
 	cfg := process.Config{AgentPath: testutil.BuildAgent(b), Spawner: spawner}
 	if len(prestart) > 0 {
@@ -29,11 +37,7 @@ func benchProvider(b *testing.B, limits, spawner bool, prestart ...int) (*sandbo
 	if err := be.Probe(context.Background()); err != nil {
 		testutil.Missing(b, "process tier unavailable: %v", err)
 	}
-	spec := sandbox.Spec{}
-	if limits {
-		spec.Limits = sandbox.Limits{MemoryBytes: 256 << 20, Pids: 256}
-	}
-	return sandbox.NewProvider([]sandbox.Backend{be}), spec
+	return be
 }
 
 // BenchmarkLifecycle: create → first exec result → destroy, per phase.
