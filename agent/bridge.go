@@ -7,7 +7,10 @@ import (
 	"io"
 	"net"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/wire"
 )
 
 // MaxEgressConnections bounds the bridge's simultaneous connections.
@@ -36,10 +39,13 @@ func proxyEnv(listen string) []string {
 	}
 }
 
-// serveEgressBridge carries each connection to listen, unchanged, to the
-// host's egress proxy over its unix socket. The proxy knows the sandbox by
-// the socket, so nothing is added in band.
-func (s *Server) serveEgressBridge(ln net.Listener, socket string) {
+// serveEgressBridge takes each connection to listen to the host's egress
+// proxy over its unix socket. The proxy knows the sandbox by the socket,
+// so nothing is added in band. Where the sandbox shares the host's kernel
+// (pass), the connection itself is handed to the proxy (wire.EgressPass),
+// which then carries its bytes with no hop through the agent; elsewhere,
+// or should the handing fail, the bridge carries them unchanged.
+func (s *Server) serveEgressBridge(ln net.Listener, socket string, pass bool) {
 	sem := make(chan struct{}, MaxEgressConnections)
 	for {
 		c, err := ln.Accept()
@@ -65,6 +71,9 @@ func (s *Server) serveEgressBridge(ln net.Listener, socket string) {
 				return
 			}
 			defer up.Close()
+			if pass && passConn(up.(*net.UnixConn), c.(*net.TCPConn)) == nil {
+				return
+			}
 			done := make(chan struct{}, 2)
 			go func() { io.Copy(up, c); up.(*net.UnixConn).CloseWrite(); done <- struct{}{} }()
 			go func() { io.Copy(c, up); c.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
@@ -72,4 +81,21 @@ func (s *Server) serveEgressBridge(ln net.Listener, socket string) {
 			<-done
 		}()
 	}
+}
+
+// passConn sends c to the proxy on up. The proxy holds its own reference
+// to the connection once the message is sent, so closing ours leaves it
+// open.
+func passConn(up *net.UnixConn, c *net.TCPConn) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var werr error
+	if err := raw.Control(func(fd uintptr) {
+		_, _, werr = up.WriteMsgUnix([]byte{wire.EgressPass}, syscall.UnixRights(int(fd)), nil)
+	}); err != nil {
+		return err
+	}
+	return werr
 }

@@ -35,6 +35,10 @@ type Config struct {
 	// commands' proxy variables there.
 	EgressSocket string
 	EgressListen string
+	// EgressPass hands each bridged connection to the proxy itself
+	// (wire.EgressPass): set by tiers that share the host's kernel, where
+	// a socket can pass from the sandbox to the host.
+	EgressPass bool
 
 	Workspace  string
 	ReadRoots  []string // workspace first, then extra read-only roots
@@ -127,6 +131,7 @@ func FromEnv(env []string) (Config, error) {
 	c.Socket = vars["SOCKET"]
 	c.EgressSocket = vars["EGRESS_SOCKET"]
 	c.EgressListen = "127.0.0.1:3128"
+	c.EgressPass = vars["EGRESS_PASS"] == "1"
 	if v := vars["EGRESS_LISTEN"]; v != "" {
 		c.EgressListen = v
 	}

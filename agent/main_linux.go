@@ -242,7 +242,7 @@ func Start(env []string, scrub bool, stdout, stderr io.Writer, opts Options) (wa
 	s.commandThread = opts.CommandThreadID
 	s.reaper.reserved = reserved
 	if bridge != nil {
-		go s.serveEgressBridge(bridge, cfg.EgressSocket)
+		go s.serveEgressBridge(bridge, cfg.EgressSocket, cfg.EgressPass)
 	}
 	exit := make(chan int, 1)
 	s.exit = func(code int) {

@@ -103,28 +103,42 @@ func (b *Binding) untrack(t *tunnel) {
 
 // pipe carries bytes both ways until either side ends, the connection idles
 // past IdleTimeout, or MaxLifetime passes; it returns the bytes each way.
+// Between two TCP sockets (upstream, and a connection the sandbox handed
+// over) the kernel splices the bytes, which never pass through this
+// process; activity is read from upstream's counters in the kernel.
 func (b *Binding) pipe(c net.Conn, br *bufio.Reader, up net.Conn) (upN, downN int64) {
 	var last atomic.Int64
 	last.Store(time.Now().UnixNano())
 	deadline := time.Now().Add(b.p.cfg.MaxLifetime)
+	progress := tcpProgress(up)
+	// What the head's reader holds goes first; then the client's own
+	// connection.
+	if k := br.Buffered(); k > 0 {
+		held, _ := br.Peek(k)
+		w, err := up.Write(held)
+		upN += int64(w)
+		if err != nil {
+			return upN, 0
+		}
+	}
+	// Splicing pays between two TCP sockets; from a unix socket (a bridge
+	// that carries the bytes) copying through a buffer is faster.
+	_, spliced := c.(*net.TCPConn)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	copyOne := func(dst net.Conn, src io.Reader, n *int64) {
 		defer wg.Done()
-		buf := make([]byte, 64<<10)
-		for {
-			k, err := src.Read(buf)
-			if k > 0 {
-				last.Store(time.Now().UnixNano())
-				if _, werr := dst.Write(buf[:k]); werr != nil {
-					break
-				}
-				atomic.AddInt64(n, int64(k))
-			}
-			if err != nil {
-				break
-			}
+		if progress == nil {
+			src = &touching{Reader: src, last: &last}
 		}
+		var k int64
+		if spliced {
+			k, _ = io.Copy(dst, src)
+		} else {
+			// (Neither side may choose its own way of copying.)
+			k, _ = io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, make([]byte, 64<<10))
+		}
+		*n += k
 		// Half-close so the other direction can finish.
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
@@ -133,16 +147,23 @@ func (b *Binding) pipe(c net.Conn, br *bufio.Reader, up net.Conn) (upN, downN in
 		}
 	}
 	wg.Add(2)
-	go copyOne(up, br, &upN)
+	go copyOne(up, c, &upN)
 	go copyOne(c, up, &downN)
 	go func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
+		var moved uint64
 		for {
 			select {
 			case <-done:
 				return
 			case now := <-t.C:
+				if progress != nil {
+					if m := progress(); m != moved {
+						moved = m
+						last.Store(now.UnixNano())
+					}
+				}
 				if now.After(deadline) || now.Sub(time.Unix(0, last.Load())) > b.p.cfg.IdleTimeout {
 					c.Close()
 					up.Close()
@@ -153,7 +174,22 @@ func (b *Binding) pipe(c net.Conn, br *bufio.Reader, up net.Conn) (upN, downN in
 	}()
 	wg.Wait()
 	close(done)
-	return atomic.LoadInt64(&upN), atomic.LoadInt64(&downN)
+	return upN, downN
+}
+
+// touching notes the time of each read that carried bytes, where the
+// kernel cannot tell (tcpProgress).
+type touching struct {
+	io.Reader
+	last *atomic.Int64
+}
+
+func (t *touching) Read(p []byte) (int, error) {
+	n, err := t.Reader.Read(p)
+	if n > 0 {
+		t.last.Store(time.Now().UnixNano())
+	}
+	return n, err
 }
 
 // forward serves a plain-HTTP absolute-form request, one per connection.

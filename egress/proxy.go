@@ -352,10 +352,22 @@ type refusal struct {
 func (r *refusal) Error() string { return r.reason }
 
 func (b *Binding) handle(c net.Conn) {
-	defer c.Close()
 	start := time.Now()
-	_ = c.SetReadDeadline(start.Add(b.p.cfg.HeaderTimeout))
-	lr := &io.LimitedReader{R: c, N: int64(b.p.cfg.MaxHeaderBytes)}
+	deadline := start.Add(b.p.cfg.HeaderTimeout)
+	c, first, err := receivePass(c, deadline)
+	defer c.Close()
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			writeStatus(c, http.StatusBadRequest, "cordon egress: "+err.Error())
+		}
+		return
+	}
+	_ = c.SetReadDeadline(deadline)
+	var r io.Reader = c
+	if len(first) > 0 {
+		r = io.MultiReader(bytes.NewReader(first), c)
+	}
+	lr := &io.LimitedReader{R: r, N: int64(b.p.cfg.MaxHeaderBytes)}
 	br := bufio.NewReaderSize(lr, 16<<10)
 	head, hosts, err := readHead(br)
 	var req *http.Request

@@ -115,6 +115,14 @@ const FileRangeMaxBytes = 32 << 20
 // StdioWriteMaxChars bounds the base64 text of one /executions/write call.
 const StdioWriteMaxChars = 2 << 20
 
+// EgressPass opens a connection to the host's egress proxy that hands over
+// a connection instead of carrying its bytes: on a tier that shares the
+// host's kernel the agent's egress bridge writes this one byte with the
+// TCP connection it accepted attached (SCM_RIGHTS), and the proxy serves
+// that connection itself, the agent no longer on its path. Any other first
+// byte begins the proxied request, as the bridge of every tier may send.
+const EgressPass byte = 0
+
 // ErrorBody is every JSON error answer: a snake_case code and, where useful,
 // a sentence saying what went wrong.
 type ErrorBody struct {

@@ -240,6 +240,11 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 	// thread commands fork from emptied); it keeps CAP_SETUID and
 	// CAP_SETGID alone (sandboxinit.ContainerOptions).
 	env := append(slices.Clip(in.Env), sandboxinit.EnvWorkload+"="+fmt.Sprintf("%d:%d", in.UID, in.UID))
+	if in.UserSpaceKernel {
+		// gVisor's sockets live in its own kernel and cannot pass to the
+		// host: its bridge carries the bytes.
+		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, agent.EnvPrefix+"EGRESS_PASS=") })
+	}
 	if in.Lifeline {
 		env = append(env, agent.EnvPrefix+"LIFELINE=1")
 	}

@@ -3,6 +3,7 @@
 package process_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -12,10 +13,12 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -198,6 +201,64 @@ except (ssl.SSLError, OSError) as e:
 			t.Fatalf("SNI fronting: %q", out)
 		}
 	})
+	t.Run("HandedOver", func(t *testing.T) {
+		// While a tunnel is open, the agent holds no connection of it: the
+		// bridge handed the one it accepted to the proxy.
+		r, wr := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			_, err := sb.Exec(t.Context(), "python3", sandbox.ExecOptions{Args: []string{"-c", `
+import os, socket, time
+s = socket.create_connection(("127.0.0.1", 3128))
+s.sendall(b"CONNECT api.test:80 HTTP/1.1\r\nHost: api.test:80\r\n\r\n")
+head = s.recv(4096)
+print(os.readlink("/proc/self/ns/net"), head.split(b"\r\n")[0].decode(), flush=True)
+while not os.path.exists("/tmp/checked"): time.sleep(0.01)
+s.sendall(b"GET / HTTP/1.0\r\nHost: api.test\r\n\r\n")
+print(s.recv(4096).split(b"\r\n\r\n")[-1].decode(), flush=True)
+`}, Stdout: wr, Timeout: time.Minute})
+			wr.CloseWithError(err)
+			done <- err
+		}()
+		line, err := bufio.NewReader(r).ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 || f[1] != "HTTP/1.1" {
+			t.Fatalf("the tunnel did not open: %q", line)
+		}
+		held := agentConnections(t, f[0])
+		sh(t, sb, "touch /tmp/checked")
+		rest, _ := io.ReadAll(r)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if string(rest) != "hello host=api.test\n" {
+			t.Fatalf("through the tunnel: %q", rest)
+		}
+		if held != 0 {
+			t.Fatalf("the agent holds %d established connections while the tunnel is open: the bridge carried it rather than hand it over", held)
+		}
+	})
+	t.Run("HandOverJunk", func(t *testing.T) {
+		// The workload can reach the proxy's socket itself: what it hands
+		// over that is not a connected TCP socket is refused.
+		out := adversarial.Py(t, sb, `
+import array, os, socket
+for name, fds in (("file", [os.open("/etc/hostname", os.O_RDONLY)]), ("none", []), ("listening", [socket.create_server(("127.0.0.1", 0)).fileno()])):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect("/run/cordon/egress.sock")
+    s.sendmsg([b"\0"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else [])
+    print(name, s.recv(4096).split(b"\r\n")[0].decode())
+`)
+		if want := "file HTTP/1.1 400 Bad Request\nnone HTTP/1.1 400 Bad Request\nlistening HTTP/1.1 400 Bad Request\n"; out != want {
+			t.Fatalf("junk handed over: %q, want %q", out, want)
+		}
+		if out, code := curl("http://api.test/"); code != 0 || out != "hello host=api.test" {
+			t.Fatalf("after the junk: %q %d", out, code)
+		}
+	})
 	t.Run("NoRouteAroundTheProxy", func(t *testing.T) {
 		out, _, _ := sh(t, sb, "env -u http_proxy -u HTTP_PROXY -u https_proxy -u HTTPS_PROXY curl -sS -m 3 http://203.0.113.10/ 2>&1; echo; python3 -c \"import socket\ntry:\n  socket.create_connection(('203.0.113.10', 80), 3)\nexcept OSError as e: print(e.errno)\"")
 		if !strings.Contains(out, "Couldn't connect") && !strings.Contains(out, "unreachable") || !strings.Contains(out, "101") {
@@ -297,4 +358,41 @@ print("closed" if s.recv(100) == b"" else "data", flush=True)
 	t.Run("PassthroughRefusesPolicies", func(t *testing.T) {
 		_ = process.Name
 	})
+}
+
+// agentConnections counts the established TCP connections held by the
+// cordon-agent whose network namespace is netns ("net:[N]").
+func agentConnections(t *testing.T, netns string) int {
+	t.Helper()
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		if ns, _ := os.Readlink("/proc/" + p.Name() + "/ns/net"); ns != netns {
+			continue
+		}
+		if comm, _ := os.ReadFile("/proc/" + p.Name() + "/comm"); strings.TrimSpace(string(comm)) != "cordon-agent" {
+			continue
+		}
+		established := map[string]bool{}
+		for _, table := range []string{"tcp", "tcp6"} {
+			b, _ := os.ReadFile("/proc/" + p.Name() + "/net/" + table)
+			for _, row := range strings.Split(string(b), "\n")[1:] {
+				if f := strings.Fields(row); len(f) > 9 && f[3] == "01" {
+					established["socket:["+f[9]+"]"] = true
+				}
+			}
+		}
+		fds, err := os.ReadDir("/proc/" + p.Name() + "/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, fd := range fds {
+			if l, _ := os.Readlink("/proc/" + p.Name() + "/fd/" + fd.Name()); established[l] {
+				n++
+			}
+		}
+		return n
+	}
+	t.Fatalf("no cordon-agent in %s", netns)
+	return 0
 }

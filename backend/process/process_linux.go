@@ -469,6 +469,10 @@ func agentEnv(l sandbox.Launch, uid int, layout []LayoutMount) []string {
 	env["CORDON_AGENT_TOKEN"] = l.Token
 	env["CORDON_AGENT_SOCKET"] = agentSock
 	env["CORDON_AGENT_EGRESS_SOCKET"] = SocketDir + "/egress.sock"
+	// The sandbox shares the host's kernel: its bridge hands connections
+	// to the proxy rather than carrying their bytes (a tier with a kernel
+	// of its own drops this).
+	env["CORDON_AGENT_EGRESS_PASS"] = "1"
 	env["CORDON_AGENT_WORKSPACE"] = Workspace
 	// The host may read any file of the sandbox's own view (which is all
 	// it is: the host's secrets are masked, its other files absent), as

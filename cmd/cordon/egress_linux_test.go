@@ -2,6 +2,8 @@ package main_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -21,38 +23,58 @@ import (
 // stderr as it happens; and an allowed name that does not resolve is
 // refused without suggesting --allow. cordon runs in a test network
 // namespace, with a hosts file of its own in a private mount namespace.
+// On each tier: the process and container tiers hand each connection to
+// the proxy (wire.EgressPass), gVisor's bridge carries the bytes.
 func TestRunEgressHostsFile(t *testing.T) {
 	testutil.RequiresRoot(t)
 	testutil.Requires(t, "unshare")
 	testutil.Requires(t, "nsenter")
 	n := testnet.New(t, "203.0.113.7")
 	ln := n.Listen(t, "203.0.113.7:8080")
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello from "+r.Host+"\n") })}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			w.Write(bytes.Repeat([]byte("0123456789abcdef"), 4<<20)) // 64 MiB
+			return
+		}
+		io.WriteString(w, "hello from "+r.Host+"\n")
+	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	hosts := filepath.Join(t.TempDir(), "hosts")
 	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n203.0.113.7 allowed.test\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	run := func(args ...string) (string, string, int) {
-		t.Helper()
-		script := `mount --bind "$1" /etc/hosts && shift && exec nsenter --net="$1" -- "$2" run "${@:3}"`
-		cmd := exec.Command("unshare", append([]string{"-m", "--propagation", "private", "bash", "-c", script, "cordon-test", hosts, n.Path, buildCLI(t)}, args...)...)
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		_ = cmd.Run()
-		return o.String(), e.String(), cmd.ProcessState.ExitCode()
-	}
-	out, errOut, code := run("--allow", "allowed.test:8080", "--", "curl", "-sS", "http://allowed.test:8080/")
-	if code != 0 || out != "hello from allowed.test:8080\n" {
-		t.Fatalf("allowed name from the hosts file: exit %d, %q, %s", code, out, errOut)
-	}
-	out, errOut, code = run("--allow", "allowed.test:8080", "--", "curl", "-sS", "https://other.test/")
-	if code == 0 || !strings.Contains(errOut, "cordon: egress refused other.test:443: no rule allows this host and port; allow it with --allow other.test:443\n") {
-		t.Fatalf("refused HTTPS: exit %d, %q, %s", code, out, errOut)
-	}
-	out, errOut, _ = run("--allow", "missing.test:8080", "--", "curl", "-sS", "http://missing.test:8080/")
-	if !strings.Contains(errOut, "cordon: egress refused missing.test:8080: the name does not resolve\n") || strings.Contains(out+errOut, "--allow") {
-		t.Fatalf("an allowed name that does not resolve: %q, %s", out, errOut)
+	for _, c := range []struct{ tier, runtime string }{{"process", ""}, {"container", "crun"}, {"gvisor", "/usr/local/lib/cordon/runsc"}} {
+		t.Run(c.tier, func(t *testing.T) {
+			if c.runtime != "" {
+				testutil.Requires(t, c.runtime)
+			}
+			run := func(args ...string) (string, string, int) {
+				t.Helper()
+				script := `mount --bind "$1" /etc/hosts && shift && exec nsenter --net="$1" -- "$2" run "${@:3}"`
+				cmd := exec.Command("unshare", append([]string{"-m", "--propagation", "private", "bash", "-c", script, "cordon-test", hosts, n.Path, buildCLI(t), "--tier", c.tier}, args...)...)
+				var o, e bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &o, &e
+				_ = cmd.Run()
+				return o.String(), e.String(), cmd.ProcessState.ExitCode()
+			}
+			out, errOut, code := run("--allow", "allowed.test:8080", "--", "curl", "-sS", "http://allowed.test:8080/")
+			if code != 0 || out != "hello from allowed.test:8080\n" {
+				t.Fatalf("allowed name from the hosts file: exit %d, %q, %s", code, out, errOut)
+			}
+			// A tunnel, and 64 MiB down it, whole.
+			out, errOut, code = run("--allow", "allowed.test:8080", "--", "sh", "-c", "curl -sS -p http://allowed.test:8080/big | sha256sum")
+			if want := fmt.Sprintf("%x  -\n", sha256.Sum256(bytes.Repeat([]byte("0123456789abcdef"), 4<<20))); code != 0 || out != want {
+				t.Fatalf("64 MiB through a CONNECT tunnel: exit %d, %q (want %q), %s", code, out, want, errOut)
+			}
+			out, errOut, code = run("--allow", "allowed.test:8080", "--", "curl", "-sS", "https://other.test/")
+			if code == 0 || !strings.Contains(errOut, "cordon: egress refused other.test:443: no rule allows this host and port; allow it with --allow other.test:443\n") {
+				t.Fatalf("refused HTTPS: exit %d, %q, %s", code, out, errOut)
+			}
+			out, errOut, _ = run("--allow", "missing.test:8080", "--", "curl", "-sS", "http://missing.test:8080/")
+			if !strings.Contains(errOut, "cordon: egress refused missing.test:8080: the name does not resolve\n") || strings.Contains(out+errOut, "--allow") {
+				t.Fatalf("an allowed name that does not resolve: %q, %s", out, errOut)
+			}
+		})
 	}
 }
