@@ -1,7 +1,6 @@
 package egress
 
 import (
-	"errors"
 	"net"
 	"syscall"
 	"time"
@@ -25,6 +24,7 @@ func receivePass(c net.Conn, deadline time.Time) (conn net.Conn, first []byte, e
 	// rest closed by the kernel (MSG_CTRUNC), and is refused below.
 	oob := make([]byte, syscall.CmsgSpace(4*4))
 	n, oobn, _, _, err := uc.ReadMsgUnix(one[:], oob)
+	n, oobn = max(n, 0), max(oobn, 0) // (negative with some errors)
 	fds := rights(oob[:oobn])
 	if err != nil || n == 0 || one[0] != wire.EgressPass {
 		closeAll(fds)
@@ -32,11 +32,11 @@ func receivePass(c net.Conn, deadline time.Time) (conn net.Conn, first []byte, e
 	}
 	if len(fds) != 1 {
 		closeAll(fds)
-		return c, nil, errors.New("a handed-over connection must come alone")
+		return c, nil, &refusal{reason: "a handed-over connection must come alone"}
 	}
 	passed, err := passedConn(fds[0])
 	if err != nil {
-		return c, nil, err
+		return c, nil, &refusal{reason: err.Error()}
 	}
 	c.Close()
 	return passed, nil, nil

@@ -205,6 +205,7 @@ type Binding struct {
 	sem     chan struct{}
 	mu      sync.Mutex
 	tunnels map[*tunnel]struct{}
+	clients map[net.Conn]struct{} // every connection from the sandbox being served
 	wg      sync.WaitGroup
 	closed  atomic.Bool
 	serving atomic.Int32 // connections being served
@@ -249,7 +250,7 @@ func (p *Proxy) Attach(ctx context.Context, sandbox string, ln net.Listener, pol
 	if err != nil {
 		return nil, err
 	}
-	b := &Binding{p: p, sandbox: sandbox, ln: ln, sem: make(chan struct{}, p.cfg.MaxConns), tunnels: map[*tunnel]struct{}{},
+	b := &Binding{p: p, sandbox: sandbox, ln: ln, sem: make(chan struct{}, p.cfg.MaxConns), tunnels: map[*tunnel]struct{}{}, clients: map[net.Conn]struct{}{},
 		tokens: float64(p.cfg.AuditBurst), refilled: time.Now()}
 	b.policy.Store(m)
 	p.attached.Add(1)
@@ -292,6 +293,11 @@ func (b *Binding) Close() error {
 	b.mu.Lock()
 	for t := range b.tunnels {
 		t.close()
+	}
+	// Connections still in their request head end too: the sandbox's
+	// teardown does not wait out the head's time.
+	for c := range b.clients {
+		c.Close()
 	}
 	b.mu.Unlock()
 	b.wg.Wait()
@@ -351,14 +357,48 @@ type refusal struct {
 
 func (r *refusal) Error() string { return r.reason }
 
+// hold counts c among the connections Close ends, unless the binding is
+// closed already (then c is closed); release takes it out.
+func (b *Binding) hold(c net.Conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed.Load() {
+		c.Close()
+		return false
+	}
+	b.clients[c] = struct{}{}
+	return true
+}
+
+func (b *Binding) release(c net.Conn) {
+	b.mu.Lock()
+	delete(b.clients, c)
+	b.mu.Unlock()
+	c.Close()
+}
+
 func (b *Binding) handle(c net.Conn) {
+	if !b.hold(c) {
+		return
+	}
 	start := time.Now()
 	deadline := start.Add(b.p.cfg.HeaderTimeout)
-	c, first, err := receivePass(c, deadline)
-	defer c.Close()
+	conn, first, err := receivePass(c, deadline)
+	if conn != c {
+		b.release(c)
+		if !b.hold(conn) {
+			return
+		}
+	}
+	c = conn
+	defer b.release(c)
 	if err != nil {
-		if !errors.Is(err, io.EOF) {
-			writeStatus(c, http.StatusBadRequest, "cordon egress: "+err.Error())
+		var r *refusal
+		switch {
+		case errors.As(err, &r):
+			writeStatus(c, http.StatusBadRequest, "cordon egress: "+r.reason)
+		case !errors.Is(err, io.EOF):
+			writeStatus(c, http.StatusBadRequest, "cordon egress: malformed or oversized request")
 		}
 		return
 	}
