@@ -12,37 +12,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/testnet"
 )
 
-// upstream is a loopback server that answers one byte per connection and
-// then sinks or sources bytes.
+// upstream is a loopback server (testnet.Upstream).
 func upstream(b *testing.B) (addr string, stop func()) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				var cmd [1]byte
-				if _, err := io.ReadFull(c, cmd[:]); err != nil {
-					return
-				}
-				switch cmd[0] {
-				case 'p': // ping: answer and close
-					c.Write([]byte{'!'})
-				case 's': // sink: read until EOF, answer the count
-					n, _ := io.Copy(io.Discard, c)
-					fmt.Fprintf(c, "%d", n)
-				}
-			}()
-		}
-	}()
+	testnet.Upstream(b, ln)
 	return ln.Addr().String(), func() { ln.Close() }
 }
 

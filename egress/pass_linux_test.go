@@ -14,33 +14,17 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/internal/testnet"
 )
 
-// echoUpstream is a loopback server that answers each connection's first
-// byte with '!' and then echoes until EOF.
+// echoUpstream is a loopback server (testnet.Upstream) that answers a
+// connection's first byte 'p' with '!' and then echoes until EOF.
 func echoUpstream(t *testing.T) (addr string, port int) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				var one [1]byte
-				if _, err := io.ReadFull(c, one[:]); err != nil {
-					return
-				}
-				c.Write([]byte{'!'})
-				io.Copy(c, c)
-			}()
-		}
-	}()
+	testnet.Upstream(t, ln)
 	return ln.Addr().String(), ln.Addr().(*net.TCPAddr).Port
 }
 

@@ -5,14 +5,13 @@ package process_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net"
 	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/internal/testnet"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -84,42 +83,7 @@ func BenchmarkEgressBridge(b *testing.B) {
 	defer ln.Close()
 	addr := ln.Addr().String()
 	port := ln.Addr().(*net.TCPAddr).Port
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				var cmd [1]byte
-				if _, err := io.ReadFull(c, cmd[:]); err != nil {
-					return
-				}
-				switch cmd[0] {
-				case 'p':
-					c.Write([]byte{'!'})
-				case 's':
-					buf, got := make([]byte, 1<<20), 0
-					for {
-						n, err := c.Read(buf)
-						got += n
-						if err != nil {
-							break
-						}
-					}
-					fmt.Fprintf(c, "%d", got)
-				case 'g':
-					buf := make([]byte, 1<<20)
-					for sent := 0; sent < 1<<30; sent += len(buf) {
-						if _, err := c.Write(buf); err != nil {
-							return
-						}
-					}
-				}
-			}()
-		}
-	}()
+	testnet.Upstream(b, ln)
 	p := sandbox.NewProvider([]sandbox.Backend{benchBackend(b, false)}, sandbox.WithEgressProxy(egress.New(egress.Config{})))
 	spec := sandbox.Spec{Egress: &egress.Policy{Mode: egress.Static, Rules: []egress.Rule{{Host: "127.0.0.1", Ports: []int{port}}}}}
 	sb, err := p.Create(b.Context(), spec)
