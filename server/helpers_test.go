@@ -101,13 +101,7 @@ type daemon struct {
 	grace time.Duration
 }
 
-func stateDir(t testing.TB) string {
-	d := filepath.Join(os.TempDir(), "cordon-server-test")
-	if err := os.MkdirAll(d, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
+func stateDir(t testing.TB) string { return testutil.StateDir(t) }
 
 func startDaemon(t testing.TB, tune ...func(*server.Config)) *daemon {
 	t.Helper()

@@ -35,10 +35,7 @@ func backendTB(t testing.TB, runtime string) *oci.Backend {
 	t.Helper()
 	testutil.RequiresRoot(t)
 	testutil.Requires(t, runtime)
-	dir := filepath.Join(os.TempDir(), "cordon-oci-test")
-	if err := os.MkdirAll(dir, 0o711); err != nil {
-		t.Fatal(err)
-	}
+	dir := testutil.StateDir(t)
 	tier := oci.Name
 	if filepath.Base(runtime) == "runsc" {
 		tier, dir = oci.GVisor, filepath.Join(dir, "gvisor")

@@ -38,14 +38,9 @@ func backend(t *testing.T) *process.Backend {
 	return b
 }
 
-// stateDir is one per test binary, so posture checks can look in it.
-func stateDir(t *testing.T) string {
-	d := filepath.Join(os.TempDir(), "cordon-process-test")
-	if err := os.MkdirAll(d, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
+// stateDir is the test's own, the same each time it asks, so posture
+// checks can look in it.
+func stateDir(t *testing.T) string { return testutil.StateDir(t) }
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.FromBackend(backend(t), sandbox.Spec{}))
@@ -129,12 +124,7 @@ func TestLayout(t *testing.T) { adversarial.Layout(t, create) }
 func TestPrestart(t *testing.T) {
 	testutil.RequiresRoot(t)
 	// A state directory of its own: what is in it is this pool's.
-	dir := filepath.Join(os.TempDir(), "cordon-process-prestart-test")
-	os.RemoveAll(dir)
-	if err := os.MkdirAll(dir, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := testutil.StateDir(t)
 	b := process.New(process.Config{AgentPath: testutil.BuildAgent(t), StateDir: dir, Prestart: 2})
 	defer b.Close()
 	p := sandbox.NewProvider([]sandbox.Backend{b})
