@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -69,11 +70,10 @@ func policyCmd(args []string) int {
 // keyCmd makes, lists and revokes the daemon's API keys (admin).
 func keyCmd(args []string) int {
 	const usage = "usage: cordon key create --tenant T [--name N] [--admin] | ls [-o json] | rm ID\n\nManages the daemon's API keys (as its administrator). A key's secret is\nshown once, at create."
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, usage)
+	fs := subcommandFlags("key", args, usage)
+	if fs == nil {
 		return 2
 	}
-	fs := newFlagSet("key "+args[0], usage)
 	tenant := fs.String("tenant", "", "the tenant the key acts for")
 	name := fs.String("name", "", "a name to know the key by")
 	admin := fs.Bool("admin", false, "the key administers the daemon (keys, pools)")
@@ -114,11 +114,10 @@ func keyCmd(args []string) int {
 // poolCmd keeps warm pools of ready sandboxes on the daemon (admin).
 func poolCmd(args []string) int {
 	const usage = "usage: cordon pool put NAME --size N [spec flags] | ls [-o json] | rm NAME\n\nManages the daemon's warm pools (as its administrator): a create whose\nspec equals a pool's, or that names it, claims a ready sandbox from it."
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, usage)
+	fs := subcommandFlags("pool", args, usage)
+	if fs == nil {
 		return 2
 	}
-	fs := newFlagSet("pool "+args[0], usage)
 	sf := addSpecFlags(fs, false)
 	size := fs.Int("size", 0, "how many ready sandboxes the pool keeps")
 	output := fs.String("o", "", "output format: json")
@@ -196,4 +195,14 @@ func listOut[T any](items []T, err error, output, header string, row func(T) []a
 	}
 	tw.Flush()
 	return 0
+}
+
+// subcommandFlags is the flag set of `cordon VERB SUB`, args beginning at
+// SUB; nil, with the usage said, when no SUB is given.
+func subcommandFlags(verb string, args []string, usage string) *flag.FlagSet {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, usage)
+		return nil
+	}
+	return newFlagSet(verb+" "+args[0], usage)
 }
