@@ -1,0 +1,156 @@
+// Package baseline is cordon's security baseline as plain data: the paths,
+// mounts, identities, environment, task ceilings and system-call policy
+// that every sandbox gets, whatever its tier. Each tier renders it in its
+// own terms (the process tier's init configuration, the OCI bundle; next a
+// Docker container config, a pod spec, a microVM guest) and derives none of
+// it itself, so the tiers cannot drift apart (docs/security.md).
+//
+// It links only the standard library and golang.org/x/net/bpf: the agent,
+// which runs in every sandbox, compiles its filter from it.
+package baseline
+
+import "time"
+
+// Paths every sandbox has, inside.
+const (
+	Workspace = "/workspace"
+	Home      = "/home/sandbox"
+	// SocketDir is the host's directory of the sandbox's sockets (the
+	// agent's, the egress proxy's), bound in: nothing the sandbox makes
+	// there lands on the host's disk.
+	SocketDir    = "/run/cordon"
+	AgentSocket  = SocketDir + "/agent.sock"
+	EgressSocket = SocketDir + "/egress.sock"
+	// LayoutRoot holds the layout's directories (sandbox.Layout).
+	LayoutRoot = "/mnt/user-data"
+	// AgentBinary is where a tier that binds the agent in puts it,
+	// read-only.
+	AgentBinary = "/.cordon/cordon-agent"
+	Hostname    = "cordon"
+)
+
+// Identities inside the sandbox's user namespace.
+const (
+	// DefaultUID is the sandbox user's uid and gid.
+	DefaultUID = 1000
+	// AgentID is the agent's own uid and gid, apart from the workload's,
+	// where the sandbox maps 65536 ids: the top of them, which no spec's
+	// user may take (sandbox.Spec.User is at most 65534).
+	AgentID = 65535
+)
+
+// Scratch is a writable, executable directory backed by memory.
+type Scratch struct {
+	Path string
+	Mode uint32
+	// Owned: the sandbox user owns it, rather than root.
+	Owned bool
+	// Share: a tier that mounts each apart gives it 1/Share of the
+	// sandbox's writable space; the shares sum to at most one.
+	Share int64
+}
+
+// ScratchDirs are the sandbox's writable directories, besides the layout's
+// (every other path is read-only): half the space to the workspace, a
+// quarter to /tmp, an eighth each to the home directory and /var/tmp.
+var ScratchDirs = []Scratch{
+	{Path: "/tmp", Mode: 0o1777, Share: 4},
+	{Path: "/var/tmp", Mode: 0o1777, Share: 8},
+	{Path: Workspace, Mode: 0o755, Owned: true, Share: 2},
+	{Path: Home, Mode: 0o700, Owned: true, Share: 8},
+}
+
+// SystemDirs are the top-level directories of the host's root that a
+// sandbox on the host's root sees, read-only. Everything else at the top
+// (home directories, /root, /mnt, /srv, /run, unknown directories) is left
+// out.
+var SystemDirs = map[string]bool{
+	"bin": true, "sbin": true, "lib": true, "lib32": true, "lib64": true, "libx32": true,
+	"usr": true, "etc": true, "opt": true, "var": true,
+}
+
+// EmptyDirs exist in every sandbox root, empty unless a mount lands there.
+var EmptyDirs = []string{"proc", "dev", "sys", "tmp", "run", "home", "root", "mnt", "media", "srv"}
+
+// MaskedPaths hide the host's secrets under the kept system directories
+// (a sandbox on the host's root): files are covered with an empty file,
+// directories with an empty read-only directory.
+var MaskedPaths = []string{
+	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
+	"/etc/ssh", "/etc/ssl/private", "/etc/docker", "/etc/containerd", "/etc/kubernetes",
+	"/etc/cordon", "/var/run", "/var/lib/docker", "/var/lib/containerd", "/var/lib/kubelet",
+	"/var/lib/cloud", "/var/lib/cordon", "/var/log", "/var/mail", "/var/spool", "/var/backups",
+	"/var/cache/private", "/var/lib/private", "/var/lib/sudo", "/var/lib/systemd/credential.secret",
+}
+
+// ProcMasked are /proc entries no sandbox reads; ProcReadOnly are made
+// read-only (as runc does), as is sysrq-trigger where it is not masked.
+var (
+	ProcMasked = []string{"kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug",
+		"latency_stats", "acpi", "asound", "scsi", "interrupts", "kallsyms", "kpagecount", "kpageflags",
+		"kpagecgroup", "sysrq-trigger", "config.gz", "vmallocinfo", "slabinfo", "pagetypeinfo", "zoneinfo",
+		"buddyinfo", "cmdline", "iomem", "ioports", "diskstats", "partitions"}
+	ProcReadOnly = []string{"bus", "fs", "irq", "sys"}
+)
+
+// Devices are the only device nodes a sandbox has (in its own /dev).
+var Devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// Namespaces a sandbox has of its own, on every tier that shares the
+// host's kernel: all of them but time.
+var Namespaces = []string{"user", "mount", "pid", "network", "ipc", "uts", "cgroup"}
+
+// AgentCapabilities are all an agent that a runtime starts as the
+// sandbox's root keeps, to take its own identity apart from the
+// workload's; its commands get none (their bounding set is emptied).
+var AgentCapabilities = []string{"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_CHOWN"}
+
+// NoNewPrivileges holds on every tier: nothing in a sandbox gains a
+// privilege by executing a file.
+const NoNewPrivileges = true
+
+// Task ceilings.
+const (
+	// ReserveThreads is how many spare OS threads the agent makes at
+	// start, where a pids limit could leave it none (see
+	// agent.Config.SpareThreads); MaxSpareThreads bounds a request for
+	// more.
+	ReserveThreads  = 16
+	MaxSpareThreads = 256
+	// AgentPids is what a pids limit grows by for the agent itself: its
+	// spare threads and the Go runtime's own.
+	AgentPids = ReserveThreads + 32
+	// DefaultTasks is the ceiling on a sandbox's processes and threads,
+	// its agent's included, when its spec sets no pids limit:
+	// RLIMIT_NPROC of the sandbox's user, which nothing inside can raise.
+	// It keeps a fork bomb from taking every pid of the host (32768 on
+	// many), with room for any ordinary workload.
+	DefaultTasks = 4096
+)
+
+// DefaultTimeout is a command's timeout when its request names none.
+const DefaultTimeout = 5 * time.Minute
+
+// EnvPrefix marks every variable the agent reads its own configuration
+// from. The agent strips every variable with this prefix from the
+// environment it gives commands, so a new setting never reaches untrusted
+// code by accident.
+const EnvPrefix = "CORDON_AGENT_"
+
+// UserName is the sandbox user's name for uid.
+func UserName(uid int) string {
+	if uid == 0 {
+		return "root"
+	}
+	return "sandbox"
+}
+
+// CommandEnv is the environment every command starts from (a spec's Env
+// and a request's env come on top).
+func CommandEnv(uid int) map[string]string {
+	user := UserName(uid)
+	return map[string]string{
+		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME": Home, "USER": user, "LOGNAME": user, "LANG": "C.UTF-8", "TERM": "xterm-256color",
+	}
+}
