@@ -2,14 +2,18 @@
 // what a plain `go test` writes (each package's line, and the whole output
 // of every test that failed), then every test that was skipped, with its
 // reason, so that no run skips anything silently. It exits 1 if anything
-// failed.
+// failed, and, given a file of expected skips (-expect, read under CI), if
+// any test skipped that the file does not declare.
 package main
 
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -24,12 +28,30 @@ type event struct {
 type skip struct{ pkg, test, why string }
 
 func main() {
-	out := bufio.NewWriter(os.Stdout)
+	expectFile := flag.String("expect", "", "a file of the skips expected on this machine (see .ci/skips); any other fails the run")
+	flag.Parse()
+	var expected []expectation
+	if *expectFile != "" {
+		var err error
+		if expected, err = readExpected(*expectFile); err != nil {
+			fmt.Fprintln(os.Stderr, "testreport:", err)
+			os.Exit(2)
+		}
+	}
+	if report(os.Stdin, os.Stdout, *expectFile, expected) {
+		os.Exit(1)
+	}
+}
+
+// report reads the events from r and writes the report to w; it says
+// whether the run failed. With expectFile, every skip must be among
+// expected.
+func report(r io.Reader, w io.Writer, expectFile string, expected []expectation) (failed bool) {
+	out := bufio.NewWriter(w)
 	defer out.Flush()
 	held := map[string][]string{} // package + test -> its output so far
 	var skips []skip
-	failed := false
-	in := bufio.NewScanner(os.Stdin)
+	in := bufio.NewScanner(r)
 	in.Buffer(make([]byte, 1<<20), 64<<20)
 	for in.Scan() {
 		var e event
@@ -68,13 +90,21 @@ func main() {
 		return skips[i].pkg+" "+skips[i].test < skips[j].pkg+" "+skips[j].test
 	})
 	fmt.Fprintf(out, "\nskipped: %d tests\n", len(skips))
+	var undeclared []skip
 	for _, s := range skips {
-		fmt.Fprintf(out, "  %s %s: %s\n", strings.TrimPrefix(s.pkg, "github.com/cordon-sandbox/cordon/"), s.test, s.why)
+		pkg := strings.TrimPrefix(s.pkg, "github.com/cordon-sandbox/cordon/")
+		mark := ""
+		if expectFile != "" && !declared(expected, pkg, s.test) {
+			undeclared = append(undeclared, s)
+			mark = " [NOT DECLARED]"
+		}
+		fmt.Fprintf(out, "  %s %s: %s%s\n", pkg, s.test, s.why, mark)
 	}
-	if failed {
-		out.Flush()
-		os.Exit(1)
+	if len(undeclared) > 0 {
+		fmt.Fprintf(out, "\nFAIL: %d skips are not declared expected in %s: a missing prerequisite is a failure here (install it, or declare the skip with its reason)\n", len(undeclared), expectFile)
+		failed = true
 	}
+	return failed
 }
 
 // reason is what a skipped test said, without the test runner's headers.
@@ -91,4 +121,46 @@ func reason(lines []string) string {
 		return "(no reason given)"
 	}
 	return strings.Join(said, " ")
+}
+
+// expectation is one declared skip: a package and a pattern of test names.
+type expectation struct {
+	pkg  string
+	test *regexp.Regexp
+}
+
+// readExpected reads a file of declared skips: "package pattern reason"
+// a line, # comments and blank lines ignored; every entry must give its
+// reason.
+func readExpected(path string) ([]expectation, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []expectation
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			return nil, fmt.Errorf("%s:%d: want a package, a test pattern and the reason", path, i+1)
+		}
+		re, err := regexp.Compile(f[1])
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", path, i+1, err)
+		}
+		out = append(out, expectation{f[0], re})
+	}
+	return out, nil
+}
+
+func declared(expected []expectation, pkg, test string) bool {
+	for _, e := range expected {
+		if e.pkg == pkg && e.test.MatchString(test) {
+			return true
+		}
+	}
+	return false
 }
