@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"github.com/cordon-sandbox/cordon/baseline"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -9,11 +10,10 @@ import (
 	"time"
 )
 
-// EnvPrefix marks every variable the agent reads its own configuration from.
-// The agent strips every variable with this prefix from the environment it
-// gives commands, so a new setting is never handed to untrusted code by
-// accident.
-const EnvPrefix = "CORDON_AGENT_"
+// EnvPrefix marks every variable the agent reads its own configuration from
+// (baseline.EnvPrefix): the agent strips them all from the environment it
+// gives commands.
+const EnvPrefix = baseline.EnvPrefix
 
 // Config is the agent's whole configuration. FromEnv builds it from
 // CORDON_AGENT_* variables; see docs/protocol.md for each one.
@@ -72,8 +72,8 @@ type Config struct {
 // under a bomb that holds every pid has needed none
 // (TestForkBombUnderLoad), so 16 is a margin, not a measure.
 const (
-	ReserveThreads  = 16
-	MaxSpareThreads = 256
+	ReserveThreads  = baseline.ReserveThreads
+	MaxSpareThreads = baseline.MaxSpareThreads
 )
 
 // DefaultConfig is the configuration with nothing set.
@@ -91,7 +91,7 @@ func DefaultConfig() Config {
 		CancelGrace:            250 * time.Millisecond,
 		CancelConfirmTimeout:   5 * time.Second,
 		NormalExitPolicy:       "strict",
-		DefaultTimeout:         5 * time.Minute,
+		DefaultTimeout:         baseline.DefaultTimeout,
 		DefaultMaxOutputBytes:  100 << 20,
 		StdioHeartbeatInterval: 30 * time.Second,
 		SpareThreads:           ReserveThreads,

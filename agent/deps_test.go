@@ -22,14 +22,17 @@ func TestAgentDependencies(t *testing.T) {
 		"github.com/cordon-sandbox/cordon/agent":                               true,
 		"github.com/cordon-sandbox/cordon/agent/wire":                          true,
 		"github.com/cordon-sandbox/cordon/agent/sandboxinit":                   true,
+		"github.com/cordon-sandbox/cordon/agent/startup":                       true,
 		"github.com/cordon-sandbox/cordon/agent/clonexec":                      true,
 		"github.com/cordon-sandbox/cordon/agent/clonexec/internal/startnofile": true,
 		"github.com/cordon-sandbox/cordon/agent/internal/httpd":                true,
+		"github.com/cordon-sandbox/cordon/baseline":                            true,
+		"golang.org/x/net/bpf":                                                 true,
 		"golang.org/x/sys/unix":                                                true,
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		if !allowed[dep] {
-			t.Errorf("cordon-agent links %s; the agent may link only the standard library, golang.org/x/sys and its own packages", dep)
+			t.Errorf("cordon-agent links %s; the agent may link only the standard library, golang.org/x/sys, x/net/bpf and its own packages", dep)
 		}
 	}
 }

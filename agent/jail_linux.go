@@ -69,7 +69,10 @@ func openPath(dirfd int, name string, extra int) (int, error) {
 			return fd, nil
 		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN):
 			continue
-		case errors.Is(err, unix.ENOSYS):
+		case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EPERM):
+			// EPERM: a filter that refuses the call outright (an O_PATH
+			// open has no other cause for it), as a 2022 gVisor applies
+			// the baseline's profile, not knowing openat2 to allow it.
 			noOpenat2.Store(true)
 			continue
 		}
@@ -81,7 +84,7 @@ func openPath(dirfd int, name string, extra int) (int, error) {
 	return unix.Openat(dirfd, name, unix.O_PATH|unix.O_CLOEXEC|extra, 0)
 }
 
-// noOpenat2 is set once openat2 answered ENOSYS.
+// noOpenat2 is set once openat2 answered ENOSYS or EPERM.
 var noOpenat2 atomic.Bool
 
 // fdPath is the kernel's name for what fd refers to.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/internal/httpd"
+	"github.com/cordon-sandbox/cordon/agent/startup"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,16 +55,6 @@ func Main(stdout, stderr io.Writer, opts Options) int {
 	return Run(env, inEnv, stdout, stderr, opts)
 }
 
-// ReadyTo is an Options.Ready that writes the record to the descriptor fd
-// and closes it: the host reads to the end of file.
-func ReadyTo(fd int) func(record []byte) {
-	return func(record []byte) {
-		// A host that reads only for the end of file ignores the record.
-		_, _ = unix.Write(fd, record)
-		unix.Close(fd)
-	}
-}
-
 // readyFromFD is ReadyTo the descriptor CORDON_AGENT_READY_FD names (the
 // process tier's init passes its readiness pipe on when it executes the
 // agent rather than becoming it), nil when none is named.
@@ -72,7 +63,7 @@ func readyFromFD(env []string) (func([]byte), error) {
 	if fd < 0 || err != nil {
 		return nil, err
 	}
-	return ReadyTo(fd), nil
+	return startup.ReadyTo(fd), nil
 }
 
 // listenerFromFD is the listening socket CORDON_AGENT_LISTEN_FD names (the
@@ -141,34 +132,7 @@ func cloexecInherited() error {
 }
 
 // Options are what an embedding (the process tier's init) adds to Run.
-type Options struct {
-	// CommandThread, when set, runs every fork of a command on one
-	// dedicated thread (see NewCommandThread): confinement that the kernel
-	// applies per thread (the bounding set, Landlock without thread sync)
-	// reaches all commands from there, while the agent's other threads
-	// stay able to inspect them.
-	CommandThread func(func())
-	// CommandThreadID is CommandThread's thread's id, which the ready
-	// record tells the host (wire.ReadyRecord.CommandThread).
-	CommandThreadID int
-	// Ready, when set, is called once the agent listens, with the
-	// encoded wire.ReadyRecord for the host.
-	Ready func(record []byte)
-	// Listener, when set, is what the agent serves on instead of listening
-	// itself (CORDON_AGENT_SOCKET, _BIND and _PORT are then not used for
-	// it): the process tier's host makes the socket, so that its directory
-	// can be read-only to the workload from the start.
-	Listener net.Listener
-	// OOMScore, when set, is this process's oom_score_adj, open
-	// (OpenOOMScore): every command then starts at a score above the
-	// agent's, so that out of memory the kernel kills a command first.
-	OOMScore *os.File
-	// Lifeline, when set, is a pipe whose other end the host holds: at its
-	// end of file the host is gone, and the agent stops its commands and
-	// exits, as on SIGTERM (a container runtime's sandbox has no
-	// parent-death signal to die with its creator by).
-	Lifeline *os.File
-}
+type Options = startup.Options
 
 // Run validates the configuration in env (os.Environ's shape), protects
 // the token, and serves until stopped; it returns the exit status. scrub
@@ -316,23 +280,7 @@ func listen(cfg Config) (net.Listener, error) {
 	if cfg.Socket == "" {
 		return net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
 	}
-	return ListenUnix(cfg.Socket)
-}
-
-// ListenUnix listens on a unix socket at path, its owner's alone (mode
-// 0700). A stale socket from an earlier run is replaced; anything else at
-// the path is left alone.
-func ListenUnix(path string) (net.Listener, error) {
-	if st, err := os.Lstat(path); err == nil {
-		if st.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("%s exists and is not a socket", path)
-		}
-		_ = os.Remove(path)
-	}
-	old := unix.Umask(0o077)
-	ln, err := net.Listen("unix", path)
-	unix.Umask(old)
-	return ln, err
+	return startup.ListenUnix(cfg.Socket)
 }
 
 // MaxGuestConnections bounds the connections to the agent that come from

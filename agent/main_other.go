@@ -4,8 +4,8 @@ package agent
 
 import (
 	"fmt"
+	"github.com/cordon-sandbox/cordon/agent/startup"
 	"io"
-	"net"
 )
 
 // Main refuses to run: the agent's process ownership and path jail are
@@ -20,10 +20,10 @@ func Run(env []string, scrub bool, stdout, stderr io.Writer, opts Options) int {
 	return Main(stdout, stderr, opts)
 }
 
-// Options are what an embedding adds to Run.
-type Options struct {
-	CommandThread   func(func())
-	CommandThreadID int
-	Ready           func(record []byte)
-	Listener        net.Listener
+// Start refuses likewise.
+func Start(env []string, scrub bool, stdout, stderr io.Writer, opts Options) (func() int, int) {
+	return nil, Main(stdout, stderr, opts)
 }
+
+// Options are what an embedding adds to Run (startup.Options).
+type Options = startup.Options

@@ -49,17 +49,6 @@ type reaper struct {
 // back to the agent's, and then only its size tells them apart.
 const commandOOMScore = "1000"
 
-// OpenOOMScore opens this process's oom_score_adj for Options.OOMScore:
-// before the agent takes its own identity, while the file is still its
-// own to open (a non-dumpable process's /proc files are root's).
-func OpenOOMScore() *os.File {
-	f, err := os.OpenFile("/proc/self/oom_score_adj", os.O_RDWR|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil
-	}
-	return f
-}
-
 // oomScore reads the value of f (Options.OOMScore), nil where it cannot
 // be read or is already commandOOMScore.
 func oomScore(f *os.File) (*os.File, []byte) {
@@ -85,44 +74,6 @@ func workloadCred() *syscall.Credential {
 		return nil
 	}
 	return &syscall.Credential{Uid: uint32(e), Gid: uint32(eg), NoSetGroups: true}
-}
-
-// NewCommandThread starts a goroutine locked to its own thread for good,
-// runs setup there, and returns a function that runs work on that thread
-// (Options.CommandThread) and the thread's id (Options.CommandThreadID).
-func NewCommandThread(setup func() error) (func(func()), int, error) {
-	commands, serve := CommandQueue()
-	ready := make(chan error, 1)
-	var tid int
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread carries setup's effects
-		tid = unix.Gettid()
-		if err := setup(); err != nil {
-			ready <- err
-			return
-		}
-		ready <- nil
-		serve()
-	}()
-	if err := <-ready; err != nil {
-		return nil, 0, err
-	}
-	return commands, tid, nil
-}
-
-// CommandQueue is NewCommandThread for a caller that brings its own locked
-// thread: serve, called there, runs for good whatever commands is given.
-func CommandQueue() (commands func(func()), serve func()) {
-	work := make(chan func())
-	return func(f func()) {
-			done := make(chan struct{})
-			work <- func() { f(); close(done) }
-			<-done
-		}, func() {
-			for f := range work {
-				f()
-			}
-		}
 }
 
 func newReaper(all bool) *reaper {

@@ -9,7 +9,10 @@
 // which runs in every sandbox, compiles its filter from it.
 package baseline
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Paths every sandbox has, inside.
 const (
@@ -153,4 +156,29 @@ func CommandEnv(uid int) map[string]string {
 		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME": Home, "USER": user, "LOGNAME": user, "LANG": "C.UTF-8", "TERM": "xterm-256color",
 	}
+}
+
+// IdentityFiles are the small files, by path, that say who and where the
+// sandbox is, so that nothing of the host's shows through: hosts, hostname,
+// and a resolver configuration naming no reachable resolver (names resolve
+// at the egress proxy; a lookup inside fails at once); and on the host's
+// own root, whose /etc would name the host's accounts, its users and
+// groups.
+func IdentityFiles(uid int, hostRoot bool) map[string]string {
+	files := map[string]string{
+		"/etc/hosts":       "127.0.0.1\tlocalhost " + Hostname + "\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+		"/etc/hostname":    Hostname + "\n",
+		"/etc/resolv.conf": "# cordon: no resolver is reachable from a sandbox; names resolve at the egress proxy.\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
+	}
+	if hostRoot {
+		passwd := "root:x:0:0:root:/root:/bin/sh\n"
+		group := "root:x:0:\n"
+		if uid != 0 {
+			passwd += "sandbox:x:" + strconv.Itoa(uid) + ":" + strconv.Itoa(uid) + ":sandbox:" + Home + ":/bin/sh\n"
+			group += "sandbox:x:" + strconv.Itoa(uid) + ":\n"
+		}
+		files["/etc/passwd"] = passwd + "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+		files["/etc/group"] = group + "nogroup:x:65534:\n"
+	}
+	return files
 }

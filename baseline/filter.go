@@ -1,9 +1,10 @@
 package baseline
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
-	"sort"
+	"strings"
 	"syscall"
 
 	"golang.org/x/net/bpf"
@@ -15,7 +16,13 @@ type Arch struct {
 	Audit uint32 // its AUDIT_ARCH_ value, which seccomp_data carries
 	// X32Bit marks x86-64's x32 calls, which share its audit value.
 	X32Bit  uint32
-	numbers map[string]uint32
+	numbers []sysnum // sorted by name
+}
+
+// sysnum is a call's name and number.
+type sysnum struct {
+	name string
+	nr   uint32
 }
 
 // Arches are the architectures the filter is compiled for.
@@ -26,8 +33,11 @@ var Arches = map[string]Arch{
 
 // Number is name's call number on a; false where a has no such call.
 func (a Arch) Number(name string) (uint32, bool) {
-	n, ok := a.numbers[name]
-	return n, ok
+	i, ok := slices.BinarySearchFunc(a.numbers, name, func(s sysnum, name string) int { return strings.Compare(s.name, name) })
+	if !ok {
+		return 0, false
+	}
+	return a.numbers[i].nr, true
 }
 
 // Return values of a seccomp filter.
@@ -95,34 +105,22 @@ func (p Policy) Check() error {
 	return nil
 }
 
-// Compile assembles p for a as a classic BPF program: the architecture
+// Compile assembles p, which must pass Check (its tests see to that), for
+// a as a classic BPF program: the architecture
 // checked, then a binary search over the named calls' numbers, each
 // leading to its action or to its rules.
 func (p Policy) Compile(a Arch) ([]bpf.RawInstruction, error) {
 	if a.numbers == nil {
 		return nil, fmt.Errorf("no seccomp filter is compiled for %q (only amd64 and arm64)", a.Name)
 	}
-	if err := p.Check(); err != nil {
-		return nil, err
-	}
-	var as assembler
+	as := assembler{ins: make([]bpf.RawInstruction, 0, 1024)}
 	allow, deny, nosys := as.newLabel(), as.newLabel(), as.newLabel()
-
-	// A call of another architecture means another call by its number.
-	as.emit(bpf.LoadAbsolute{Off: offArch, Size: 4})
-	as.emit(bpf.JumpIf{Cond: bpf.JumpEqual, Val: a.Audit, SkipTrue: 1})
-	as.emit(bpf.RetConstant{Val: RetKillProcess})
-	as.emit(bpf.LoadAbsolute{Off: offNr, Size: 4})
-	if a.X32Bit != 0 {
-		as.jumpIf(bpf.JumpGreaterOrEqual, a.X32Bit, deny)
-	}
-	as.jumpIf(bpf.JumpGreaterThan, p.Newest(a), nosys)
 
 	type entry struct {
 		nr     uint32
 		target label
 	}
-	var entries []entry
+	entries := make([]entry, 0, len(p.Allow)+len(p.Calls))
 	for _, n := range p.Allow {
 		if nr, ok := a.Number(n); ok {
 			entries = append(entries, entry{nr, allow})
@@ -136,7 +134,20 @@ func (p Policy) Compile(a Arch) ([]bpf.RawInstruction, error) {
 			entries = append(entries, entry{nr, l})
 		}
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].nr < entries[j].nr })
+	slices.SortFunc(entries, func(a, b entry) int { return cmp.Compare(a.nr, b.nr) })
+
+	// A call of another architecture means another call by its number.
+	as.add(bpf.LoadAbsolute{Off: offArch, Size: 4}.Assemble())
+	as.add(bpf.JumpIf{Cond: bpf.JumpEqual, Val: a.Audit, SkipTrue: 1}.Assemble())
+	as.add(bpf.RetConstant{Val: RetKillProcess}.Assemble())
+	as.add(bpf.LoadAbsolute{Off: offNr, Size: 4}.Assemble())
+	if a.X32Bit != 0 {
+		as.jumpIf(bpf.JumpGreaterOrEqual, a.X32Bit, deny)
+	}
+	if len(entries) > 0 {
+		as.jumpIf(bpf.JumpGreaterThan, entries[len(entries)-1].nr, nosys)
+	}
+
 	// The accumulator holds the call's number throughout the search.
 	var search func(es []entry)
 	search = func(es []entry) {
@@ -165,9 +176,9 @@ func (p Policy) Compile(a Arch) ([]bpf.RawInstruction, error) {
 		for _, r := range c.Rules {
 			next := as.newLabel()
 			for _, cond := range r.Conds {
-				as.emit(bpf.LoadAbsolute{Off: uint32(offArgs + 8*cond.Arg), Size: 4})
+				as.add(bpf.LoadAbsolute{Off: uint32(offArgs + 8*cond.Arg), Size: 4}.Assemble())
 				if cond.Mask != ^uint32(0) {
-					as.emit(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: cond.Mask})
+					as.add(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: cond.Mask}.Assemble())
 				}
 				as.jumpIf(bpf.JumpNotEqual, cond.Value, next)
 			}
@@ -177,11 +188,11 @@ func (p Policy) Compile(a Arch) ([]bpf.RawInstruction, error) {
 		as.ret(cmpErrno(c.Otherwise))
 	}
 	as.mark(allow)
-	as.emit(bpf.RetConstant{Val: RetAllow})
+	as.add(bpf.RetConstant{Val: RetAllow}.Assemble())
 	as.mark(deny)
-	as.emit(bpf.RetConstant{Val: RetErrno(Unnamed)})
+	as.add(bpf.RetConstant{Val: RetErrno(Unnamed)}.Assemble())
 	as.mark(nosys)
-	as.emit(bpf.RetConstant{Val: RetErrno(syscall.ENOSYS)})
+	as.add(bpf.RetConstant{Val: RetErrno(syscall.ENOSYS)}.Assemble())
 	return as.assemble()
 }
 
@@ -196,9 +207,16 @@ func cmpErrno(e syscall.Errno) syscall.Errno {
 // a label is a conditional jump over an unconditional one, whose offset
 // has 32 bits where a conditional jump's has 8.
 type assembler struct {
-	ins    []bpf.Instruction
-	at     []int         // each label's instruction index, -1 until marked
-	fixups map[int]label // instruction index of a bpf.Jump -> its label
+	ins    []bpf.RawInstruction
+	err    error
+	at     []int   // each label's instruction index, -1 until marked
+	fixups []fixup // the jumps to labels
+}
+
+// fixup is a bpf.Jump at instruction at, to label to.
+type fixup struct {
+	at int
+	to label
 }
 
 type label int
@@ -210,40 +228,47 @@ func (as *assembler) newLabel() label {
 
 func (as *assembler) mark(l label) { as.at[l] = len(as.ins) }
 
-func (as *assembler) emit(i bpf.Instruction) { as.ins = append(as.ins, i) }
+// add appends an assembled instruction (bpf.X{...}.Assemble()).
+func (as *assembler) add(i bpf.RawInstruction, err error) {
+	if err != nil && as.err == nil {
+		as.err = err
+	}
+	as.ins = append(as.ins, i)
+}
 
 func (as *assembler) jump(l label) {
-	if as.fixups == nil {
-		as.fixups = map[int]label{}
-	}
-	as.fixups[len(as.ins)] = l
-	as.emit(bpf.Jump{})
+	as.fixups = append(as.fixups, fixup{len(as.ins), l})
+	as.add(bpf.Jump{}.Assemble())
 }
 
 // jumpIf jumps to l when the accumulator compares true with v.
 func (as *assembler) jumpIf(cond bpf.JumpTest, v uint32, l label) {
-	as.emit(bpf.JumpIf{Cond: cond, Val: v, SkipFalse: 1})
+	as.add(bpf.JumpIf{Cond: cond, Val: v, SkipFalse: 1}.Assemble())
 	as.jump(l)
 }
 
 func (as *assembler) ret(e syscall.Errno) {
 	if e == 0 {
-		as.emit(bpf.RetConstant{Val: RetAllow})
+		as.add(bpf.RetConstant{Val: RetAllow}.Assemble())
 		return
 	}
-	as.emit(bpf.RetConstant{Val: RetErrno(e)})
+	as.add(bpf.RetConstant{Val: RetErrno(e)}.Assemble())
 }
 
 func (as *assembler) assemble() ([]bpf.RawInstruction, error) {
-	for i, l := range as.fixups {
+	for _, f := range as.fixups {
+		i, l := f.at, f.to
 		to := as.at[l]
 		if to <= i {
 			return nil, fmt.Errorf("seccomp filter: label %d is not ahead of its jump", l)
 		}
-		as.ins[i] = bpf.Jump{Skip: uint32(to - i - 1)}
+		as.ins[i], _ = bpf.Jump{Skip: uint32(to - i - 1)}.Assemble()
+	}
+	if as.err != nil {
+		return nil, fmt.Errorf("seccomp filter: %w", as.err)
 	}
 	if len(as.ins) > 4096 {
 		return nil, fmt.Errorf("seccomp filter: %d instructions (the kernel takes 4096)", len(as.ins))
 	}
-	return bpf.Assemble(as.ins)
+	return as.ins, nil
 }

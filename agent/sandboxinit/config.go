@@ -6,6 +6,19 @@
 // (PID 1 of the sandbox).
 package sandboxinit
 
+import (
+	"github.com/cordon-sandbox/cordon/agent/startup"
+	"github.com/cordon-sandbox/cordon/baseline"
+)
+
+// StartAgent starts the agent in this process, on the calling thread, with
+// env and opts, as agent.Start does (cordon-agent's main passes it): it
+// returns once the agent is ready, with a wait for its exit status, or a
+// nil wait and the status when it could not start. The init names the
+// agent only through it, so that the host, which shares this package's
+// configuration types, does not link the agent's server.
+type StartAgent func(env []string, opts startup.Options) (wait func() int, code int)
+
 // Arg is the argument that selects the init stage.
 const Arg = "sandbox-init"
 
@@ -29,10 +42,8 @@ const ReadyFD = 4
 const ListenFD = ReadyFD + 1
 
 // AgentID is the uid and gid the agent runs as, apart from the workload's,
-// wherever the sandbox's user namespace maps it (sandboxes started as
-// root): the top of the 65536 ids a sandbox maps, which no spec's user may
-// take (sandbox.Spec.User is at most 65534).
-const AgentID = 65535
+// wherever the sandbox's user namespace maps it (baseline.AgentID).
+const AgentID = baseline.AgentID
 
 // MaxTrees bounds the layout trees one configuration carries.
 const MaxTrees = 16

@@ -10,33 +10,34 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/cordon-sandbox/cordon/agent"
+	"github.com/cordon-sandbox/cordon/agent/startup"
+	"github.com/cordon-sandbox/cordon/baseline"
 	"golang.org/x/sys/unix"
 )
 
 const (
 	// EnvLandlock is "require" (refuse to start without Landlock) or
 	// "auto" (use it where the kernel has it); unset or "off", none.
-	EnvLandlock = agent.EnvPrefix + "LANDLOCK"
+	EnvLandlock = baseline.EnvPrefix + "LANDLOCK"
 	// EnvWritable lists, colon-separated, the absolute directories
 	// commands may write under.
-	EnvWritable = agent.EnvPrefix + "WRITABLE"
+	EnvWritable = baseline.EnvPrefix + "WRITABLE"
 	// EnvWorkload, "UID:GID", is the workload's user, for an agent that an
 	// OCI runtime starts as root of the sandbox (with CAP_SETUID,
 	// CAP_SETGID, CAP_SETPCAP and CAP_CHOWN only, and under gVisor
 	// CAP_SYS_PTRACE, ptraceCap): the agent makes its socket its own and
 	// takes its identity (becomeAgent), and its commands get this
 	// package's seccomp filter.
-	EnvWorkload = agent.EnvPrefix + "WORKLOAD_USER"
+	EnvWorkload = baseline.EnvPrefix + "WORKLOAD_USER"
 	// EnvSocket is the agent's socket (agent.Config.Socket).
-	EnvSocket = agent.EnvPrefix + "SOCKET"
+	EnvSocket = baseline.EnvPrefix + "SOCKET"
 	// EnvCommandPids, "N:DIR", holds the thread commands are forked from
 	// (and so every command and all it starts) in a pids cgroup of N below
 	// the agent's, in the cgroup v1 pids hierarchy mounted at DIR, which
 	// the agent then closes to everyone else: a user-space kernel (gVisor)
 	// whose own cgroups are mounted in the sandbox, where the host's hold
 	// the kernel and not the workload.
-	EnvCommandPids = agent.EnvPrefix + "COMMAND_PIDS"
+	EnvCommandPids = baseline.EnvPrefix + "COMMAND_PIDS"
 )
 
 // CommandThreadName is the name of the thread an agent started by an OCI
@@ -62,7 +63,7 @@ const CommandThreadName = "cordon-commands"
 //     tier's executed agent) is cleared there, so no command inherits it.
 //
 // Landlock needs no_new_privs, which the runtime set.
-func ContainerOptions(env []string) (agent.Options, error) {
+func ContainerOptions(env []string) (startup.Options, error) {
 	var mode, list, workload, socket, pids string
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -82,13 +83,13 @@ func ContainerOptions(env []string) (agent.Options, error) {
 	switch mode {
 	case "", "off", "auto", "require":
 	default:
-		return agent.Options{}, fmt.Errorf("%s=%q: want require, auto or off", EnvLandlock, mode)
+		return startup.Options{}, fmt.Errorf("%s=%q: want require, auto or off", EnvLandlock, mode)
 	}
 	landlock := mode == "auto" || mode == "require"
 	abi := 0
 	if landlock {
 		if abi = LandlockABI(); abi < 1 && mode == "require" {
-			return agent.Options{}, fmt.Errorf("landlock required but this kernel does not provide it")
+			return startup.Options{}, fmt.Errorf("landlock required but this kernel does not provide it")
 		}
 	}
 	var writable []string
@@ -97,7 +98,7 @@ func ContainerOptions(env []string) (agent.Options, error) {
 			continue
 		}
 		if !filepath.IsAbs(w) || filepath.Clean(w) != w {
-			return agent.Options{}, fmt.Errorf("%s: %q is not a clean absolute path", EnvWritable, w)
+			return startup.Options{}, fmt.Errorf("%s: %q is not a clean absolute path", EnvWritable, w)
 		}
 		writable = append(writable, w)
 	}
@@ -108,10 +109,10 @@ func ContainerOptions(env []string) (agent.Options, error) {
 		uid, err1 = strconv.Atoi(u)
 		gid, err2 = strconv.Atoi(g)
 		if !ok || err1 != nil || err2 != nil || uid < 0 || gid < 0 || uid >= AgentID || gid >= AgentID {
-			return agent.Options{}, fmt.Errorf("%s=%q: want UID:GID below %d", EnvWorkload, workload, AgentID)
+			return startup.Options{}, fmt.Errorf("%s=%q: want UID:GID below %d", EnvWorkload, workload, AgentID)
 		}
 		if cgoBuild {
-			return agent.Options{}, errCgo
+			return startup.Options{}, errCgo
 		}
 	}
 	inherited := !inheritableEmpty()
@@ -124,25 +125,25 @@ func ContainerOptions(env []string) (agent.Options, error) {
 		r, _, _ := unix.Getresuid()
 		rg, _, _ := unix.Getresgid()
 		if err := syscall.Setresgid(-1, -1, rg); err != nil {
-			return agent.Options{}, fmt.Errorf("saved gid: %w", err)
+			return startup.Options{}, fmt.Errorf("saved gid: %w", err)
 		}
 		if err := syscall.Setresuid(-1, -1, r); err != nil {
-			return agent.Options{}, fmt.Errorf("saved uid: %w", err)
+			return startup.Options{}, fmt.Errorf("saved uid: %w", err)
 		}
 	}
 	if uid < 0 && !landlock && !inherited {
-		return agent.Options{}, nil
+		return startup.Options{}, nil
 	}
-	var opts agent.Options
+	var opts startup.Options
 	if uid >= 0 {
-		opts.OOMScore = agent.OpenOOMScore() // before the agent's identity
+		opts.OOMScore = startup.OpenOOMScore() // before the agent's identity
 		ln, err := ownSocket(socket)
 		if err != nil {
-			return agent.Options{}, err
+			return startup.Options{}, err
 		}
 		opts.Listener = ln
 	}
-	commands, tid, err := agent.NewCommandThread(func() error {
+	commands, tid, err := startup.NewCommandThread(func() error {
 		// The host finds the thread by its name (CommandThreadName), or
 		// as the first thread, which keeps the agent's name.
 		if unix.Gettid() != unix.Getpid() {
@@ -175,7 +176,7 @@ func ContainerOptions(env []string) (agent.Options, error) {
 		if opts.Listener != nil {
 			opts.Listener.Close()
 		}
-		return agent.Options{}, err
+		return startup.Options{}, err
 	}
 	opts.CommandThread, opts.CommandThreadID = commands, tid
 	if pids != "" {
@@ -183,7 +184,7 @@ func ContainerOptions(env []string) (agent.Options, error) {
 			if opts.Listener != nil {
 				opts.Listener.Close()
 			}
-			return agent.Options{}, err
+			return startup.Options{}, err
 		}
 	}
 	if uid >= 0 {
@@ -193,7 +194,7 @@ func ContainerOptions(env []string) (agent.Options, error) {
 		}
 		if err := becomeAgent(allThreads, AgentID, uid, gid, keep, false); err != nil {
 			opts.Listener.Close()
-			return agent.Options{}, err
+			return startup.Options{}, err
 		}
 	}
 	return opts, nil
@@ -209,7 +210,7 @@ func ownSocket(path string) (net.Listener, error) {
 	// the agent's: the host, which waits for the name, never meets it
 	// otherwise.
 	tmp := path + ".new"
-	ln, err := agent.ListenUnix(tmp)
+	ln, err := startup.ListenUnix(tmp)
 	if err != nil {
 		return nil, err
 	}

@@ -12,14 +12,16 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/cordon-sandbox/cordon/agent"
+	"github.com/cordon-sandbox/cordon/agent/startup"
+	"github.com/cordon-sandbox/cordon/baseline"
 
 	"golang.org/x/sys/unix"
 )
 
-// Main runs the init stage and never returns on success: it executes the
-// agent. On failure it prints why and returns 1.
-func Main() int {
+// Main runs the init stage and never returns on success: it becomes the
+// agent (start, in this process) or executes it. On failure it prints why
+// and returns 1.
+func Main(start StartAgent) int {
 	runtime.LockOSThread()
 	// Started by descriptor (clonexec, when a helper builds the root), the
 	// init is named by the descriptor's number on kernels before 6.14.
@@ -34,7 +36,7 @@ func Main() int {
 	}
 	cfg, err := readConfig()
 	if err == nil {
-		err = run(cfg)
+		err = run(cfg, start)
 	}
 	fmt.Fprintf(os.Stderr, "cordon-agent sandbox-init: %v\n", err)
 	return 1
@@ -71,7 +73,7 @@ func readConfig() (*Config, error) {
 	return &cfg, nil
 }
 
-func run(cfg *Config) error {
+func run(cfg *Config, start StartAgent) error {
 	// The host placed this process in the sandbox's cgroups before sending
 	// the configuration: make them the root of what the sandbox can see.
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
@@ -130,7 +132,7 @@ func run(cfg *Config) error {
 	// own threads keep theirs, which gives them nothing: they hold no
 	// capability in any other set and have no_new_privs, so no execve and
 	// no capset can raise one.
-	oomScore := agent.OpenOOMScore() // while this process's /proc files are its own
+	oomScore := startup.OpenOOMScore() // while this process's /proc files are its own
 	apart := cfg.AgentUID > 0
 	if apart && !inProcess {
 		// An agent executed as a program of its own takes its
@@ -183,13 +185,13 @@ func run(cfg *Config) error {
 		// agent then needs no spare threads.
 		env := cfg.Env
 		if cfg.CommandsApart {
-			env = append(slices.Clip(env), agent.EnvPrefix+"SPARE_THREADS=0")
+			env = append(slices.Clip(env), baseline.EnvPrefix+"SPARE_THREADS=0")
 		}
-		commands, serve := agent.CommandQueue()
-		wait, code := agent.Start(env, false, os.Stdout, os.Stderr, agent.Options{
+		commands, serve := startup.CommandQueue()
+		wait, code := start(env, startup.Options{
 			CommandThread:   commands,
 			CommandThreadID: unix.Gettid(),
-			Ready:           agent.ReadyTo(ReadyFD),
+			Ready:           startup.ReadyTo(ReadyFD),
 			Listener:        ln,
 			OOMScore:        oomScore,
 		})
@@ -249,7 +251,7 @@ func passOn(env []string, name string, fd int) ([]string, error) {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
 		return env, err
 	}
-	return append(env, fmt.Sprintf("%s%s=%d", agent.EnvPrefix, name, fd)), nil
+	return append(env, fmt.Sprintf("%s%s=%d", baseline.EnvPrefix, name, fd)), nil
 }
 
 // agentListener is the agent's socket, made by the host and placed at
@@ -446,7 +448,7 @@ func writeRules(abi int, writable []string) []landlockRule {
 		rules = append(rules, landlockRule{w, all})
 	}
 	rules = append(rules, landlockRule{"/dev/shm", all}, landlockRule{"/dev/pts", file})
-	for _, d := range Devices {
+	for _, d := range baseline.Devices {
 		rules = append(rules, landlockRule{"/dev/" + d, file})
 	}
 	return rules

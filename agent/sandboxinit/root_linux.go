@@ -11,42 +11,12 @@ import (
 	"unsafe"
 
 	"github.com/cordon-sandbox/cordon/agent/clonexec"
+	"github.com/cordon-sandbox/cordon/baseline"
 	"golang.org/x/sys/unix"
 )
 
 // The sandbox root's mount plan: what buildRoot mounts on the stage,
 // and how the stage becomes the root (enter).
-
-// SystemDirs are the top-level directories of the host's root that a
-// sandbox sees (read-only). Everything else at the top (home directories,
-// /root, /mnt, /srv, /run, unknown directories) is left out.
-var SystemDirs = map[string]bool{
-	"bin": true, "sbin": true, "lib": true, "lib32": true, "lib64": true, "libx32": true,
-	"usr": true, "etc": true, "opt": true, "var": true,
-}
-
-// EmptyDirs exist in every sandbox root, empty unless a mount lands there.
-var EmptyDirs = []string{"proc", "dev", "sys", "tmp", "run", "home", "root", "mnt", "media", "srv"}
-
-// MaskedPaths hide secrets under the kept system directories: files are
-// covered with /dev/null, directories with an empty read-only tmpfs.
-var MaskedPaths = []string{
-	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
-	"/etc/ssh", "/etc/ssl/private", "/etc/docker", "/etc/containerd", "/etc/kubernetes",
-	"/etc/cordon", "/var/run", "/var/lib/docker", "/var/lib/containerd", "/var/lib/kubelet",
-	"/var/lib/cloud", "/var/lib/cordon", "/var/log", "/var/mail", "/var/spool", "/var/backups",
-	"/var/cache/private", "/var/lib/private", "/var/lib/sudo", "/var/lib/systemd/credential.secret",
-}
-
-// ProcMasked are /proc entries no sandbox reads; ProcReadOnly are made
-// read-only (as runc does).
-var (
-	ProcMasked   = []string{"kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug", "latency_stats", "acpi", "asound", "scsi", "interrupts", "kallsyms", "kpagecount", "kpageflags", "kpagecgroup", "sysrq-trigger", "config.gz", "vmallocinfo", "slabinfo", "pagetypeinfo", "zoneinfo", "buddyinfo", "cmdline", "iomem", "ioports", "diskstats", "partitions"}
-	ProcReadOnly = []string{"bus", "fs", "irq", "sys"}
-)
-
-// Devices are bound from the host's /dev (a user namespace cannot mknod).
-var Devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
 func mount(src, dst, fstype string, flags uintptr, data string) error {
 	if err := unix.Mount(src, dst, fstype, flags, data); err != nil {
@@ -190,10 +160,10 @@ func planRoot(cfg *Config, trees func(i int) (int, error)) (*rootPlan, error) {
 	}
 	for _, e := range ents {
 		name := e.Name()
-		if cfg.HostRoot && !SystemDirs[name] {
+		if cfg.HostRoot && !baseline.SystemDirs[name] {
 			continue
 		}
-		if slices.Contains(EmptyDirs, name) {
+		if slices.Contains(baseline.EmptyDirs, name) {
 			continue
 		}
 		src, dst := filepath.Join(cfg.RootFS, name), filepath.Join(st, name)
@@ -215,7 +185,7 @@ func planRoot(cfg *Config, trees func(i int) (int, error)) (*rootPlan, error) {
 		}
 		p.fromRoot[name] = true
 	}
-	for _, d := range EmptyDirs {
+	for _, d := range baseline.EmptyDirs {
 		p.mkdirs("/" + d)
 	}
 	// Mount points on the root's tmpfs, while it can still be written.
@@ -229,7 +199,7 @@ func planRoot(cfg *Config, trees func(i int) (int, error)) (*rootPlan, error) {
 	}
 	m := masker{plan: p, readOnlyLater: true}
 	if cfg.HostRoot {
-		for _, q := range MaskedPaths {
+		for _, q := range baseline.MaskedPaths {
 			m.mask(filepath.Join(st, q), p.lstat)
 		}
 	}
@@ -429,7 +399,7 @@ func (m *masker) mask(q string, lstat func(string) (os.FileInfo, bool)) {
 }
 
 // proc mounts the sandbox's /proc at q (a process of the sandbox's PID
-// namespace makes it) with ProcMasked masked and ProcReadOnly read-only.
+// namespace makes it) with baseline.ProcMasked masked and baseline.ProcReadOnly read-only.
 // Which entries exist is the kernel's, the same in this /proc as in that.
 func (p *rootPlan) proc(q string, m *masker) {
 	p.mount("proc", q, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
@@ -437,10 +407,10 @@ func (p *rootPlan) proc(q string, m *masker) {
 		fi, err := os.Lstat(filepath.Join("/proc", strings.TrimPrefix(path, "/proc")))
 		return fi, err == nil
 	}
-	for _, name := range ProcMasked {
+	for _, name := range baseline.ProcMasked {
 		m.mask(filepath.Join(q, name), hostProc)
 	}
-	for _, name := range ProcReadOnly {
+	for _, name := range baseline.ProcReadOnly {
 		if _, err := os.Stat(filepath.Join("/proc", name)); err != nil {
 			continue
 		}
@@ -457,7 +427,7 @@ func (p *rootPlan) proc(q string, m *masker) {
 // namespace cannot mknod them), a private devpts, a tmpfs for shm.
 func (p *rootPlan) dev(q string) {
 	p.mount("tmpfs", q, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k")
-	for _, d := range Devices {
+	for _, d := range baseline.Devices {
 		dst := filepath.Join(q, d)
 		p.file(dst, 0o666)
 		p.mount("/dev/"+d, dst, "", unix.MS_BIND, "")

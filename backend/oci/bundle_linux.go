@@ -1,7 +1,6 @@
 package oci
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -9,15 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
-	"github.com/cordon-sandbox/cordon/agent"
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
-	"github.com/cordon-sandbox/cordon/backend/process"
+	"github.com/cordon-sandbox/cordon/backend/host"
+	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+	"runtime"
 )
 
 // ociVersion is the runtime-spec version bundles declare: the newest that
@@ -32,19 +31,16 @@ const oldGVisorHeadroom = 16
 // gvisorCgroups is where a gVisor sandbox's own cgroups are mounted.
 const gvisorCgroups = "/sys/fs/cgroup"
 
-// agentInside is where the agent binary is bound, read-only.
-const agentInside = "/.cordon/cordon-agent"
-
 type bundleInput struct {
 	Bundle    string // the bundle directory, created here
 	RootSrc   string // the root filesystem's source ("/" for the host's)
 	HostRoot  bool   // RootSrc is the host's own root: keep only system directories, mask secrets
-	SocketDir string // host directory bound at process.SocketDir
+	SocketDir string // host directory bound at baseline.SocketDir
 	AgentPath string
 	Identity  []sandboxinit.Bind
 	// Layout directories, each Host an id-mapped mount the backend has
 	// attached under the sandbox's state directory.
-	Layout []process.LayoutMount
+	Layout []host.LayoutMount
 	Env    []string
 	UID    int
 	IDBase int
@@ -110,7 +106,7 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 	// own (empty mount points, its workspace, the agent's directory), and a
 	// symlink there from an image would lead the skeleton's making out.
 	empty := map[string]bool{"workspace": true, ".cordon": true}
-	for _, d := range sandboxinit.EmptyDirs {
+	for _, d := range baseline.EmptyDirs {
 		empty[d] = true
 	}
 	ents, err := os.ReadDir(in.RootSrc)
@@ -119,7 +115,7 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 	}
 	for _, e := range ents {
 		name := e.Name()
-		if empty[name] || (in.HostRoot && !sandboxinit.SystemDirs[name]) {
+		if empty[name] || (in.HostRoot && !baseline.SystemDirs[name]) {
 			continue
 		}
 		src := filepath.Join(in.RootSrc, name)
@@ -137,11 +133,19 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 	}
 	// runc gives a tmpfs the mode of the directory it covers, whatever
 	// the mount options say: the mount points carry the modes meant.
-	modes := map[string]os.FileMode{"tmp": os.ModeSticky | 0o777, "home/sandbox": 0o700}
-	for _, d := range append(sandboxinit.EmptyDirs, "workspace", "home/sandbox", ".cordon", "run/cordon") {
-		sk = append(sk, skeletonEntry{Path: d, Mode: cmp.Or(modes[d], 0o755)})
+	for _, d := range append(baseline.EmptyDirs, ".cordon", "run/cordon") {
+		mode := os.FileMode(0o755)
+		if d == "tmp" {
+			mode = os.ModeSticky | 0o777
+		}
+		sk = append(sk, skeletonEntry{Path: d, Mode: mode})
 	}
-	sk = append(sk, skeletonEntry{Path: strings.TrimPrefix(agentInside, "/"), Mode: 0o755, File: true})
+	for _, d := range baseline.ScratchDirs {
+		if d.Path != "/tmp" && d.Path != "/var/tmp" {
+			sk = append(sk, skeletonEntry{Path: strings.TrimPrefix(d.Path, "/"), Mode: os.FileMode(d.Mode)})
+		}
+	}
+	sk = append(sk, skeletonEntry{Path: strings.TrimPrefix(baseline.AgentBinary, "/"), Mode: 0o755, File: true})
 
 	for _, m := range in.Layout {
 		// Under /mnt, a directory of the skeleton: the mount point is made
@@ -160,24 +164,13 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 	// Scratch space is memory. The runtime mounts each scratch tmpfs on
 	// its own, so unlike the process tier's they are not one filesystem:
 	// they share the writable space (Limits.Disk, or ScratchBudget without
-	// limits), each budget/share: half to the workspace, a quarter to /tmp,
-	// an eighth each to the home directory and /var/tmp. Together they stay
-	// within it (without a limit, four of the kernel's default size, half
-	// the host's memory, could pin twice the host's memory, which no OOM
-	// kill frees), and below a memory limit, so a full one is ENOSPC.
+	// limits), each its baseline share. Together they stay within it
+	// (without a limit, four of the kernel's default size, half the host's
+	// memory, could pin twice the host's memory, which no OOM kill frees),
+	// and below a memory limit, so a full one is ENOSPC.
 	budget := in.Limits.Disk()
 	if budget == 0 {
 		budget = in.ScratchBudget
-	}
-	scratch := func(dst, mode string, owner bool, share int64) specs.Mount {
-		opts := []string{"nosuid", "nodev", "mode=" + mode}
-		if owner {
-			opts = append(opts, fmt.Sprintf("uid=%d", in.UID), fmt.Sprintf("gid=%d", in.UID))
-		}
-		if budget > 0 {
-			opts = append(opts, fmt.Sprintf("size=%d", max(budget/share, 1<<20)))
-		}
-		return specs.Mount{Destination: dst, Type: "tmpfs", Source: "tmpfs", Options: opts}
 	}
 	mounts = append([]specs.Mount{
 		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
@@ -185,12 +178,22 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
 		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "nodev", "mode=1777", "size=64m"}},
 	}, mounts...)
+	for _, d := range baseline.ScratchDirs {
+		if d.Path == "/var/tmp" && !isDir(filepath.Join(in.RootSrc, "var", "tmp")) {
+			continue
+		}
+		opts := []string{"nosuid", "nodev", fmt.Sprintf("mode=%o", d.Mode)}
+		if d.Owned {
+			opts = append(opts, fmt.Sprintf("uid=%d", in.UID), fmt.Sprintf("gid=%d", in.UID))
+		}
+		if budget > 0 {
+			opts = append(opts, fmt.Sprintf("size=%d", max(budget/d.Share, 1<<20)))
+		}
+		mounts = append(mounts, specs.Mount{Destination: d.Path, Type: "tmpfs", Source: "tmpfs", Options: opts})
+	}
 	mounts = append(mounts,
-		scratch("/tmp", "1777", false, 4),
-		scratch("/workspace", "755", true, 2),
-		scratch(process.Home, "700", true, 8),
-		specs.Mount{Destination: process.SocketDir, Type: "bind", Source: in.SocketDir, Options: []string{"rbind", "nosuid", "nodev", "noexec"}},
-		ro(in.AgentPath, agentInside),
+		specs.Mount{Destination: baseline.SocketDir, Type: "bind", Source: in.SocketDir, Options: []string{"rbind", "nosuid", "nodev", "noexec"}},
+		ro(in.AgentPath, baseline.AgentBinary),
 	)
 	for _, m := range in.Layout {
 		opts := []string{"rbind", "rw", "nosuid", "nodev"}
@@ -208,20 +211,17 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		mounts = append(mounts,
 			specs.Mount{Destination: "/dev/net", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=755", "size=4k"}})
 	}
-	if isDir(filepath.Join(in.RootSrc, "var", "tmp")) {
-		mounts = append(mounts, scratch("/var/tmp", "1777", false, 8))
-	}
 	for _, f := range in.Identity {
 		if fileExists(filepath.Join(in.RootSrc, f.Target)) {
 			mounts = append(mounts, ro(f.Source, f.Target))
 		}
 	}
 	masked := []string{}
-	for _, p := range sandboxinit.ProcMasked {
+	for _, p := range baseline.ProcMasked {
 		masked = append(masked, "/proc/"+p)
 	}
 	if in.HostRoot {
-		for _, p := range sandboxinit.MaskedPaths {
+		for _, p := range baseline.MaskedPaths {
 			// A runtime masks through symlinks: /var/run -> /run would
 			// cover the sandbox's own /run. Masking the link's target, if
 			// kept, is another entry's job.
@@ -231,7 +231,7 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		}
 	}
 	readonly := []string{"/proc/sysrq-trigger"}
-	for _, p := range sandboxinit.ProcReadOnly {
+	for _, p := range baseline.ProcReadOnly {
 		readonly = append(readonly, "/proc/"+p)
 	}
 	// The agent starts as root of the sandbox with only what it needs to
@@ -240,19 +240,14 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 	// thread commands fork from emptied); it keeps CAP_SETUID and
 	// CAP_SETGID alone (sandboxinit.ContainerOptions).
 	env := append(slices.Clip(in.Env), sandboxinit.EnvWorkload+"="+fmt.Sprintf("%d:%d", in.UID, in.UID))
-	if in.UserSpaceKernel {
-		// gVisor's sockets live in its own kernel and cannot pass to the
-		// host: its bridge carries the bytes.
-		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, agent.EnvPrefix+"EGRESS_PASS=") })
-	}
 	if in.Lifeline {
-		env = append(env, agent.EnvPrefix+"LIFELINE=1")
+		env = append(env, baseline.EnvPrefix+"LIFELINE=1")
 	}
 	if in.UserSpaceKernel || in.CommandsApart {
 		// The workload's tasks are counted apart from the agent's (a cgroup
 		// of their own, or their own user's RLIMIT_NPROC): no spare
 		// threads.
-		env = append(env, agent.EnvPrefix+"SPARE_THREADS=0")
+		env = append(env, baseline.EnvPrefix+"SPARE_THREADS=0")
 	}
 	if in.OwnCgroups && in.Limits.Pids > 0 {
 		// gVisor's host cgroup holds its kernel, not the workload: the
@@ -266,7 +261,7 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 			sandboxinit.EnvWritable+"="+strings.Join(writableMounts(mounts), ":"))
 	}
 	none := []string{}
-	agentCaps := []string{"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_CHOWN"}
+	agentCaps := slices.Clone(baseline.AgentCapabilities)
 	if in.UserSpaceKernel {
 		// gVisor judges /proc/PID/fd by real ids (sandboxinit's ptraceCap).
 		agentCaps = append(agentCaps, "CAP_SYS_PTRACE")
@@ -274,25 +269,21 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 	s := &specs.Spec{
 		Version:  ociVersion,
 		Root:     &specs.Root{Path: rootfs, Readonly: true},
-		Hostname: "cordon",
+		Hostname: baseline.Hostname,
 		Mounts:   mounts,
 		Process: &specs.Process{
-			Args: []string{agentInside},
+			Args: []string{baseline.AgentBinary},
 			Env:  env,
-			Cwd:  process.Workspace,
+			Cwd:  baseline.Workspace,
 			User: specs.User{UID: 0, GID: 0},
 			Capabilities: &specs.LinuxCapabilities{
 				Bounding: agentCaps, Effective: agentCaps, Permitted: agentCaps, Inheritable: none, Ambient: none,
 			},
-			NoNewPrivileges: true,
+			NoNewPrivileges: baseline.NoNewPrivileges,
 			Rlimits:         taskLimit(in),
 		},
 		Linux: &specs.Linux{
-			Namespaces: []specs.LinuxNamespace{
-				{Type: specs.PIDNamespace}, {Type: specs.NetworkNamespace}, {Type: specs.IPCNamespace},
-				{Type: specs.UTSNamespace}, {Type: specs.MountNamespace}, {Type: specs.UserNamespace},
-				{Type: specs.CgroupNamespace},
-			},
+			Namespaces:    namespaces(),
 			UIDMappings:   []specs.LinuxIDMapping{{ContainerID: 0, HostID: uint32(in.IDBase), Size: uint32(in.IDSize)}},
 			GIDMappings:   []specs.LinuxIDMapping{{ContainerID: 0, HostID: uint32(in.IDBase), Size: uint32(in.IDSize)}},
 			MaskedPaths:   masked,
@@ -341,7 +332,7 @@ func (sk skeleton) make(dir string) error {
 	return nil
 }
 
-// shared returns a skeleton equal to sk under base, a process.SharedDir
+// shared returns a skeleton equal to sk under base, a host.SharedDir
 // named by its content, so that containers of the same root and layout
 // targets share one instead of each making some thirty mount points
 // (about 1 ms a file on our machines' disks).
@@ -351,7 +342,7 @@ func (sk skeleton) shared(base string) (string, error) {
 		return "", err
 	}
 	sum := sha256.Sum256(b)
-	return process.SharedDir(base, "skeleton-"+hex.EncodeToString(sum[:])[:16], sk.make)
+	return host.SharedDir(base, "skeleton-"+hex.EncodeToString(sum[:])[:16], sk.make)
 }
 
 // writableMounts are the directories a command may write under: every
@@ -380,7 +371,7 @@ func resources(l sandbox.Limits, userSpaceKernel bool) *specs.LinuxResources {
 		r.Memory = &specs.LinuxMemory{Limit: &m, Swap: &m}
 	}
 	if l.Pids > 0 && !userSpaceKernel {
-		p := l.Pids + process.AgentPids
+		p := l.Pids + baseline.AgentPids
 		r.Pids = &specs.LinuxPids{Limit: &p}
 	}
 	if l.CPUs > 0 {
@@ -395,7 +386,7 @@ func resources(l sandbox.Limits, userSpaceKernel bool) *specs.LinuxResources {
 // namespace (the agent's threads under its own user, the workload's tasks
 // under theirs), hard and soft alike: without CAP_SYS_RESOURCE nothing
 // inside can raise it. Without a pids limit it is the process tier's
-// ceiling (process.DefaultTasks), so a fork bomb cannot take the host's
+// ceiling (baseline.DefaultTasks), so a fork bomb cannot take the host's
 // pids on any tier. Under a user-space kernel without cgroups of its own
 // (Debian's 2022 gVisor) it is the pids limit and oldGVisorHeadroom, which
 // the sentry enforces on every task it creates, on the agent's user and
@@ -406,7 +397,7 @@ func taskLimit(in bundleInput) []specs.POSIXRlimit {
 	var n uint64
 	switch {
 	case in.Limits.Pids <= 0:
-		n = process.DefaultTasks
+		n = baseline.DefaultTasks
 	case in.UserSpaceKernel && !in.OwnCgroups:
 		n = uint64(in.Limits.Pids + oldGVisorHeadroom)
 	default:
@@ -415,86 +406,87 @@ func taskLimit(in bundleInput) []specs.POSIXRlimit {
 	return []specs.POSIXRlimit{{Type: "RLIMIT_NPROC", Hard: n, Soft: n}}
 }
 
-// seccompProfile is the process tier's filter in a runtime's terms: the
-// same denials (EPERM), clone3 answered ENOSYS, clone refused any
-// namespace flag, TIOCSTI and TIOCLINUX refused on the low 32 bits of the
-// request, and AF_VSOCK, AF_PACKET and netlink other than route refused.
-// Calls of any other architecture than x86-64 do not pass the runtime's
-// architecture check. Under a user-space kernel clone3 stays allowed: its
-// sentry would answer EPERM where libc needs ENOSYS to fall back to clone,
-// and the namespaces a sandboxed process could make there are the sentry's
-// own, not the host's.
+// seccompProfile renders the baseline's policy (baseline.Seccomp) for the
+// runtime, which applies it to the agent and so to everything in the
+// sandbox. With landlock the agent builds a Landlock ruleset for its
+// commands under this filter, so landlock_create_ruleset is allowed here.
+// Under a user-space kernel clone3 and openat2 are allowed: gVisor's
+// sentry answers every denial of the runtime's filter EPERM (it ignores
+// errnoRet), where libc needs ENOSYS to fall back, and the namespaces a
+// process could make there are the sentry's own, not the host's.
 //
-// With landlock the agent builds a Landlock ruleset for its commands after
-// the runtime has applied this filter, so landlock_create_ruleset stays
-// open here; the thread commands are forked from then takes sandboxinit's
-// own filter, which denies it again, so commands see the same denials.
+// Commands run under this filter and under the baseline's own, compiled
+// from the same policy (sandboxinit), which the agent installs on the
+// thread it forks them from: that one holds what a runtime's libseccomp
+// cannot say (loose, below).
 func seccompProfile(userSpaceKernel, landlock bool) *specs.LinuxSeccomp {
-	eperm, enosys, eafno := uint(unix.EPERM), uint(unix.ENOSYS), uint(unix.EAFNOSUPPORT)
-	var names []string
-	for _, sc := range sandboxinit.DeniedSyscalls {
-		if landlock && sc.Nr == unix.SYS_LANDLOCK_CREATE_RULESET {
-			continue
-		}
-		names = append(names, sc.Name)
+	p := baseline.Seccomp
+	if landlock {
+		p = p.With("landlock_create_ruleset")
 	}
-	sort.Strings(names)
-	rules := []specs.LinuxSyscall{{Names: names, Action: specs.ActErrno, ErrnoRet: &eperm}}
-	if !userSpaceKernel {
-		rules = append(rules, specs.LinuxSyscall{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: &enosys})
+	if userSpaceKernel {
+		p = p.With("clone3", "openat2")
 	}
-	for bit := uint64(1); bit != 0; bit <<= 1 {
-		if uint64(sandboxinit.NamespaceFlags)&bit != 0 {
-			rules = append(rules, specs.LinuxSyscall{Names: []string{"clone"}, Action: specs.ActErrno, ErrnoRet: &eperm,
-				Args: []specs.LinuxSeccompArg{{Index: 0, Value: bit, ValueTwo: bit, Op: specs.OpMaskedEqual}}})
-		}
-	}
-	for _, req := range []uint64{unix.TIOCSTI, unix.TIOCLINUX} {
-		rules = append(rules, specs.LinuxSyscall{Names: []string{"ioctl"}, Action: specs.ActErrno, ErrnoRet: &eperm,
-			Args: []specs.LinuxSeccompArg{{Index: 1, Value: 0xffffffff, ValueTwo: req, Op: specs.OpMaskedEqual}}})
-	}
-	for _, fam := range []uint64{unix.AF_VSOCK, unix.AF_PACKET} {
-		rules = append(rules, specs.LinuxSyscall{Names: []string{"socket"}, Action: specs.ActErrno, ErrnoRet: &eafno,
-			Args: []specs.LinuxSeccompArg{{Index: 0, Value: fam, Op: specs.OpEqualTo}}})
-	}
-	rules = append(rules, specs.LinuxSyscall{Names: []string{"socket"}, Action: specs.ActErrno, ErrnoRet: &eafno,
-		Args: []specs.LinuxSeccompArg{{Index: 0, Value: unix.AF_NETLINK, Op: specs.OpEqualTo}, {Index: 2, Value: unix.NETLINK_ROUTE, Op: specs.OpNotEqual}}})
-	if !userSpaceKernel {
-		rules = append(rules, specs.LinuxSyscall{Names: []string{sandboxinit.OpenHowCall.Name}, Action: specs.ActErrno, ErrnoRet: &enosys})
-	}
-	rules = append(rules, setIDRules(eperm)...)
-	return &specs.LinuxSeccomp{
-		DefaultAction: specs.ActAllow,
-		Architectures: []specs.Arch{specs.ArchX86_64},
-		Syscalls:      rules,
-	}
+	prof, _ := renderSeccomp(p)
+	return prof
 }
 
-// setIDRules refuse a set-id bit in a mode given to a file
-// (sandboxinit.SetIDCalls): a rule's conditions all hold together, so each
-// bit, and for an open each creating flag, is a rule of its own. Calls the
-// runtimes' libseccomp may not know (fchmodat2, Linux 6.6) are left to the
-// filter the agent installs on its commands, which has them all.
-func setIDRules(eperm uint) []specs.LinuxSyscall {
-	var rules []specs.LinuxSyscall
-	for _, c := range sandboxinit.SetIDCalls {
-		if c.Nr == unix.SYS_FCHMODAT2 {
-			continue
-		}
-		for _, bit := range []uint64{unix.S_ISUID, unix.S_ISGID} {
-			mode := specs.LinuxSeccompArg{Index: uint(c.Mode), Value: bit, ValueTwo: bit, Op: specs.OpMaskedEqual}
-			if c.Flags < 0 {
-				rules = append(rules, specs.LinuxSyscall{Names: []string{c.Name}, Action: specs.ActErrno, ErrnoRet: &eperm,
-					Args: []specs.LinuxSeccompArg{mode}})
-				continue
+// renderSeccomp is p in a runtime's terms, and the calls it allows more
+// widely than p does. libseccomp lets an unconditional rule for a call
+// override its conditional ones, so a call whose rules refuse some
+// arguments and allow the rest (ioctl's TIOCSTI) is allowed here outright;
+// each condition is a masked comparison of the argument's low 32 bits, as
+// in the compiled filter; and a call's own errno when no rule holds
+// (socket's EAFNOSUPPORT) is the profile's default, EPERM.
+func renderSeccomp(p baseline.Policy) (prof *specs.LinuxSeccomp, loose []string) {
+	arch := map[string]specs.Arch{"amd64": specs.ArchX86_64, "arm64": specs.ArchAARCH64}[runtime.GOARCH]
+	eperm := uint(baseline.Unnamed)
+	rules := []specs.LinuxSyscall{{Names: slices.Sorted(slices.Values(p.Allow)), Action: specs.ActAllow}}
+	for _, c := range p.Calls {
+		switch {
+		case len(c.Rules) == 0:
+			e := uint(c.Otherwise)
+			if e == 0 {
+				e = eperm
 			}
-			for _, flag := range []uint64{unix.O_CREAT, sandboxinit.CreateFlags &^ unix.O_CREAT} {
-				rules = append(rules, specs.LinuxSyscall{Names: []string{c.Name}, Action: specs.ActErrno, ErrnoRet: &eperm,
-					Args: []specs.LinuxSeccompArg{{Index: uint(c.Flags), Value: flag, ValueTwo: flag, Op: specs.OpMaskedEqual}, mode}})
+			rules = append(rules, specs.LinuxSyscall{Names: []string{c.Name}, Action: specs.ActErrno, ErrnoRet: &e})
+		case conditionalAllows(c):
+			for _, r := range c.Rules {
+				var args []specs.LinuxSeccompArg
+				for _, cond := range r.Conds {
+					args = append(args, specs.LinuxSeccompArg{Index: uint(cond.Arg), Value: uint64(cond.Mask), ValueTwo: uint64(cond.Value), Op: specs.OpMaskedEqual})
+				}
+				rules = append(rules, specs.LinuxSyscall{Names: []string{c.Name}, Action: specs.ActAllow, Args: args})
 			}
+		default:
+			rules = append(rules, specs.LinuxSyscall{Names: []string{c.Name}, Action: specs.ActAllow})
+			loose = append(loose, c.Name)
 		}
 	}
-	return rules
+	return &specs.LinuxSeccomp{
+		DefaultAction:   specs.ActErrno,
+		DefaultErrnoRet: &eperm,
+		Architectures:   []specs.Arch{arch},
+		Syscalls:        rules,
+	}, loose
+}
+
+// conditionalAllows: every rule of c allows, each on conditions that name
+// an argument at most once (libseccomp compares each once per rule).
+func conditionalAllows(c baseline.Call) bool {
+	for _, r := range c.Rules {
+		if r.Errno != 0 || len(r.Conds) == 0 {
+			return false
+		}
+		seen := map[int]bool{}
+		for _, cond := range r.Conds {
+			if seen[cond.Arg] {
+				return false
+			}
+			seen[cond.Arg] = true
+		}
+	}
+	return true
 }
 
 func isDir(p string) bool {
@@ -505,4 +497,18 @@ func isDir(p string) bool {
 func fileExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.Mode().IsRegular()
+}
+
+// namespaces renders baseline.Namespaces.
+func namespaces() []specs.LinuxNamespace {
+	kinds := map[string]specs.LinuxNamespaceType{
+		"user": specs.UserNamespace, "mount": specs.MountNamespace, "pid": specs.PIDNamespace,
+		"network": specs.NetworkNamespace, "ipc": specs.IPCNamespace, "uts": specs.UTSNamespace,
+		"cgroup": specs.CgroupNamespace,
+	}
+	var out []specs.LinuxNamespace
+	for _, n := range baseline.Namespaces {
+		out = append(out, specs.LinuxNamespace{Type: kinds[n]})
+	}
+	return out
 }

@@ -10,14 +10,16 @@ import (
 	"strings"
 	"testing"
 
+	"fmt"
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
-	"github.com/cordon-sandbox/cordon/backend/process"
+	"github.com/cordon-sandbox/cordon/backend/host"
+	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// baseline is the security-relevant part of a bundle.
-type baseline struct {
+// bundleBaseline is the security-relevant part of a bundle.
+type bundleBaseline struct {
 	ReadonlyRoot    bool
 	User            specs.User
 	Capabilities    *specs.LinuxCapabilities
@@ -70,7 +72,7 @@ func TestBundleBaseline(t *testing.T) {
 			t.Error("the token is in the bundle")
 		}
 	}
-	got := baseline{
+	got := bundleBaseline{
 		ReadonlyRoot: s.Root.Readonly, User: s.Process.User, Capabilities: s.Process.Capabilities,
 		NoNewPrivileges: s.Process.NoNewPrivileges, Namespaces: s.Linux.Namespaces,
 		MaskedPaths: s.Linux.MaskedPaths, ReadonlyPaths: s.Linux.ReadonlyPaths, Seccomp: s.Linux.Seccomp,
@@ -122,7 +124,7 @@ func TestTaskLimit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: process.DefaultTasks, Soft: process.DefaultTasks}
+		want := specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: baseline.DefaultTasks, Soft: baseline.DefaultTasks}
 		if s.Linux.Resources.Pids != nil || len(s.Process.Rlimits) != 1 || s.Process.Rlimits[0] != want {
 			t.Errorf("no pids limit, gvisor %v: pids %+v, rlimits %+v", gvisor, s.Linux.Resources.Pids, s.Process.Rlimits)
 		}
@@ -136,7 +138,7 @@ func TestTaskLimit(t *testing.T) {
 		cgroup, nproc       int64
 		commandPids, spares bool
 	}{
-		{"runc", false, false, 100 + process.AgentPids, 0, false, true},
+		{"runc", false, false, 100 + baseline.AgentPids, 0, false, true},
 		{"gvisor", true, true, 0, 0, true, false},
 		{"gvisor 2022", true, false, 0, 100 + oldGVisorHeadroom, false, false},
 	} {
@@ -181,7 +183,7 @@ func TestSharedSkeleton(t *testing.T) {
 		s, err := buildSpec(bundleInput{
 			Bundle: filepath.Join(t.TempDir(), "b"), RootSrc: root, SocketDir: "/state/sock", AgentPath: "/opt/cordon-agent",
 			UID: 1000, IDBase: 1 << 30, IDSize: 1 << 16, Skeletons: shared,
-			Layout: []process.LayoutMount{{Host: "/x", Target: "/mnt/user-data/out0"}},
+			Layout: []host.LayoutMount{{Host: "/x", Target: "/mnt/user-data/out0"}},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -204,5 +206,66 @@ func TestSharedSkeleton(t *testing.T) {
 	}
 	if fi, _ := os.Stat(filepath.Join(roots[0], "tmp")); fi == nil || fi.Mode()&os.ModePerm != 0o777 || fi.Mode()&os.ModeSticky == 0 {
 		t.Errorf("tmp mount point mode %v", fi)
+	}
+}
+
+// TestBundleRendersBaseline: the bundle is the baseline's, where it says
+// the same things as the process tier's init (process.TestInitRendersBaseline):
+// scratch directories with their modes, owners and shares, the namespaces,
+// the agent's capabilities, no new privileges, a read-only root, the
+// masked and read-only /proc entries, the hostname and working directory.
+func TestBundleRendersBaseline(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "var", "tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const budget = 64 << 20
+	s, err := buildSpec(bundleInput{
+		Bundle: filepath.Join(t.TempDir(), "bundle"), RootSrc: root, SocketDir: "/state/sock", AgentPath: "/opt/cordon-agent",
+		UID: baseline.DefaultUID, IDBase: 1 << 30, IDSize: 1 << 16, ScratchBudget: budget,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range baseline.ScratchDirs {
+		i := slices.IndexFunc(s.Mounts, func(m specs.Mount) bool { return m.Destination == d.Path })
+		if i < 0 || s.Mounts[i].Type != "tmpfs" {
+			t.Errorf("scratch %s: not a tmpfs mount", d.Path)
+			continue
+		}
+		opts := s.Mounts[i].Options
+		want := []string{"nosuid", "nodev", fmt.Sprintf("mode=%o", d.Mode), fmt.Sprintf("size=%d", budget/d.Share)}
+		if d.Owned {
+			want = append(want, fmt.Sprintf("uid=%d", baseline.DefaultUID))
+		}
+		for _, o := range want {
+			if !slices.Contains(opts, o) {
+				t.Errorf("scratch %s: options %v, want %s", d.Path, opts, o)
+			}
+		}
+	}
+	var ns []string
+	for _, n := range s.Linux.Namespaces {
+		ns = append(ns, string(n.Type))
+	}
+	if !slices.Equal(ns, baseline.Namespaces) {
+		t.Errorf("namespaces %v, want %v", ns, baseline.Namespaces)
+	}
+	if c := s.Process.Capabilities; !slices.Equal(c.Bounding, baseline.AgentCapabilities) || !slices.Equal(c.Effective, baseline.AgentCapabilities) ||
+		len(c.Inheritable) != 0 || len(c.Ambient) != 0 {
+		t.Errorf("capabilities %+v, want %v and nothing to inherit", c, baseline.AgentCapabilities)
+	}
+	if s.Process.NoNewPrivileges != baseline.NoNewPrivileges || !s.Root.Readonly || s.Hostname != baseline.Hostname || s.Process.Cwd != baseline.Workspace {
+		t.Errorf("no new privileges %v, read-only root %v, hostname %q, cwd %q", s.Process.NoNewPrivileges, s.Root.Readonly, s.Hostname, s.Process.Cwd)
+	}
+	for _, p := range baseline.ProcMasked {
+		if !slices.Contains(s.Linux.MaskedPaths, "/proc/"+p) {
+			t.Errorf("/proc/%s is not masked", p)
+		}
+	}
+	for _, p := range baseline.ProcReadOnly {
+		if !slices.Contains(s.Linux.ReadonlyPaths, "/proc/"+p) {
+			t.Errorf("/proc/%s is not read-only", p)
+		}
 	}
 }

@@ -30,7 +30,8 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
-	"github.com/cordon-sandbox/cordon/backend/process"
+	"github.com/cordon-sandbox/cordon/backend/host"
+	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/internal/pidfd"
@@ -230,11 +231,11 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	agentPath, _ := agentbin.Find(b.cfg.AgentPath)
 
 	spec := l.Spec
-	uid := process.DefaultUID
+	uid := baseline.DefaultUID
 	if spec.User != nil {
 		uid = *spec.User
 	}
-	base, size := process.IDRange()
+	base, size := host.IDRange()
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	id := "cordon-" + hex.EncodeToString(rnd[:])
@@ -276,7 +277,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	if err := os.Chown(sock, base, base); err != nil {
 		return fail(err)
 	}
-	ln, err := process.ListenEgress(sock, hu, hu)
+	ln, err := host.ListenEgress(sock, hu, hu)
 	if err != nil {
 		return fail(err)
 	}
@@ -288,11 +289,11 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		}
 		hostRoot = false
 	}
-	idFiles, err := process.IdentityFiles(b.cfg.StateDir, uid, hostRoot)
+	idFiles, err := host.IdentityFiles(b.cfg.StateDir, uid, hostRoot)
 	if err != nil {
 		return fail(err)
 	}
-	layout, err := process.LayoutMounts(spec.Layout)
+	layout, err := host.LayoutMounts(spec.Layout)
 	if err != nil {
 		return fail(err)
 	}
@@ -303,7 +304,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	bundle := filepath.Join(inst.dir, "bundle")
 	bs, err := buildSpec(bundleInput{
 		Bundle: bundle, Skeletons: b.cfg.StateDir, RootSrc: rootSrc, HostRoot: hostRoot, SocketDir: sock, AgentPath: agentPath,
-		Identity: idFiles, Layout: binds, Env: process.AgentEnv(l, uid, b.tokenFD(), layout), UID: uid, IDBase: base, IDSize: size,
+		Identity: idFiles, Layout: binds, Env: host.AgentEnv(l, uid, layout, host.AgentEnvOptions{TokenOnFD: true, TokenFD: b.tokenFD(), OwnKernel: b.gvisor()}), UID: uid, IDBase: base, IDSize: size,
 		Limits: spec.Limits, ScratchBudget: ScratchBudget(), CgroupsPath: inst.cgroup, UserSpaceKernel: b.gvisor(), OwnCgroups: b.ownCgroups, Landlock: b.landlock(spec),
 		Lifeline: !b.cfg.Detached, CommandsApart: b.commandsApart(spec.Limits),
 	})
@@ -396,15 +397,15 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 // on the host is the sandbox user, hostUID, inside) attached under dir, and
 // returns them as the bundle's bind sources: an OCI runtime binds host
 // paths, it takes no mount descriptors.
-func attachLayout(dir, agentPath string, layout []process.LayoutMount, hostUID int) ([]process.LayoutMount, error) {
+func attachLayout(dir, agentPath string, layout []host.LayoutMount, hostUID int) ([]host.LayoutMount, error) {
 	if len(layout) == 0 {
 		return nil, nil
 	}
-	trees, err := process.IdmappedTrees(agentPath, layout, hostUID, hostUID)
+	trees, err := host.IdmappedTrees(agentPath, layout, hostUID, hostUID)
 	if err != nil {
 		return nil, err
 	}
-	paths, err := process.AttachLayout(dir, layout, trees)
+	paths, err := host.AttachLayout(dir, layout, trees)
 	for _, f := range trees {
 		f.Close()
 	}
@@ -591,7 +592,7 @@ func (i *instance) Destroy(ctx context.Context) error {
 	}
 	// The layout mounts go first: removing the directory over them would
 	// reach into the caller's own directories.
-	if err := process.DetachLayout(i.dir); err != nil {
+	if err := host.DetachLayout(i.dir); err != nil {
 		return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
 	}
 	if err := os.RemoveAll(i.dir); err != nil {
@@ -640,7 +641,7 @@ func (b *Backend) Adopt(ctx context.Context, state []byte, token string) (sandbo
 		return nil, fmt.Errorf("%w: container %s is gone: %v", sandbox.ErrAgent, st.ID, err)
 	}
 	sock := filepath.Join(inst.dir, "sock")
-	if inst.egress, err = process.ListenEgress(sock, st.SocketUID, st.SocketGID); err != nil {
+	if inst.egress, err = host.ListenEgress(sock, st.SocketUID, st.SocketGID); err != nil {
 		inst.proc.Close()
 		return nil, fmt.Errorf("%w: egress socket: %v", sandbox.ErrAgent, err)
 	}
@@ -663,7 +664,7 @@ func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 	if err := b.stateDir(); err != nil {
 		return err
 	}
-	process.SweepSharedTemps(b.cfg.StateDir)
+	host.SweepSharedTemps(b.cfg.StateDir)
 	kept := map[string]bool{}
 	for _, i := range keep {
 		if in, ok := i.(*instance); ok {

@@ -20,7 +20,7 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/conformance"
 	"github.com/cordon-sandbox/cordon/backend/adversarial"
 	"github.com/cordon-sandbox/cordon/backend/oci"
-	"github.com/cordon-sandbox/cordon/backend/process"
+	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -105,8 +105,8 @@ func TestTaskCeiling(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, b *oci.Backend) {
 		sb := create(t, b, sandbox.Spec{})
 		out, _ := sh(t, sb, "grep 'Max processes' /proc/self/limits")
-		if f := strings.Fields(out); len(f) < 4 || f[2] != strconv.Itoa(process.DefaultTasks) || f[3] != f[2] {
-			t.Fatalf("%q, want soft and hard %d", out, process.DefaultTasks)
+		if f := strings.Fields(out); len(f) < 4 || f[2] != strconv.Itoa(baseline.DefaultTasks) || f[3] != f[2] {
+			t.Fatalf("%q, want soft and hard %d", out, baseline.DefaultTasks)
 		}
 		if out := adversarial.Py(t, sb, "import resource\ntry:\n    resource.setrlimit(resource.RLIMIT_NPROC, (100000, 100000))\n    print('raised')\nexcept (ValueError, OSError):\n    print('refused')"); out != "refused\n" {
 			t.Fatalf("raising the ceiling from inside: %q", out)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/backend/process"
+	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/internal/pidfd"
 	"github.com/cordon-sandbox/cordon/internal/procid"
@@ -78,7 +78,7 @@ func agentCopy(base, path string) (string, error) {
 		return "", fmt.Errorf("%w: the agent: %v", sandbox.ErrUnavailable, err)
 	}
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s %d %d %d %d.%d", path, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec))
-	dir, err := process.SharedDir(base, "agent-"+hex.EncodeToString(sum[:8]), func(dir string) error {
+	dir, err := host.SharedDir(base, "agent-"+hex.EncodeToString(sum[:8]), func(dir string) error {
 		src, err := os.Open(path)
 		if err != nil {
 			return err

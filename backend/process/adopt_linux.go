@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/internal/pidfd"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -59,35 +59,13 @@ func (b *Backend) Adopt(ctx context.Context, state []byte, token string) (sandbo
 	inst := &instance{proc: p, state: st, dir: st.Dir, cg: b.cgroups.existing(st.ID)}
 	// The old listener died with its process; a new one at the same path
 	// is what the agent reaches next time it dials.
-	ln, err := ListenEgress(sock, st.SocketUID, st.SocketGID)
+	ln, err := host.ListenEgress(sock, st.SocketUID, st.SocketGID)
 	if err != nil {
 		p.Close()
 		return nil, fmt.Errorf("%w: egress socket: %v", sandbox.ErrAgent, err)
 	}
 	inst.egress = ln
 	return inst, nil
-}
-
-// ListenEgress listens on dir/egress.sock (replacing a stale socket there)
-// for a sandbox whose agent runs as uid/gid on the host: the socket is
-// theirs, mode 0600. It is the sandbox's only way out, served by the egress
-// proxy.
-func ListenEgress(dir string, uid, gid int) (net.Listener, error) {
-	path := filepath.Join(dir, "egress.sock")
-	_ = os.Remove(path)
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chown(path, uid, gid); err != nil {
-		ln.Close()
-		return nil, err
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, err
-	}
-	return ln, nil
 }
 
 // adoptedProc is an init this process did not start: it is watched and

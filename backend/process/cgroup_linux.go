@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -131,7 +132,7 @@ func ownCgroups() map[string]string {
 func (s cgroupSupport) limits() bool { return s.writeable }
 
 // create makes the sandbox's cgroups and writes its limits. l is the
-// workload's: a pids limit grows by AgentPids for the agent's own threads
+// workload's: a pids limit grows by baseline.AgentPids for the agent's own threads
 // (on v1 the workload's commands are held to l.Pids apart from them:
 // commandsApart).
 func (s cgroupSupport) create(id string, l sandbox.Limits) (*cgroups, error) {
@@ -168,7 +169,7 @@ func (s cgroupSupport) create(id string, l sandbox.Limits) (*cgroups, error) {
 	}
 	withAgent := l
 	if l.Pids > 0 {
-		withAgent.Pids += AgentPids
+		withAgent.Pids += baseline.AgentPids
 	}
 	if err := cg.setLimits(withAgent); err != nil {
 		return fail(err)

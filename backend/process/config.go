@@ -1,13 +1,7 @@
 package process
 
-import "github.com/cordon-sandbox/cordon/agent"
-
 // Name is the tier name.
 const Name = "process"
-
-// AgentPids is what a pids limit grows by for the agent itself: its spare
-// threads and the Go runtime's own.
-const AgentPids = agent.ReserveThreads + 32
 
 // Config configures the backend.
 type Config struct {
@@ -41,15 +35,7 @@ type Config struct {
 	// SpawnerRSS resident.
 	Spawner bool
 	// Tasks caps the processes and threads of a sandbox whose spec sets no
-	// pids limit (see DefaultTasks): 0 means DefaultTasks, negative means
+	// pids limit (see baseline.DefaultTasks): 0 means that, negative means
 	// no cap.
 	Tasks int64
 }
-
-// DefaultTasks is the ceiling on a sandbox's processes and threads, its
-// agent's included, when its spec sets no pids limit: RLIMIT_NPROC of the
-// sandbox's user, which nothing inside can raise. It keeps a fork bomb from
-// taking every pid of the host (32768 on many), with room for any ordinary
-// workload. Unlike a pids limit it keeps no reserve for the agent, which a
-// bomb may leave unable to make a thread; the sandbox then ends.
-const DefaultTasks = 4096

@@ -7,8 +7,6 @@ package process
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,22 +25,13 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/clonexec"
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/backend/host"
+	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
 	"github.com/cordon-sandbox/cordon/internal/procid"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"golang.org/x/sys/unix"
 )
-
-// Paths inside every process-tier sandbox.
-const (
-	Workspace = "/workspace"
-	Home      = "/home/sandbox"
-	SocketDir = "/run/cordon"
-	agentSock = SocketDir + "/agent.sock"
-)
-
-// DefaultUID is the sandbox user's uid and gid inside.
-const DefaultUID = 1000
 
 // Backend is the process tier.
 type Backend struct {
@@ -174,23 +162,6 @@ func (b *Backend) Probe(ctx context.Context) error {
 	return nil
 }
 
-// idRange is the block of host ids the sandbox's ids 0-65535 map to. As
-// root every sandbox gets its own block, from a range no ordinary account
-// uses; without privilege only the caller's own id can be mapped, to the
-// sandbox's root (which holds no capabilities once the sandbox is built).
-func idRange() (hostBase, size int) { return IDRange() }
-
-// IDRange picks the block of host ids a sandbox's ids 0-65535 map to (see
-// idRange).
-func IDRange() (hostBase, size int) {
-	if os.Geteuid() != 0 {
-		return os.Geteuid(), 1
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return 1<<30 + int(binary.BigEndian.Uint32(b[:])%(1<<14))<<16, 1 << 16
-}
-
 // sysProcAttr creates the namespaces. The init starts as root of its user
 // namespace so that it keeps the capabilities it needs to build the
 // sandbox; it drops them all before the agent runs.
@@ -203,7 +174,7 @@ func (b *Backend) sysProcAttr() (*syscall.SysProcAttr, int) {
 }
 
 func sysProcAttr() (*syscall.SysProcAttr, int) {
-	base, size := idRange()
+	base, size := host.IDRange()
 	gbase := base
 	root := os.Geteuid() == 0
 	if !root {
@@ -250,7 +221,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	if spec.RequireLandlock && b.landlock < 1 {
 		return nil, &sandbox.UnsupportedError{Tier: Name, What: "Landlock (the kernel does not provide it)"}
 	}
-	uid, gid := DefaultUID, DefaultUID
+	uid, gid := baseline.DefaultUID, baseline.DefaultUID
 	if spec.User != nil {
 		uid, gid = *spec.User, *spec.User
 	}
@@ -261,7 +232,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		}
 		uid, gid = 0, 0
 	}
-	layout, err := LayoutMounts(spec.Layout)
+	layout, err := host.LayoutMounts(spec.Layout)
 	if err != nil {
 		return nil, err
 	}
@@ -278,13 +249,13 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	sl := b.takeSlot(agent)
 	if sl == nil {
 		attr, _ := b.sysProcAttr()
-		if trees, err = IdmappedTrees(agent, layout, attr.UidMappings[0].HostID+uid, attr.GidMappings[0].HostID+gid); err != nil {
+		if trees, err = host.IdmappedTrees(agent, layout, attr.UidMappings[0].HostID+uid, attr.GidMappings[0].HostID+gid); err != nil {
 			return nil, err
 		}
 		if sl, err = b.newSlot(agent, attr, &forSpec{l: l, layout: layout, trees: trees, uid: uid, gid: gid}); err != nil {
 			return nil, err
 		}
-	} else if trees, err = IdmappedTrees(agent, layout, sl.uidBase+uid, sl.gidBase+gid); err != nil {
+	} else if trees, err = host.IdmappedTrees(agent, layout, sl.uidBase+uid, sl.gidBase+gid); err != nil {
 		sl.discard()
 		return nil, err
 	}
@@ -299,7 +270,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 // configure turns a slot into the sandbox spec describes: ownership of its
 // sockets, cgroups, identity files, then the configuration the init waits
 // for.
-func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, trees []*os.File, uid, gid int) (*instance, error) {
+func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []host.LayoutMount, trees []*os.File, uid, gid int) (*instance, error) {
 	spec := l.Spec
 	inst := &instance{proc: sl.proc, egress: sl.egress, dir: sl.dir, ready: sl.ready}
 	sl.proc.SetEndpoint(client.Endpoint{Network: "unix", Address: filepath.Join(sl.sock, "agent.sock"), Token: l.Token})
@@ -377,7 +348,7 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []LayoutMount, tr
 }
 
 // initConfig is the configuration of slot sl's init for l.
-func (b *Backend) initConfig(sl *slot, l sandbox.Launch, layout []LayoutMount, uid, gid int) (sandboxinit.Config, error) {
+func (b *Backend) initConfig(sl *slot, l sandbox.Launch, layout []host.LayoutMount, uid, gid int) (sandboxinit.Config, error) {
 	spec := l.Spec
 	rootfs, hostRoot := "/", true
 	if spec.RootFS != "" {
@@ -393,18 +364,15 @@ func (b *Backend) initConfig(sl *slot, l sandbox.Launch, layout []LayoutMount, u
 	}
 	icfg := sandboxinit.Config{
 		Stage: sl.stage, RootFS: rootfs, HostRoot: hostRoot, ScratchMount: sl.scratch,
-		Tmpfs: []sandboxinit.Tmpfs{
-			{Path: "/tmp", Mode: 0o1777}, {Path: "/var/tmp", Mode: 0o1777},
-			{Path: Workspace, Mode: 0o755, Owned: true}, {Path: Home, Mode: 0o700, Owned: true},
-		},
+		Tmpfs: scratchDirs(),
 		// The host's sockets (the agent's, egress): nothing the sandbox
 		// makes there lands on the host's disk.
-		Binds: []sandboxinit.Bind{{Source: sl.sock, Target: SocketDir, ReadOnly: true}},
+		Binds: []sandboxinit.Bind{{Source: sl.sock, Target: baseline.SocketDir, ReadOnly: true}},
 		UID:   uid, GID: gid,
-		Hostname: "cordon",
+		Hostname: baseline.Hostname,
 		Landlock: landlock,
-		Workdir:  Workspace,
-		Env:      agentEnv(l, uid, layout),
+		Workdir:  baseline.Workspace,
+		Env:      host.AgentEnv(l, uid, layout, host.AgentEnvOptions{}),
 		Detached: b.cfg.Detached,
 		// On v1 under a pids limit the commands get a pids cgroup of
 		// their own (cgroups.commands).
@@ -415,7 +383,7 @@ func (b *Backend) initConfig(sl *slot, l sandbox.Launch, layout []LayoutMount, u
 	}
 	if os.Geteuid() == 0 {
 		// The sandbox maps 65536 ids: the agent has its own.
-		icfg.AgentUID = sandboxinit.AgentID
+		icfg.AgentUID = baseline.AgentID
 	}
 	// Scratch space is memory charged to the sandbox, bounded apart
 	// (Limits.Disk): full, it is ENOSPC for the workload, below its memory
@@ -423,7 +391,7 @@ func (b *Backend) initConfig(sl *slot, l sandbox.Launch, layout []LayoutMount, u
 	icfg.ScratchBytes = spec.Limits.Disk()
 	// The identity files are the same for every sandbox of a kind: bound
 	// from one shared copy, not written into each sandbox's root.
-	identity, err := IdentityFiles(b.cfg.StateDir, uid, hostRoot)
+	identity, err := host.IdentityFiles(b.cfg.StateDir, uid, hostRoot)
 	if err != nil {
 		return sandboxinit.Config{}, err
 	}
@@ -434,63 +402,13 @@ func (b *Backend) initConfig(sl *slot, l sandbox.Launch, layout []LayoutMount, u
 	return icfg, nil
 }
 
-// AgentEnv is the environment of an agent whose token arrives on
-// descriptor tokenFD rather than in the environment (a tier whose
-// configuration is written to disk), with the layout's directories among
-// its read and write roots.
-func AgentEnv(l sandbox.Launch, uid, tokenFD int, layout []LayoutMount) []string {
-	l.Token = ""
-	env := agentEnv(l, uid, layout)
-	out := env[:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "CORDON_AGENT_TOKEN=") {
-			out = append(out, kv)
-		}
+// scratchDirs renders the baseline's scratch directories for the init,
+// which mounts them all on one filesystem.
+func scratchDirs() []sandboxinit.Tmpfs {
+	var out []sandboxinit.Tmpfs
+	for _, s := range baseline.ScratchDirs {
+		out = append(out, sandboxinit.Tmpfs{Path: s.Path, Mode: s.Mode, Owned: s.Owned})
 	}
-	return append(out, "CORDON_AGENT_TOKEN_FD="+strconv.Itoa(tokenFD))
-}
-
-// agentEnv is the agent's environment: its settings and what commands inherit.
-func agentEnv(l sandbox.Launch, uid int, layout []LayoutMount) []string {
-	user := "sandbox"
-	if uid == 0 {
-		user = "root"
-	}
-	env := map[string]string{
-		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME": Home, "USER": user, "LOGNAME": user, "LANG": "C.UTF-8", "TERM": "xterm-256color",
-	}
-	for k, v := range l.Spec.Env {
-		env[k] = v
-	}
-	for k, v := range l.AgentEnv {
-		env["CORDON_AGENT_"+k] = v
-	}
-	env["CORDON_AGENT_TOKEN"] = l.Token
-	env["CORDON_AGENT_SOCKET"] = agentSock
-	env["CORDON_AGENT_EGRESS_SOCKET"] = SocketDir + "/egress.sock"
-	// The sandbox shares the host's kernel: its bridge hands connections
-	// to the proxy rather than carrying their bytes (a tier with a kernel
-	// of its own drops this).
-	env["CORDON_AGENT_EGRESS_PASS"] = "1"
-	env["CORDON_AGENT_WORKSPACE"] = Workspace
-	// The host may read any file of the sandbox's own view (which is all
-	// it is: the host's secrets are masked, its other files absent), as
-	// docker cp can: /etc/hostname, a build's output anywhere.
-	write, read := []string{"/tmp", "/var/tmp", Home}, []string{"/"}
-	for _, m := range layout {
-		read = append(read, m.Target)
-		if !m.ReadOnly {
-			write = append(write, m.Target)
-		}
-	}
-	env["CORDON_AGENT_WRITE_ROOTS"] = strings.Join(write, ":")
-	env["CORDON_AGENT_READ_ROOTS"] = strings.Join(read, ":")
-	out := make([]string, 0, len(env))
-	for k, v := range env {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
 	return out
 }
 
@@ -678,7 +596,7 @@ func (b *Backend) taskCeiling() uint64 {
 	case b.cfg.Tasks < 0:
 		return 0
 	case b.cfg.Tasks == 0:
-		return DefaultTasks
+		return baseline.DefaultTasks
 	}
 	return uint64(b.cfg.Tasks)
 }

@@ -19,12 +19,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/agent"
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/conformance"
 	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/backend/adversarial"
 	"github.com/cordon-sandbox/cordon/backend/process"
+	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -342,17 +342,17 @@ func TestCgoAgent(t *testing.T) {
 }
 
 // TestTaskCeiling: a sandbox without a pids limit still has a ceiling on
-// its processes and threads (process.DefaultTasks unless configured) that
+// its processes and threads (baseline.DefaultTasks unless configured) that
 // nothing inside can raise, so a fork bomb stops there rather than taking
 // every pid of the host; a pids limit replaces it.
 func TestTaskCeiling(t *testing.T) {
 	const limits = "grep 'Max processes' /proc/self/limits"
 	out, _, _ := sh(t, create(t, sandbox.Spec{}), limits)
-	if f := strings.Fields(out); len(f) < 4 || f[2] != strconv.Itoa(process.DefaultTasks) || f[3] != f[2] {
-		t.Fatalf("without a pids limit: %q, want soft and hard %d", out, process.DefaultTasks)
+	if f := strings.Fields(out); len(f) < 4 || f[2] != strconv.Itoa(baseline.DefaultTasks) || f[3] != f[2] {
+		t.Fatalf("without a pids limit: %q, want soft and hard %d", out, baseline.DefaultTasks)
 	}
 	out, _, _ = sh(t, create(t, sandbox.Spec{Limits: sandbox.Limits{Pids: 50}}), limits)
-	if strings.Contains(out, " "+strconv.Itoa(process.DefaultTasks)+" ") {
+	if strings.Contains(out, " "+strconv.Itoa(baseline.DefaultTasks)+" ") {
 		t.Fatalf("with a pids limit the ceiling is still set: %q", out)
 	}
 
@@ -383,10 +383,10 @@ func TestTaskCeiling(t *testing.T) {
 // owner, nosuid and nodev but executable; with a memory limit the tmpfs is
 // no larger.
 func TestScratch(t *testing.T) {
-	dirs := strings.Join([]string{"/tmp", "/var/tmp", process.Workspace, process.Home}, " ")
+	dirs := strings.Join([]string{"/tmp", "/var/tmp", baseline.Workspace, baseline.Home}, " ")
 	sb := create(t, sandbox.Spec{})
 	out, _, _ := sh(t, sb, "stat -c '%n %a %U' "+dirs+"; printf '#!/bin/sh\\necho ran\\n' >/workspace/x; chmod +x /workspace/x; /workspace/x")
-	for _, want := range []string{"/tmp 1777 root", "/var/tmp 1777 root", process.Workspace + " 755 sandbox", process.Home + " 700 sandbox", "ran"} {
+	for _, want := range []string{"/tmp 1777 root", "/var/tmp 1777 root", baseline.Workspace + " 755 sandbox", baseline.Home + " 700 sandbox", "ran"} {
 		if !strings.Contains(out, want+"\n") {
 			t.Errorf("no %q in:\n%s", want, out)
 		}
@@ -490,7 +490,7 @@ func TestCommandsPidsApart(t *testing.T) {
 		}
 		return self[strings.LastIndex(self, ":")+1:], threads
 	}
-	if self, threads := pids(t, backend(t), 64); self != "/commands" || threads["/commands"] != 1 || threads["/"] < 2 || threads["/"] >= agent.ReserveThreads {
+	if self, threads := pids(t, backend(t), 64); self != "/commands" || threads["/commands"] != 1 || threads["/"] < 2 || threads["/"] >= baseline.ReserveThreads {
 		t.Errorf("a command's pids cgroup %q, the agent's threads in each %v: want /commands, and only the first thread there, no spares", self, threads)
 	}
 	if self, threads := pids(t, backend(t), 0); self != "/" || threads["/commands"] != 0 {
@@ -500,7 +500,7 @@ func TestCommandsPidsApart(t *testing.T) {
 	cgo := process.New(process.Config{AgentPath: testutil.BuildAgentCgo(t), StateDir: stateDir(t)})
 	self, threads := pids(t, cgo, 64)
 	moved := self == "/commands" && threads["/commands"] == 1
-	if !moved && (self != "/" || threads["/commands"] != 0) || threads["/"] < agent.ReserveThreads {
+	if !moved && (self != "/" || threads["/commands"] != 0) || threads["/"] < baseline.ReserveThreads {
 		t.Errorf("a cgo-built agent: a command's pids cgroup %q, the agent's threads %v: want its command thread alone moved, or nothing, and its 16 spares", self, threads)
 	}
 }
@@ -626,8 +626,8 @@ func TestSpareThreads(t *testing.T) {
 	// On cgroup v1 the commands' pids are held apart instead, and the
 	// agent makes none (TestCommandsPidsApart).
 	_, err := os.Stat("/sys/fs/cgroup/pids")
-	if apart := err == nil; without >= agent.ReserveThreads || apart != (with < agent.ReserveThreads) {
-		t.Fatalf("agent threads: %d without a pids limit, %d with one (commands held apart: %v); want fewer than %d, then at least that unless apart", without, with, apart, agent.ReserveThreads)
+	if apart := err == nil; without >= baseline.ReserveThreads || apart != (with < baseline.ReserveThreads) {
+		t.Fatalf("agent threads: %d without a pids limit, %d with one (commands held apart: %v); want fewer than %d, then at least that unless apart", without, with, apart, baseline.ReserveThreads)
 	}
 }
 

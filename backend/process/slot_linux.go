@@ -19,6 +19,7 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/clonexec"
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/internal/agentproc"
 	"github.com/cordon-sandbox/cordon/internal/spawner"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -48,7 +49,7 @@ type slot struct {
 // sandbox's root can then be built while the init starts.
 type forSpec struct {
 	l        sandbox.Launch
-	layout   []LayoutMount
+	layout   []host.LayoutMount
 	trees    []*os.File
 	uid, gid int
 }

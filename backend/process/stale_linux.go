@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/internal/procid"
 )
 
@@ -40,7 +41,7 @@ func recordAlive(dir string) bool {
 }
 
 func (b *Backend) sweepStale() {
-	SweepSharedTemps(b.cfg.StateDir)
+	host.SweepSharedTemps(b.cfg.StateDir)
 	ents, err := os.ReadDir(b.cfg.StateDir)
 	if err != nil {
 		return

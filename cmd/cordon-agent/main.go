@@ -10,13 +10,16 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent"
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
+	"github.com/cordon-sandbox/cordon/agent/startup"
 )
 
 func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case sandboxinit.Arg:
-			os.Exit(sandboxinit.Main())
+			os.Exit(sandboxinit.Main(func(env []string, opts startup.Options) (func() int, int) {
+				return agent.Start(env, false, os.Stdout, os.Stderr, opts)
+			}))
 		case sandboxinit.HoldArg:
 			os.Exit(sandboxinit.Hold())
 		case sandboxinit.SpawnerArg:

@@ -19,8 +19,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/agent"
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
@@ -363,7 +363,7 @@ func exitFor(res *wire.Result, timeout time.Duration, memory int64) int {
 	switch {
 	case res.TimedOut:
 		if timeout == 0 {
-			timeout = agent.DefaultConfig().DefaultTimeout
+			timeout = baseline.DefaultTimeout
 		}
 		fmt.Fprintf(os.Stderr, "cordon: the command timed out after %s and was stopped\n", timeout)
 		return exitTimeout

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cordon-sandbox/cordon/backend/process"
+	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -37,7 +37,7 @@ func addSpecFlags(fs *flag.FlagSet, local bool) *specFlags {
 	fs.Var(f.env, "env", "set an environment variable `K=V` (or K, taken from here); repeatable")
 	f.memory = fs.String("memory", "", "memory limit, e.g. 512m or 2g (the command is OOM-killed past it)")
 	f.disk = fs.String("disk", "", "writable space (the workspace, /tmp, the home directory), e.g. 1g: memory, at most --memory (default: half of it); full, it is ENOSPC")
-	f.pids = fs.Int64("pids", 0, fmt.Sprintf("limit on processes and threads, with a reserve that keeps the agent alive (without one, the sandbox's tasks stop at %d, with no reserve)", process.DefaultTasks))
+	f.pids = fs.Int64("pids", 0, fmt.Sprintf("limit on processes and threads, with a reserve that keeps the agent alive (without one, the sandbox's tasks stop at %d, with no reserve)", baseline.DefaultTasks))
 	f.cpus = fs.Float64("cpus", 0, "CPU limit in cores, e.g. 0.5")
 	f.rootfs = fs.String("rootfs", "", "use `DIR` as the read-only root filesystem (default: the host's system directories)")
 	f.image = fs.String("image", "", "use an image's root filesystem: a cached `NAME` or digest (cordon image ls), or a registry reference, pulled if missing")

@@ -45,9 +45,10 @@ func run() error {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		fmt.Fprintf(&b, "var sysnum%s = map[string]uint32{\n", strings.ToUpper(arch))
+		// A sorted array, not a map: nothing to build at start-up.
+		fmt.Fprintf(&b, "var sysnum%s = []sysnum{\n", strings.ToUpper(arch))
 		for _, n := range names {
-			fmt.Fprintf(&b, "%q: %s,\n", n, nums[n])
+			fmt.Fprintf(&b, "{%q, %s},\n", n, nums[n])
 		}
 		b.WriteString("}\n\n")
 	}

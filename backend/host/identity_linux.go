@@ -1,4 +1,4 @@
-package process
+package host
 
 import (
 	"crypto/sha256"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
+	"github.com/cordon-sandbox/cordon/baseline"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,32 +21,14 @@ import (
 // (made once per content, never written again) that hold what tiers which
 // bind host files need.
 
-// IdentityBinds are the small files that say who and where the sandbox
-// is, so that nothing of the host's shows through: its users and groups
-// (with the host's own root, whose /etc would name the host's accounts),
-// hosts, hostname, and a resolver configuration naming no reachable
-// resolver (names resolve at the egress proxy; a lookup inside fails at
-// once). Each is a read-only File bind given by its Content, which the
-// process tier's init writes on its own tmpfs.
+// IdentityBinds renders the baseline's identity files
+// (baseline.IdentityFiles) as read-only File binds given by their Content,
+// which the process tier's init writes on its own tmpfs.
 func IdentityBinds(uid int, hostRoot bool) []sandboxinit.Bind {
-	files := map[string]string{
-		"hosts":       "127.0.0.1\tlocalhost cordon\n::1\tlocalhost ip6-localhost ip6-loopback\n",
-		"hostname":    "cordon\n",
-		"resolv.conf": "# cordon: no resolver is reachable from a sandbox; names resolve at the egress proxy.\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
-	}
-	if hostRoot {
-		passwd := "root:x:0:0:root:/root:/bin/sh\n"
-		group := "root:x:0:\n"
-		if uid != 0 {
-			passwd += fmt.Sprintf("sandbox:x:%d:%d:sandbox:%s:/bin/sh\n", uid, uid, Home)
-			group += fmt.Sprintf("sandbox:x:%d:\n", uid)
-		}
-		files["passwd"] = passwd + "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-		files["group"] = group + "nogroup:x:65534:\n"
-	}
+	files := baseline.IdentityFiles(uid, hostRoot)
 	var binds []sandboxinit.Bind
-	for _, name := range slices.Sorted(maps.Keys(files)) {
-		binds = append(binds, sandboxinit.Bind{Target: "/etc/" + name, ReadOnly: true, File: true, Content: files[name]})
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		binds = append(binds, sandboxinit.Bind{Target: p, ReadOnly: true, File: true, Content: files[p]})
 	}
 	return binds
 }

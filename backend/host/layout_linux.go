@@ -1,4 +1,4 @@
-package process
+package host
 
 import (
 	"errors"
@@ -13,22 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
+	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/internal/spawnthread"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
-
-// LayoutRoot is where layout directories appear inside the sandbox.
-const LayoutRoot = "/mnt/user-data"
-
-// LayoutMount is one layout directory to bind: Host at Target inside,
-// its host user and group UID and GID the sandbox user inside. DirUID and
-// DirGID are the directory's own owner, when UID and GID are not.
-type LayoutMount struct {
-	Host, Target   string
-	ReadOnly       bool
-	UID, GID       int
-	DirUID, DirGID int
-}
 
 // LayoutMounts lists the spec's layout directories, checked to exist, each
 // with the host user the sandbox user is there: the directory's owner, or
@@ -59,7 +47,7 @@ func LayoutMounts(l sandbox.Layout) ([]LayoutMount, error) {
 			return nil, fmt.Errorf("%w: layout %s: %s is not a directory", sandbox.ErrInvalidSpec, m.name, abs)
 		}
 		sys := st.Sys().(*syscall.Stat_t)
-		lm := LayoutMount{Host: abs, Target: LayoutRoot + "/" + m.name, ReadOnly: m.ro, UID: int(sys.Uid), GID: int(sys.Gid)}
+		lm := LayoutMount{Host: abs, Target: baseline.LayoutRoot + "/" + m.name, ReadOnly: m.ro, UID: int(sys.Uid), GID: int(sys.Gid)}
 		lm.DirUID, lm.DirGID = lm.UID, lm.GID
 		if !m.ro && l.Owner != nil {
 			lm.UID, lm.GID = l.Owner.UID, l.Owner.GID

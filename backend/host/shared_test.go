@@ -1,6 +1,6 @@
 //go:build linux
 
-package process_test
+package host_test
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/backend/process"
+	"github.com/cordon-sandbox/cordon/backend/host"
 )
 
 // TestSharedDir: a shared directory is made once, whole, under its name; a
@@ -27,7 +27,7 @@ func TestSharedDir(t *testing.T) {
 		return os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644)
 	}
 	for range 2 {
-		dir, err := process.SharedDir(base, "thing-1", fill)
+		dir, err := host.SharedDir(base, "thing-1", fill)
 		if err != nil || dir != filepath.Join(base, "thing-1") {
 			t.Fatalf("%q %v", dir, err)
 		}
@@ -35,7 +35,7 @@ func TestSharedDir(t *testing.T) {
 	if fills != 1 {
 		t.Fatalf("filled %d times, want once", fills)
 	}
-	if _, err := process.SharedDir(base, "thing-2", func(string) error { return errors.New("no") }); err == nil {
+	if _, err := host.SharedDir(base, "thing-2", func(string) error { return errors.New("no") }); err == nil {
 		t.Fatal("a failed fill made a shared directory")
 	}
 	// A killed maker's temporary, an old and a young one.
@@ -49,7 +49,7 @@ func TestSharedDir(t *testing.T) {
 	if err := os.Chtimes(old, past, past); err != nil {
 		t.Fatal(err)
 	}
-	process.SweepSharedTemps(base)
+	host.SweepSharedTemps(base)
 	ents, _ := os.ReadDir(base)
 	var names []string
 	for _, e := range ents {
