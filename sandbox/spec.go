@@ -9,6 +9,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/egress"
+	"os"
 )
 
 // Spec describes the sandbox to create.
@@ -270,6 +271,31 @@ type Adopter interface {
 	// Sweep tears down, with confirmation, every instance of this backend
 	// that keep does not hold, and whatever dead instances left behind.
 	Sweep(ctx context.Context, keep []Instance) error
+}
+
+// The optional abilities below are each an interface of their own, which a
+// tier implements or not (and asserts with var _ I = (*T)(nil)); callers
+// check for them, and a tier that lacks one refuses what needs it. The
+// abilities to come (terminals, snapshots) will be declared here too.
+
+// Signaller is implemented by instances whose agent process the host can
+// signal itself (the process and passthrough tiers start it as a child;
+// an OCI runtime's container init is reached only through the runtime).
+type Signaller interface {
+	Signal(sig os.Signal) error
+}
+
+// ExitCoder is implemented by instances that can tell their agent's exit
+// status once Exited has closed: -1 where it is unknown (a sandbox this
+// process adopted rather than started).
+type ExitCoder interface {
+	ExitCode() int
+}
+
+// Closer is implemented by backends that hold resources of their own (a
+// pool of started inits, a helper process) until they are closed.
+type Closer interface {
+	Close() error
 }
 
 // Instance is one running environment.

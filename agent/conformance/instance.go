@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"context"
-	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -44,10 +43,10 @@ func FromBackend(b sandbox.Backend, spec sandbox.Spec) Factory {
 			t.Fatalf("%v: %s", err, inst.Diagnostics())
 		}
 		tg := &Target{Endpoint: inst.Endpoint(), EnvPrefix: "CORDON_AGENT_", Exited: inst.Exited(), ReadsAnywhere: b.Capabilities().Isolated}
-		if x, ok := inst.(interface{ ExitCode() int }); ok {
+		if x, ok := inst.(sandbox.ExitCoder); ok {
 			tg.ExitCode = x.ExitCode
 		}
-		if x, ok := inst.(interface{ Signal(os.Signal) error }); ok {
+		if x, ok := inst.(sandbox.Signaller); ok {
 			tg.Signal = func(sig string) error {
 				return x.Signal(map[string]syscall.Signal{"TERM": syscall.SIGTERM, "INT": syscall.SIGINT}[sig])
 			}

@@ -62,6 +62,17 @@ type Backend struct {
 
 var _ sandbox.Backend = (*Backend)(nil)
 
+// The abilities the OCI tiers have (sandbox's optional interfaces). Their
+// agent is the container's init, which the runtime detached: the host can
+// neither signal it directly nor read its exit status.
+var (
+	_ sandbox.Instance   = (*instance)(nil)
+	_ sandbox.Pauser     = (*instance)(nil)
+	_ sandbox.Persistent = (*instance)(nil)
+	_ sandbox.EgressPort = (*instance)(nil)
+	_ sandbox.OOMCounter = (*instance)(nil)
+)
+
 // New returns the backend.
 func New(cfg Config) *Backend {
 	if cfg.Tier == "" {

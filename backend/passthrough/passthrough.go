@@ -39,6 +39,13 @@ type Backend struct{ cfg Config }
 
 var _ sandbox.Backend = (*Backend)(nil)
 
+// The abilities the passthrough tier has (sandbox's optional interfaces).
+var (
+	_ sandbox.Instance  = (*instance)(nil)
+	_ sandbox.Signaller = (*instance)(nil)
+	_ sandbox.ExitCoder = (*instance)(nil)
+)
+
 // New returns the passthrough backend.
 func New(cfg Config) *Backend { return &Backend{cfg: cfg} }
 

@@ -100,6 +100,19 @@ func residentBytes() int64 {
 
 var _ sandbox.Backend = (*Backend)(nil)
 
+// The abilities the process tier has (sandbox's optional interfaces).
+var (
+	_ sandbox.Closer        = (*Backend)(nil)
+	_ sandbox.Instance      = (*instance)(nil)
+	_ sandbox.Pauser        = (*instance)(nil)
+	_ sandbox.Persistent    = (*instance)(nil)
+	_ sandbox.EgressPort    = (*instance)(nil)
+	_ sandbox.OOMCounter    = (*instance)(nil)
+	_ sandbox.ReadyReporter = (*instance)(nil)
+	_ sandbox.Signaller     = (*instance)(nil)
+	_ sandbox.ExitCoder     = (*instance)(nil)
+)
+
 // New returns the process backend.
 func New(cfg Config) *Backend {
 	if cfg.StateDir == "" {

@@ -144,7 +144,7 @@ func serveCmd(args []string) int {
 		_ = srv.Shutdown(ctx)
 		// Sandboxes stay; the inits waiting for a create go.
 		for _, b := range tiers {
-			if c, ok := b.(interface{ Close() error }); ok {
+			if c, ok := b.(sandbox.Closer); ok {
 				_ = c.Close()
 			}
 		}
