@@ -342,8 +342,9 @@ func subscribe(t *testing.T, c *sclient.Client) (context.Context, <-chan api.Eve
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	t.Cleanup(cancel)
 	evs := make(chan api.Event, 256)
-	go c.Events(ctx, func(ev api.Event) error { evs <- ev; return nil })
-	time.Sleep(100 * time.Millisecond)
+	if _, err := c.Subscribe(ctx, func(ev api.Event) error { evs <- ev; return nil }); err != nil {
+		t.Fatal(err)
+	}
 	return ctx, evs
 }
 

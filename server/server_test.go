@@ -151,8 +151,7 @@ func TestExecCancelAndDroppedConnection(t *testing.T) {
 		}
 		res <- err
 	}()
-	id := <-ids
-	time.Sleep(100 * time.Millisecond)
+	id := <-ids // started: the agent has it
 	term, err := c.Cancel(t.Context(), sb.ID, id)
 	if err != nil || term.State == "" {
 		t.Fatalf("cancel: %+v %v", term, err)
@@ -170,22 +169,44 @@ func TestExecCancelAndDroppedConnection(t *testing.T) {
 // TestTenantIsolation tries every route of one tenant's sandbox with
 // another tenant's key: each answers exactly as for a missing sandbox.
 func TestTenantIsolation(t *testing.T) {
-	d := startDaemon(t)
+	// The daemon's own logic, on the fake tier: no root needed.
+	d, _ := startFakeDaemon(t)
 	alice, aliceKey := d.tenant(t, "alice")
 	_, bobKey := d.tenant(t, "bob")
 	bob, _ := sclient.New("http://"+d.tcp, bobKey)
-	bobSaw := make(chan api.Event, 16)
+	bobSaw := make(chan api.Event, 64)
 	ectx, stopEvents := context.WithCancel(t.Context())
 	defer stopEvents()
-	go bob.Events(ectx, func(ev api.Event) error { bobSaw <- ev; return nil })
-	time.Sleep(100 * time.Millisecond)
+	if _, err := bob.Subscribe(ectx, func(ev api.Event) error { bobSaw <- ev; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// bobCreates makes a sandbox of bob's and waits for its event: the
+	// positive control that bob's stream works (and, the first time, is
+	// in place), and a marker after which alice's events, emitted before
+	// it, would have arrived.
+	bobs := map[string]bool{}
+	bobCreates := func() {
+		t.Helper()
+		own := create(t, bob, api.CreateRequest{})
+		bobs[own.ID] = true
+		for {
+			select {
+			case ev := <-bobSaw:
+				if !bobs[ev.Sandbox] || ev.Tenant != "bob" {
+					t.Fatalf("bob received an event not his: %+v", ev)
+				}
+				if ev.Sandbox == own.ID && ev.Type == api.EventCreated {
+					return
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("bob's event stream never showed his own create")
+			}
+		}
+	}
+	bobCreates()
 	sb := create(t, alice, api.CreateRequest{})
 	sh(t, alice, sb.ID, "echo secret > mine")
-	select {
-	case ev := <-bobSaw:
-		t.Fatalf("bob received alice's event: %+v", ev)
-	case <-time.After(200 * time.Millisecond):
-	}
+	bobCreates()
 	hc := &http.Client{}
 	do := func(key, method, path string, body string) (int, string) {
 		req, _ := http.NewRequest(method, "http://"+d.tcp+path, strings.NewReader(body))
@@ -430,8 +451,9 @@ func TestEvents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	evs := make(chan api.Event, 64)
-	go c.Events(ctx, func(ev api.Event) error { evs <- ev; return nil })
-	time.Sleep(100 * time.Millisecond) // the subscription is in place
+	if _, err := c.Subscribe(ctx, func(ev api.Event) error { evs <- ev; return nil }); err != nil {
+		t.Fatal(err)
+	}
 	sb, err := c.Create(ctx, api.CreateRequest{})
 	if err != nil {
 		t.Fatal(err)

@@ -404,14 +404,37 @@ func (c *Client) Transport() http.RoundTripper { return c.hc.Transport }
 // Events streams the caller's lifecycle events to fn until ctx ends, the
 // stream ends, or fn returns an error.
 func (c *Client) Events(ctx context.Context, fn func(api.Event) error) error {
+	resp, err := c.subscribe(ctx)
+	if err != nil {
+		return err
+	}
+	return readEvents(ctx, resp, fn)
+}
+
+// Subscribe is Events returning once the daemon holds the subscription,
+// so that every event after the call reaches fn; the stream is read in the
+// background until ctx ends or fn fails, and done then says why.
+func (c *Client) Subscribe(ctx context.Context, fn func(api.Event) error) (done <-chan error, err error) {
+	resp, err := c.subscribe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan error, 1)
+	go func() { ch <- readEvents(ctx, resp, fn) }()
+	return ch, nil
+}
+
+// subscribe opens the event stream: the daemon subscribes before it
+// answers.
+func (c *Client) subscribe(ctx context.Context) (*http.Response, error) {
 	req, err := c.request(ctx, http.MethodGet, "/v1/events", nil, 0)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	resp, err := c.do(req)
-	if err != nil {
-		return err
-	}
+	return c.do(req)
+}
+
+func readEvents(ctx context.Context, resp *http.Response, fn func(api.Event) error) error {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
