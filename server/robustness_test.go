@@ -282,9 +282,10 @@ func TestConcurrentDeletes(t *testing.T) {
 // never end by themselves: their subscribers see the stream end.
 func TestShutdownEndsStreams(t *testing.T) {
 	d := startDaemon(t)
-	ended := make(chan error, 1)
-	go func() { ended <- d.local.Events(context.Background(), func(api.Event) error { return nil }) }()
-	time.Sleep(200 * time.Millisecond) // the subscription is in place
+	ended, err := d.local.Subscribe(context.Background(), func(api.Event) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	for _, hs := range d.https {
