@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/cordon-sandbox/cordon/server/api"
+)
+
+func createCmd(args []string) int {
+	fs := newFlagSet("create", "usage: cordon create [flags]\n\nCreates a sandbox on the daemon and prints its id.")
+	sf := addSpecFlags(fs, false)
+	ttl := fs.Duration("ttl", 0, "destroy the sandbox after this long, whatever it is doing (0: the daemon's default)")
+	idle := fs.Duration("idle", 0, "destroy it after this long without activity inside (0: the daemon's default; -1s: never)")
+	pool := fs.String("pool", "", "claim from the warm pool `NAME`")
+	output := fs.String("o", "", "output format: json (the sandbox, rather than its id)")
+	maxTimeout := fs.Duration("max-timeout", 0, "the longest timeout its commands may be given (0: 30m; at most the daemon's --max-exec-timeout)")
+	labels := labelFlag{}
+	fs.Var(labels, "label", "attach a label `KEY=VALUE`; repeatable")
+	c, rest, code := daemonClient(fs, args)
+	if c == nil {
+		return code
+	}
+	if len(rest) > 0 {
+		fs.Usage()
+		return 2
+	}
+	spec, err := sf.spec()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+		return 2
+	}
+	spec.MaxTimeout = *maxTimeout
+	req := api.CreateRequest{Spec: toAPISpec(spec), TTLSeconds: int64(ttl.Seconds()), Labels: labels, Pool: *pool}
+	if *idle < 0 {
+		req.IdleTimeoutSeconds = -1
+	} else {
+		req.IdleTimeoutSeconds = int64(idle.Seconds())
+	}
+	sb, err := c.Create(context.Background(), req)
+	if err != nil {
+		return apiFail(err)
+	}
+	if *output == "json" {
+		return printJSON(sb)
+	}
+	fmt.Println(sb.ID)
+	return 0
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/wire"
+	sclient "github.com/cordon-sandbox/cordon/server/client"
+)
+
+func execCmd(args []string) int {
+	fs := newFlagSet("exec", "usage: cordon exec [flags] ID -- COMMAND [ARG...]\n\nRuns COMMAND in a sandbox on the daemon and exits with its status, as cordon\nrun does. Ctrl-C cancels the command and waits for the stop.")
+	env := envFlag{}
+	fs.Var(env, "env", "set an environment variable `K=V`; repeatable")
+	timeout := fs.Duration("timeout", 0, "stop the command after this long (0: the agent's default)")
+	cwd := fs.String("cwd", "", "working directory inside")
+	interactive := fs.Bool("i", false, "pass cordon's standard input to the command")
+	output := fs.String("o", "", "output format: json (the command's output and result as one object, once it ends)")
+	maxOutput := maxOutputFlag(fs)
+	c, rest, code := daemonClient(fs, args)
+	if c == nil {
+		return code
+	}
+	if len(rest) > 1 && rest[1] == "--" {
+		rest = append(rest[:1], rest[2:]...)
+	}
+	if len(rest) < 2 {
+		fs.Usage()
+		return 2
+	}
+	id, argv := rest[0], rest[1:]
+	opts := sclient.ExecOptions{Args: argv[1:], Cwd: *cwd, Env: env, Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr, RawOutput: true}
+	var err error
+	if opts.MaxOutputBytes, err = maxOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+		return 2
+	}
+	if *interactive {
+		if opts.Stdin, err = readStdin(); err != nil {
+			return apiFail(err)
+		}
+	}
+	if *output == "json" {
+		return execJSON(c, id, argv[0], opts)
+	}
+	return execRemote(c, id, argv[0], opts, 0)
+}
+
+// execJSON runs the command and prints its output and result as one JSON
+// object (cordon exec -o json); its status is 0 once the command ran,
+// whatever the command's own.
+func execJSON(c *sclient.Client, id, command string, opts sclient.ExecOptions) int {
+	var stdout, stderr bytes.Buffer
+	opts.Stdout, opts.Stderr = &stdout, &stderr
+	res, err := c.Exec(context.Background(), id, command, opts)
+	if err != nil {
+		if code := spawnExit(err); code != exitCordon {
+			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+			return code
+		}
+		return apiFail(err)
+	}
+	return printJSON(struct {
+		*wire.Result
+		Stdout string `json:"stdout"`
+		Stderr string `json:"stderr"`
+	}{res, stdout.String(), stderr.String()})
+}
+
+// execRemote runs a command in the daemon's sandbox id and returns cordon's
+// exit status for it. Ctrl-C cancels the command through the agent and
+// waits for the stop.
+func execRemote(c *sclient.Client, id, command string, opts sclient.ExecOptions, memory int64) int {
+	execID := make(chan string, 1)
+	opts.Started = func(id string) { execID <- id }
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	in := onInterrupt(stop, func() {
+		select {
+		case eid := <-execID:
+			// The command stops through the cancel route; dropping the
+			// stream alone would leave it running.
+			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, _ = c.Cancel(cctx, id, eid)
+			cancel()
+		default:
+		}
+	})
+	opts.Stdout, opts.Stderr = in.Writer(opts.Stdout), in.Writer(opts.Stderr)
+	res, err := c.Exec(ctx, id, command, opts)
+	switch {
+	case err != nil && in.Caught() != nil:
+		return 128 + int(in.Caught().(syscall.Signal))
+	case err != nil:
+		if code := spawnExit(err); code != exitCordon {
+			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+			return code
+		}
+		return apiFail(err)
+	}
+	return exitFor(res, opts.Timeout, memory)
+}
