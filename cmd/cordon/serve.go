@@ -2,21 +2,16 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/egress"
@@ -128,114 +123,28 @@ func serveCmd(args []string) int {
 	}
 	tiers := backends(processDir, &daemonTiers{prestart: *prestart})
 	provider := sandbox.NewProvider(tiers, sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()), sandbox.WithEgressProxy(proxy), sandbox.WithLogger(log))
-	srv, err := server.New(server.Config{
-		Provider: provider, StateDir: *stateDir, HostPaths: hostPaths, Profiles: profs,
-		DefaultTTL: *defTTL, MaxTTL: *maxTTL, DefaultIdleTimeout: *idle, MaxExecTimeout: *maxExec,
-		Limits:   server.Limits{MaxSandboxesPerTenant: *maxSandboxes},
-		Registry: reg, Log: log,
+	var adminKey string
+	if *adminKeyFile != "" {
+		b, err := os.ReadFile(*adminKeyFile)
+		if err != nil {
+			return fail("admin key: %v", err)
+		}
+		adminKey = strings.TrimSpace(string(b))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	err := server.RunDaemon(ctx, server.DaemonConfig{
+		Server: server.Config{
+			Provider: provider, StateDir: *stateDir, HostPaths: hostPaths, Profiles: profs,
+			DefaultTTL: *defTTL, MaxTTL: *maxTTL, DefaultIdleTimeout: *idle, MaxExecTimeout: *maxExec,
+			Limits:   server.Limits{MaxSandboxesPerTenant: *maxSandboxes},
+			Registry: reg, Log: log,
+		},
+		Listen: listen, TLSCert: *tlsCert, TLSKey: *tlsKey, AdminKey: adminKey, Backends: tiers,
+		Started: func(srv *server.Server) { events.Store(srv) },
 	})
 	if err != nil {
 		return fail("%v", err)
 	}
-	events.Store(srv)
-	shutdown := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		// Sandboxes stay; the inits waiting for a create go.
-		for _, b := range tiers {
-			if c, ok := b.(sandbox.Closer); ok {
-				_ = c.Close()
-			}
-		}
-	}
-	if *adminKeyFile != "" {
-		b, err := os.ReadFile(*adminKeyFile)
-		if err == nil {
-			_, err = srv.AddKey(strings.TrimSpace(string(b)), "admin", "admin (--admin-key-file)", true)
-		}
-		if err != nil {
-			shutdown()
-			return fail("admin key: %v", err)
-		}
-	}
-	var servers []*http.Server
-	errc := make(chan error, len(listen))
-	for _, addr := range listen {
-		ln, err := listenOn(addr, srv.HasKeys(), *tlsCert, *tlsKey)
-		if err != nil {
-			for _, hs := range servers {
-				hs.Close()
-			}
-			shutdown()
-			return fail("%s: %v", addr, err)
-		}
-		hs := &http.Server{
-			Handler: srv.Handler(), ConnContext: server.LocalConnContext,
-			ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, IdleTimeout: 2 * time.Minute,
-		}
-		// Event streams never end by themselves: a shutdown ends them at
-		// once rather than waiting out its grace for them.
-		hs.RegisterOnShutdown(srv.EndStreams)
-		servers = append(servers, hs)
-		go func() { errc <- hs.Serve(ln) }()
-		log.Info("listening", "addr", addr)
-	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	code := 0
-	select {
-	case s := <-sigs:
-		log.Info("shutting down; sandboxes stay running", "signal", s.String())
-	case err := <-errc:
-		log.Error("listener failed", "err", err)
-		code = exitCordon
-	}
-	// Stop accepting, give open requests a moment, then cut the streams;
-	// sandboxes keep running and the next start takes them back.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, hs := range servers {
-		if err := hs.Shutdown(ctx); err != nil {
-			hs.Close()
-		}
-	}
-	shutdown()
-	return code
-}
-
-// listenOn opens one listener: a unix socket with mode 0600 (removing a
-// stale one no daemon answers on), or TCP, which needs keys and takes TLS.
-func listenOn(addr string, haveKeys bool, cert, key string) (net.Listener, error) {
-	switch {
-	case strings.HasPrefix(addr, "unix://"):
-		path := strings.TrimPrefix(addr, "unix://")
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, err
-		}
-		if c, err := net.Dial("unix", path); err == nil {
-			c.Close()
-			return nil, errors.New("another daemon is listening there")
-		}
-		_ = os.Remove(path)
-		old := syscall.Umask(0o177)
-		ln, err := net.Listen("unix", path)
-		syscall.Umask(old)
-		return ln, err
-	case strings.HasPrefix(addr, "tcp://"):
-		if !haveKeys {
-			return nil, errors.New("a TCP listener needs API keys: give --admin-key-file (the unix socket needs none)")
-		}
-		ln, err := net.Listen("tcp", strings.TrimPrefix(addr, "tcp://"))
-		if err != nil || cert == "" {
-			return ln, err
-		}
-		pair, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			ln.Close()
-			return nil, err
-		}
-		return tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}), nil
-	}
-	return nil, fmt.Errorf("want unix:///path or tcp://host:port")
+	return 0
 }
