@@ -112,6 +112,21 @@ func TestSNI(t *testing.T) {
 	if _, err := readSNI(bufio.NewReader(bytes.NewReader(buf[:n/2]))); err == nil {
 		t.Fatal("a truncated ClientHello was accepted")
 	}
+	// A handshake record that is no ClientHello is refused; a ClientHello
+	// without a name (a client dialling an address) has none.
+	if _, err := readSNI(bufio.NewReader(bytes.NewReader([]byte("\x16\x03\x01\x00\x05hello")))); err == nil {
+		t.Fatal("a handshake record that is no ClientHello was read")
+	}
+	c1, c2 = net.Pipe()
+	go func() {
+		_ = tls.Client(c1, &tls.Config{InsecureSkipVerify: true}).Handshake()
+	}()
+	n, _ = c2.Read(buf)
+	c1.Close()
+	c2.Close()
+	if sni, err := readSNI(bufio.NewReader(bytes.NewReader(buf[:n]))); err != nil || sni != "" {
+		t.Fatalf("a ClientHello without a name: %q %v", sni, err)
+	}
 }
 
 // TestResolverPolicy: a resolver is asked when the policy is set and on

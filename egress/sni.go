@@ -2,18 +2,24 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
+	"time"
 )
 
 // maxHello bounds how much of a ClientHello is read to find its SNI.
 const maxHello = 64 << 10
 
 // readSNI peeks (without consuming) the TLS ClientHello at the head of br
-// and returns its server name, "" when it sends none.
+// and returns its server name, "" when it sends none. The records are
+// gathered here, bounded by maxHello; crypto/tls reads the message, as a
+// server would (GetConfigForClient sees it, then the handshake stops).
 func readSNI(br *bufio.Reader) (string, error) {
-	var hs []byte
+	var hs []byte // the handshake message so far, to know when it is whole
 	off := 0
 	for len(hs) < 4 || len(hs) < 4+int(hs[1])<<16|int(hs[2])<<8|int(hs[3]) {
 		hdr, err := br.Peek(off + 5)
@@ -35,90 +41,49 @@ func readSNI(br *bufio.Reader) (string, error) {
 		hs = append(hs, rec[off+5:]...)
 		off += 5 + n
 	}
-	return parseClientHello(hs)
+	hello, err := br.Peek(off)
+	if err != nil {
+		return "", err
+	}
+	return helloServerName(hello)
 }
 
-// parseClientHello reads the server_name extension of a handshake message.
-func parseClientHello(hs []byte) (string, error) {
-	if len(hs) < 4 || hs[0] != 1 {
-		return "", errors.New("not a ClientHello")
+// errHelloRead stops a handshake once its ClientHello has been read.
+var errHelloRead = errors.New("hello read")
+
+// helloServerName is the server name of the ClientHello in records.
+func helloServerName(records []byte) (string, error) {
+	var name string
+	read := false
+	conn := tls.Server(&helloConn{r: bytes.NewReader(records)}, &tls.Config{
+		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+			name, read = h.ServerName, true
+			return nil, errHelloRead
+		},
+	})
+	if err := conn.Handshake(); !read {
+		return "", fmt.Errorf("not a ClientHello: %w", err)
 	}
-	body := hs[4 : 4+(int(hs[1])<<16|int(hs[2])<<8|int(hs[3]))]
-	r := reader{b: body}
-	r.skip(2 + 32) // version, random
-	r.skip(int(r.u8()))
-	r.skip(int(r.u16()))
-	r.skip(int(r.u8()))
-	if r.err != nil || len(r.b) == 0 {
-		return "", r.errOr("no extensions")
-	}
-	ext := reader{b: r.bytes(int(r.u16()))}
-	for ext.err == nil && len(ext.b) > 0 {
-		typ, data := ext.u16(), ext.bytes(int(ext.u16()))
-		if typ != 0 {
-			continue
-		}
-		list := reader{b: data}
-		names := reader{b: list.bytes(int(list.u16()))}
-		for names.err == nil && len(names.b) > 0 {
-			kind, name := names.u8(), names.bytes(int(names.u16()))
-			if kind == 0 && names.err == nil {
-				return string(name), nil
-			}
-		}
-		return "", names.errOr("empty server_name")
-	}
-	return "", ext.err
+	return name, nil
 }
 
-type reader struct {
-	b   []byte
-	err error
+// helloConn is a net.Conn that reads the records and discards what the
+// server would answer (its alert).
+type helloConn struct {
+	net.Conn
+	r *bytes.Reader
 }
 
-func (r *reader) need(n int) bool {
-	if r.err == nil && (n < 0 || len(r.b) < n) {
-		r.err = fmt.Errorf("truncated ClientHello")
-	}
-	return r.err == nil
-}
+func (c *helloConn) Read(b []byte) (int, error)       { return c.r.Read(b) }
+func (c *helloConn) Write(b []byte) (int, error)      { return len(b), nil }
+func (c *helloConn) Close() error                     { return nil }
+func (c *helloConn) SetDeadline(time.Time) error      { return nil }
+func (c *helloConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *helloConn) SetWriteDeadline(time.Time) error { return nil }
+func (c *helloConn) LocalAddr() net.Addr              { return helloAddr{} }
+func (c *helloConn) RemoteAddr() net.Addr             { return helloAddr{} }
 
-func (r *reader) skip(n int) {
-	if r.need(n) {
-		r.b = r.b[n:]
-	}
-}
+type helloAddr struct{}
 
-func (r *reader) u8() uint8 {
-	if !r.need(1) {
-		return 0
-	}
-	v := r.b[0]
-	r.b = r.b[1:]
-	return v
-}
-
-func (r *reader) u16() uint16 {
-	if !r.need(2) {
-		return 0
-	}
-	v := binary.BigEndian.Uint16(r.b)
-	r.b = r.b[2:]
-	return v
-}
-
-func (r *reader) bytes(n int) []byte {
-	if !r.need(n) {
-		return nil
-	}
-	v := r.b[:n]
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) errOr(msg string) error {
-	if r.err != nil {
-		return r.err
-	}
-	return errors.New(msg)
-}
+func (helloAddr) Network() string { return "tls-hello" }
+func (helloAddr) String() string  { return "tls-hello" }
