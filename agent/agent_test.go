@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
-	"github.com/cordon-sandbox/cordon/agent/conformance"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/conformance"
 )
 
 // proc is an agent process started by a test.

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
-	"github.com/cordon-sandbox/cordon/agent/conformance"
 	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/conformance"
 )
 
 // BenchmarkAgents measures cordon-agent and the reference worker side by

@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
-	"github.com/cordon-sandbox/cordon/agent/conformance"
 	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/backend/oci"
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/conformance"
 	"github.com/cordon-sandbox/cordon/server"
 	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"

@@ -17,12 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/agent/conformance"
-	"github.com/cordon-sandbox/cordon/backend/adversarial"
 	"github.com/cordon-sandbox/cordon/backend/oci"
 	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/adversarial"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/conformance"
 )
 
 // runtimes are the OCI runtimes the tiers are tested with (runsc is the

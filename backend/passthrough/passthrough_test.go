@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/agent/conformance"
 	"github.com/cordon-sandbox/cordon/backend/passthrough"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/conformance"
 )
 
 func backend(t *testing.T) *passthrough.Backend {

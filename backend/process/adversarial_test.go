@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/backend/adversarial"
 	"github.com/cordon-sandbox/cordon/internal/procid"
 	"github.com/cordon-sandbox/cordon/internal/spawner"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/adversarial"
 )
 
 func TestAdversarial(t *testing.T) { adversarial.Run(t, create) }

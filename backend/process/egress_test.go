@@ -24,13 +24,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/backend/adversarial"
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/internal/testnet"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/adversarial"
 )
 
 // fakeDNS answers from a table; a name with two answers gives the first,

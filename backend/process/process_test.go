@@ -20,13 +20,13 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
-	"github.com/cordon-sandbox/cordon/agent/conformance"
 	"github.com/cordon-sandbox/cordon/agent/wire"
-	"github.com/cordon-sandbox/cordon/backend/adversarial"
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/adversarial"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/conformance"
 )
 
 func backend(t *testing.T) *process.Backend {
