@@ -319,8 +319,11 @@ func TestHostileRequests(t *testing.T) {
 	wantCode(t, err, http.StatusTooManyRequests, api.CodeQuota)
 }
 
+// TestReaper: TTLs and idle timeouts end sandboxes, a running command
+// keeps its sandbox from being idle; the daemon's own logic, on the fake
+// tier.
 func TestReaper(t *testing.T) {
-	d := startDaemon(t)
+	d, _ := startFakeDaemon(t)
 	c := d.local
 	ctx := t.Context()
 	ttl, err := c.Create(ctx, api.CreateRequest{TTLSeconds: 1, IdleTimeoutSeconds: -1})
@@ -369,8 +372,10 @@ func TestReaper(t *testing.T) {
 	}
 }
 
+// TestPoolClaims: fifty concurrent creates each get a sandbox of their
+// own from a warm pool, which refills; on the fake tier.
 func TestPoolClaims(t *testing.T) {
-	d := startDaemon(t)
+	d, _ := startFakeDaemon(t)
 	c := d.local
 	ctx := t.Context()
 	if _, err := c.PutPool(ctx, "warm", api.Spec{}, 4); err != nil {
@@ -388,7 +393,7 @@ func TestPoolClaims(t *testing.T) {
 			sb, err := c.Create(ctx, api.CreateRequest{Labels: map[string]string{"i": fmt.Sprint(i)}})
 			if err == nil {
 				ids[i] = sb.ID
-				_, err = c.Exec(ctx, sb.ID, "sh", sclient.ExecOptions{Args: []string{"-c", "echo " + sb.ID + " > /workspace/owner"}})
+				_, err = c.Exec(ctx, sb.ID, "sh", sclient.ExecOptions{Args: []string{"-c", "echo " + sb.ID + " > owner"}})
 			}
 			errs[i] = err
 		}()
