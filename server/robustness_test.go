@@ -175,7 +175,7 @@ func TestLost(t *testing.T) {
 // and methods: each is refused with a 4xx in the API's JSON shape, naming
 // the field and its range, never a 5xx or a dropped connection.
 func TestHostileLimits(t *testing.T) {
-	d := startDaemon(t, func(c *server.Config) { c.MaxTTL = time.Hour })
+	d, _ := startFakeDaemon(t, func(c *server.Config) { c.MaxTTL = time.Hour })
 	c := d.local
 	ctx := t.Context()
 	for _, req := range []api.CreateRequest{
@@ -226,7 +226,7 @@ func TestHostileLimits(t *testing.T) {
 // TestConcurrentDeletes: ten DELETEs of one sandbox at once each answer
 // 204, and it has one teardown and one destroyed event.
 func TestConcurrentDeletes(t *testing.T) {
-	d := startDaemon(t)
+	d, _ := startFakeDaemon(t)
 	c := d.local
 	ctx, evs := subscribe(t, c)
 	for round := range 5 {
@@ -281,7 +281,7 @@ func TestConcurrentDeletes(t *testing.T) {
 // does on SIGTERM, does not wait its whole grace for event streams, which
 // never end by themselves: their subscribers see the stream end.
 func TestShutdownEndsStreams(t *testing.T) {
-	d := startDaemon(t)
+	d, _ := startFakeDaemon(t)
 	ended, err := d.local.Subscribe(context.Background(), func(api.Event) error { return nil })
 	if err != nil {
 		t.Fatal(err)
