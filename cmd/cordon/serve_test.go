@@ -340,7 +340,10 @@ func TestDaemonVerbs(t *testing.T) {
 	if _, _, code := run("exec", id, "--", "true"); code != 125 {
 		t.Fatalf("exec after rm: %d", code)
 	}
-	time.Sleep(200 * time.Millisecond)
+	// The stream ends with the sandbox's destroyed event.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(evOut.String(), "destroyed ") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	for _, want := range []string{"created", "ready", "exec.started", "exec.finished", "destroyed"} {
 		if !strings.Contains(evOut.String(), want+" ") {
 			t.Errorf("events lack %s:\n%s", want, evOut.String())
