@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -11,12 +10,7 @@ import (
 // TestAgentDependencies pins what cordon-agent links beyond the standard
 // library: it runs in every sandbox, so host-side libraries stay out.
 func TestAgentDependencies(t *testing.T) {
-	cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./cmd/cordon-agent")
-	cmd.Dir = testutil.RepoRoot(t)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	deps := testutil.Deps(t, "./cmd/cordon-agent", "{{if not .Standard}}{{.ImportPath}}{{end}}")
 	allowed := map[string]bool{
 		"github.com/cordon-sandbox/cordon/cmd/cordon-agent":                    true,
 		"github.com/cordon-sandbox/cordon/agent":                               true,
@@ -30,7 +24,7 @@ func TestAgentDependencies(t *testing.T) {
 		"golang.org/x/net/bpf":                                                 true,
 		"golang.org/x/sys/unix":                                                true,
 	}
-	for _, dep := range strings.Fields(string(out)) {
+	for _, dep := range deps {
 		if !allowed[dep] {
 			t.Errorf("cordon-agent links %s; the agent may link only the standard library, golang.org/x/sys, x/net/bpf and its own packages", dep)
 		}
@@ -43,14 +37,8 @@ func TestAgentDependencies(t *testing.T) {
 // cost each start some 50 page faults and half a millisecond; the agent
 // serves its wire with httpd instead.
 func TestAgentStartsLight(t *testing.T) {
-	cmd := exec.Command("go", "list", "-deps", "./cmd/cordon-agent")
-	cmd.Dir = testutil.RepoRoot(t)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
 	heavy := []string{"net/http", "crypto/tls", "crypto/x509", "compress/flate", "mime"}
-	for _, dep := range strings.Fields(string(out)) {
+	for _, dep := range testutil.Deps(t, "./cmd/cordon-agent", "") {
 		for _, h := range heavy {
 			if dep == h || strings.HasPrefix(dep, h+"/") {
 				t.Errorf("cordon-agent links %s", dep)

@@ -3,24 +3,19 @@
 package baseline_test
 
 import (
-	"encoding/binary"
 	"slices"
 	"syscall"
 	"testing"
 
 	"github.com/cordon-sandbox/cordon/baseline"
-	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
-// vm runs a compiled filter in x/net/bpf's interpreter. Its loads read
-// big-endian words where the kernel reads native ones, so each 32-bit
-// field of seccomp_data is laid out big-endian at its offset: the program
-// reads the values the kernel would.
+// vm is the compiled filter for one architecture, interpreted.
 type vm struct {
 	t    *testing.T
 	arch baseline.Arch
-	vm   *bpf.VM
+	in   *baseline.Interpreter
 	size int
 }
 
@@ -30,34 +25,20 @@ func newVM(t *testing.T, arch baseline.Arch) *vm {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ins := make([]bpf.Instruction, len(raw))
-	for i, r := range raw {
-		ins[i] = r.Disassemble()
-		if _, ok := ins[i].(bpf.RawInstruction); ok {
-			t.Fatalf("instruction %d (%+v) is not one the interpreter knows", i, r)
-		}
-	}
-	m, err := bpf.NewVM(ins)
+	in, err := baseline.NewInterpreter(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &vm{t: t, arch: arch, vm: m, size: len(raw)}
+	return &vm{t: t, arch: arch, in: in, size: len(raw)}
 }
 
 func (v *vm) runArch(audit, nr uint32, args ...uint64) uint32 {
 	v.t.Helper()
-	data := make([]byte, 64)
-	binary.BigEndian.PutUint32(data[0:], nr)
-	binary.BigEndian.PutUint32(data[4:], audit)
-	for i, a := range args {
-		binary.BigEndian.PutUint32(data[16+8*i:], uint32(a))
-		binary.BigEndian.PutUint32(data[20+8*i:], uint32(a>>32))
-	}
-	got, err := v.vm.Run(data)
+	got, err := v.in.Decide(audit, nr, args...)
 	if err != nil {
 		v.t.Fatal(err)
 	}
-	return uint32(got)
+	return got
 }
 
 // call is the filter's answer to call name with args.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -157,15 +156,7 @@ func BenchmarkEgress(b *testing.B) {
 // BenchmarkSNI is reading a real ClientHello's server name, as the proxy
 // does for every TLS connection it screens by name.
 func BenchmarkSNI(b *testing.B) {
-	c1, c2 := net.Pipe()
-	go func() {
-		_ = tls.Client(c1, &tls.Config{ServerName: "api.example.com", InsecureSkipVerify: true}).Handshake()
-	}()
-	buf := make([]byte, 8192)
-	n, _ := c2.Read(buf)
-	c1.Close()
-	c2.Close()
-	hello := buf[:n]
+	hello := clientHello(b, "api.example.com")
 	for b.Loop() {
 		if name, err := readSNI(bufio.NewReader(bytes.NewReader(hello))); err != nil || name != "api.example.com" {
 			b.Fatal(name, err)

@@ -95,21 +95,31 @@ func TestInetAton(t *testing.T) {
 	}
 }
 
-func TestSNI(t *testing.T) {
-	// A real ClientHello, from crypto/tls.
+// clientHello is the first flight of a crypto/tls client dialling
+// serverName ("" for none): a real ClientHello.
+func clientHello(tb testing.TB, serverName string) []byte {
+	tb.Helper()
 	c1, c2 := net.Pipe()
 	go func() {
-		_ = tls.Client(c1, &tls.Config{ServerName: "api.example.com", InsecureSkipVerify: true}).Handshake()
+		_ = tls.Client(c1, &tls.Config{ServerName: serverName, InsecureSkipVerify: true}).Handshake()
 	}()
 	buf := make([]byte, 8192)
-	n, _ := c2.Read(buf)
+	n, err := c2.Read(buf)
 	c1.Close()
 	c2.Close()
-	sni, err := readSNI(bufio.NewReader(bytes.NewReader(buf[:n])))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return buf[:n]
+}
+
+func TestSNI(t *testing.T) {
+	hello := clientHello(t, "api.example.com")
+	sni, err := readSNI(bufio.NewReader(bytes.NewReader(hello)))
 	if err != nil || sni != "api.example.com" {
 		t.Fatalf("sni %q err %v", sni, err)
 	}
-	if _, err := readSNI(bufio.NewReader(bytes.NewReader(buf[:n/2]))); err == nil {
+	if _, err := readSNI(bufio.NewReader(bytes.NewReader(hello[:len(hello)/2]))); err == nil {
 		t.Fatal("a truncated ClientHello was accepted")
 	}
 	// A handshake record that is no ClientHello is refused; a ClientHello
@@ -117,14 +127,7 @@ func TestSNI(t *testing.T) {
 	if _, err := readSNI(bufio.NewReader(bytes.NewReader([]byte("\x16\x03\x01\x00\x05hello")))); err == nil {
 		t.Fatal("a handshake record that is no ClientHello was read")
 	}
-	c1, c2 = net.Pipe()
-	go func() {
-		_ = tls.Client(c1, &tls.Config{InsecureSkipVerify: true}).Handshake()
-	}()
-	n, _ = c2.Read(buf)
-	c1.Close()
-	c2.Close()
-	if sni, err := readSNI(bufio.NewReader(bytes.NewReader(buf[:n]))); err != nil || sni != "" {
+	if sni, err := readSNI(bufio.NewReader(bytes.NewReader(clientHello(t, "")))); err != nil || sni != "" {
 		t.Fatalf("a ClientHello without a name: %q %v", sni, err)
 	}
 }

@@ -3,13 +3,11 @@
 package oci
 
 import (
-	"encoding/binary"
 	"slices"
 	"testing"
 
 	"github.com/cordon-sandbox/cordon/baseline"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/net/bpf"
 )
 
 // ociAllows is whether prof allows call name with args, as libseccomp
@@ -53,11 +51,7 @@ func TestSeccompRendersPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ins := make([]bpf.Instruction, len(raw))
-	for i, r := range raw {
-		ins[i] = r.Disassemble()
-	}
-	vm, err := bpf.NewVM(ins)
+	in, err := baseline.NewInterpreter(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,18 +60,11 @@ func TestSeccompRendersPolicy(t *testing.T) {
 		if !ok {
 			t.Fatalf("no call %s", name)
 		}
-		data := make([]byte, 64)
-		binary.BigEndian.PutUint32(data[0:], nr)
-		binary.BigEndian.PutUint32(data[4:], arch.Audit)
-		for i, a := range args {
-			binary.BigEndian.PutUint32(data[16+8*i:], uint32(a))
-			binary.BigEndian.PutUint32(data[20+8*i:], uint32(a>>32))
-		}
-		ret, err := vm.Run(data)
+		ret, err := in.Decide(arch.Audit, nr, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return uint32(ret) == baseline.RetAllow
+		return ret == baseline.RetAllow
 	}
 	prof, loose := renderSeccomp(baseline.Seccomp)
 	if !slices.Equal(loose, []string{"ioctl"}) {

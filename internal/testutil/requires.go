@@ -164,3 +164,21 @@ func sweepAgentBuilds() {
 		}
 	}
 }
+
+// Deps lists what package pkg (a pattern relative to the repository's
+// root, ./cmd/cordon) links, as `go list -deps -f format` prints it, one a
+// line (format "" prints each import path).
+func Deps(t testing.TB, pkg, format string) []string {
+	t.Helper()
+	args := []string{"list", "-deps"}
+	if format != "" {
+		args = append(args, "-f", format)
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
+	cmd.Dir = RepoRoot(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	return strings.Fields(string(out))
+}
