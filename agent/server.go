@@ -56,6 +56,10 @@ var Features = []string{
 	// /execute sends output as base64 of the exact bytes on request
 	// (outputEncoding: "base64").
 	"output-base64",
+	// Programs of the sandbox's own, detached from any connection, with
+	// their output retained for any reader from any offset held
+	// (/sessions; wire.RouteSessions).
+	"sessions",
 }
 
 // Server serves the agent wire. Build one with New; it is an httpd.Handler.
@@ -69,6 +73,7 @@ type Server struct {
 
 	mu         sync.Mutex
 	executions map[string]*execution
+	sessions   map[string]*session
 	running    map[*execution]struct{} // every live execution, tracked or not
 	handoffs   map[int]struct{}        // process groups computer-lifetime commands handed over
 	active     int                     // activity leases held
@@ -98,6 +103,7 @@ func New(cfg Config, env []string, log *slog.Logger, reapAll bool) (*Server, err
 		reaper:     newReaper(reapAll),
 		devNull:    devNull,
 		executions: map[string]*execution{},
+		sessions:   map[string]*session{},
 		running:    map[*execution]struct{}{},
 		handoffs:   map[int]struct{}{},
 		exit:       os.Exit,
@@ -207,6 +213,9 @@ func (s *Server) ServeHTTP(w httpd.ResponseWriter, r *httpd.Request) {
 		case r.Method == httpd.MethodPost && r.URL.Path == wire.RouteRemove:
 			h = s.handleRemove
 		}
+	}
+	if p := r.URL.Path; (p == wire.RouteSessions || strings.HasPrefix(p, wire.RouteSessions+"/")) && r.RequestURI == r.URL.RequestURI() {
+		h = s.handleSessions
 	}
 	// cordon's raw file route takes its path in the query.
 	if r.URL.Path == wire.RouteFiles && r.URL.RawQuery != "" && r.RequestURI == r.URL.RequestURI() {

@@ -78,6 +78,13 @@ func (s *eventStream) writeLocked(b []byte) {
 	}
 }
 
+// isBroken says a write has failed: the reader is gone.
+func (s *eventStream) isBroken() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.broken
+}
+
 // flush sends what is buffered (the response head, before any event).
 func (s *eventStream) flush() {
 	s.mu.Lock()

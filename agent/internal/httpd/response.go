@@ -274,9 +274,10 @@ func (w *response) finish() bool {
 
 // Methods the agent routes on.
 const (
-	MethodGet  = "GET"
-	MethodPost = "POST"
-	MethodPut  = "PUT"
+	MethodGet    = "GET"
+	MethodPost   = "POST"
+	MethodPut    = "PUT"
+	MethodDelete = "DELETE"
 )
 
 // Statuses the agent answers with.
@@ -290,6 +291,7 @@ const (
 	StatusUnauthorized                 = 401
 	StatusNotFound                     = 404
 	StatusConflict                     = 409
+	StatusGone                         = 410
 	StatusLengthRequired               = 411
 	StatusRequestEntityTooLarge        = 413
 	StatusRequestedRangeNotSatisfiable = 416
@@ -323,6 +325,8 @@ func StatusText(status int) string {
 		return "Not Found"
 	case StatusConflict:
 		return "Conflict"
+	case StatusGone:
+		return "Gone"
 	case StatusLengthRequired:
 		return "Length Required"
 	case StatusRequestEntityTooLarge:

@@ -1,0 +1,433 @@
+package agent
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/internal/httpd"
+	"github.com/cordon-sandbox/cordon/agent/wire"
+	"golang.org/x/sys/unix"
+)
+
+// MaxSessions bounds the sessions an agent keeps, running or exited (an
+// exited one goes with DELETE), and MaxRetainTotal the output they retain
+// together.
+const (
+	MaxSessions    = 64
+	MaxRetainTotal = 256 << 20
+)
+
+// session is one program of the sandbox's own (wire.Session). Its fields
+// after start are guarded by Server.mu; out has its own lock.
+type session struct {
+	id        string
+	command   string
+	args      []string
+	pid       int
+	startedAt time.Time
+	endedAt   time.Time
+	ws        *unix.WaitStatus // once the leader exited
+	out       *retained
+	exited    chan struct{} // closed when the leader has exited
+}
+
+func (se *session) wireLocked() wire.Session {
+	first, next := se.out.bounds()
+	w := wire.Session{
+		ID: se.id, Command: se.command, Args: se.args, Pid: se.pid, State: wire.SessionRunning,
+		StartedAt: se.startedAt.UnixMilli(), OutputFirst: first, OutputNext: next, RetainBytes: se.out.limit,
+	}
+	if se.ws != nil {
+		w.State, w.EndedAt = wire.SessionExited, se.endedAt.UnixMilli()
+		code := -1
+		if se.ws.Exited() {
+			code = se.ws.ExitStatus()
+		} else if se.ws.Signaled() {
+			w.Signal = signalName(se.ws.Signal())
+		}
+		w.ExitCode = &code
+	}
+	return w
+}
+
+func newSessionID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "sess_" + hex.EncodeToString(b[:])
+}
+
+// handleSessions routes /sessions and /sessions/ID[/output|/kill|/wait].
+func (s *Server) handleSessions(w httpd.ResponseWriter, r *httpd.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, wire.RouteSessions)
+	if rest == "" {
+		switch r.Method {
+		case httpd.MethodPost:
+			s.startSession(w, r)
+		case httpd.MethodGet:
+			s.listSessions(w)
+		default:
+			writeJSON(w, httpd.StatusNotFound, wire.ErrorBody{Error: wire.CodeNotFound})
+		}
+		return
+	}
+	id, verb, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
+	s.mu.Lock()
+	se := s.sessions[id]
+	s.mu.Unlock()
+	if se == nil {
+		writeJSON(w, httpd.StatusNotFound, wire.ErrorBody{Error: wire.CodeUnknownSession, Message: "no session " + strconv.Quote(id)})
+		return
+	}
+	switch {
+	case verb == "" && r.Method == httpd.MethodGet:
+		s.mu.Lock()
+		ws := se.wireLocked()
+		s.mu.Unlock()
+		writeJSON(w, httpd.StatusOK, ws)
+	case verb == "" && r.Method == httpd.MethodDelete:
+		s.mu.Lock()
+		running := se.ws == nil
+		if !running {
+			delete(s.sessions, id)
+		}
+		s.mu.Unlock()
+		if running {
+			writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeSessionRunning, Message: "kill the session before forgetting it"})
+			return
+		}
+		w.WriteHeader(httpd.StatusNoContent)
+	case verb == "output" && r.Method == httpd.MethodGet:
+		s.sessionOutput(w, r, se)
+	case verb == "kill" && r.Method == httpd.MethodPost:
+		s.killSession(w, r, se)
+	case verb == "wait" && r.Method == httpd.MethodGet:
+		s.waitSession(w, r, se)
+	default:
+		writeJSON(w, httpd.StatusNotFound, wire.ErrorBody{Error: wire.CodeNotFound})
+	}
+}
+
+// retainedLocked is the output the sessions may retain together.
+func (s *Server) retainedLocked() int64 {
+	var n int64
+	for _, se := range s.sessions {
+		n += se.out.limit
+	}
+	return n
+}
+
+func (s *Server) listSessions(w httpd.ResponseWriter) {
+	s.mu.Lock()
+	list := wire.SessionList{Sessions: []wire.Session{}}
+	for _, se := range s.sessions {
+		list.Sessions = append(list.Sessions, se.wireLocked())
+	}
+	s.mu.Unlock()
+	sort.Slice(list.Sessions, func(i, j int) bool { return list.Sessions[i].StartedAt < list.Sessions[j].StartedAt })
+	writeJSON(w, httpd.StatusOK, list)
+}
+
+func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
+	bad := func(code, msg string) {
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: code, Message: msg})
+	}
+	raw, err := s.bodyBytes(r)
+	if err != nil {
+		bad(wire.CodeInvalidBody, err.Error())
+		return
+	}
+	var req struct {
+		ID          json.RawMessage `json:"id"`
+		RetainBytes json.RawMessage `json:"retainBytes"`
+		executeBody
+	}
+	if err := json.Unmarshal(raw, &req); err != nil {
+		bad(wire.CodeInvalidBody, "request body is not a JSON object: "+err.Error())
+		return
+	}
+	// Command, args, cwd and env are judged as /execute judges them.
+	q, eb := s.parseExecute(executeBody{Command: req.Command, Args: req.Args, Cwd: req.Cwd, Env: req.Env})
+	if eb != nil {
+		writeJSON(w, httpd.StatusBadRequest, eb)
+		return
+	}
+	if q.spawnErr != nil {
+		bad(wire.CodeInvalidBody, q.spawnErr.Error())
+		return
+	}
+	id := newSessionID()
+	if len(req.ID) > 0 {
+		if v, ok := rawString(req.ID); !ok || !wire.ValidSessionID(v) {
+			bad(wire.CodeInvalidSessionID, "id must be 1 to 128 characters of A-Z a-z 0-9 _ . : -")
+			return
+		} else {
+			id = v
+		}
+	}
+	retain := int64(wire.DefaultRetainBytes)
+	if len(req.RetainBytes) > 0 {
+		n, err := strconv.ParseInt(string(req.RetainBytes), 10, 64)
+		if err != nil || n < wire.MinRetainBytes || n > wire.MaxRetainBytes {
+			bad(wire.CodeInvalidRetainBytes, "retainBytes must be an integer from "+strconv.Itoa(wire.MinRetainBytes)+" to "+strconv.Itoa(wire.MaxRetainBytes))
+			return
+		}
+		retain = n
+	}
+	dir, err := mkdirIn(q.cwd, s.cfg.Workspace)
+	if err != nil {
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeMkdirFailed, Message: err.Error()})
+		return
+	}
+	path, err := lookPath(q.command, q.env, dir)
+	if err != nil {
+		bad(wire.CodeInvalidBody, err.Error())
+		return
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		writeJSON(w, httpd.StatusInternalServerError, wire.ErrorBody{Error: wire.CodeInternal, Message: err.Error()})
+		return
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		writeJSON(w, httpd.StatusInternalServerError, wire.ErrorBody{Error: wire.CodeInternal, Message: err.Error()})
+		return
+	}
+	closeAll := func() {
+		for _, f := range []*os.File{outR, outW, errR, errW} {
+			f.Close()
+		}
+	}
+	se := &session{id: id, command: q.command, args: q.argv[1:], out: newRetained(retain), exited: make(chan struct{})}
+	// The id is taken and the program spawned in one step, so that two
+	// starts of one id cannot both run.
+	s.mu.Lock()
+	switch {
+	case s.sessions[id] != nil:
+		s.mu.Unlock()
+		closeAll()
+		writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeSessionExists, Message: "a session " + strconv.Quote(id) + " exists"})
+		return
+	case len(s.sessions) >= MaxSessions || s.retainedLocked()+retain > MaxRetainTotal:
+		s.mu.Unlock()
+		closeAll()
+		writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeTooManySessions, Message: "at most " + strconv.Itoa(MaxSessions) +
+			" sessions retaining " + strconv.Itoa(MaxRetainTotal>>20) + " MiB together; forget exited ones (DELETE /sessions/ID)"})
+		return
+	}
+	pid, exited, err := s.reaper.spawn(path, q.argv, q.env, dir, []uintptr{s.devNull.Fd(), outW.Fd(), errW.Fd()})
+	if err != nil {
+		s.mu.Unlock()
+		closeAll()
+		bad(wire.CodeInvalidBody, spawnError(q.command, err).Error())
+		return
+	}
+	se.pid, se.startedAt = pid, time.Now()
+	s.sessions[id] = se
+	desc := se.wireLocked()
+	s.mu.Unlock()
+	outW.Close()
+	errW.Close()
+	// A running session is work: the agent does not idle out under it.
+	release := s.acquireActivity()
+	var pumps sync.WaitGroup
+	for i, f := range []*os.File{outR, errR} {
+		pumps.Add(1)
+		go func() {
+			defer pumps.Done()
+			defer f.Close()
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := f.Read(buf)
+				se.out.write(byte(i+1), buf[:n])
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		ws := <-exited
+		s.mu.Lock()
+		se.ws, se.endedAt = &ws, time.Now()
+		s.mu.Unlock()
+		close(se.exited)
+		release()
+		// The output ends when every holder of its pipes has closed them
+		// (the leader's children may keep writing).
+		pumps.Wait()
+		se.out.close()
+	}()
+	writeJSON(w, httpd.StatusCreated, desc)
+}
+
+// sessionOutput streams a session's retained output from ?from=N, then,
+// with follow=1, what comes until its output ends.
+func (s *Server) sessionOutput(w httpd.ResponseWriter, r *httpd.Request, se *session) {
+	qv := r.URL.Query()
+	from, err := strconv.ParseInt(qv.Get("from"), 10, 64)
+	if qv.Get("from") == "" {
+		from, err = 0, nil
+	}
+	if err != nil || from < 0 {
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidOffset, Message: "from must be a byte offset (an integer from 0)"})
+		return
+	}
+	follow := qv.Get("follow") == "1" || qv.Get("follow") == "true"
+	chunks, first, done, ok, changed := se.out.read(from, 256<<10)
+	if !ok {
+		_, next := se.out.bounds()
+		if from > next {
+			writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidOffset, Message: "from is past the output's end (" + strconv.FormatInt(next, 10) + ")"})
+			return
+		}
+		writeJSON(w, httpd.StatusGone, wire.OutputEvicted{Error: wire.CodeOutputEvicted,
+			Message: "the output before offset " + strconv.FormatInt(first, 10) + " is no longer held; read from there", First: first})
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(httpd.StatusOK)
+	out := newEventStream(w)
+	out.flush()
+	heartbeat := time.NewTicker(s.cfg.StdioHeartbeatInterval)
+	defer heartbeat.Stop()
+	for {
+		for _, c := range chunks {
+			out.sendLine(sessionChunk(c))
+			from = c.off + int64(len(c.data))
+		}
+		if out.isBroken() {
+			return
+		}
+		if len(chunks) == 0 && (done || !follow) {
+			out.send(wire.SessionEvent{Type: wire.SessionEnd, Offset: from, Done: done})
+			return
+		}
+		if len(chunks) == 0 {
+			select {
+			case <-changed:
+			case <-heartbeat.C:
+				out.heartbeat([]byte(`{"type":"heartbeat","offset":` + strconv.FormatInt(from, 10) + "}\n"))
+			case <-r.Context().Done():
+				return
+			}
+		}
+		chunks, _, done, ok, changed = se.out.read(from, 256<<10)
+		if !ok {
+			// Evicted while this reader lagged: it is told where the
+			// output resumes, never given a gap.
+			out.send(wire.SessionEvent{Type: wire.SessionEnd, Offset: from})
+			return
+		}
+	}
+}
+
+// sessionChunk is the output event of c, written directly (base64 needs no
+// escaping).
+func sessionChunk(c chunk) []byte {
+	stream := "stdout"
+	if c.stream == 2 {
+		stream = "stderr"
+	}
+	b := make([]byte, 0, base64.StdEncoding.EncodedLen(len(c.data))+80)
+	b = append(b, `{"type":"output","stream":"`...)
+	b = append(b, stream...)
+	b = append(b, `","offset":`...)
+	b = strconv.AppendInt(b, c.off, 10)
+	b = append(b, `,"data":"`...)
+	b = base64.StdEncoding.AppendEncode(b, c.data)
+	return append(b, "\"}\n"...)
+}
+
+// killSignals are the signals a kill may ask for, by name.
+var killSignals = map[string]syscall.Signal{
+	"TERM": syscall.SIGTERM, "KILL": syscall.SIGKILL, "INT": syscall.SIGINT, "HUP": syscall.SIGHUP,
+	"QUIT": syscall.SIGQUIT, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2,
+}
+
+// killSession signals the session's process group and confirms it gone:
+// after the grace, KILL; a group still there after CancelConfirmTimeout
+// more is 504 kill_unconfirmed.
+func (s *Server) killSession(w httpd.ResponseWriter, r *httpd.Request, se *session) {
+	var req wire.KillRequest
+	if err := s.readBody(r, &req); err != nil {
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
+		return
+	}
+	name := strings.TrimPrefix(strings.ToUpper(req.Signal), "SIG")
+	if name == "" {
+		name = "TERM"
+	}
+	sig, ok := killSignals[name]
+	if !ok {
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidSignal, Message: "signal must be one of TERM, KILL, INT, HUP, QUIT, USR1, USR2"})
+		return
+	}
+	grace := 5 * time.Second
+	if req.GraceMs != 0 {
+		if req.GraceMs < 0 || req.GraceMs > 60000 {
+			writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: "graceMs must be from 0 to 60000"})
+			return
+		}
+		grace = time.Duration(req.GraceMs) * time.Millisecond
+	}
+	pgid := se.pid
+	_ = signalGroup(pgid, sig)
+	gone := func(deadline time.Time) bool {
+		select {
+		case <-se.exited:
+		case <-time.After(time.Until(deadline)):
+			return false
+		}
+		return waitGroupGone(pgid, deadline)
+	}
+	if !gone(time.Now().Add(grace)) {
+		_ = signalGroup(pgid, syscall.SIGKILL)
+		if !gone(time.Now().Add(s.cfg.CancelConfirmTimeout)) {
+			writeJSON(w, httpd.StatusGatewayTimeout, wire.ErrorBody{Error: wire.CodeKillUnconfirmed, Message: "the session's processes did not end"})
+			return
+		}
+	}
+	s.mu.Lock()
+	ws := se.wireLocked()
+	s.mu.Unlock()
+	writeJSON(w, httpd.StatusOK, ws)
+}
+
+// waitSession answers once the session has exited, or after ?timeoutMs
+// (default 30000, at most MaxTimeout).
+func (s *Server) waitSession(w httpd.ResponseWriter, r *httpd.Request, se *session) {
+	timeout := 30 * time.Second
+	if v := r.URL.Query().Get("timeoutMs"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || time.Duration(n)*time.Millisecond > s.cfg.MaxTimeout {
+			writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidTimeout, Message: "timeoutMs must be from 0 to " + strconv.FormatInt(s.cfg.MaxTimeout.Milliseconds(), 10)})
+			return
+		}
+		timeout = time.Duration(n) * time.Millisecond
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-se.exited:
+	case <-t.C:
+	case <-r.Context().Done():
+		return
+	}
+	s.mu.Lock()
+	ws := se.wireLocked()
+	s.mu.Unlock()
+	writeJSON(w, httpd.StatusOK, ws)
+}

@@ -1,0 +1,185 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/agent/wire"
+)
+
+// testSessions covers detached programs with retained output (feature
+// "sessions").
+func testSessions(t *testing.T, h *harness) {
+	ctx := context.Background()
+	if !h.c.HasFeature(ctx, "sessions") {
+		if h.Reference {
+			t.Skip("cordon addition: the reference worker has no sessions")
+		}
+		t.Fatal("cordon-agent does not advertise sessions")
+	}
+	readAll := func(t *testing.T, id string, from int64, follow bool) (string, int64, bool) {
+		t.Helper()
+		var b strings.Builder
+		next, done, err := h.c.SessionOutput(ctx, id, from, follow, func(stream string, off int64, data []byte) error {
+			b.WriteString(stream[:3] + ":" + string(data) + "|")
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("output of %s from %d: %v", id, from, err)
+		}
+		return b.String(), next, done
+	}
+	t.Run("OutlivesItsConnection", func(t *testing.T) {
+		// Started by one client, which then goes; read and waited on by
+		// another: the output is all there, interleaved as written.
+		starter := client.New(h.Endpoint)
+		s, err := starter.StartSession(ctx, wire.SessionRequest{ID: "detached-1", Command: "sh",
+			Args: []string{"-c", "echo one; sleep 0.1; echo two >&2; sleep 0.2; echo three; exit 7"}})
+		starter.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.ID != "detached-1" || s.State != wire.SessionRunning || s.Pid <= 1 {
+			t.Fatalf("started: %+v", s)
+		}
+		got, next, done := readAll(t, s.ID, 0, true)
+		if got != "std:one\n|std:two\n|std:three\n|" {
+			t.Fatalf("followed output %q", got)
+		}
+		if !done || next != int64(len("one\ntwo\nthree\n")) {
+			t.Fatalf("followed to %d, done %v", next, done)
+		}
+		w, err := h.c.WaitSession(ctx, s.ID, 10*time.Second)
+		if err != nil || w.State != wire.SessionExited || w.ExitCode == nil || *w.ExitCode != 7 {
+			t.Fatalf("wait: %+v %v", w, err)
+		}
+		// Stdout and stderr keep their names; a reader from the middle
+		// starts there.
+		mid, _, _ := readAll(t, s.ID, 4, false)
+		if mid != "std:two\n|std:three\n|" {
+			t.Fatalf("from offset 4: %q", mid)
+		}
+		var streams []string
+		if _, _, err := h.c.SessionOutput(ctx, s.ID, 0, false, func(stream string, _ int64, _ []byte) error {
+			streams = append(streams, stream)
+			return nil
+		}); err != nil || strings.Join(streams, ",") != "stdout,stderr,stdout" {
+			t.Fatalf("streams %v %v", streams, err)
+		}
+		if err := h.c.ForgetSession(ctx, s.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.c.Session(ctx, s.ID); !isCode(err, http.StatusNotFound, wire.CodeUnknownSession) {
+			t.Fatalf("a forgotten session: %v", err)
+		}
+	})
+	t.Run("EvictionIsReported", func(t *testing.T) {
+		s, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sh", RetainBytes: wire.MinRetainBytes,
+			Args: []string{"-c", "i=0; while [ $i -lt 2000 ]; do echo line-$i; i=$((i+1)); done"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.c.WaitSession(ctx, s.ID, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = h.c.SessionOutput(ctx, s.ID, 0, false, func(string, int64, []byte) error { return nil })
+		var ev *client.EvictedError
+		if !errors.As(err, &ev) || ev.First <= 0 {
+			t.Fatalf("a read of evicted output: %v", err)
+		}
+		// From where it says, the rest is there, up to the last line.
+		got, next, done := readAll(t, s.ID, ev.First, true)
+		if !done || !strings.HasSuffix(got, "line-1999\n|") || next-ev.First > wire.MinRetainBytes {
+			t.Fatalf("from %d: %d bytes, done %v, ends %q", ev.First, next-ev.First, done, got[max(0, len(got)-20):])
+		}
+		_ = h.c.ForgetSession(ctx, s.ID)
+	})
+	t.Run("KillStopsTheGroup", func(t *testing.T) {
+		s, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sh",
+			Args: []string{"-c", "trap '' TERM; sleep 300 & echo $!; wait"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var child string
+		for deadline := time.Now().Add(10 * time.Second); child == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			out, _, _ := readAll(t, s.ID, 0, false)
+			child = strings.TrimSuffix(strings.TrimPrefix(out, "std:"), "\n|")
+		}
+		if _, err := strconv.Atoi(child); err != nil {
+			t.Fatalf("the session's child: %q", child)
+		}
+		// TERM is ignored by the leader: KILL follows the grace, and the
+		// answer comes once the whole group is gone.
+		k, err := h.c.KillSession(ctx, s.ID, "TERM", 200*time.Millisecond)
+		if err != nil || k.State != wire.SessionExited || k.Signal != "SIGKILL" {
+			t.Fatalf("kill: %+v %v", k, err)
+		}
+		if out := h.sh(t, "kill -0 "+child+" 2>/dev/null && echo alive || echo gone"); out != "gone\n" {
+			t.Fatalf("the session's child after kill: %s", out)
+		}
+		_ = h.c.ForgetSession(ctx, s.ID)
+	})
+	t.Run("Refusals", func(t *testing.T) {
+		s, err := h.c.StartSession(ctx, wire.SessionRequest{ID: "dup", Command: "sleep", Args: []string{"30"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_, _ = h.c.KillSession(ctx, s.ID, "KILL", 0)
+			_ = h.c.ForgetSession(ctx, s.ID)
+		}()
+		for _, c := range []struct {
+			req    wire.SessionRequest
+			status int
+			code   string
+		}{
+			{wire.SessionRequest{ID: "dup", Command: "true"}, http.StatusConflict, wire.CodeSessionExists},
+			{wire.SessionRequest{ID: "bad id", Command: "true"}, http.StatusBadRequest, wire.CodeInvalidSessionID},
+			{wire.SessionRequest{Command: ""}, http.StatusBadRequest, wire.CodeMissingCommand},
+			{wire.SessionRequest{Command: "true", RetainBytes: 1}, http.StatusBadRequest, wire.CodeInvalidRetainBytes},
+			{wire.SessionRequest{Command: "true", Cwd: "../../etc"}, http.StatusBadRequest, wire.CodeInvalidCwd},
+			{wire.SessionRequest{Command: "no-such-program-here"}, http.StatusBadRequest, wire.CodeInvalidBody},
+		} {
+			if _, err := h.c.StartSession(ctx, c.req); !isCode(err, c.status, c.code) {
+				t.Errorf("%+v: %v, want %d %s", c.req, err, c.status, c.code)
+			}
+		}
+		if err := h.c.ForgetSession(ctx, "dup"); !isCode(err, http.StatusConflict, wire.CodeSessionRunning) {
+			t.Errorf("forget a running session: %v", err)
+		}
+		if _, err := h.c.KillSession(ctx, "dup", "STOPIT", 0); !isCode(err, http.StatusBadRequest, wire.CodeInvalidSignal) {
+			t.Errorf("an unknown signal: %v", err)
+		}
+		if _, _, err := h.c.SessionOutput(ctx, "dup", 1<<40, false, func(string, int64, []byte) error { return nil }); !isCode(err, http.StatusBadRequest, wire.CodeInvalidOffset) {
+			t.Errorf("an offset past the end: %v", err)
+		}
+		if _, err := h.c.Session(ctx, "nope"); !isCode(err, http.StatusNotFound, wire.CodeUnknownSession) {
+			t.Errorf("an unknown session: %v", err)
+		}
+		// The list has it, running.
+		list, err := h.c.Sessions(ctx)
+		if err != nil || !bytes.Contains([]byte(sessionIDs(list)), []byte("dup:running")) {
+			t.Errorf("list: %v %v", sessionIDs(list), err)
+		}
+	})
+}
+
+func sessionIDs(l []wire.Session) string {
+	var b strings.Builder
+	for _, s := range l {
+		b.WriteString(s.ID + ":" + s.State + " ")
+	}
+	return b.String()
+}
+
+func isCode(err error, status int, code string) bool {
+	var e *client.Error
+	return errors.As(err, &e) && e.Status == status && e.Code == code
+}
