@@ -68,6 +68,13 @@ func New(ep Endpoint) *Client {
 	return &Client{ep: ep, base: base, hc: &http.Client{Transport: tr}, cancelWait: 30 * time.Second}
 }
 
+// NewGateway is a client of an agent reached through a gateway at base (the
+// daemon's /v1/sandboxes/ID/agent URL) over rt, with token as its bearer
+// credential (the daemon's key; empty on its unix socket).
+func NewGateway(base, token string, rt http.RoundTripper) *Client {
+	return &Client{ep: Endpoint{Token: token}, base: strings.TrimSuffix(base, "/"), hc: &http.Client{Transport: rt}, cancelWait: 30 * time.Second}
+}
+
 // Close releases idle connections.
 func (c *Client) Close() { c.hc.CloseIdleConnections() }
 

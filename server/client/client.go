@@ -397,6 +397,13 @@ func (c *Client) Resume(ctx context.Context, id string) (*api.Sandbox, error) {
 // an agent-protocol client uses it with the daemon key as its token.
 func (c *Client) AgentURL(id string) string { return c.base + sbPath(id, "/agent") }
 
+// Agent is a client of the sandbox's agent wire through the daemon (its
+// routes at AgentURL, this client's key as the token): for what the agent
+// offers beyond the REST API's own routes (sessions).
+func (c *Client) Agent(id string) *agentclient.Client {
+	return agentclient.NewGateway(c.AgentURL(id), c.key, c.hc.Transport)
+}
+
 // Transport is the HTTP transport the client dials the daemon with (for an
 // agent-protocol client pointed at AgentURL over the unix socket).
 func (c *Client) Transport() http.RoundTripper { return c.hc.Transport }

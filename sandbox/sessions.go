@@ -1,0 +1,89 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/agent/wire"
+)
+
+// Session is a program of the sandbox's own, detached from any caller
+// (wire.Session); SessionRequest starts one.
+type (
+	Session        = wire.Session
+	SessionRequest = wire.SessionRequest
+)
+
+// EvictedError is a read of session output that is no longer held: read
+// again from First.
+type EvictedError = client.EvictedError
+
+func (s *Sandbox) sessions() error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	if !s.hasFeature("sessions") {
+		return fmt.Errorf("%w: sessions (this agent has none)", ErrUnsupported)
+	}
+	return nil
+}
+
+// Start starts a detached program, which runs until it exits or is killed,
+// whoever is connected; its output is retained (SessionRequest.RetainBytes)
+// for Attach.
+func (s *Sandbox) Start(ctx context.Context, req SessionRequest) (*Session, error) {
+	if err := s.sessions(); err != nil {
+		return nil, err
+	}
+	return s.client.StartSession(ctx, req)
+}
+
+// Sessions lists the sandbox's sessions, oldest first.
+func (s *Sandbox) Sessions(ctx context.Context) ([]Session, error) {
+	if err := s.sessions(); err != nil {
+		return nil, err
+	}
+	return s.client.Sessions(ctx)
+}
+
+// Attach copies a session's output from byte offset from to stdout and
+// stderr (either may be nil), then, with follow, what comes until it ends.
+// It returns the offset reached and whether the output ended there; an
+// offset no longer held is an *EvictedError naming where to resume.
+func (s *Sandbox) Attach(ctx context.Context, id string, from int64, follow bool, stdout, stderr io.Writer) (next int64, done bool, err error) {
+	if err := s.sessions(); err != nil {
+		return from, false, err
+	}
+	return s.client.SessionOutput(ctx, id, from, follow, func(stream string, _ int64, data []byte) error {
+		w := stdout
+		if stream == "stderr" {
+			w = stderr
+		}
+		if w == nil {
+			return nil
+		}
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// Kill signals a session's process group (TERM when signal is empty), KILL
+// after grace (0: the agent's default, 5 s), and returns once it is gone.
+func (s *Sandbox) Kill(ctx context.Context, id, signal string, grace time.Duration) (*Session, error) {
+	if err := s.sessions(); err != nil {
+		return nil, err
+	}
+	return s.client.KillSession(ctx, id, signal, grace)
+}
+
+// Wait returns the session once it has exited, or after timeout (its State
+// then says running).
+func (s *Sandbox) Wait(ctx context.Context, id string, timeout time.Duration) (*Session, error) {
+	if err := s.sessions(); err != nil {
+		return nil, err
+	}
+	return s.client.WaitSession(ctx, id, timeout)
+}
