@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"io"
 	"os"
 	"strconv"
@@ -207,4 +208,64 @@ func BenchmarkSpawnFloor(b *testing.B) {
 		lat = append(lat, time.Since(start))
 	}
 	testutil.ReportPercentiles(b, "", lat)
+}
+
+// BenchmarkSessions: starting a detached program and reading its whole
+// output back once it exited (start → wait → output), and the throughput
+// of following a session that writes as fast as it can.
+func BenchmarkSessions(b *testing.B) {
+	tg, _ := startCordon(b, conformance.Settings{}, false)
+	c := client.New(tg.Endpoint)
+	defer c.Close()
+	ctx := context.Background()
+	b.Run("StartWaitRead", func(b *testing.B) {
+		var lat []time.Duration
+		for b.Loop() {
+			start := time.Now()
+			s, err := c.StartSession(ctx, wire.SessionRequest{Command: "echo", Args: []string{"hi"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := c.WaitSession(ctx, s.ID, 10*time.Second); err != nil {
+				b.Fatal(err)
+			}
+			var got []byte
+			if _, _, err := c.SessionOutput(ctx, s.ID, 0, true, func(_ string, _ int64, d []byte) error { got = append(got, d...); return nil }); err != nil || string(got) != "hi\n" {
+				b.Fatalf("%q %v", got, err)
+			}
+			lat = append(lat, time.Since(start))
+			if err := c.ForgetSession(ctx, s.ID); err != nil {
+				b.Fatal(err)
+			}
+		}
+		testutil.ReportPercentiles(b, "", lat)
+	})
+	b.Run("Follow", func(b *testing.B) {
+		const size = 256 << 20
+		s, err := c.StartSession(ctx, wire.SessionRequest{Command: "head", Args: []string{"-c", strconv.Itoa(size), "/dev/zero"}, RetainBytes: wire.MaxRetainBytes})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		var n int64
+		from := int64(0)
+		for {
+			next, done, err := c.SessionOutput(ctx, s.ID, from, true, func(_ string, _ int64, d []byte) error { n += int64(len(d)); return nil })
+			var ev *client.EvictedError
+			if errors.As(err, &ev) {
+				from = ev.First // a follower slower than the writer loses what it lagged
+				continue
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			if done {
+				break
+			}
+			from = next
+		}
+		b.ReportMetric(float64(n)/time.Since(start).Seconds()/1e6, "followed-MB/s")
+		b.ReportMetric(float64(n)/size*100, "followed-%")
+		_ = c.ForgetSession(ctx, s.ID)
+	})
 }

@@ -21,6 +21,8 @@ func execCmd(args []string) int {
 	interactive := fs.Bool("i", false, "pass cordon's standard input to the command")
 	output := fs.String("o", "", "output format: json (the command's output and result as one object, once it ends)")
 	maxOutput := maxOutputFlag(fs)
+	detach := fs.Bool("d", false, "start the command detached, as a session of the sandbox's own that outlives this call; print its id (cordon attach, sessions, kill)")
+	name := fs.String("name", "", "with -d: the session's `ID` (default: the agent picks one)")
 	c, rest, code := daemonClient(fs, args)
 	if c == nil {
 		return code
@@ -33,6 +35,18 @@ func execCmd(args []string) int {
 		return 2
 	}
 	id, argv := rest[0], rest[1:]
+	if *detach {
+		if *interactive || *output != "" || *timeout != 0 {
+			fmt.Fprintln(os.Stderr, "cordon: -d takes none of -i, -o, --timeout (a session runs until it exits or is killed)")
+			return 2
+		}
+		s, err := c.Agent(id).StartSession(context.Background(), wire.SessionRequest{ID: *name, Command: argv[0], Args: argv[1:], Cwd: *cwd, Env: env})
+		if err != nil {
+			return apiFail(err)
+		}
+		fmt.Println(s.ID)
+		return 0
+	}
 	opts := sclient.ExecOptions{Args: argv[1:], Cwd: *cwd, Env: env, Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr, RawOutput: true}
 	var err error
 	if opts.MaxOutputBytes, err = maxOutput(); err != nil {

@@ -1,0 +1,79 @@
+package main_test
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+)
+
+// TestSessionVerbs: a program started with exec -d outlives the call that
+// started it and the attach that followed it (killed with SIGKILL): a
+// second attach reads its whole output from offset 0, or from the middle,
+// and exits with its status; sessions lists it; kill stops a session whose
+// leader ignores TERM, and confirms it.
+func TestSessionVerbs(t *testing.T) {
+	testutil.RequiresRoot(t)
+	_, sock, d := serveInTemp(t)
+	defer d.stop(t, sock)
+	host := "--host=unix://" + sock
+	run := func(args ...string) (string, string, int) {
+		return cordon(t, append(args[:1:1], append([]string{host}, args[1:]...)...)...)
+	}
+	id, errOut, code := run("create")
+	id = strings.TrimSpace(id)
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, errOut)
+	}
+	defer run("rm", id)
+	sess, errOut, code := run("exec", "-d", "--name", "build", id, "--", "sh", "-c", "echo first; sleep 0.1; echo warn >&2; sleep 1; echo second; exit 4")
+	if code != 0 || strings.TrimSpace(sess) != "build" {
+		t.Fatalf("exec -d: %d %q %s", code, sess, errOut)
+	}
+	// A follower, killed with SIGKILL mid-way.
+	follower := exec.Command(buildCLI(t), "attach", host, id, "build")
+	var fo bytes.Buffer
+	follower.Stdout = &fo
+	if err := follower.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(fo.String(), "first") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = follower.Process.Signal(syscall.SIGKILL)
+	_ = follower.Wait()
+	if !strings.Contains(fo.String(), "first") {
+		t.Fatalf("the first follower read %q", fo.String())
+	}
+	// A second one reads it all and exits with the session's status.
+	out, errOut, code := run("attach", id, "build")
+	if out != "first\nsecond\n" || errOut != "warn\n" || code != 4 {
+		t.Fatalf("attach from 0: %d %q %q", code, out, errOut)
+	}
+	// From the middle: byte 6 is "warn\n" (stderr), then "second\n".
+	out, errOut, code = run("attach", "--from", "6", id, "build")
+	if out != "second\n" || errOut != "warn\n" || code != 4 {
+		t.Fatalf("attach from 6: %d %q %q", code, out, errOut)
+	}
+	if out, _, code := run("sessions", id); code != 0 || !strings.Contains(out, "build") || !strings.Contains(out, "exited 4") {
+		t.Fatalf("sessions: %d %s", code, out)
+	}
+	// kill: the leader ignores TERM; KILL follows the grace.
+	if _, errOut, code := run("exec", "-d", "--name", "stubborn", id, "--", "sh", "-c", "trap '' TERM; sleep 300"); code != 0 {
+		t.Fatalf("exec -d: %d %s", code, errOut)
+	}
+	if out, errOut, code := run("kill", "--grace", "200ms", id, "stubborn"); code != 0 || out != "stubborn killed SIGKILL\n" {
+		t.Fatalf("kill: %d %q %s", code, out, errOut)
+	}
+	if out, _, _ := run("exec", id, "--", "sh", "-c", "pgrep -x sleep || echo none"); out != "none\n" {
+		t.Fatalf("after kill: %q", out)
+	}
+	// Refusals are one line and 125: an unknown session.
+	if _, errOut, code := run("attach", id, "nope"); code == 0 || !strings.Contains(errOut, "unknown_session") {
+		t.Fatalf("attach to an unknown session: %d %s", code, errOut)
+	}
+}
