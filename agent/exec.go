@@ -59,14 +59,17 @@ type execution struct {
 	cause   string
 	policy  string
 	handoff bool
-	stdio   bool
-	stdin   *os.File
-	stdinMu sync.Mutex
-	pipes   [2]uint64 // inodes of the stdout and stderr pipes
-	out     *eventStream
-	done    chan struct{}
-	term    *termination
-	settled bool
+	// leftovers: the agent stopped what the command left running after
+	// its leader exited (wire.Result.LeftoversStopped).
+	leftovers bool
+	stdio     bool
+	stdin     *os.File
+	stdinMu   sync.Mutex
+	pipes     [2]uint64 // inodes of the stdout and stderr pipes
+	out       *eventStream
+	done      chan struct{}
+	term      *termination
+	settled   bool
 }
 
 type termination struct {

@@ -161,7 +161,34 @@ func (s *Server) run(w httpd.ResponseWriter, r *httpd.Request, e *execution, q *
 		e.state = stateExited
 	}
 	s.mu.Unlock()
-	pumps.Wait()
+	drained := make(chan struct{})
+	go func() { pumps.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(wire.LeaderDrain):
+		// The leader is gone and what it left holds the output open (a
+		// background child, one that called setsid). A strict command
+		// ends with its leader, as a container with its first process:
+		// its group goes, then whatever still holds its pipes.
+		s.mu.Lock()
+		stop := e.policy == wire.PolicyStrict && e.cause == ""
+		if stop {
+			e.leftovers = true
+		}
+		pgid, pipes := e.pgid, e.pipes
+		s.mu.Unlock()
+		if stop {
+			deadline := time.Now().Add(s.cfg.CancelConfirmTimeout)
+			if err := s.stopGroup(pgid, deadline); err != nil {
+				s.retire(err)
+				return
+			}
+			for _, pid := range pipeHolders(pipes) {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+		<-drained
+	}
 	close(stopHeartbeat)
 
 	if err := s.confirmGroupAfterClose(e); err != nil {
@@ -170,10 +197,11 @@ func (s *Server) run(w httpd.ResponseWriter, r *httpd.Request, e *execution, q *
 		return
 	}
 	res := &wire.Result{
-		ExitCode:        -1,
-		DurationMs:      time.Since(e.startedAt).Milliseconds(),
-		StdoutTruncated: clips[0].truncated,
-		StderrTruncated: clips[1].truncated,
+		LeftoversStopped: e.leftovers,
+		ExitCode:         -1,
+		DurationMs:       time.Since(e.startedAt).Milliseconds(),
+		StdoutTruncated:  clips[0].truncated,
+		StderrTruncated:  clips[1].truncated,
 	}
 	if ws.Exited() {
 		res.ExitCode = ws.ExitStatus()
@@ -243,6 +271,10 @@ func (s *Server) confirmGroupAfterClose(e *execution) error {
 		}
 	} else if waitGroupGone(pgid, time.Now().Add(25*time.Millisecond)) {
 		return nil
+	} else {
+		s.mu.Lock()
+		e.leftovers = true
+		s.mu.Unlock()
 	}
 	return s.stopGroup(pgid, deadline)
 }

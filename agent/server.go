@@ -56,6 +56,10 @@ var Features = []string{
 	// /execute sends output as base64 of the exact bytes on request
 	// (outputEncoding: "base64").
 	"output-base64",
+	// A strict command ends with its leader: once the leader exited and
+	// its output drained for wire.LeaderDrain, what it left running is
+	// stopped and the result says so (leftoversStopped).
+	"leader-exit",
 	// Programs of the sandbox's own, detached from any connection, with
 	// their output retained for any reader from any offset held
 	// (/sessions; wire.RouteSessions).

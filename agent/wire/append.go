@@ -34,6 +34,9 @@ func AppendResultEvent(b []byte, r *Result) []byte {
 		b = append(b, `,"oomKills":`...)
 		b = strconv.AppendInt(b, r.OOMKills, 10)
 	}
+	if r.LeftoversStopped {
+		b = append(b, `,"leftoversStopped":true`...)
+	}
 	return append(b, "}\n"...)
 }
 

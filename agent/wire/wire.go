@@ -7,7 +7,10 @@
 // Features list of GET /healthz.
 package wire
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // ProtocolVersion is the one version this release speaks. A host admits only
 // an agent that reports exactly this number.
@@ -250,7 +253,18 @@ type Result struct {
 	// the agent leaves it out. (Commands running at the same time in one
 	// sandbox each count all of them.)
 	OOMKills int64 `json:"oomKills,omitempty"`
+	// LeftoversStopped: the command's leader exited and the agent stopped
+	// what it left running (feature "leader-exit"): members of its process
+	// group, and processes still holding its output once the output had
+	// drained for LeaderDrain. Programs meant to outlive a command are
+	// started as sessions.
+	LeftoversStopped bool `json:"leftoversStopped,omitempty"`
 }
+
+// LeaderDrain is how long, once a strict command's leader has exited, the
+// agent still reads output that what it left running holds open, before it
+// stops those processes and reports the leader's status.
+const LeaderDrain = 250 * time.Millisecond
 
 // StdioInfo describes stdio mode in a reservation.
 type StdioInfo struct {

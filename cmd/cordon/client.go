@@ -145,6 +145,9 @@ func exitFor(res *wire.Result, timeout time.Duration, memory int64) int {
 			fmt.Fprintf(os.Stderr, "cordon: the command's %s was cut at --max-output\n", cut.stream)
 		}
 	}
+	if res.LeftoversStopped {
+		fmt.Fprintln(os.Stderr, "cordon: the command exited; what it left running was stopped (start programs meant to outlive a command with cordon exec -d)")
+	}
 	hint := ""
 	if memory > 0 {
 		hint = " (--memory " + humanSize(memory) + ")"

@@ -447,3 +447,23 @@ func TestCLIUsage(t *testing.T) {
 		t.Errorf("--workspace on the container tier: %d %q", code, errOut)
 	}
 }
+
+// TestRunEndsWithItsCommand: cordon run returns when the command's leader
+// exits, with its status, even when it left a background child holding its
+// output; the child is stopped and cordon says so. (It once waited for the
+// child, here for 100 s.)
+func TestRunEndsWithItsCommand(t *testing.T) {
+	testutil.RequiresRoot(t)
+	start := time.Now()
+	out, errOut, code := cordon(t, "run", "--", "sh", "-c", "sleep 100 & echo started; exit 3")
+	if code != 3 || out != "started\n" || !strings.Contains(errOut, "what it left running was stopped") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Fatalf("cordon run took %v", took)
+	}
+	// Positive control: a command that leaves nothing says nothing of it.
+	if _, errOut, code := cordon(t, "run", "--", "sh", "-c", "exit 2"); code != 2 || strings.Contains(errOut, "left running") {
+		t.Fatalf("a plain command: exit %d, stderr %q", code, errOut)
+	}
+}

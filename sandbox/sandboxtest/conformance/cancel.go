@@ -258,29 +258,54 @@ func testCancel(t *testing.T, h *harness) {
 	t.Run("StrictLeftoverIsStopped", func(t *testing.T) {
 		h.improvement(t, "a strict command's surviving group is stopped instead of retiring the agent")
 		r := h.execute(t, map[string]any{"command": "sh", "args": []string{"-c", "sleep 300 >/dev/null 2>&1 & echo $!"}})
-		if r.result == nil || r.result.ExitCode != 0 {
+		if r.result == nil || r.result.ExitCode != 0 || !r.result.LeftoversStopped {
 			t.Fatalf("result %+v err %q", r.result, r.errMsg)
 		}
 		if pid := strings.TrimSpace(r.stdout); !eventually(2*time.Second, func() bool { return !h.alive(t, pid) }) {
 			t.Fatalf("leftover %s still running", pid)
 		}
 	})
-	// A timeout ends everything that belongs to the command, even after its
-	// leader exited: members of its group, and processes that left the
-	// group but still hold its output.
-	for _, c := range []struct{ name, script, why string }{
-		{"TimeoutReachesChildHoldingOutput", "sleep 300 & echo $!", "a timeout stops the group even after its leader exited"},
-		{"SetsidChildHoldingOutput", "setsid sleep 300 & echo $!", "a timeout also stops processes that left the group but hold its output"},
+	// A strict command ends with its leader: what it left holding its
+	// output (a background child, one that called setsid) is stopped once
+	// the output drained, long before any timeout, and the result reports
+	// the leader's status and that leftovers were stopped.
+	for _, c := range []struct{ name, script string }{
+		{"LeaderExitStopsChildHoldingOutput", "sleep 300 & echo $!; exit 3"},
+		{"LeaderExitStopsSetsidChildHoldingOutput", "setsid sleep 300 & echo $!; exit 3"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h.improvement(t, c.why)
-			r := h.execute(t, map[string]any{"command": "sh", "args": []string{"-c", c.script}, "timeoutMs": 500})
-			if r.result == nil || !r.result.TimedOut {
+			h.improvement(t, "a strict command ends with its leader; the reference waits for its output to close")
+			start := time.Now()
+			r := h.execute(t, map[string]any{"command": "sh", "args": []string{"-c", c.script}, "timeoutMs": 30000})
+			if r.result == nil || r.result.ExitCode != 3 || r.result.TimedOut || !r.result.LeftoversStopped {
 				t.Fatalf("result %+v err %q", r.result, r.errMsg)
 			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Fatalf("the command took %v to end after its leader", took)
+			}
 			if pid := strings.TrimSpace(r.stdout); !eventually(2*time.Second, func() bool { return !h.alive(t, pid) }) {
-				t.Fatalf("child %s survived the timeout", pid)
+				t.Fatalf("child %s survived its command", pid)
 			}
 		})
 	}
+	// Positive control: a command that leaves nothing behind says so.
+	t.Run("NoLeftoversNoNote", func(t *testing.T) {
+		h.improvement(t, "leftoversStopped is cordon's")
+		r := h.execute(t, map[string]any{"command": "sh", "args": []string{"-c", "(sleep 0.05; echo late) & wait; exit 5"}})
+		if r.result == nil || r.result.ExitCode != 5 || r.result.LeftoversStopped || r.stdout != "late\n" {
+			t.Fatalf("result %+v stdout %q", r.result, r.stdout)
+		}
+	})
+	// A timeout still ends a command whose leader is alive, with what it
+	// started, inside or outside its group.
+	t.Run("TimeoutReachesSetsidChild", func(t *testing.T) {
+		h.improvement(t, "a timeout also stops processes that left the group but hold its output")
+		r := h.execute(t, map[string]any{"command": "sh", "args": []string{"-c", "setsid sleep 300 & echo $!; sleep 300"}, "timeoutMs": 500})
+		if r.result == nil || !r.result.TimedOut {
+			t.Fatalf("result %+v err %q", r.result, r.errMsg)
+		}
+		if pid := strings.TrimSpace(r.stdout); !eventually(2*time.Second, func() bool { return !h.alive(t, pid) }) {
+			t.Fatalf("child %s survived the timeout", pid)
+		}
+	})
 }
