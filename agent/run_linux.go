@@ -344,8 +344,9 @@ func (s *Server) stdioWatch(r *httpd.Request, e *execution, out *eventStream, st
 
 func (s *Server) handleStdioWrite(w httpd.ResponseWriter, r *httpd.Request) {
 	var body struct {
-		ExecutionID any `json:"executionId"`
-		Data        any `json:"data"`
+		ExecutionID any  `json:"executionId"`
+		Data        any  `json:"data"`
+		End         bool `json:"end"`
 	}
 	if err := s.readBody(r, &body); err != nil {
 		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
@@ -377,6 +378,16 @@ func (s *Server) handleStdioWrite(w httpd.ResponseWriter, r *httpd.Request) {
 	// A command that stops reading cannot hold this request forever.
 	_ = stdin.SetWriteDeadline(time.Now().Add(s.cfg.CancelConfirmTimeout))
 	_, err = stdin.Write(bytes)
+	if err == nil && body.End {
+		// End of input: the command reads EOF; the execution no longer
+		// takes writes.
+		s.mu.Lock()
+		if e.stdin == stdin {
+			e.stdin = nil
+		}
+		s.mu.Unlock()
+		err = stdin.Close()
+	}
 	e.stdinMu.Unlock()
 	if err != nil {
 		writeJSON(w, httpd.StatusInternalServerError, wire.ErrorBody{Error: wire.CodeStdioDeliveryUnknown})

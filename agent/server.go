@@ -56,6 +56,9 @@ var Features = []string{
 	// /execute sends output as base64 of the exact bytes on request
 	// (outputEncoding: "base64").
 	"output-base64",
+	// /executions/write with end: true closes a stdio command's standard
+	// input, so input can stream in and then end (wire.StdioWriteRequest).
+	"stdin-end",
 	// A strict command ends with its leader: once the leader exited and
 	// its output drained for wire.LeaderDrain, what it left running is
 	// stopped and the result says so (leftoversStopped).

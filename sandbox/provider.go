@@ -465,6 +465,9 @@ func (s *Sandbox) Exec(ctx context.Context, command string, o ExecOptions) (*Res
 	if o.RawOutput && !s.hasFeature("output-base64") {
 		return nil, fmt.Errorf("%w: raw output (this agent sends output as text only)", ErrUnsupported)
 	}
+	if o.StdinStream != nil && !s.hasFeature("stdin-end") {
+		return nil, fmt.Errorf("%w: streamed stdin (this agent's input cannot end)", ErrUnsupported)
+	}
 	oc, counts := s.inst.(OOMCounter)
 	var before uint64
 	if counts {

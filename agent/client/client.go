@@ -397,10 +397,16 @@ func ReadEvents(r io.Reader, fn func(wire.Event) error) error {
 
 // ExecOptions shapes one command.
 type ExecOptions struct {
-	Args           []string
-	Cwd            string
-	Env            map[string]string
-	Stdin          *string
+	Args  []string
+	Cwd   string
+	Env   map[string]string
+	Stdin *string
+	// StdinStream, instead of Stdin, is read while the command runs and
+	// passed on as it arrives, with backpressure (each chunk is written
+	// to the command's stdin before the next is read), then closed at its
+	// end of file (feature "stdin-end"): unbounded input, in constant
+	// memory. Output then comes as raw bytes.
+	StdinStream    io.Reader
 	Timeout        time.Duration // 0: the agent's default
 	MaxOutputBytes int64         // 0: the agent's default
 	Stdout, Stderr io.Writer     // nil discards
@@ -500,6 +506,12 @@ func (c *Client) Exec(ctx context.Context, command string, o ExecOptions) (*wire
 	if err != nil {
 		return nil, err
 	}
+	if o.StdinStream != nil {
+		if o.Stdin != nil {
+			return nil, errors.New("ExecOptions: Stdin and StdinStream are exclusive")
+		}
+		req.Stdio = true
+	}
 	var res *wire.Result
 	_, err = c.RunLeased(ctx, func(id string, ask *Ask) error {
 		req.ExecutionID = id
@@ -524,6 +536,18 @@ func (c *Client) exec(ctx context.Context, req wire.ExecuteRequest, o ExecOption
 		var result *wire.Result
 		err := c.execute(streamCtx, req, ask, func(ev wire.Event) error {
 			switch ev.Type {
+			case wire.EventStdioStarted:
+				if o.StdinStream != nil {
+					go c.pumpStdin(streamCtx, req.ExecutionID, o.StdinStream)
+				}
+			case wire.EventStdioData:
+				w := o.Stdout
+				if ev.Stream == "stderr" {
+					w = o.Stderr
+				}
+				if w != nil {
+					return ignoreWriteErr(WriteOutput(w, ev.Data, true))
+				}
 			case wire.EventStdout:
 				if o.Stdout != nil {
 					return ignoreWriteErr(WriteOutput(o.Stdout, ev.Data, o.RawOutput))
@@ -579,6 +603,30 @@ func (c *Client) confirmStop(id string) (*wire.Terminal, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cancelWait)
 	defer cancel()
 	return c.Cancel(ctx, id)
+}
+
+// stdinChunk is the most of a stream's input one write carries: well
+// inside StdioWriteMaxChars once in base64.
+const stdinChunk = 256 << 10
+
+// pumpStdin passes r to a stdio-mode execution's stdin, chunk by chunk,
+// then ends it. It stops quietly when the command no longer takes input
+// (it exited, or closed its stdin).
+func (c *Client) pumpStdin(ctx context.Context, id string, r io.Reader) {
+	buf := make([]byte, stdinChunk)
+	for {
+		n, err := r.Read(buf)
+		end := err != nil
+		if n > 0 || end {
+			werr := c.call(ctx, wire.RouteStdioWrite, wire.StdioWriteRequest{ExecutionID: id, Data: base64.StdEncoding.EncodeToString(buf[:n]), End: end}, &wire.StdioWriteResponse{})
+			if werr != nil {
+				return
+			}
+		}
+		if end {
+			return
+		}
+	}
 }
 
 // StdioWrite delivers bytes to a stdio-mode execution's stdin.

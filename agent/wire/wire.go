@@ -300,6 +300,10 @@ type Terminal struct {
 type StdioWriteRequest struct {
 	ExecutionID string `json:"executionId"`
 	Data        string `json:"data"`
+	// End closes the command's standard input once Data is written
+	// (feature "stdin-end"): the command reads end of file, as from a
+	// closed pipe. Later writes are refused (409 stdio_not_running).
+	End bool `json:"end,omitempty"`
 }
 
 // StdioWriteResponse answers a delivered /executions/write.

@@ -54,9 +54,7 @@ func execCmd(args []string) int {
 		return 2
 	}
 	if *interactive {
-		if opts.Stdin, err = readStdin(); err != nil {
-			return apiFail(err)
-		}
+		opts.StdinStream = os.Stdin
 	}
 	if *output == "json" {
 		return execJSON(c, id, argv[0], opts)

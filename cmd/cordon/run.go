@@ -81,10 +81,8 @@ func runCmd(args []string) int {
 		return 2
 	}
 	if *interactive {
-		if opts.Stdin, err = readStdin(); err != nil {
-			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
-			return exitCordon
-		}
+		// As it arrives, unbounded, ended at cordon's end of input.
+		opts.StdinStream = os.Stdin
 	}
 	if h := cmp.Or(*host, os.Getenv("CORDON_HOST")); h != "" {
 		if *workspace != "" || *requireLandlock {
@@ -101,26 +99,9 @@ func runCmd(args []string) int {
 			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
 			return 2
 		}
-		return runRemote(c, spec, argv[0], sclient.ExecOptions{Args: opts.Args, Stdin: opts.Stdin, Timeout: opts.Timeout, MaxOutputBytes: opts.MaxOutputBytes, Stdout: opts.Stdout, Stderr: opts.Stderr, RawOutput: true})
+		return runRemote(c, spec, argv[0], sclient.ExecOptions{Args: opts.Args, StdinStream: opts.StdinStream, Timeout: opts.Timeout, MaxOutputBytes: opts.MaxOutputBytes, Stdout: opts.Stdout, Stderr: opts.Stderr, RawOutput: true})
 	}
 	return runIn(spec, argv[0], opts)
-}
-
-// maxStdin bounds what -i passes to a command (the exec body carries it).
-const maxStdin = 4 << 20
-
-// readStdin reads cordon's standard input for a command's, refusing more
-// than maxStdin rather than cutting it short.
-func readStdin() (*string, error) {
-	b, err := io.ReadAll(io.LimitReader(os.Stdin, maxStdin+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading stdin: %w", err)
-	}
-	if len(b) > maxStdin {
-		return nil, fmt.Errorf("standard input is over %d bytes; give larger inputs as files", maxStdin)
-	}
-	s := string(b)
-	return &s, nil
 }
 
 // interrupt stops a command early, once: on the first SIGINT, SIGTERM or

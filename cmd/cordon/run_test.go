@@ -2,6 +2,8 @@ package main_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -467,3 +470,53 @@ func TestRunEndsWithItsCommand(t *testing.T) {
 		t.Fatalf("a plain command: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestRunStreamsStdin: cordon run -i passes input as it arrives (the command
+// answers the first line before the second is typed) and ends it at
+// cordon's end of input; input larger than any request body arrives whole.
+func TestRunStreamsStdin(t *testing.T) {
+	testutil.RequiresRoot(t)
+	cmd := exec.Command(buildCLI(t), "run", "-i", "--", "sh", "-c", "while read l; do echo got-$l; done; echo eof")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuf
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(stdin, "one\n")
+	for deadline := time.Now().Add(15 * time.Second); out.String() != "got-one\n" && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out.String() != "got-one\n" {
+		t.Fatalf("after the first line: %q", out.String())
+	}
+	io.WriteString(stdin, "two\n")
+	stdin.Close()
+	if err := cmd.Wait(); err != nil || out.String() != "got-one\ngot-two\neof\n" {
+		t.Fatalf("%v: %q", err, out.String())
+	}
+	// 40 MiB of every byte value, checked by its digest inside.
+	data := make([]byte, 40<<20)
+	for i := range data {
+		data[i] = byte(i*131 + i>>9)
+	}
+	sum := sha256.Sum256(data)
+	big := exec.Command(buildCLI(t), "run", "-i", "--", "sha256sum")
+	big.Stdin = bytes.NewReader(data)
+	got, err := big.Output()
+	if err != nil || !strings.HasPrefix(string(got), hex.EncodeToString(sum[:])) {
+		t.Fatalf("40 MiB through stdin: %v %q", err, got)
+	}
+}
+
+// syncBuf is a buffer one goroutine writes while another reads it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

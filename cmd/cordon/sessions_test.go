@@ -2,6 +2,8 @@ package main_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -71,6 +73,15 @@ func TestSessionVerbs(t *testing.T) {
 	}
 	if out, _, _ := run("exec", id, "--", "sh", "-c", "pgrep -x sleep || echo none"); out != "none\n" {
 		t.Fatalf("after kill: %q", out)
+	}
+	// exec -i streams through the daemon too: more than the 4 MiB a
+	// request body once carried, to its end of input.
+	data := bytes.Repeat([]byte("0123456789abcdef"), 512<<10)
+	sum := sha256.Sum256(data)
+	piped := exec.Command(buildCLI(t), "exec", host, "-i", id, "--", "sha256sum")
+	piped.Stdin = bytes.NewReader(data)
+	if got, err := piped.Output(); err != nil || !strings.HasPrefix(string(got), hex.EncodeToString(sum[:])) {
+		t.Fatalf("exec -i of 8 MiB: %v %q", err, got)
 	}
 	// Refusals are one line and 125: an unknown session.
 	if _, errOut, code := run("attach", id, "nope"); code == 0 || !strings.Contains(errOut, "unknown_session") {

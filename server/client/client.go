@@ -221,11 +221,22 @@ type ExecOptions struct {
 	// (the agent's feature "output-base64"); otherwise UTF-8 text, in which
 	// bytes that are not UTF-8 arrive as U+FFFD.
 	RawOutput bool
+	// StdinStream, instead of Stdin, streams the command's input as it
+	// arrives and then ends it (the agent's feature "stdin-end"). Such a
+	// command runs through the sandbox's agent wire (Agent): ending ctx
+	// then stops it, confirmed, and Started is not called.
+	StdinStream io.Reader
 }
 
 // Exec runs a command and streams its output. Ending ctx drops the stream
-// but does not stop the command (Cancel does).
+// but does not stop the command (Cancel does), unless StdinStream is set.
 func (c *Client) Exec(ctx context.Context, id, command string, o ExecOptions) (*wire.Result, error) {
+	if o.StdinStream != nil {
+		ac := c.Agent(id)
+		defer ac.Close()
+		return ac.Exec(ctx, command, agentclient.ExecOptions{Args: o.Args, Cwd: o.Cwd, Env: o.Env, StdinStream: o.StdinStream,
+			Timeout: o.Timeout, MaxOutputBytes: o.MaxOutputBytes, Stdout: o.Stdout, Stderr: o.Stderr, RawOutput: true})
+	}
 	body, err := agentclient.ExecOptions{Args: o.Args, Cwd: o.Cwd, Env: o.Env, Stdin: o.Stdin, Timeout: o.Timeout, MaxOutputBytes: o.MaxOutputBytes, RawOutput: o.RawOutput}.Request(command)
 	if err != nil {
 		return nil, err

@@ -6,11 +6,15 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/wire"
 )
 
@@ -150,4 +154,99 @@ func testExitPolicy(t *testing.T, h *harness, start Factory) {
 		}
 		h2.sh(t, "kill -9 "+pid)
 	})
+}
+
+// testStreamedStdin covers input that streams in and then ends (feature
+// "stdin-end"), through the Go client's ExecOptions.StdinStream.
+func testStreamedStdin(t *testing.T, h *harness) {
+	ctx := context.Background()
+	if !h.c.HasFeature(ctx, "stdin-end") {
+		if h.Reference {
+			t.Skip("cordon addition: the reference worker's stdio input has no end")
+		}
+		t.Fatal("cordon-agent does not advertise stdin-end")
+	}
+	t.Run("LineByLine", func(t *testing.T) {
+		// The command sees the first line before the second is sent.
+		pr, pw := io.Pipe()
+		var out syncBuffer
+		done := make(chan error, 1)
+		var res *wire.Result
+		go func() {
+			var err error
+			res, err = h.c.Exec(ctx, "sh", client.ExecOptions{Args: []string{"-c", "while read l; do echo got-$l; done; echo eof"}, StdinStream: pr, Stdout: &out})
+			done <- err
+		}()
+		if _, err := pw.Write([]byte("one\n")); err != nil {
+			t.Fatal(err)
+		}
+		if !eventually(10*time.Second, func() bool { return out.String() == "got-one\n" }) {
+			t.Fatalf("after the first line: %q", out.String())
+		}
+		pw.Write([]byte("two\n"))
+		pw.Close()
+		if err := <-done; err != nil || res == nil || res.ExitCode != 0 {
+			t.Fatalf("exec: %+v %v", res, err)
+		}
+		if out.String() != "got-one\ngot-two\neof\n" {
+			t.Fatalf("output %q", out.String())
+		}
+	})
+	t.Run("Large", func(t *testing.T) {
+		// More than any stdin the request body could carry, and every byte
+		// value.
+		const size = 48 << 20
+		pattern := make([]byte, 256)
+		for i := range pattern {
+			pattern[i] = byte(i)
+		}
+		var out bytes.Buffer
+		res, err := h.c.Exec(ctx, "sh", client.ExecOptions{Args: []string{"-c", "wc -c; "}, StdinStream: io.LimitReader(repeatReader(pattern), size), Stdout: &out})
+		if err != nil || res.ExitCode != 0 || strings.TrimSpace(out.String()) != strconv.Itoa(size) {
+			t.Fatalf("exec: %+v %v, counted %q", res, err, out.String())
+		}
+	})
+	t.Run("CommandThatStopsReading", func(t *testing.T) {
+		// The input goes unread: the command's end ends the exec.
+		res, err := h.c.Exec(ctx, "true", client.ExecOptions{StdinStream: repeatReader([]byte("y\n"))})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec: %+v %v", res, err)
+		}
+	})
+}
+
+type repeat struct {
+	p   []byte
+	off int
+}
+
+func repeatReader(p []byte) io.Reader { return &repeat{p: p} }
+
+func (r *repeat) Read(b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		c := copy(b[n:], r.p[r.off:])
+		n += c
+		r.off = (r.off + c) % len(r.p)
+	}
+	return n, nil
+}
+
+// syncBuffer is a bytes.Buffer safe to read while another goroutine
+// writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
