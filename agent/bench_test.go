@@ -269,3 +269,33 @@ func BenchmarkSessions(b *testing.B) {
 		_ = c.ForgetSession(ctx, s.ID)
 	})
 }
+
+// BenchmarkStreamedStdin: input streamed to a command (stdio mode, chunk
+// by chunk to its end) against the same input in the request body.
+func BenchmarkStreamedStdin(b *testing.B) {
+	tg, _ := startCordon(b, conformance.Settings{"MAX_BODY_BYTES": strconv.Itoa(128 << 20)}, false)
+	c := client.New(tg.Endpoint)
+	defer c.Close()
+	ctx := context.Background()
+	const size = 64 << 20
+	data := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	for _, how := range []string{"streamed", "body"} {
+		b.Run(how, func(b *testing.B) {
+			b.SetBytes(size)
+			for b.Loop() {
+				o := client.ExecOptions{Args: []string{"-c"}}
+				if how == "streamed" {
+					o.StdinStream = bytes.NewReader(data)
+				} else {
+					s := string(data)
+					o.Stdin = &s
+				}
+				var out bytes.Buffer
+				o.Stdout = &out
+				if res, err := c.Exec(ctx, "wc", o); err != nil || res.ExitCode != 0 || strings.TrimSpace(out.String()) != strconv.Itoa(size) {
+					b.Fatalf("%+v %v %q", res, err, out.String())
+				}
+			}
+		})
+	}
+}
