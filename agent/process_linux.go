@@ -124,6 +124,12 @@ func (r *reaper) reap() {
 // spawn starts argv[0] as the leader of a new process group with the given
 // stdio, and returns a channel that receives its wait status exactly once.
 func (r *reaper) spawn(path string, argv, env []string, dir string, files []uintptr) (int, <-chan unix.WaitStatus, error) {
+	return r.spawnTTY(path, argv, env, dir, files, false)
+}
+
+// spawnTTY is spawn; with ctty, the terminal on files[0] becomes the new
+// session's controlling terminal.
+func (r *reaper) spawnTTY(path string, argv, env []string, dir string, files []uintptr, ctty bool) (int, <-chan unix.WaitStatus, error) {
 	if r.reserved != nil {
 		<-r.reserved
 	}
@@ -135,7 +141,7 @@ func (r *reaper) spawn(path string, argv, env []string, dir string, files []uint
 		Files: files,
 		// Its own session: no controlling terminal to inject into, and a
 		// process group (pgid = pid) that cancellation addresses.
-		Sys: &syscall.SysProcAttr{Setsid: true, Credential: r.cred},
+		Sys: &syscall.SysProcAttr{Setsid: true, Setctty: ctty, Ctty: 0, Credential: r.cred},
 	}
 	var pid int
 	var err error

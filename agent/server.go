@@ -67,6 +67,9 @@ var Features = []string{
 	// their output retained for any reader from any offset held
 	// (/sessions; wire.RouteSessions).
 	"sessions",
+	// A session may run on a terminal of its own (tty: true), typed into
+	// through /sessions/ID/input and sized through /sessions/ID/resize.
+	"terminals",
 }
 
 // Server serves the agent wire. Build one with New; it is an httpd.Handler.

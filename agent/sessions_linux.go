@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/internal/httpd"
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,6 +40,10 @@ type session struct {
 	ws        *unix.WaitStatus // once the leader exited
 	out       *retained
 	exited    chan struct{} // closed when the leader has exited
+	// tty is the terminal's master side, for a terminal session: input is
+	// written there, sizes set on it. inMu serialises the writes.
+	tty  *os.File
+	inMu sync.Mutex
 }
 
 func (se *session) wireLocked() wire.Session {
@@ -45,6 +51,7 @@ func (se *session) wireLocked() wire.Session {
 	w := wire.Session{
 		ID: se.id, Command: se.command, Args: se.args, Pid: se.pid, State: wire.SessionRunning,
 		StartedAt: se.startedAt.UnixMilli(), OutputFirst: first, OutputNext: next, RetainBytes: se.out.limit,
+		TTY: se.tty != nil,
 	}
 	if se.ws != nil {
 		w.State, w.EndedAt = wire.SessionExited, se.endedAt.UnixMilli()
@@ -111,6 +118,10 @@ func (s *Server) handleSessions(w httpd.ResponseWriter, r *httpd.Request) {
 		s.killSession(w, r, se)
 	case verb == "wait" && r.Method == httpd.MethodGet:
 		s.waitSession(w, r, se)
+	case verb == "input" && r.Method == httpd.MethodPost:
+		s.sessionInput(w, r, se)
+	case verb == "resize" && r.Method == httpd.MethodPost:
+		s.resizeSession(w, r, se)
 	default:
 		writeJSON(w, httpd.StatusNotFound, wire.ErrorBody{Error: wire.CodeNotFound})
 	}
@@ -148,6 +159,9 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 	var req struct {
 		ID          json.RawMessage `json:"id"`
 		RetainBytes json.RawMessage `json:"retainBytes"`
+		TTY         bool            `json:"tty"`
+		Rows        int64           `json:"rows"`
+		Cols        int64           `json:"cols"`
 		executeBody
 	}
 	if err := json.Unmarshal(raw, &req); err != nil {
@@ -182,6 +196,10 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 		}
 		retain = n
 	}
+	if req.Rows < 0 || req.Rows > wire.MaxTermSize || req.Cols < 0 || req.Cols > wire.MaxTermSize || (!req.TTY && (req.Rows != 0 || req.Cols != 0)) {
+		bad(wire.CodeInvalidSize, "rows and cols, for a tty, are from 1 to "+strconv.Itoa(wire.MaxTermSize))
+		return
+	}
 	dir, err := mkdirIn(q.cwd, s.cfg.Workspace)
 	if err != nil {
 		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeMkdirFailed, Message: err.Error()})
@@ -192,24 +210,41 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 		bad(wire.CodeInvalidBody, err.Error())
 		return
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		writeJSON(w, httpd.StatusInternalServerError, wire.ErrorBody{Error: wire.CodeInternal, Message: err.Error()})
-		return
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		writeJSON(w, httpd.StatusInternalServerError, wire.ErrorBody{Error: wire.CodeInternal, Message: err.Error()})
-		return
-	}
-	closeAll := func() {
-		for _, f := range []*os.File{outR, outW, errR, errW} {
-			f.Close()
+	// The program's stdio: two pipes, or one terminal.
+	var outR, outW, errR, errW, tty, ttyIn *os.File
+	if req.TTY {
+		tty, ttyIn, err = pty.Open()
+		if err == nil {
+			err = pty.Setsize(tty, &pty.Winsize{Rows: uint16(cmp.Or(req.Rows, 24)), Cols: uint16(cmp.Or(req.Cols, 80))})
+			if err != nil {
+				tty.Close()
+				ttyIn.Close()
+			}
+		}
+		if err != nil {
+			writeJSON(w, httpd.StatusInternalServerError, wire.ErrorBody{Error: wire.CodeInternal, Message: "a terminal: " + err.Error()})
+			return
+		}
+	} else {
+		if outR, outW, err = os.Pipe(); err != nil {
+			writeJSON(w, httpd.StatusInternalServerError, wire.ErrorBody{Error: wire.CodeInternal, Message: err.Error()})
+			return
+		}
+		if errR, errW, err = os.Pipe(); err != nil {
+			outR.Close()
+			outW.Close()
+			writeJSON(w, httpd.StatusInternalServerError, wire.ErrorBody{Error: wire.CodeInternal, Message: err.Error()})
+			return
 		}
 	}
-	se := &session{id: id, command: q.command, args: q.argv[1:], out: newRetained(retain), exited: make(chan struct{})}
+	closeAll := func() {
+		for _, f := range []*os.File{outR, outW, errR, errW, tty, ttyIn} {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}
+	se := &session{id: id, command: q.command, args: q.argv[1:], out: newRetained(retain), exited: make(chan struct{}), tty: tty}
 	// The id is taken and the program spawned in one step, so that two
 	// starts of one id cannot both run.
 	s.mu.Lock()
@@ -226,7 +261,13 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 			" sessions retaining " + strconv.Itoa(MaxRetainTotal>>20) + " MiB together; forget exited ones (DELETE /sessions/ID)"})
 		return
 	}
-	pid, exited, err := s.reaper.spawn(path, q.argv, q.env, dir, []uintptr{s.devNull.Fd(), outW.Fd(), errW.Fd()})
+	files := []uintptr{s.devNull.Fd(), 0, 0}
+	if tty != nil {
+		files = []uintptr{ttyIn.Fd(), ttyIn.Fd(), ttyIn.Fd()}
+	} else {
+		files[1], files[2] = outW.Fd(), errW.Fd()
+	}
+	pid, exited, err := s.reaper.spawnTTY(path, q.argv, q.env, dir, files, tty != nil)
 	if err != nil {
 		s.mu.Unlock()
 		closeAll()
@@ -237,12 +278,21 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 	s.sessions[id] = se
 	desc := se.wireLocked()
 	s.mu.Unlock()
-	outW.Close()
-	errW.Close()
+	readers := []*os.File{outR, errR}
+	if tty != nil {
+		// The program holds the terminal's other side; the agent keeps
+		// the master, whose reads end (EIO) once every holder of the
+		// terminal has closed it.
+		ttyIn.Close()
+		readers = []*os.File{tty}
+	} else {
+		outW.Close()
+		errW.Close()
+	}
 	// A running session is work: the agent does not idle out under it.
 	release := s.acquireActivity()
 	var pumps sync.WaitGroup
-	for i, f := range []*os.File{outR, errR} {
+	for i, f := range readers {
 		pumps.Add(1)
 		go func() {
 			defer pumps.Done()
@@ -430,4 +480,51 @@ func (s *Server) waitSession(w httpd.ResponseWriter, r *httpd.Request, se *sessi
 	ws := se.wireLocked()
 	s.mu.Unlock()
 	writeJSON(w, httpd.StatusOK, ws)
+}
+
+// sessionInput writes the raw body to a terminal session, as typed.
+func (s *Server) sessionInput(w httpd.ResponseWriter, r *httpd.Request, se *session) {
+	if se.tty == nil {
+		writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeNotATerminal, Message: "the session has no terminal to type into"})
+		return
+	}
+	data, err := s.bodyBytes(r)
+	if err != nil || len(data) > wire.MaxInputBytes {
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: "input is at most " + strconv.Itoa(wire.MaxInputBytes) + " bytes a request"})
+		return
+	}
+	select {
+	case <-se.exited:
+		writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeStdioNotRunning, Message: "the session has exited"})
+		return
+	default:
+	}
+	se.inMu.Lock()
+	// A program that reads nothing cannot hold this request forever.
+	_ = se.tty.SetWriteDeadline(time.Now().Add(s.cfg.CancelConfirmTimeout))
+	n, err := se.tty.Write(data)
+	se.inMu.Unlock()
+	if err != nil {
+		writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeStdioDeliveryUnknown, Message: "the terminal took " + strconv.Itoa(n) + " bytes: " + err.Error()})
+		return
+	}
+	writeJSON(w, httpd.StatusOK, wire.StdioWriteResponse{OK: true, BytesWritten: n})
+}
+
+// resizeSession sets a terminal session's size; the program gets SIGWINCH.
+func (s *Server) resizeSession(w httpd.ResponseWriter, r *httpd.Request, se *session) {
+	if se.tty == nil {
+		writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeNotATerminal, Message: "the session has no terminal to size"})
+		return
+	}
+	var req wire.ResizeRequest
+	if err := s.readBody(r, &req); err != nil || req.Rows == 0 || req.Cols == 0 || req.Rows > wire.MaxTermSize || req.Cols > wire.MaxTermSize {
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidSize, Message: "rows and cols are from 1 to " + strconv.Itoa(wire.MaxTermSize)})
+		return
+	}
+	if err := pty.Setsize(se.tty, &pty.Winsize{Rows: req.Rows, Cols: req.Cols}); err != nil {
+		writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeStdioNotRunning, Message: err.Error()})
+		return
+	}
+	w.WriteHeader(httpd.StatusNoContent)
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -176,4 +177,25 @@ func (c *Client) sessionFirst(ctx context.Context, id string) (int64, int64, err
 		return 0, 0, err
 	}
 	return s.OutputFirst, s.OutputNext, nil
+}
+
+// SessionInput types data into a terminal session (feature "terminals").
+func (c *Client) SessionInput(ctx context.Context, id string, data []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+sessionRoute(id, "input"), bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.ContentLength = int64(len(data))
+	c.auth(req)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return decode(resp, &wire.StdioWriteResponse{})
+}
+
+// ResizeSession sets a terminal session's size.
+func (c *Client) ResizeSession(ctx context.Context, id string, rows, cols uint16) error {
+	return c.sessionCall(ctx, http.MethodPost, sessionRoute(id, "resize"), wire.ResizeRequest{Rows: rows, Cols: cols}, nil)
 }

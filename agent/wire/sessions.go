@@ -34,6 +34,8 @@ const (
 	CodeKillUnconfirmed    = "kill_unconfirmed"
 	CodeInvalidRetainBytes = "invalid_retain_bytes"
 	CodeInvalidSessionID   = "invalid_session_id"
+	CodeNotATerminal       = "not_a_terminal"
+	CodeInvalidSize        = "invalid_size"
 )
 
 // Retained output bounds of a session (bytes).
@@ -53,7 +55,31 @@ type SessionRequest struct {
 	Cwd         string            `json:"cwd,omitempty"`
 	Env         map[string]string `json:"env,omitempty"`
 	RetainBytes int64             `json:"retainBytes,omitempty"`
+	// TTY runs the program on a terminal of its own (feature "terminals"):
+	// its controlling terminal, standard input, output and error, all of
+	// its output on the stdout stream, sized Rows by Cols (24 by 80 when
+	// zero, at most MaxTermSize each). Input goes to POST
+	// /sessions/ID/input, sizes to POST /sessions/ID/resize. TERM is the
+	// environment's (xterm-256color unless Env sets it).
+	TTY  bool   `json:"tty,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
 }
+
+// MaxTermSize bounds a terminal's rows and columns.
+const MaxTermSize = 4096
+
+// ResizeRequest sets a terminal session's size.
+type ResizeRequest struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
+}
+
+// Terminal session input: POST /sessions/ID/input with the bytes as a raw
+// body (at most MaxInputBytes; a Content-Length is required) writes them
+// to the terminal, as typed: "\x03" is Ctrl-C, reaching the foreground
+// job as SIGINT. It answers {ok, bytesWritten} once they are written.
+const MaxInputBytes = 1 << 20
 
 // Session states.
 const (
@@ -79,6 +105,8 @@ type Session struct {
 	EndedAt   int64 `json:"endedAt,omitempty"`
 	// OutputFirst is the first byte offset still held; OutputNext the one
 	// the next byte will take (every byte written so far is below it).
+	// TTY: the session runs on a terminal.
+	TTY         bool  `json:"tty,omitempty"`
 	OutputFirst int64 `json:"outputFirst"`
 	OutputNext  int64 `json:"outputNext"`
 	RetainBytes int64 `json:"retainBytes"`

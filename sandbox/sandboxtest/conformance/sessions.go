@@ -183,3 +183,85 @@ func isCode(err error, status int, code string) bool {
 	var e *client.Error
 	return errors.As(err, &e) && e.Status == status && e.Code == code
 }
+
+// testTerminals covers sessions on a terminal (feature "terminals"): typed
+// input, sizes, Ctrl-C reaching the foreground job, the exit status.
+func testTerminals(t *testing.T, h *harness) {
+	ctx := context.Background()
+	if !h.c.HasFeature(ctx, "terminals") {
+		if h.Reference {
+			t.Skip("cordon addition: the reference worker has no terminals")
+		}
+		t.Fatal("cordon-agent does not advertise terminals")
+	}
+	s, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sh", TTY: true, Rows: 30, Cols: 100, Env: map[string]string{"PS1": "$ "}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_, _ = h.c.KillSession(ctx, s.ID, "KILL", 0)
+		_ = h.c.ForgetSession(ctx, s.ID)
+	}()
+	if !s.TTY {
+		t.Fatalf("started: %+v", s)
+	}
+	// The output so far, read afresh each time (all of it is held).
+	screen := func() string {
+		var b strings.Builder
+		_, _, _ = h.c.SessionOutput(ctx, s.ID, 0, false, func(stream string, _ int64, d []byte) error {
+			if stream != "stdout" {
+				t.Errorf("terminal output on %s", stream)
+			}
+			b.Write(d)
+			return nil
+		})
+		return b.String()
+	}
+	typeAndWait := func(input, want string) {
+		t.Helper()
+		if err := h.c.SessionInput(ctx, s.ID, []byte(input)); err != nil {
+			t.Fatal(err)
+		}
+		if !eventually(10*time.Second, func() bool { return strings.Contains(screen(), want) }) {
+			t.Fatalf("typed %q, never saw %q in:\n%s", input, want, screen())
+		}
+	}
+	typeAndWait("echo $((6*7))x\n", "42x")
+	typeAndWait("stty size; tty\n", "/dev/pts/")
+	if !strings.Contains(screen(), "30 100") {
+		t.Errorf("the size asked for is not the terminal's:\n%s", screen())
+	}
+	if err := h.c.ResizeSession(ctx, s.ID, 40, 120); err != nil {
+		t.Fatal(err)
+	}
+	typeAndWait("stty size\n", "40 120")
+	// Ctrl-C reaches the foreground job, not the shell.
+	if err := h.c.SessionInput(ctx, s.ID, []byte("sleep 30; echo slept\n")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // sleep is the foreground job
+	typeAndWait("\x03echo after-$?\n", "after-130")
+	// (The terminal echoes the typed line, "echo slept" with it: the
+	// job's own output would be a line of its own.)
+	if strings.Contains(screen(), "\nslept\r\n") {
+		t.Fatal("the interrupted job went on")
+	}
+	typeAndWait("exit 3\n", "exit 3")
+	w, err := h.c.WaitSession(ctx, s.ID, 10*time.Second)
+	if err != nil || w.State != wire.SessionExited || w.ExitCode == nil || *w.ExitCode != 3 {
+		t.Fatalf("wait: %+v %v", w, err)
+	}
+	// A session without a terminal takes no typing; sizes are bounded.
+	plain, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sleep", Args: []string{"30"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.SessionInput(ctx, plain.ID, []byte("x")); !isCode(err, http.StatusConflict, wire.CodeNotATerminal) {
+		t.Errorf("input to a session without a terminal: %v", err)
+	}
+	_, _ = h.c.KillSession(ctx, plain.ID, "KILL", 0)
+	_ = h.c.ForgetSession(ctx, plain.ID)
+	if _, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sh", TTY: true, Rows: 5000}); !isCode(err, http.StatusBadRequest, wire.CodeInvalidSize) {
+		t.Errorf("a 5000-row terminal: %v", err)
+	}
+}
