@@ -87,3 +87,33 @@ func (s *Sandbox) Wait(ctx context.Context, id string, timeout time.Duration) (*
 	}
 	return s.client.WaitSession(ctx, id, timeout)
 }
+
+// Terminal starts req on a terminal of its own (feature "terminals"): type
+// into it with Input, size it with Resize, read it with Attach (all of its
+// output is on stdout).
+func (s *Sandbox) Terminal(ctx context.Context, req SessionRequest) (*Session, error) {
+	if err := s.live(); err != nil {
+		return nil, err
+	}
+	if !s.hasFeature("terminals") {
+		return nil, fmt.Errorf("%w: terminals (this agent has none)", ErrUnsupported)
+	}
+	req.TTY = true
+	return s.client.StartSession(ctx, req)
+}
+
+// Input types data into a terminal session: "\x03" is Ctrl-C.
+func (s *Sandbox) Input(ctx context.Context, id string, data []byte) error {
+	if err := s.sessions(); err != nil {
+		return err
+	}
+	return s.client.SessionInput(ctx, id, data)
+}
+
+// Resize sets a terminal session's size; its program gets SIGWINCH.
+func (s *Sandbox) Resize(ctx context.Context, id string, rows, cols uint16) error {
+	if err := s.sessions(); err != nil {
+		return err
+	}
+	return s.client.ResizeSession(ctx, id, rows, cols)
+}

@@ -21,6 +21,7 @@ func execCmd(args []string) int {
 	interactive := fs.Bool("i", false, "pass cordon's standard input to the command")
 	output := fs.String("o", "", "output format: json (the command's output and result as one object, once it ends)")
 	maxOutput := maxOutputFlag(fs)
+	tty := fs.Bool("t", false, "run the command on a terminal, cordon's own in raw mode (with -i: cordon exec -it ID -- bash)")
 	detach := fs.Bool("d", false, "start the command detached, as a session of the sandbox's own that outlives this call; print its id (cordon attach, sessions, kill)")
 	name := fs.String("name", "", "with -d: the session's `ID` (default: the agent picks one)")
 	c, rest, code := daemonClient(fs, args)
@@ -35,6 +36,13 @@ func execCmd(args []string) int {
 		return 2
 	}
 	id, argv := rest[0], rest[1:]
+	if *tty {
+		if *output != "" || *detach {
+			fmt.Fprintln(os.Stderr, "cordon: -t takes neither -o nor -d")
+			return 2
+		}
+		return terminal(c.Agent(id), wire.SessionRequest{Command: argv[0], Args: argv[1:], Cwd: *cwd, Env: env})
+	}
 	if *detach {
 		if *interactive || *output != "" || *timeout != 0 {
 			fmt.Fprintln(os.Stderr, "cordon: -d takes none of -i, -o, --timeout (a session runs until it exits or is killed)")

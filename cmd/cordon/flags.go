@@ -26,7 +26,7 @@ func newFlagSet(name, usage string) *flag.FlagSet {
 // --help on standard error (ok false, code 2).
 func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 	fs.SetOutput(io.Discard) // the flag package's own account is the whole usage
-	err := fs.Parse(args)
+	err := fs.Parse(combinedShort(fs, args))
 	fs.SetOutput(os.Stderr)
 	switch {
 	case err == nil:
@@ -61,4 +61,37 @@ func parseInterspersed(fs *flag.FlagSet, args []string) (rest []string, code int
 		rest = append(rest, args[0])
 		args = args[1:]
 	}
+}
+
+// combinedShort spells out combined one-letter switches (-it is -i -t), as
+// docker's users type them, where every letter is a boolean flag of fs;
+// it stops at the first argument that is not a flag, or at "--".
+func combinedShort(fs *flag.FlagSet, args []string) []string {
+	var out []string
+	for i, a := range args {
+		if a == "--" || !strings.HasPrefix(a, "-") || strings.HasPrefix(a, "--") {
+			return append(out, args[i:]...)
+		}
+		letters := a[1:]
+		all := len(letters) > 1 && !strings.Contains(letters, "=")
+		for _, r := range letters {
+			f := fs.Lookup(string(r))
+			if f == nil {
+				all = false
+				break
+			}
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+				all = false
+				break
+			}
+		}
+		if !all {
+			out = append(out, a)
+			continue
+		}
+		for _, r := range letters {
+			out = append(out, "-"+string(r))
+		}
+	}
+	return out
 }

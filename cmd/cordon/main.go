@@ -23,6 +23,7 @@ var verbs = map[string]verb{
 	"cp":       {"copy a file into or out of a sandbox on the daemon", cpCmd},
 	"rm":       {"destroy sandboxes on the daemon", rmCmd},
 	"events":   {"follow the daemon's lifecycle events", eventsCmd},
+	"shell":    {"open an interactive terminal in a sandbox on the daemon", shellCmd},
 	"sessions": {"list a sandbox's sessions (programs started with exec -d)", sessionsCmd},
 	"attach":   {"follow a session's output from any offset", attachCmd},
 	"kill":     {"signal a session and confirm it gone", killCmd},
@@ -35,7 +36,7 @@ var verbs = map[string]verb{
 	"version":  {"print version information", versionCmd},
 }
 
-var verbOrder = []string{"run", "serve", "create", "ls", "exec", "sessions", "attach", "kill", "cp", "rm", "pause", "resume", "policy", "events", "image", "key", "pool", "version"}
+var verbOrder = []string{"run", "serve", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "cp", "rm", "pause", "resume", "policy", "events", "image", "key", "pool", "version"}
 
 func main() {
 	if len(os.Args) < 2 {

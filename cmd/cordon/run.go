@@ -17,8 +17,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
 )
 
@@ -55,6 +57,7 @@ func runCmd(args []string) int {
 	timeout := fs.Duration("timeout", 0, "stop the command after this long (0: the agent's default, 5m)")
 	workspace := fs.String("workspace", "", "host `DIR` to use as the workspace (default: a fresh one, removed afterwards)")
 	interactive := fs.Bool("i", false, "pass cordon's standard input to the command")
+	tty := fs.Bool("t", false, "run the command on a terminal, cordon's own in raw mode (cordon run -it -- bash)")
 	maxOutput := maxOutputFlag(fs)
 	requireLandlock := fs.Bool("require-landlock", false, "refuse to run unless Landlock backs the filesystem rules")
 	host := fs.String("host", "", "run through the cordon daemon at `ADDR` (unix:///path, tcp://host:port or https://host:port; default $CORDON_HOST), which creates the sandbox, from its started inits where it can, and deletes it after; without either, cordon runs the sandbox itself")
@@ -99,9 +102,50 @@ func runCmd(args []string) int {
 			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
 			return 2
 		}
+		if *tty {
+			return runTerminalRemote(c, spec, argv)
+		}
 		return runRemote(c, spec, argv[0], sclient.ExecOptions{Args: opts.Args, StdinStream: opts.StdinStream, Timeout: opts.Timeout, MaxOutputBytes: opts.MaxOutputBytes, Stdout: opts.Stdout, Stderr: opts.Stderr, RawOutput: true})
 	}
+	if *tty {
+		return runTerminal(spec, argv)
+	}
 	return runIn(spec, argv[0], opts)
+}
+
+// runTerminal is cordon run -t: a fresh sandbox, argv on a terminal
+// attached to cordon's, the sandbox gone at the end.
+func runTerminal(spec sandbox.Spec, argv []string) int {
+	ctx := context.Background()
+	sb, err := newProvider().Create(ctx, spec)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+		return exitCordon
+	}
+	code := terminal(sb.Client(), wire.SessionRequest{Command: argv[0], Args: argv[1:]})
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := sb.Destroy(dctx); err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: teardown: %v\n", err)
+		return exitCordon
+	}
+	return code
+}
+
+// runTerminalRemote is runTerminal through a daemon.
+func runTerminalRemote(c *sclient.Client, spec sandbox.Spec, argv []string) int {
+	sb, err := c.Create(context.Background(), api.CreateRequest{Spec: toAPISpec(spec), IdleTimeoutSeconds: 60})
+	if err != nil {
+		return apiFail(err)
+	}
+	code := terminal(c.Agent(sb.ID), wire.SessionRequest{Command: argv[0], Args: argv[1:]})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Delete(ctx, sb.ID); err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: teardown of %s: %v\n", sb.ID, err)
+		return exitCordon
+	}
+	return code
 }
 
 // interrupt stops a command early, once: on the first SIGINT, SIGTERM or

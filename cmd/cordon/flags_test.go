@@ -1,0 +1,28 @@
+package main
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestCombinedShort: -it is -i -t where both are switches; anything else
+// (a flag taking a value, an unknown letter, what follows the first
+// argument or "--") is left as it is.
+func TestCombinedShort(t *testing.T) {
+	fs := newFlagSet("x", "")
+	fs.Bool("i", false, "")
+	fs.Bool("t", false, "")
+	fs.String("o", "", "")
+	for _, c := range []struct{ in, want []string }{
+		{[]string{"-it", "ID"}, []string{"-i", "-t", "ID"}},
+		{[]string{"-ti", "--", "-it"}, []string{"-t", "-i", "--", "-it"}},
+		{[]string{"-io", "json"}, []string{"-io", "json"}},
+		{[]string{"-ix"}, []string{"-ix"}},
+		{[]string{"ID", "-it"}, []string{"ID", "-it"}},
+		{[]string{"-i=true"}, []string{"-i=true"}},
+	} {
+		if got := combinedShort(fs, c.in); !slices.Equal(got, c.want) {
+			t.Errorf("%q: got %q, want %q", c.in, got, c.want)
+		}
+	}
+}

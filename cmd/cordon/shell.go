@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/agent/wire"
+)
+
+// shellCommand is what cordon shell starts: bash where the sandbox has it,
+// else sh.
+var shellCommand = []string{"/bin/sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash || exec sh"}
+
+func shellCmd(args []string) int {
+	fs := newFlagSet("shell", "usage: cordon shell [flags] ID [-- COMMAND [ARG...]]\n\nOpens an interactive terminal in a sandbox on the daemon (bash, else sh,\nunless COMMAND is given): cordon's terminal in raw mode, its size passed\non as it changes, and cordon exits with the program's status. Ctrl-C goes\nto the program.")
+	c, rest, code := daemonClient(fs, args)
+	if c == nil {
+		return code
+	}
+	if len(rest) < 1 {
+		fs.Usage()
+		return 2
+	}
+	argv := shellCommand
+	if len(rest) > 1 {
+		argv = rest[1:]
+		if argv[0] == "--" {
+			argv = argv[1:]
+		}
+	}
+	if len(argv) == 0 {
+		fs.Usage()
+		return 2
+	}
+	return terminal(c.Agent(rest[0]), wire.SessionRequest{Command: argv[0], Args: argv[1:]})
+}
+
+// terminal runs req as a terminal session through ac and attaches cordon's
+// terminal to it until the program exits; it returns the program's status.
+// The session is forgotten at the end.
+func terminal(ac *client.Client, req wire.SessionRequest) int {
+	ctx := context.Background()
+	fd := int(os.Stdin.Fd())
+	req.TTY = true
+	if ws, err := termSize(fd); err == nil {
+		req.Rows, req.Cols = ws.Row, ws.Col
+	}
+	if t := os.Getenv("TERM"); t != "" {
+		if req.Env == nil {
+			req.Env = map[string]string{}
+		}
+		if _, ok := req.Env["TERM"]; !ok {
+			req.Env["TERM"] = t
+		}
+	}
+	s, err := ac.StartSession(ctx, req)
+	if err != nil {
+		return apiFail(err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = ac.ForgetSession(cctx, s.ID)
+	}()
+	restore, err := makeRaw(fd)
+	if err == nil {
+		defer restore()
+	}
+	// The size follows cordon's terminal.
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
+	go func() {
+		for range winch {
+			if ws, err := termSize(fd); err == nil {
+				_ = ac.ResizeSession(ctx, s.ID, ws.Row, ws.Col)
+			}
+		}
+	}()
+	// Keystrokes as they come; the program's end ends the copy.
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := os.Stdin.Read(buf)
+			if n > 0 {
+				if ac.SessionInput(ctx, s.ID, buf[:n]) != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	if _, _, err := ac.SessionOutput(ctx, s.ID, 0, true, func(_ string, _ int64, data []byte) error {
+		_, err := os.Stdout.Write(data)
+		return err
+	}); err != nil {
+		if restore != nil {
+			restore()
+		}
+		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+		return exitCordon
+	}
+	end, err := ac.WaitSession(ctx, s.ID, 0)
+	if err != nil {
+		return apiFail(err)
+	}
+	if end.State != wire.SessionExited {
+		// Its output ended before it did (it closed the terminal): wait.
+		if end, err = ac.WaitSession(ctx, s.ID, 0); err != nil {
+			return apiFail(err)
+		}
+	}
+	return sessionStatus(end)
+}

@@ -1,0 +1,134 @@
+package main_test
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/creack/pty"
+)
+
+// ptyClient drives a cordon command on a real terminal, as a user would.
+type ptyClient struct {
+	t   *testing.T
+	cmd *exec.Cmd
+	tty *os.File
+	mu  sync.Mutex
+	out bytes.Buffer
+	end chan error
+}
+
+func startOnPTY(t *testing.T, rows, cols uint16, args ...string) *ptyClient {
+	t.Helper()
+	cmd := exec.Command(buildCLI(t), args...)
+	cmd.Env = append(cmd.Environ(), "TERM=xterm")
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: rows, Cols: cols})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &ptyClient{t: t, cmd: cmd, tty: tty, end: make(chan error, 1)}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := tty.Read(buf)
+			p.mu.Lock()
+			p.out.Write(buf[:n])
+			p.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() { p.end <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		tty.Close()
+	})
+	return p
+}
+
+func (p *ptyClient) screen() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// typeAndWait types input and waits for want to show.
+func (p *ptyClient) typeAndWait(input, want string) {
+	p.t.Helper()
+	if _, err := io.WriteString(p.tty, input); err != nil {
+		p.t.Fatal(err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(p.screen(), want); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("typed %q, never saw %q in:\n%s", input, want, p.screen())
+		}
+	}
+}
+
+// exitCode waits for cordon to exit and returns its status.
+func (p *ptyClient) exitCode() int {
+	p.t.Helper()
+	select {
+	case <-p.end:
+	case <-time.After(30 * time.Second):
+		p.t.Fatalf("cordon did not exit:\n%s", p.screen())
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// TestShell: cordon shell on a real terminal: typed commands run, the
+// terminal's size goes in and follows a resize (SIGWINCH), Ctrl-C reaches
+// the foreground job and not cordon, and the program's status comes back.
+// The same through cordon run -it, without a daemon.
+func TestShell(t *testing.T) {
+	testutil.RequiresRoot(t)
+	_, sock, d := serveInTemp(t)
+	defer d.stop(t, sock)
+	host := "--host=unix://" + sock
+	id, errOut, code := cordon(t, "create", host)
+	id = strings.TrimSpace(id)
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, errOut)
+	}
+	defer cordon(t, "rm", host, id)
+
+	p := startOnPTY(t, 30, 100, "shell", host, id)
+	p.typeAndWait("echo $((6*7))x\r", "42x")
+	p.typeAndWait("stty size\r", "30 100")
+	if err := pty.Setsize(p.tty, &pty.Winsize{Rows: 40, Cols: 120}); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGWINCH)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		p.typeAndWait("stty size\r", "size")
+		if strings.Contains(p.screen(), "40 120") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the resize never reached the sandbox:\n%s", p.screen())
+		}
+	}
+	p.typeAndWait("sleep 30; echo slept\r", "sleep 30")
+	time.Sleep(300 * time.Millisecond) // sleep is the foreground job
+	p.typeAndWait("\x03echo after-$?\r", "after-130")
+	p.typeAndWait("exit 3\r", "exit")
+	if code := p.exitCode(); code != 3 {
+		t.Fatalf("cordon shell exited %d, want the shell's 3:\n%s", code, p.screen())
+	}
+
+	// cordon run -it, on the process tier without a daemon.
+	r := startOnPTY(t, 24, 80, "run", "-it", "--", "sh")
+	r.typeAndWait("echo run-$((2+3))\r", "run-5")
+	r.typeAndWait("exit 7\r", "exit")
+	if code := r.exitCode(); code != 7 {
+		t.Fatalf("cordon run -it exited %d, want 7:\n%s", code, r.screen())
+	}
+}
