@@ -299,3 +299,16 @@ func BenchmarkStreamedStdin(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTerminalEcho: a keystroke typed into a terminal session and its
+// echo read back, straight to the agent on its unix socket.
+func BenchmarkTerminalEcho(b *testing.B) {
+	tg, _ := startCordon(b, conformance.Settings{}, false)
+	c := client.New(tg.Endpoint)
+	defer c.Close()
+	lat, err := conformance.TerminalEcho(context.Background(), c, b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	testutil.ReportPercentiles(b, "", lat)
+}

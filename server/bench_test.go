@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/conformance"
 	"github.com/cordon-sandbox/cordon/server"
 	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
@@ -265,4 +266,21 @@ func agentsPss(b *testing.B, dir string) float64 {
 		}
 	}
 	return total
+}
+
+// BenchmarkTerminalEcho: a keystroke typed into a terminal session and its
+// echo read back, through the daemon (its unix socket, the agent wire's
+// passthrough) to a process-tier sandbox.
+func BenchmarkTerminalEcho(b *testing.B) {
+	d := startDaemon(b)
+	sb, err := d.local.Create(b.Context(), api.CreateRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.local.Delete(context.Background(), sb.ID)
+	lat, err := conformance.TerminalEcho(b.Context(), d.local.Agent(sb.ID), b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	testutil.ReportPercentiles(b, "", lat)
 }
