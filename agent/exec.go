@@ -343,14 +343,22 @@ func (s *Server) stopGroup(pgid int, deadline time.Time) error {
 // which only the tree below the agent can show. It runs as the execution
 // settles, and only when no other command is live, since an orphan cannot
 // tell whose it was; s.mu is held, so no command starts meanwhile. It
-// spares the processes that computer-lifetime commands handed over.
+// spares the processes that computer-lifetime commands handed over, and
+// the sessions' groups.
 func (s *Server) sweepOrphansLocked(e *execution) {
 	if _, ok := s.running[e]; !ok || len(s.running) != 1 {
 		return
 	}
+	// Sessions are the sandbox's, not the command's: their groups stay.
+	sessions := map[int]bool{}
+	for _, se := range s.sessions {
+		if se.ws == nil {
+			sessions[se.pid] = true
+		}
+	}
 	for _, pid := range descendants(os.Getpid()) {
 		if pg, err := unix.Getpgid(pid); err == nil {
-			if _, spare := s.handoffs[pg]; spare {
+			if _, spare := s.handoffs[pg]; spare || sessions[pg] {
 				continue
 			}
 		}
@@ -597,6 +605,10 @@ func (s *Server) parseExecute(b executeBody) (*execRequest, *wire.ErrorBody) {
 }
 
 func (s *Server) handleExecute(w httpd.ResponseWriter, r *httpd.Request) {
+	if s.quiescingNow() {
+		writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeQuiesceInProgress, Message: "a quiesce is stopping everything; try again when it answers"})
+		return
+	}
 	var b executeBody
 	raw, err := s.bodyBytes(r)
 	if err == nil {

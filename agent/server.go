@@ -67,6 +67,11 @@ var Features = []string{
 	// their output retained for any reader from any offset held
 	// (/sessions; wire.RouteSessions).
 	"sessions",
+	// POST /quiesce stops everything the agent runs, orphans included,
+	// and it serves on; POST /flush syncs the writable file systems
+	// (wire.RouteQuiesce). SIGTERM does both before the agent exits.
+	"quiesce",
+	"flush",
 	// A session may run on a terminal of its own (tty: true), typed into
 	// through /sessions/ID/input and sized through /sessions/ID/resize.
 	"terminals",
@@ -91,6 +96,7 @@ type Server struct {
 	bootID     string
 	idleTimer  *time.Timer
 	retiring   bool
+	quiescing  bool // a quiesce runs: nothing starts
 
 	// exit ends the process; tests and Run replace it.
 	exit     func(code int)
@@ -210,6 +216,10 @@ func (s *Server) ServeHTTP(w httpd.ResponseWriter, r *httpd.Request) {
 			h = s.handleReadFile
 		case wire.RouteWriteFile:
 			h = s.handleWriteFile
+		case wire.RouteQuiesce:
+			h = s.handleQuiesce
+		case wire.RouteFlush:
+			h = s.handleFlush
 		}
 	}
 	if r.URL.RawQuery != "" && r.RequestURI == r.URL.RequestURI() {
@@ -445,4 +455,8 @@ func (s *Server) Shutdown() {
 	}
 	wg.Wait()
 	killDescendants(os.Getpid(), time.Now().Add(s.cfg.CancelConfirmTimeout))
+	// What the commands wrote reaches the disk before the agent goes.
+	if _, ok := s.flush(time.Duration(wire.DefaultFlushTimeoutMs) * time.Millisecond); !ok {
+		s.log.Warn("flush at shutdown did not finish in time")
+	}
 }

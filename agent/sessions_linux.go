@@ -148,6 +148,10 @@ func (s *Server) listSessions(w httpd.ResponseWriter) {
 }
 
 func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
+	if s.quiescingNow() {
+		writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeQuiesceInProgress, Message: "a quiesce is stopping everything; try again when it answers"})
+		return
+	}
 	bad := func(code, msg string) {
 		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: code, Message: msg})
 	}

@@ -117,3 +117,30 @@ func (s *Sandbox) Resize(ctx context.Context, id string, rows, cols uint16) erro
 	}
 	return s.client.ResizeSession(ctx, id, rows, cols)
 }
+
+// Quiesce stops everything the sandbox runs (commands in flight, sessions,
+// orphans that left every group), in rounds of TERM, grace and KILL, and
+// returns once nothing is left; the sandbox serves on.
+func (s *Sandbox) Quiesce(ctx context.Context, grace time.Duration) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	if !s.hasFeature("quiesce") {
+		return fmt.Errorf("%w: quiesce (this agent has none)", ErrUnsupported)
+	}
+	_, err := s.client.Quiesce(ctx, grace)
+	return err
+}
+
+// Flush syncs the sandbox's writable file systems; an error says it was
+// not confirmed within timeout.
+func (s *Sandbox) Flush(ctx context.Context, timeout time.Duration) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	if !s.hasFeature("flush") {
+		return fmt.Errorf("%w: flush (this agent has none)", ErrUnsupported)
+	}
+	_, err := s.client.Flush(ctx, timeout)
+	return err
+}

@@ -199,3 +199,23 @@ func (c *Client) SessionInput(ctx context.Context, id string, data []byte) error
 func (c *Client) ResizeSession(ctx context.Context, id string, rows, cols uint16) error {
 	return c.sessionCall(ctx, http.MethodPost, sessionRoute(id, "resize"), wire.ResizeRequest{Rows: rows, Cols: cols}, nil)
 }
+
+// Quiesce stops everything the agent runs, orphans included, and returns
+// once nothing is left (feature "quiesce"); the agent serves on.
+func (c *Client) Quiesce(ctx context.Context, grace time.Duration) (*wire.QuiesceResponse, error) {
+	var r wire.QuiesceResponse
+	if err := c.sessionCall(ctx, http.MethodPost, wire.RouteQuiesce, wire.QuiesceRequest{GraceMs: grace.Milliseconds()}, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Flush syncs the sandbox's writable file systems (feature "flush"); an
+// error with code flush_unconfirmed means it did not finish in time.
+func (c *Client) Flush(ctx context.Context, timeout time.Duration) (*wire.FlushResponse, error) {
+	var r wire.FlushResponse
+	if err := c.sessionCall(ctx, http.MethodPost, wire.RouteFlush, wire.FlushRequest{TimeoutMs: timeout.Milliseconds()}, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}

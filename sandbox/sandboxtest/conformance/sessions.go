@@ -94,10 +94,27 @@ func testSessions(t *testing.T, h *harness) {
 		if !errors.As(err, &ev) || ev.First <= 0 {
 			t.Fatalf("a read of evicted output: %v", err)
 		}
-		// From where it says, the rest is there, up to the last line.
-		got, next, done := readAll(t, s.ID, ev.First, true)
-		if !done || !strings.HasSuffix(got, "line-1999\n|") || next-ev.First > wire.MinRetainBytes {
-			t.Fatalf("from %d: %d bytes, done %v, ends %q", ev.First, next-ev.First, done, got[max(0, len(got)-20):])
+		// The output may still be draining from the pipes (the leader has
+		// exited): read from the first byte held until it has ended; what
+		// is read from there is the rest, up to the last line.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			var b strings.Builder
+			next, done, err := h.c.SessionOutput(ctx, s.ID, ev.First, false, func(_ string, _ int64, d []byte) error { b.Write(d); return nil })
+			if errors.As(err, &ev) {
+				continue // evicted further meanwhile: from there
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if done {
+				if !strings.HasSuffix(b.String(), "line-1999\n") || next-ev.First > wire.MinRetainBytes {
+					t.Fatalf("from %d: %d bytes, ends %q", ev.First, next-ev.First, b.String()[max(0, b.Len()-20):])
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the session's output never ended")
+			}
 		}
 		_ = h.c.ForgetSession(ctx, s.ID)
 	})
@@ -125,6 +142,25 @@ func testSessions(t *testing.T, h *harness) {
 			t.Fatalf("the session's child after kill: %s", out)
 		}
 		_ = h.c.ForgetSession(ctx, s.ID)
+	})
+	t.Run("SurvivesOtherCommands", func(t *testing.T) {
+		// A command that times out, whose orphans the agent sweeps, leaves
+		// the sandbox's sessions alone.
+		s, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sleep", Args: []string{"30"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_, _ = h.c.KillSession(ctx, s.ID, "KILL", 0)
+			_ = h.c.ForgetSession(ctx, s.ID)
+		}()
+		r := h.execute(t, map[string]any{"command": "sh", "args": []string{"-c", "setsid sleep 300 & sleep 300"}, "timeoutMs": 300})
+		if r.result == nil || !r.result.TimedOut {
+			t.Fatalf("the timed-out command: %+v", r.result)
+		}
+		if got, err := h.c.Session(ctx, s.ID); err != nil || got.State != wire.SessionRunning || !h.alive(t, strconv.Itoa(got.Pid)) {
+			t.Fatalf("the session after another command's sweep: %+v %v", got, err)
+		}
 	})
 	t.Run("Refusals", func(t *testing.T) {
 		s, err := h.c.StartSession(ctx, wire.SessionRequest{ID: "dup", Command: "sleep", Args: []string{"30"}})
