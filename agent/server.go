@@ -72,6 +72,9 @@ var Features = []string{
 	// (wire.RouteQuiesce). SIGTERM does both before the agent exits.
 	"quiesce",
 	"flush",
+	// GET /tcp?port=N with Upgrade: cordon-tcp is a byte stream to a port
+	// on the sandbox's own loopback (wire.RouteTCP).
+	"tcp-connect",
 	// A session may run on a terminal of its own (tty: true), typed into
 	// through /sessions/ID/input and sized through /sessions/ID/resize.
 	"terminals",
@@ -233,6 +236,9 @@ func (s *Server) ServeHTTP(w httpd.ResponseWriter, r *httpd.Request) {
 		case r.Method == httpd.MethodPost && r.URL.Path == wire.RouteRemove:
 			h = s.handleRemove
 		}
+	}
+	if r.Method == httpd.MethodGet && r.URL.Path == wire.RouteTCP && r.RequestURI == r.URL.RequestURI() {
+		h = s.handleTCP
 	}
 	if p := r.URL.Path; (p == wire.RouteSessions || strings.HasPrefix(p, wire.RouteSessions+"/")) && r.RequestURI == r.URL.RequestURI() {
 		h = s.handleSessions

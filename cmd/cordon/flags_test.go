@@ -26,3 +26,19 @@ func TestCombinedShort(t *testing.T) {
 		}
 	}
 }
+
+// TestVerbsListed: every verb is in the usage's order, once.
+func TestVerbsListed(t *testing.T) {
+	seen := map[string]bool{}
+	for _, v := range verbOrder {
+		if _, ok := verbs[v]; !ok || seen[v] {
+			t.Errorf("verbOrder names %q, which is not a verb or is named twice", v)
+		}
+		seen[v] = true
+	}
+	for v := range verbs {
+		if !seen[v] {
+			t.Errorf("verb %q is missing from the usage", v)
+		}
+	}
+}

@@ -15,28 +15,29 @@ type verb struct {
 }
 
 var verbs = map[string]verb{
-	"run":      {"run one command in a fresh sandbox", runCmd},
-	"serve":    {"run the daemon (REST API, registry, reaping, pools)", serveCmd},
-	"create":   {"create a sandbox on the daemon", createCmd},
-	"ls":       {"list the daemon's sandboxes", lsCmd},
-	"exec":     {"run a command in a sandbox on the daemon", execCmd},
-	"cp":       {"copy a file into or out of a sandbox on the daemon", cpCmd},
-	"rm":       {"destroy sandboxes on the daemon", rmCmd},
-	"events":   {"follow the daemon's lifecycle events", eventsCmd},
-	"shell":    {"open an interactive terminal in a sandbox on the daemon", shellCmd},
-	"sessions": {"list a sandbox's sessions (programs started with exec -d)", sessionsCmd},
-	"attach":   {"follow a session's output from any offset", attachCmd},
-	"kill":     {"signal a session and confirm it gone", killCmd},
-	"image":    {"pull, import, list and remove images", imageCmd},
-	"pause":    {"pause sandboxes on the daemon", pauseCmd},
-	"resume":   {"resume paused sandboxes on the daemon", resumeCmd},
-	"policy":   {"replace a sandbox's network policy on the daemon", policyCmd},
-	"key":      {"manage the daemon's API keys (admin)", keyCmd},
-	"pool":     {"manage the daemon's warm pools (admin)", poolCmd},
-	"version":  {"print version information", versionCmd},
+	"run":          {"run one command in a fresh sandbox", runCmd},
+	"serve":        {"run the daemon (REST API, registry, reaping, pools)", serveCmd},
+	"create":       {"create a sandbox on the daemon", createCmd},
+	"ls":           {"list the daemon's sandboxes", lsCmd},
+	"exec":         {"run a command in a sandbox on the daemon", execCmd},
+	"cp":           {"copy a file into or out of a sandbox on the daemon", cpCmd},
+	"rm":           {"destroy sandboxes on the daemon", rmCmd},
+	"events":       {"follow the daemon's lifecycle events", eventsCmd},
+	"shell":        {"open an interactive terminal in a sandbox on the daemon", shellCmd},
+	"sessions":     {"list a sandbox's sessions (programs started with exec -d)", sessionsCmd},
+	"attach":       {"follow a session's output from any offset", attachCmd},
+	"kill":         {"signal a session and confirm it gone", killCmd},
+	"port-forward": {"forward local ports to ports inside a sandbox on the daemon", portForwardCmd},
+	"image":        {"pull, import, list and remove images", imageCmd},
+	"pause":        {"pause sandboxes on the daemon", pauseCmd},
+	"resume":       {"resume paused sandboxes on the daemon", resumeCmd},
+	"policy":       {"replace a sandbox's network policy on the daemon", policyCmd},
+	"key":          {"manage the daemon's API keys (admin)", keyCmd},
+	"pool":         {"manage the daemon's warm pools (admin)", poolCmd},
+	"version":      {"print version information", versionCmd},
 }
 
-var verbOrder = []string{"run", "serve", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "cp", "rm", "pause", "resume", "policy", "events", "image", "key", "pool", "version"}
+var verbOrder = []string{"run", "serve", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "cp", "rm", "pause", "resume", "policy", "events", "image", "key", "pool", "version"}
 
 func main() {
 	if len(os.Args) < 2 {
@@ -58,7 +59,7 @@ func main() {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: cordon <command> [flags]   (cordon <command> --help for its own)\n\ncommands:")
 	for _, name := range verbOrder {
-		fmt.Fprintf(w, "  %-8s %s\n", name, verbs[name].summary)
+		fmt.Fprintf(w, "  %-12s %s\n", name, verbs[name].summary)
 	}
 }
 

@@ -1,8 +1,10 @@
 package httpd
 
 import (
+	"bufio"
 	"errors"
 	"io"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,6 +68,21 @@ type response struct {
 }
 
 func (w *response) Header() Header { return w.header }
+
+// Hijack takes the connection over, for a protocol that follows the
+// request on it (an Upgrade): the server neither reads, writes nor closes
+// it any more. What the caller sent past the request is in the reader.
+// The handler writes its own answer (101 Switching Protocols) and closes
+// the connection when done. It fails once a response has begun.
+func (w *response) Hijack() (net.Conn, *bufio.Reader, error) {
+	if w.wroteHeader || w.committed {
+		return nil, nil, errors.New("httpd: hijack after the response began")
+	}
+	c := w.c
+	c.cr.abortPendingRead()
+	c.hijacked = true
+	return c.nc, c.br, nil
+}
 
 func (w *response) WriteHeader(status int) {
 	if w.wroteHeader {
@@ -298,6 +315,7 @@ const (
 	StatusRequestHeaderFieldsTooLarge  = 431
 	StatusInternalServerError          = 500
 	StatusNotImplemented               = 501
+	StatusBadGateway                   = 502
 	StatusServiceUnavailable           = 503
 	StatusGatewayTimeout               = 504
 	StatusHTTPVersionNotSupported      = 505
@@ -339,6 +357,8 @@ func StatusText(status int) string {
 		return "Internal Server Error"
 	case StatusNotImplemented:
 		return "Not Implemented"
+	case StatusBadGateway:
+		return "Bad Gateway"
 	case StatusServiceUnavailable:
 		return "Service Unavailable"
 	case StatusGatewayTimeout:

@@ -96,6 +96,9 @@ type conn struct {
 	cancel context.CancelFunc // the current request's context
 
 	writeDeadline bool // a handler set one, for its request only
+	// hijacked: a handler took the connection over (response.Hijack); the
+	// server no longer reads, writes or closes it.
+	hijacked bool
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
@@ -118,7 +121,11 @@ func (c *conn) cancelRequest() {
 }
 
 func (c *conn) serve() {
-	defer c.nc.Close()
+	defer func() {
+		if !c.hijacked {
+			c.nc.Close()
+		}
+	}()
 	defer func() {
 		if p := recover(); p != nil && p != ErrAbortHandler {
 			c.srv.logf("httpd: panic serving %v: %v", c.nc.RemoteAddr(), p)
@@ -221,6 +228,9 @@ func (c *conn) handle(req *Request) (keep bool) {
 		c.srv.Handler.ServeHTTP(w, req)
 		aborted = false
 	}()
+	if c.hijacked {
+		return false
+	}
 	w.handlerDone()
 	// A goroutine the handler left behind cannot read on into the next
 	// request; what is left of the body, finish reads away itself.
