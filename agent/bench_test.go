@@ -7,7 +7,9 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -311,4 +313,81 @@ func BenchmarkTerminalEcho(b *testing.B) {
 		b.Fatal(err)
 	}
 	testutil.ReportPercentiles(b, "", lat)
+}
+
+// BenchmarkTCPConnect: a stream to a port through the agent's tcp-connect
+// against a direct loopback connection: a new connection and one round
+// trip (the latency a forwarded request adds), and one stream's throughput.
+func BenchmarkTCPConnect(b *testing.B) {
+	tg, _ := startCordon(b, conformance.Settings{}, false)
+	c := client.New(tg.Endpoint)
+	defer c.Close()
+	ctx := context.Background()
+	// A loopback server: echoes a byte per connection, or sinks a stream
+	// and answers its length once the writer half-closed.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				n, _ := io.Copy(io.Discard, conn)
+				fmt.Fprint(conn, n)
+			}()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	dials := map[string]func() (net.Conn, error){
+		"direct":      func() (net.Conn, error) { return net.Dial("tcp", ln.Addr().String()) },
+		"tcp-connect": func() (net.Conn, error) { return c.DialTCP(ctx, port) },
+	}
+	for _, name := range []string{"direct", "tcp-connect"} {
+		dial := dials[name]
+		b.Run(name+"/Request", func(b *testing.B) {
+			var lat []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				conn, err := dial()
+				if err != nil {
+					b.Fatal(err)
+				}
+				conn.Write([]byte("x"))
+				conn.(interface{ CloseWrite() error }).CloseWrite()
+				if got, _ := io.ReadAll(conn); string(got) != "1" {
+					b.Fatalf("answer %q", got)
+				}
+				conn.Close()
+				lat = append(lat, time.Since(start))
+			}
+			testutil.ReportPercentiles(b, "", lat)
+		})
+		b.Run(name+"/Stream", func(b *testing.B) {
+			const size = 512 << 20
+			b.SetBytes(size)
+			buf := make([]byte, 256<<10)
+			for b.Loop() {
+				conn, err := dial()
+				if err != nil {
+					b.Fatal(err)
+				}
+				for sent := 0; sent < size; sent += len(buf) {
+					if _, err := conn.Write(buf); err != nil {
+						b.Fatal(err)
+					}
+				}
+				conn.(interface{ CloseWrite() error }).CloseWrite()
+				if got, _ := io.ReadAll(conn); string(got) != strconv.Itoa(size) {
+					b.Fatalf("answer %q", got)
+				}
+				conn.Close()
+			}
+		})
+	}
 }
