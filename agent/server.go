@@ -72,6 +72,9 @@ var Features = []string{
 	// (wire.RouteQuiesce). SIGTERM does both before the agent exits.
 	"quiesce",
 	"flush",
+	// Every authenticated answer carries the agent's boot id in the
+	// Cordon-Boot-Id header (wire.BootIDHeader).
+	"boot-id-header",
 	// GET /tcp?port=N with Upgrade: cordon-tcp is a byte stream to a port
 	// on the sandbox's own loopback (wire.RouteTCP).
 	"tcp-connect",
@@ -204,6 +207,8 @@ func (s *Server) ServeHTTP(w httpd.ResponseWriter, r *httpd.Request) {
 		writeJSON(w, httpd.StatusOK, s.health(r))
 		return
 	}
+	// Authenticated from here: every answer names this agent's start.
+	w.Header().Set(wire.BootIDHeader, s.bootID)
 	var h func(httpd.ResponseWriter, *httpd.Request)
 	if r.Method == httpd.MethodPost {
 		switch r.RequestURI {

@@ -36,6 +36,12 @@ const (
 	NextLeaseHeader = "Cordon-Next-Lease"
 )
 
+// BootIDHeader carries the agent's boot id (Health.BootID) on every answer
+// to an authenticated request and at the head of every stream (feature
+// "boot-id-header"): a host that sees it change is talking to a restarted
+// agent, whatever it held before is gone.
+const BootIDHeader = "Cordon-Boot-Id"
+
 // Routes of the agent wire. Matching is on the whole request URI: a query
 // string or a trailing slash is a different (missing) route.
 const (

@@ -301,3 +301,32 @@ func testTerminals(t *testing.T, h *harness) {
 		t.Errorf("a 5000-row terminal: %v", err)
 	}
 }
+
+// testBootIDHeader: every authenticated answer, a stream's head included,
+// names the agent's start; the same id as its health says.
+func testBootIDHeader(t *testing.T, h *harness) {
+	ctx := context.Background()
+	if !h.c.HasFeature(ctx, "boot-id-header") {
+		if h.Reference {
+			t.Skip("cordon addition: the reference worker has no boot id")
+		}
+		t.Fatal("cordon-agent does not advertise boot-id-header")
+	}
+	hl, err := h.c.Admit(ctx)
+	if err != nil || hl.BootID == "" {
+		t.Fatalf("health: %+v %v", hl, err)
+	}
+	for _, r := range []*response{
+		h.post(t, wire.RouteReserve, map[string]any{}),
+		h.raw(t, http.MethodGet, wire.RouteSessions, h.Endpoint.Token, nil),
+		h.raw(t, http.MethodGet, "/no-such-route", h.Endpoint.Token, nil),
+	} {
+		if got := r.header.Get(wire.BootIDHeader); got != hl.BootID {
+			t.Errorf("answer %d: boot id %q, want %q", r.status, got, hl.BootID)
+		}
+	}
+	// Without the token, nothing of the agent shows.
+	if got := h.raw(t, http.MethodGet, wire.RouteSessions, "", nil).header.Get(wire.BootIDHeader); got != "" {
+		t.Errorf("an unauthenticated answer names the boot id %q", got)
+	}
+}
