@@ -57,6 +57,7 @@ func jailedOpen(p, workspace string, roots []string, extra int) (int, string, er
 		return -1, "", &os.PathError{Op: "open", Path: target, Err: err}
 	}
 	if _, err := checkInside(fd, realRoot); err != nil {
+		unix.Close(fd)
 		return -1, "", err
 	}
 	return fd, target, nil

@@ -72,6 +72,9 @@ var Features = []string{
 	// (wire.RouteQuiesce). SIGTERM does both before the agent exits.
 	"quiesce",
 	"flush",
+	// GET /watch?path=P[&recursive=1] streams a directory's changes
+	// (wire.RouteWatch).
+	"watch",
 	// Every authenticated answer carries the agent's boot id in the
 	// Cordon-Boot-Id header (wire.BootIDHeader).
 	"boot-id-header",
@@ -236,6 +239,8 @@ func (s *Server) ServeHTTP(w httpd.ResponseWriter, r *httpd.Request) {
 			h = s.handleStat
 		case r.Method == httpd.MethodGet && r.URL.Path == wire.RouteList:
 			h = s.handleList
+		case r.Method == httpd.MethodGet && r.URL.Path == wire.RouteWatch:
+			h = s.handleWatch
 		case r.Method == httpd.MethodPost && r.URL.Path == wire.RouteMkdir:
 			h = s.handleMkdir
 		case r.Method == httpd.MethodPost && r.URL.Path == wire.RouteRemove:

@@ -144,3 +144,19 @@ func (s *Sandbox) Flush(ctx context.Context, timeout time.Duration) error {
 	_, err := s.client.Flush(ctx, timeout)
 	return err
 }
+
+// WatchEvent is one change under a watched directory.
+type WatchEvent = wire.WatchEvent
+
+// Watch streams the changes under a directory inside the sandbox to fn
+// (the first event is "ready", once every later change will be seen) until
+// ctx ends, fn fails or the directory is removed.
+func (s *Sandbox) Watch(ctx context.Context, path string, recursive bool, fn func(WatchEvent) error) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	if !s.hasFeature("watch") {
+		return fmt.Errorf("%w: watch (this agent has none)", ErrUnsupported)
+	}
+	return s.client.Watch(ctx, path, recursive, fn)
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -115,4 +116,41 @@ func (u *upgraded) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return fmt.Errorf("this connection cannot half-close")
+}
+
+// Watch streams the changes under a directory (feature "watch") to fn
+// until ctx ends, fn fails or the directory goes; the first event is
+// "ready", once the watch is in place.
+func (c *Client) Watch(ctx context.Context, path string, recursive bool, fn func(wire.WatchEvent) error) error {
+	route := wire.RouteWatch + "?path=" + url.QueryEscape(path)
+	if recursive {
+		route += "&recursive=1"
+	}
+	resp, err := c.do(ctx, http.MethodGet, route, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+		return errorFrom(resp.StatusCode, b)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var ev wire.WatchEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("agent sent a malformed watch event: %w", err)
+		}
+		if ev.Type == "heartbeat" {
+			continue
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return ctx.Err()
 }

@@ -83,6 +83,25 @@ func TestSessionVerbs(t *testing.T) {
 	if got, err := piped.Output(); err != nil || !strings.HasPrefix(string(got), hex.EncodeToString(sum[:])) {
 		t.Fatalf("exec -i of 8 MiB: %v %q", err, got)
 	}
+	// watch: a change made by another command shows as it happens.
+	w := exec.Command(buildCLI(t), "watch", host, id, ".")
+	var wout, werr syncBuf
+	w.Stdout, w.Stderr = &wout, &werr
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Process.Kill(); _ = w.Wait() }()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(werr.String(), "watching") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, errOut, code := run("exec", id, "--", "sh", "-c", "echo x > watched.txt"); code != 0 {
+		t.Fatalf("exec: %s", errOut)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(wout.String(), "write watched.txt"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("watch printed %q (stderr %q)", wout.String(), werr.String())
+		}
+	}
 	// Refusals are one line and 125: an unknown session.
 	if _, errOut, code := run("attach", id, "nope"); code == 0 || !strings.Contains(errOut, "unknown_session") {
 		t.Fatalf("attach to an unknown session: %d %s", code, errOut)

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/cordon-sandbox/cordon/agent/wire"
+)
+
+func watchCmd(args []string) int {
+	fs := newFlagSet("watch", "usage: cordon watch [flags] ID PATH\n\nPrints the changes under a directory inside a sandbox on the daemon as they\nhappen, a line each (create, write, remove, rename, overflow), until\ninterrupted or the directory is removed.")
+	recursive := fs.Bool("r", false, "the directories below too")
+	output := fs.String("o", "", "output format: json (an event a line)")
+	c, rest, code := daemonClient(fs, args)
+	if c == nil {
+		return code
+	}
+	if len(rest) != 2 {
+		fs.Usage()
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := c.Agent(rest[0]).Watch(ctx, rest[1], *recursive, func(ev wire.WatchEvent) error {
+		if ev.Type == wire.WatchReady {
+			fmt.Fprintln(os.Stderr, "cordon: watching", rest[1])
+			return nil
+		}
+		if *output == "json" {
+			b, _ := json.Marshal(ev)
+			fmt.Println(string(b))
+			return nil
+		}
+		line := ev.Type + " " + ev.Path
+		if ev.From != "" {
+			line += " (from " + ev.From + ")"
+		}
+		fmt.Println(line)
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return apiFail(err)
+	}
+	return 0
+}
