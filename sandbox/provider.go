@@ -516,6 +516,9 @@ func (s *Sandbox) Exec(ctx context.Context, command string, o ExecOptions) (*Res
 	return out, err
 }
 
+// HasFeature reports whether the sandbox's agent announced feature name.
+func (s *Sandbox) HasFeature(name string) bool { return s.hasFeature(name) }
+
 func (s *Sandbox) hasFeature(name string) bool {
 	for _, f := range s.health.Features {
 		if f == name {

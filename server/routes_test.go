@@ -22,8 +22,8 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		path := strings.ReplaceAll(r.pattern, "...}", "}")
 		methods := []string{r.method}
 		if r.method == "" {
-			// The agent passthrough takes the agent's methods.
-			methods = []string{"GET", "POST", "PUT"}
+			// The agent passthrough and the port proxy take every method.
+			methods = []string{"GET", "POST", "PUT", "DELETE"}
 		}
 		for _, m := range methods {
 			served = append(served, m+" "+path)

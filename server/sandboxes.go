@@ -565,6 +565,7 @@ func (s *Server) destroy(ctx context.Context, e *entry, reason string) error {
 	s.mu.Lock()
 	if err == nil {
 		delete(s.live, e.rec.ID)
+		s.dropPortsLocked(e.rec.ID)
 	}
 	e.tearing = nil
 	s.mu.Unlock()

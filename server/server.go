@@ -99,7 +99,8 @@ type Server struct {
 	live    map[string]*entry // sandboxes this daemon holds, by id
 	keys    map[string]*keyRecord
 	pools   map[string]*pool
-	streams map[string]int // open streams by tenant
+	ports   map[string]*exposed // exposed ports by token
+	streams map[string]int      // open streams by tenant
 
 	closing  atomic.Bool
 	stop     chan struct{}
@@ -129,7 +130,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Log, store: st, events: newHub(),
-		live: map[string]*entry{}, keys: map[string]*keyRecord{}, pools: map[string]*pool{},
+		live: map[string]*entry{}, keys: map[string]*keyRecord{}, pools: map[string]*pool{}, ports: map[string]*exposed{},
 		streams: map[string]int{}, stop: make(chan struct{}),
 	}
 	if s.metrics, err = newMetrics(cfg.Registry, s); err != nil {
@@ -457,6 +458,10 @@ func (s *Server) routeTable() []route {
 		{method: "POST", pattern: "/v1/sandboxes/{id}/pause", h: s.handlePause},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/resume", h: s.handlePause},
 		{method: "", pattern: "/v1/sandboxes/{id}/agent/{path...}", agent: true, h: s.handleAgent},
+		{method: "POST", pattern: "/v1/sandboxes/{id}/ports", h: s.handleExposePort},
+		{method: "GET", pattern: "/v1/sandboxes/{id}/ports", h: s.handleListPorts},
+		{method: "DELETE", pattern: "/v1/sandboxes/{id}/ports/{port}", h: s.handleRevokePort},
+		{method: "", pattern: "/v1/ports/{token}/{path...}", open: true, h: s.handlePortProxy},
 		{method: "GET", pattern: "/v1/events", h: s.handleEvents},
 		{method: "POST", pattern: "/v1/keys", admin: true, h: s.handleCreateKey},
 		{method: "GET", pattern: "/v1/keys", admin: true, h: s.handleListKeys},

@@ -28,6 +28,7 @@ var verbs = map[string]verb{
 	"attach":       {"follow a session's output from any offset", attachCmd},
 	"kill":         {"signal a session and confirm it gone", killCmd},
 	"watch":        {"print the changes under a directory in a sandbox", watchCmd},
+	"expose":       {"give a sandbox port a URL of the daemon, with its own token", exposeCmd},
 	"port-forward": {"forward local ports to ports inside a sandbox on the daemon", portForwardCmd},
 	"image":        {"pull, import, list and remove images", imageCmd},
 	"pause":        {"pause sandboxes on the daemon", pauseCmd},
@@ -38,7 +39,7 @@ var verbs = map[string]verb{
 	"version":      {"print version information", versionCmd},
 }
 
-var verbOrder = []string{"run", "serve", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "watch", "cp", "rm", "pause", "resume", "policy", "events", "image", "key", "pool", "version"}
+var verbOrder = []string{"run", "serve", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "pause", "resume", "policy", "events", "image", "key", "pool", "version"}
 
 func main() {
 	if len(os.Args) < 2 {

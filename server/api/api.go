@@ -208,3 +208,26 @@ const (
 
 // ExecutionHeader carries an exec stream's execution id, for cancel.
 const ExecutionHeader = "Cordon-Execution-Id"
+
+// PortRequest exposes a port of the sandbox's own loopback at a URL of the
+// daemon (POST /v1/sandboxes/{id}/ports).
+type PortRequest struct {
+	Port int `json:"port"`
+}
+
+// Port is an exposed port: URL (a path on the daemon, /v1/ports/TOKEN/)
+// reaches it over HTTP or WebSocket with the token in the URL as the only
+// credential, for as long as the sandbox lives or until it is revoked.
+type Port struct {
+	Port  int    `json:"port"`
+	URL   string `json:"url"`
+	Token string `json:"token"`
+}
+
+// PortList is GET /v1/sandboxes/{id}/ports's answer.
+type PortList struct {
+	Ports []Port `json:"ports"`
+}
+
+// MaxPorts bounds the ports one sandbox exposes.
+const MaxPorts = 16

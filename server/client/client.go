@@ -513,3 +513,26 @@ func (c *Client) Pools(ctx context.Context) ([]api.Pool, error) {
 func (c *Client) DeletePool(ctx context.Context, name string) error {
 	return c.call(ctx, http.MethodDelete, "/v1/pools/"+url.PathEscape(name), nil, nil)
 }
+
+// ExposePort exposes a port of the sandbox's own loopback at a URL of the
+// daemon (Port.URL, relative to the daemon's address), whose token is the
+// only credential it needs.
+func (c *Client) ExposePort(ctx context.Context, id string, port int) (*api.Port, error) {
+	var out api.Port
+	return &out, c.call(ctx, http.MethodPost, sbPath(id, "/ports"), api.PortRequest{Port: port}, &out)
+}
+
+// Ports lists a sandbox's exposed ports.
+func (c *Client) Ports(ctx context.Context, id string) ([]api.Port, error) {
+	var out api.PortList
+	return out.Ports, c.call(ctx, http.MethodGet, sbPath(id, "/ports"), nil, &out)
+}
+
+// RevokePort ends an exposed port's URL.
+func (c *Client) RevokePort(ctx context.Context, id string, port int) error {
+	return c.call(ctx, http.MethodDelete, sbPath(id, "/ports/"+strconv.Itoa(port)), nil, nil)
+}
+
+// Base is the daemon's base URL, which an exposed port's URL is relative
+// to ("http://cordon" on the unix socket).
+func (c *Client) Base() string { return c.base }

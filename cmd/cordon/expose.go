@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+func exposeCmd(args []string) int {
+	fs := newFlagSet("expose", "usage: cordon expose [flags] ID PORT\n\nExposes a port of a sandbox's own loopback at a URL of the daemon, over\nHTTP and WebSocket, and prints the URL: its token is its only credential\n(share it as a link to that one port). --revoke ends it; --list shows\nthe sandbox's exposed ports.")
+	revoke := fs.Bool("revoke", false, "end the port's URL")
+	list := fs.Bool("list", false, "list the sandbox's exposed ports (ID only)")
+	c, rest, code := daemonClient(fs, args)
+	if c == nil {
+		return code
+	}
+	ctx := context.Background()
+	if *list {
+		if len(rest) != 1 {
+			fs.Usage()
+			return 2
+		}
+		ports, err := c.Ports(ctx, rest[0])
+		if err != nil {
+			return apiFail(err)
+		}
+		for _, p := range ports {
+			fmt.Printf("%d\t%s\n", p.Port, exposedURL(c.Base(), p.URL))
+		}
+		return 0
+	}
+	if len(rest) != 2 {
+		fs.Usage()
+		return 2
+	}
+	port, err := strconv.Atoi(rest[1])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: port %q: want 1 to 65535\n", rest[1])
+		return 2
+	}
+	if *revoke {
+		if err := c.RevokePort(ctx, rest[0], port); err != nil {
+			return apiFail(err)
+		}
+		return 0
+	}
+	p, err := c.ExposePort(ctx, rest[0], port)
+	if err != nil {
+		return apiFail(err)
+	}
+	fmt.Println(exposedURL(c.Base(), p.URL))
+	return 0
+}
+
+// exposedURL is a port's URL in full where the daemon has an address to
+// give (on its unix socket, the path).
+func exposedURL(base, path string) string {
+	if strings.HasPrefix(base, "http://cordon") {
+		return path
+	}
+	return base + path
+}
