@@ -3,7 +3,6 @@ package agent
 import (
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -18,13 +17,10 @@ func (s *Server) handleQuiesce(w httpd.ResponseWriter, r *httpd.Request) {
 		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
 		return
 	}
-	grace := time.Duration(wire.DefaultQuiesceGraceMs) * time.Millisecond
-	if req.GraceMs != 0 {
-		if req.GraceMs < 0 || req.GraceMs > wire.MaxQuiesceGraceMs {
-			writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: "graceMs must be from 0 to " + strconv.Itoa(wire.MaxQuiesceGraceMs)})
-			return
-		}
-		grace = time.Duration(req.GraceMs) * time.Millisecond
+	grace, ok := boundedMs(req.GraceMs, wire.DefaultQuiesceGraceMs, wire.MaxQuiesceGraceMs)
+	if !ok {
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: "graceMs must be from 0 to " + strconv.Itoa(wire.MaxQuiesceGraceMs)})
+		return
 	}
 	s.mu.Lock()
 	if s.quiescing {
@@ -69,21 +65,7 @@ func (s *Server) quiescingNow() bool {
 // the agent, sessions and reparented orphans included, in rounds of TERM,
 // grace and KILL until a scan finds nothing.
 func (s *Server) quiesce(grace time.Duration, deadline time.Time) wire.QuiesceResponse {
-	s.mu.Lock()
-	live := make([]*execution, 0, len(s.running))
-	for e := range s.running {
-		live = append(live, e)
-	}
-	s.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, e := range live {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _ = s.terminate(e, causeCancelled)
-		}()
-	}
-	wg.Wait()
+	s.cancelRunning()
 	res := wire.QuiesceResponse{}
 	self := os.Getpid()
 	for res.Rounds < wire.QuiesceMaxRounds && time.Now().Before(deadline) {
@@ -114,13 +96,10 @@ func (s *Server) handleFlush(w httpd.ResponseWriter, r *httpd.Request) {
 		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: err.Error()})
 		return
 	}
-	timeout := time.Duration(wire.DefaultFlushTimeoutMs) * time.Millisecond
-	if req.TimeoutMs != 0 {
-		if req.TimeoutMs < 0 || req.TimeoutMs > wire.MaxFlushTimeoutMs {
-			writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidTimeout, Message: "timeoutMs must be from 0 to " + strconv.Itoa(wire.MaxFlushTimeoutMs)})
-			return
-		}
-		timeout = time.Duration(req.TimeoutMs) * time.Millisecond
+	timeout, ok := boundedMs(req.TimeoutMs, wire.DefaultFlushTimeoutMs, wire.MaxFlushTimeoutMs)
+	if !ok {
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidTimeout, Message: "timeoutMs must be from 0 to " + strconv.Itoa(wire.MaxFlushTimeoutMs)})
+		return
 	}
 	synced, ok := s.flush(timeout)
 	if !ok {
@@ -159,4 +138,13 @@ func (s *Server) flush(timeout time.Duration) ([]string, bool) {
 	case <-time.After(timeout):
 		return nil, false
 	}
+}
+
+// boundedMs is a request's milliseconds as a duration: def when 0, false
+// when outside 0 to most.
+func boundedMs(ms, def, most int64) (time.Duration, bool) {
+	if ms == 0 {
+		ms = def
+	}
+	return time.Duration(ms) * time.Millisecond, ms >= 0 && ms <= most
 }

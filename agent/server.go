@@ -453,9 +453,10 @@ func (s *Server) retire(err error) {
 // Shutdown stops every command the agent started: each live group gets
 // SIGTERM, the grace period, then SIGKILL, and finally everything still
 // below the agent (setsid escapees included) is killed.
-func (s *Server) Shutdown() {
+// cancelRunning ends every execution in flight as cancelled, at once, and
+// returns once each has settled (or failed to).
+func (s *Server) cancelRunning() {
 	s.mu.Lock()
-	s.retiring = true
 	live := make([]*execution, 0, len(s.running))
 	for e := range s.running {
 		live = append(live, e)
@@ -470,6 +471,13 @@ func (s *Server) Shutdown() {
 		}()
 	}
 	wg.Wait()
+}
+
+func (s *Server) Shutdown() {
+	s.mu.Lock()
+	s.retiring = true
+	s.mu.Unlock()
+	s.cancelRunning()
 	killDescendants(os.Getpid(), time.Now().Add(s.cfg.CancelConfirmTimeout))
 	// What the commands wrote reaches the disk before the agent goes.
 	if _, ok := s.flush(time.Duration(wire.DefaultFlushTimeoutMs) * time.Millisecond); !ok {

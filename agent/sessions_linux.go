@@ -429,13 +429,10 @@ func (s *Server) killSession(w httpd.ResponseWriter, r *httpd.Request, se *sessi
 		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidSignal, Message: "signal must be one of TERM, KILL, INT, HUP, QUIT, USR1, USR2"})
 		return
 	}
-	grace := 5 * time.Second
-	if req.GraceMs != 0 {
-		if req.GraceMs < 0 || req.GraceMs > 60000 {
-			writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: "graceMs must be from 0 to 60000"})
-			return
-		}
-		grace = time.Duration(req.GraceMs) * time.Millisecond
+	grace, ok := boundedMs(req.GraceMs, 5000, 60000)
+	if !ok {
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: "graceMs must be from 0 to 60000"})
+		return
 	}
 	pgid := se.pid
 	_ = signalGroup(pgid, sig)

@@ -47,6 +47,17 @@ func daemonClient(fs *flag.FlagSet, args []string) (*sclient.Client, []string, i
 	return c, rest, 0
 }
 
+// daemonClientArgs is daemonClient for a verb that takes exactly n
+// arguments: another count prints its usage (status 2).
+func daemonClientArgs(fs *flag.FlagSet, args []string, n int) (*sclient.Client, []string, int) {
+	c, rest, code := daemonClient(fs, args)
+	if c != nil && len(rest) != n {
+		fs.Usage()
+		return nil, nil, 2
+	}
+	return c, rest, code
+}
+
 // ownSocket refuses a default socket that belongs to another user than
 // this one or root: without $XDG_RUNTIME_DIR the default is under the temp
 // directory, where anyone may have made it first, and whoever listens

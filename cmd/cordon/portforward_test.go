@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cordon-sandbox/cordon/internal/testutil"
 )
 
 // TestPortForward: a dev server started detached inside a sandbox (which
@@ -17,19 +15,7 @@ import (
 // port-forward: an HTTP GET answers with the server's page, many times
 // over; a port nobody listens on inside fails the connection, not cordon.
 func TestPortForward(t *testing.T) {
-	testutil.RequiresRoot(t)
-	_, sock, d := serveInTemp(t)
-	defer d.stop(t, sock)
-	host := "--host=unix://" + sock
-	run := func(args ...string) (string, string, int) {
-		return cordon(t, append(args[:1:1], append([]string{host}, args[1:]...)...)...)
-	}
-	id, errOut, code := run("create")
-	id = strings.TrimSpace(id)
-	if code != 0 {
-		t.Fatalf("create: %d %s", code, errOut)
-	}
-	defer run("rm", id)
+	id, host, run := daemonSandbox(t)
 	if _, errOut, code := run("exec", id, "--", "sh", "-c", "mkdir -p site && echo hello-from-inside > site/index.html"); code != 0 {
 		t.Fatalf("exec: %s", errOut)
 	}

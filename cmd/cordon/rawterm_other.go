@@ -1,36 +1,7 @@
-//go:build !linux
+//go:build unix && !linux
 
 package main
 
-import (
-	"errors"
+import "golang.org/x/sys/unix"
 
-	"golang.org/x/sys/unix"
-)
-
-// makeRaw puts the terminal on fd in raw mode and returns what restores it.
-func makeRaw(fd int) (func(), error) {
-	old, err := unix.IoctlGetTermios(fd, unix.TIOCGETA)
-	if err != nil {
-		return nil, err
-	}
-	t := *old
-	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
-	t.Oflag &^= unix.OPOST
-	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
-	t.Cflag &^= unix.CSIZE | unix.PARENB
-	t.Cflag |= unix.CS8
-	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
-	if err := unix.IoctlSetTermios(fd, unix.TIOCSETA, &t); err != nil {
-		return nil, err
-	}
-	return func() { _ = unix.IoctlSetTermios(fd, unix.TIOCSETA, old) }, nil
-}
-
-// termSize is the terminal's size on fd.
-func termSize(fd int) (*unix.Winsize, error) {
-	if fd < 0 {
-		return nil, errors.New("no terminal")
-	}
-	return unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
-}
+const ioctlGetTermios, ioctlSetTermios = unix.TIOCGETA, unix.TIOCSETA

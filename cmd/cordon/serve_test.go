@@ -518,3 +518,24 @@ func onDaemon(t *testing.T, host string) func(args ...string) (string, string, i
 		return cordon(t, append(args[:n:n], append([]string{host}, args[n:]...)...)...)
 	}
 }
+
+// daemonSandbox starts a daemon in a temporary directory and creates a
+// sandbox on it: host is the --host flag naming the daemon, run runs a
+// cordon verb with it. Both go at the end of the test.
+func daemonSandbox(t *testing.T) (id, host string, run func(args ...string) (string, string, int)) {
+	t.Helper()
+	testutil.RequiresRoot(t)
+	_, sock, d := serveInTemp(t)
+	t.Cleanup(func() { d.stop(t, sock) })
+	host = "--host=unix://" + sock
+	run = func(args ...string) (string, string, int) {
+		return cordon(t, append(args[:1:1], append([]string{host}, args[1:]...)...)...)
+	}
+	out, errOut, code := run("create")
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, errOut)
+	}
+	id = strings.TrimSpace(out)
+	t.Cleanup(func() { run("rm", id) })
+	return id, host, run
+}

@@ -19,13 +19,9 @@ import (
 func sessionsCmd(args []string) int {
 	fs := newFlagSet("sessions", "usage: cordon sessions [flags] ID\n\nLists the sessions of a sandbox on the daemon: programs started with\ncordon exec -d, running or exited, with their retained output's range.")
 	output := fs.String("o", "", "output format: json")
-	c, rest, code := daemonClient(fs, args)
+	c, rest, code := daemonClientArgs(fs, args, 1)
 	if c == nil {
 		return code
-	}
-	if len(rest) != 1 {
-		fs.Usage()
-		return 2
 	}
 	list, err := c.Agent(rest[0]).Sessions(context.Background())
 	if err != nil {
@@ -55,13 +51,9 @@ func attachCmd(args []string) int {
 	fs := newFlagSet("attach", "usage: cordon attach [flags] ID SESSION\n\nCopies a session's output, stdout and stderr as it wrote them, from byte\noffset --from (0: the first still held), then follows it live until the\nsession's output ends, and exits with the session's status. Ctrl-C leaves\nthe session running.")
 	from := fs.Int64("from", 0, "the byte `OFFSET` to read from")
 	noFollow := fs.Bool("no-follow", false, "print what is held and return")
-	c, rest, code := daemonClient(fs, args)
+	c, rest, code := daemonClientArgs(fs, args, 2)
 	if c == nil {
 		return code
-	}
-	if len(rest) != 2 {
-		fs.Usage()
-		return 2
 	}
 	ac := c.Agent(rest[0])
 	ctx := context.Background()
@@ -116,13 +108,9 @@ func killCmd(args []string) int {
 	fs := newFlagSet("kill", "usage: cordon kill [flags] ID SESSION\n\nSignals a session's process group (TERM by default), KILL after the grace,\nand returns once every process of it is gone.")
 	signal := fs.String("signal", "TERM", "the signal: TERM, KILL, INT, HUP, QUIT, USR1, USR2")
 	grace := fs.Duration("grace", 0, "how long before KILL (0: the agent's default, 5s)")
-	c, rest, code := daemonClient(fs, args)
+	c, rest, code := daemonClientArgs(fs, args, 2)
 	if c == nil {
 		return code
-	}
-	if len(rest) != 2 {
-		fs.Usage()
-		return 2
 	}
 	s, err := c.Agent(rest[0]).KillSession(context.Background(), rest[1], *signal, *grace)
 	if err != nil {

@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/cordon-sandbox/cordon/internal/testutil"
 )
 
 // TestSessionVerbs: a program started with exec -d outlives the call that
@@ -19,19 +17,7 @@ import (
 // and exits with its status; sessions lists it; kill stops a session whose
 // leader ignores TERM, and confirms it.
 func TestSessionVerbs(t *testing.T) {
-	testutil.RequiresRoot(t)
-	_, sock, d := serveInTemp(t)
-	defer d.stop(t, sock)
-	host := "--host=unix://" + sock
-	run := func(args ...string) (string, string, int) {
-		return cordon(t, append(args[:1:1], append([]string{host}, args[1:]...)...)...)
-	}
-	id, errOut, code := run("create")
-	id = strings.TrimSpace(id)
-	if code != 0 {
-		t.Fatalf("create: %d %s", code, errOut)
-	}
-	defer run("rm", id)
+	id, host, run := daemonSandbox(t)
 	sess, errOut, code := run("exec", "-d", "--name", "build", id, "--", "sh", "-c", "echo first; sleep 0.1; echo warn >&2; sleep 1; echo second; exit 4")
 	if code != 0 || strings.TrimSpace(sess) != "build" {
 		t.Fatalf("exec -d: %d %q %s", code, sess, errOut)

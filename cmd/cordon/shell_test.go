@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/creack/pty"
 )
 
@@ -89,16 +88,7 @@ func (p *ptyClient) exitCode() int {
 // the foreground job and not cordon, and the program's status comes back.
 // The same through cordon run -it, without a daemon.
 func TestShell(t *testing.T) {
-	testutil.RequiresRoot(t)
-	_, sock, d := serveInTemp(t)
-	defer d.stop(t, sock)
-	host := "--host=unix://" + sock
-	id, errOut, code := cordon(t, "create", host)
-	id = strings.TrimSpace(id)
-	if code != 0 {
-		t.Fatalf("create: %d %s", code, errOut)
-	}
-	defer cordon(t, "rm", host, id)
+	id, host, _ := daemonSandbox(t)
 
 	p := startOnPTY(t, 30, 100, "shell", host, id)
 	p.typeAndWait("echo $((6*7))x\r", "42x")
