@@ -9,29 +9,18 @@ import (
 	"io"
 	"net"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/testutil"
 )
-
-// syncBuffer is a bytes.Buffer safe for the proxy's writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
 
 // TestAuditBound: a sandbox that asks for connections as fast as it can
 // writes at most its burst and rate of audit lines; the lines written say
 // how many were left out, and together with those account for every
 // decision.
 func TestAuditBound(t *testing.T) {
-	var audit syncBuffer
+	var audit testutil.SyncBuffer
 	b, addr := denyAll(t, Config{Audit: &audit, AuditRate: 10, AuditBurst: 5})
 	const n = 200
 	start := time.Now()
@@ -44,7 +33,7 @@ func TestAuditBound(t *testing.T) {
 	b.Close()
 	var lines, refused, accounted int64
 	var last Record
-	for _, line := range bytes.Split(bytes.TrimSpace(audit.b.Bytes()), []byte("\n")) {
+	for _, line := range bytes.Split(bytes.TrimSpace(audit.Bytes()), []byte("\n")) {
 		var r Record
 		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatalf("%q: %v", line, err)

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -481,7 +480,7 @@ func TestRunStreamsStdin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuf
+	var out testutil.SyncBuffer
 	cmd.Stdout = &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -511,12 +510,3 @@ func TestRunStreamsStdin(t *testing.T) {
 		t.Fatalf("40 MiB through stdin: %v %q", err, got)
 	}
 }
-
-// syncBuf is a buffer one goroutine writes while another reads it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

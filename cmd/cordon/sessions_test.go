@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/testutil"
 )
 
 // TestSessionVerbs: a program started with exec -d outlives the call that
@@ -71,7 +73,7 @@ func TestSessionVerbs(t *testing.T) {
 	}
 	// watch: a change made by another command shows as it happens.
 	w := exec.Command(buildCLI(t), "watch", host, id, ".")
-	var wout, werr syncBuf
+	var wout, werr testutil.SyncBuffer
 	w.Stdout, w.Stderr = &wout, &werr
 	if err := w.Start(); err != nil {
 		t.Fatal(err)

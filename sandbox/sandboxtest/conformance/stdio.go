@@ -10,12 +10,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
 )
 
 // openStream starts an /execute stream and delivers its events on a channel,
@@ -169,7 +169,7 @@ func testStreamedStdin(t *testing.T, h *harness) {
 	t.Run("LineByLine", func(t *testing.T) {
 		// The command sees the first line before the second is sent.
 		pr, pw := io.Pipe()
-		var out syncBuffer
+		var out testutil.SyncBuffer
 		done := make(chan error, 1)
 		var res *wire.Result
 		go func() {
@@ -230,23 +230,4 @@ func (r *repeat) Read(b []byte) (int, error) {
 		r.off = (r.off + c) % len(r.p)
 	}
 	return n, nil
-}
-
-// syncBuffer is a bytes.Buffer safe to read while another goroutine
-// writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
