@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest"
@@ -126,6 +128,12 @@ func TestFakeRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	sh(t, c, kept.ID, "echo before > state")
+	// A session started through this daemon lives in the sandbox's agent:
+	// the next daemon reads its output from the start.
+	sess, err := c.Agent(kept.ID).StartSession(ctx, wire.SessionRequest{Command: "sh", Args: []string{"-c", "echo from-before-the-restart; sleep 300"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	lostMark := newMark()
 	lost, err := c.Create(ctx, api.CreateRequest{Spec: api.Spec{Env: map[string]string{markVar: lostMark}}})
 	if err != nil {
@@ -145,6 +153,10 @@ func TestFakeRestart(t *testing.T) {
 	d.start(t)
 	if got := sh(t, c, kept.ID, "cat state"); got != "before\n" {
 		t.Fatalf("after the restart: %q", got)
+	}
+	var out strings.Builder
+	if _, _, err := c.Agent(kept.ID).SessionOutput(ctx, sess.ID, 0, false, func(_ string, _ int64, d []byte) error { out.Write(d); return nil }); err != nil || out.String() != "from-before-the-restart\n" {
+		t.Fatalf("the session's output after the restart: %q %v", out.String(), err)
 	}
 	if sb, err := c.Get(ctx, kept.ID); err != nil || sb.Labels["k"] != "v" || sb.State != api.StateRunning {
 		t.Fatalf("kept: %+v %v", sb, err)
