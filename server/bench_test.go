@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/conformance"
 	"github.com/cordon-sandbox/cordon/server"
@@ -281,6 +284,52 @@ func BenchmarkTerminalEcho(b *testing.B) {
 	lat, err := conformance.TerminalEcho(b.Context(), d.local.Agent(sb.ID), b.N)
 	if err != nil {
 		b.Fatal(err)
+	}
+	testutil.ReportPercentiles(b, "", lat)
+}
+
+// BenchmarkTerminalEchoWebSocket: a keystroke and its echo over the
+// daemon's terminal WebSocket (TCP, an API key) to a process-tier sandbox.
+func BenchmarkTerminalEchoWebSocket(b *testing.B) {
+	d := startDaemon(b)
+	ctx := context.Background()
+	k, err := d.local.CreateKey(ctx, api.KeyRequest{Tenant: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, _ := sclient.New("http://"+d.tcp, k.Secret)
+	sb, err := c.Create(ctx, api.CreateRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Delete(context.Background(), sb.ID)
+	sess, err := c.Agent(sb.ID).StartSession(ctx, wire.SessionRequest{Command: "cat", TTY: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ws, _, err := websocket.Dial(ctx, "ws://"+d.tcp+"/v1/sandboxes/"+sb.ID+"/sessions/"+sess.ID+"/terminal",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + k.Secret}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ws.CloseNow()
+	var lat []time.Duration
+	i := 0
+	for b.Loop() {
+		key := string(rune('a' + i%26))
+		i++
+		start := time.Now()
+		if err := ws.Write(ctx, websocket.MessageBinary, []byte(key)); err != nil {
+			b.Fatal(err)
+		}
+		for got := ""; !strings.Contains(got, key); {
+			_, data, err := ws.Read(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			got += string(data)
+		}
+		lat = append(lat, time.Since(start))
 	}
 	testutil.ReportPercentiles(b, "", lat)
 }

@@ -458,6 +458,8 @@ func (s *Server) routeTable() []route {
 		{method: "POST", pattern: "/v1/sandboxes/{id}/pause", h: s.handlePause},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/resume", h: s.handlePause},
 		{method: "", pattern: "/v1/sandboxes/{id}/agent/{path...}", agent: true, h: s.handleAgent},
+		{method: "GET", pattern: "/v1/sandboxes/{id}/sessions/{sid}/terminal", h: s.handleTerminalSocket},
+		{method: "GET", pattern: "/v1/sandboxes/{id}/tcp/{port}", h: s.handleTCPSocket},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/ports", h: s.handleExposePort},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/ports", h: s.handleListPorts},
 		{method: "DELETE", pattern: "/v1/sandboxes/{id}/ports/{port}", h: s.handleRevokePort},
