@@ -62,14 +62,16 @@ type execution struct {
 	// leftovers: the agent stopped what the command left running after
 	// its leader exited (wire.Result.LeftoversStopped).
 	leftovers bool
-	stdio     bool
-	stdin     *os.File
-	stdinMu   sync.Mutex
-	pipes     [2]uint64 // inodes of the stdout and stderr pipes
-	out       *eventStream
-	done      chan struct{}
-	term      *termination
-	settled   bool
+	// kept is the command's retained output (wire.ExecuteRequest.RetainOutput).
+	kept    *retained
+	stdio   bool
+	stdin   *os.File
+	stdinMu sync.Mutex
+	pipes   [2]uint64 // inodes of the stdout and stderr pipes
+	out     *eventStream
+	done    chan struct{}
+	term    *termination
+	settled bool
 }
 
 type termination struct {
@@ -388,6 +390,7 @@ type executeBody struct {
 	MaxOutputBytes   json.RawMessage `json:"maxOutputBytes"`
 	Stdio            json.RawMessage `json:"stdio"`
 	NormalExitPolicy json.RawMessage `json:"normalExitPolicy"`
+	RetainOutput     json.RawMessage `json:"retainOutput"`
 }
 
 // decodeExecuteBody decodes an /execute body. Each field's value is kept
@@ -445,6 +448,8 @@ func (e *executeBody) field(key string) *json.RawMessage {
 		return &e.Stdio
 	case "normalExitPolicy":
 		return &e.NormalExitPolicy
+	case "retainOutput":
+		return &e.RetainOutput
 	}
 	return nil
 }
@@ -516,7 +521,8 @@ type execRequest struct {
 	timeout   time.Duration
 	maxOut    int64
 	stdio     bool
-	rawOutput bool // output events carry base64 of the exact bytes
+	rawOutput bool  // output events carry base64 of the exact bytes
+	retain    int64 // bytes of output kept for readers after the stream (0: none)
 	policy    string
 	argv      []string
 	env       []string
@@ -582,6 +588,19 @@ func (s *Server) parseExecute(b executeBody) (*execRequest, *wire.ErrorBody) {
 		}
 	}
 	q.argv, q.env, q.stdin, q.spawnErr = s.commandLine(q.command, b)
+	if len(b.RetainOutput) > 0 && string(b.RetainOutput) != "false" {
+		if len(b.ExecutionID) == 0 {
+			return bad(wire.CodeInvalidBody, "retainOutput needs an executionId, which the output is read back by")
+		}
+		q.retain = wire.DefaultRetainBytes
+		if string(b.RetainOutput) != "true" {
+			n, err := strconv.ParseInt(string(b.RetainOutput), 10, 64)
+			if err != nil || n < wire.MinRetainBytes || n > wire.MaxRetainBytes {
+				return bad(wire.CodeInvalidRetainBytes, "retainOutput is true or a byte count from "+strconv.Itoa(wire.MinRetainBytes)+" to "+strconv.Itoa(wire.MaxRetainBytes))
+			}
+			q.retain = n
+		}
+	}
 	if len(b.OutputEncoding) > 0 {
 		if enc, ok := rawString(b.OutputEncoding); !ok || enc != wire.Base64 {
 			return bad(wire.CodeInvalidBody, `outputEncoding must be "base64"`)
@@ -624,7 +643,19 @@ func (s *Server) handleExecute(w httpd.ResponseWriter, r *httpd.Request) {
 		return
 	}
 	start := time.Now()
+	if q.retain > 0 {
+		s.mu.Lock()
+		over := s.retainedLocked()+q.retain > MaxRetainTotal
+		s.mu.Unlock()
+		if over {
+			writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeTooManySessions, Message: "the agent retains at most " + strconv.Itoa(MaxRetainTotal>>20) + " MiB of output in all; forget sessions, or retain less"})
+			return
+		}
+	}
 	e := &execution{state: stateStarting, startedAt: start, policy: q.policy, stdio: q.stdio, done: make(chan struct{})}
+	if q.retain > 0 {
+		e.kept = newRetained(q.retain)
+	}
 	if q.id != "" {
 		s.mu.Lock()
 		s.pruneLocked(start)
@@ -645,7 +676,7 @@ func (s *Server) handleExecute(w httpd.ResponseWriter, r *httpd.Request) {
 		}
 		// Validation is done, so admission is one atomic transition.
 		t.state, t.startedAt, t.expiresAt = stateStarting, start, time.Time{}
-		t.policy, t.stdio, t.done = q.policy, q.stdio, e.done
+		t.policy, t.stdio, t.done, t.kept = q.policy, q.stdio, e.done, e.kept
 		e = t
 		s.mu.Unlock()
 	}

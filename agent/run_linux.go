@@ -150,7 +150,7 @@ func (s *Server) run(w httpd.ResponseWriter, r *httpd.Request, e *execution, q *
 		pumps.Add(1)
 		go func() {
 			defer pumps.Done()
-			s.pump(f, i, e.stdio, clips[i], out)
+			s.pump(f, i, e.stdio, clips[i], out, e.kept)
 		}()
 	}
 
@@ -190,6 +190,9 @@ func (s *Server) run(w httpd.ResponseWriter, r *httpd.Request, e *execution, q *
 		<-drained
 	}
 	close(stopHeartbeat)
+	if e.kept != nil {
+		e.kept.close()
+	}
 
 	if err := s.confirmGroupAfterClose(e); err != nil {
 		s.retire(err)
@@ -284,7 +287,7 @@ func (s *Server) confirmGroupAfterClose(e *execution) error {
 const maxPumpBuffer = 64 << 10
 
 // pump copies one output pipe to the stream until EOF.
-func (s *Server) pump(f *os.File, stream int, stdio bool, clip *outputClip, out *eventStream) {
+func (s *Server) pump(f *os.File, stream int, stdio bool, clip *outputClip, out *eventStream, kept *retained) {
 	names := [2]string{"stdout", "stderr"}
 	types := [2]string{wire.EventStdout, wire.EventStderr}
 	// The buffer starts at a page and doubles while reads fill it, up to a
@@ -294,6 +297,9 @@ func (s *Server) pump(f *os.File, stream int, stdio bool, clip *outputClip, out 
 	buf := make([]byte, 4<<10)
 	for {
 		n, err := f.Read(buf)
+		if n > 0 && kept != nil {
+			kept.write(byte(stream+1), buf[:n])
+		}
 		if n > 0 {
 			switch {
 			case stdio:

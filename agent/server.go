@@ -72,6 +72,9 @@ var Features = []string{
 	// (wire.RouteQuiesce). SIGTERM does both before the agent exits.
 	"quiesce",
 	"flush",
+	// /execute with retainOutput keeps a command's output for GET
+	// /executions/ID/output, from any offset, from any connection.
+	"retained-output",
 	// GET /watch?path=P[&recursive=1] streams a directory's changes
 	// (wire.RouteWatch).
 	"watch",
@@ -246,6 +249,9 @@ func (s *Server) ServeHTTP(w httpd.ResponseWriter, r *httpd.Request) {
 		case r.Method == httpd.MethodPost && r.URL.Path == wire.RouteRemove:
 			h = s.handleRemove
 		}
+	}
+	if r.Method == httpd.MethodGet && strings.HasPrefix(r.URL.Path, wire.RouteExecutions) && strings.HasSuffix(r.URL.Path, "/output") && r.RequestURI == r.URL.RequestURI() {
+		h = s.executionOutput
 	}
 	if r.Method == httpd.MethodGet && r.URL.Path == wire.RouteTCP && r.RequestURI == r.URL.RequestURI() {
 		h = s.handleTCP

@@ -127,11 +127,17 @@ func (s *Server) handleSessions(w httpd.ResponseWriter, r *httpd.Request) {
 	}
 }
 
-// retainedLocked is the output the sessions may retain together.
+// retainedLocked is the output the sessions and retained executions may
+// hold together.
 func (s *Server) retainedLocked() int64 {
 	var n int64
 	for _, se := range s.sessions {
 		n += se.out.limit
+	}
+	for _, e := range s.executions {
+		if e.kept != nil {
+			n += e.kept.limit
+		}
 	}
 	return n
 }
@@ -329,6 +335,13 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 // sessionOutput streams a session's retained output from ?from=N, then,
 // with follow=1, what comes until its output ends.
 func (s *Server) sessionOutput(w httpd.ResponseWriter, r *httpd.Request, se *session) {
+	s.streamRetained(w, r, se.out, nil)
+}
+
+// streamRetained streams kept from ?from=N, then, with follow=1, what
+// comes until it ends; result, when set, is asked for the result to put
+// on the final end event (it may wait for the command to settle).
+func (s *Server) streamRetained(w httpd.ResponseWriter, r *httpd.Request, kept *retained, result func() *wire.Result) {
 	qv := r.URL.Query()
 	from, err := strconv.ParseInt(qv.Get("from"), 10, 64)
 	if qv.Get("from") == "" {
@@ -339,9 +352,9 @@ func (s *Server) sessionOutput(w httpd.ResponseWriter, r *httpd.Request, se *ses
 		return
 	}
 	follow := qv.Get("follow") == "1" || qv.Get("follow") == "true"
-	chunks, first, done, ok, changed := se.out.read(from, 256<<10)
+	chunks, first, done, ok, changed := kept.read(from, 256<<10)
 	if !ok {
-		_, next := se.out.bounds()
+		_, next := kept.bounds()
 		if from > next {
 			writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidOffset, Message: "from is past the output's end (" + strconv.FormatInt(next, 10) + ")"})
 			return
@@ -366,7 +379,11 @@ func (s *Server) sessionOutput(w httpd.ResponseWriter, r *httpd.Request, se *ses
 			return
 		}
 		if len(chunks) == 0 && (done || !follow) {
-			out.send(wire.SessionEvent{Type: wire.SessionEnd, Offset: from, Done: done})
+			end := wire.SessionEvent{Type: wire.SessionEnd, Offset: from, Done: done}
+			if done && result != nil {
+				end.Result = result()
+			}
+			out.send(end)
 			return
 		}
 		if len(chunks) == 0 {
@@ -378,7 +395,7 @@ func (s *Server) sessionOutput(w httpd.ResponseWriter, r *httpd.Request, se *ses
 				return
 			}
 		}
-		chunks, _, done, ok, changed = se.out.read(from, 256<<10)
+		chunks, _, done, ok, changed = kept.read(from, 256<<10)
 		if !ok {
 			// Evicted while this reader lagged: it is told where the
 			// output resumes, never given a gap.
@@ -386,6 +403,33 @@ func (s *Server) sessionOutput(w httpd.ResponseWriter, r *httpd.Request, se *ses
 			return
 		}
 	}
+}
+
+// executionOutput serves GET /executions/ID/output: a retained
+// execution's output, and its result once it has settled.
+func (s *Server) executionOutput(w httpd.ResponseWriter, r *httpd.Request) {
+	id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, wire.RouteExecutions), "/output")
+	s.mu.Lock()
+	e := s.executions[id]
+	var kept *retained
+	if e != nil {
+		kept = e.kept
+	}
+	s.mu.Unlock()
+	if kept == nil {
+		writeJSON(w, httpd.StatusNotFound, wire.ErrorBody{Error: wire.CodeUnknownExecution, Message: "no execution " + strconv.Quote(id) + " whose output is retained (retainOutput), or its record has expired"})
+		return
+	}
+	s.streamRetained(w, r, kept, func() *wire.Result {
+		select {
+		case <-e.done:
+		case <-time.After(s.cfg.CancelConfirmTimeout):
+			return nil
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return e.payload().Result
+	})
 }
 
 // sessionChunk is the output event of c, written directly (base64 needs no

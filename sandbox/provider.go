@@ -465,6 +465,9 @@ func (s *Sandbox) Exec(ctx context.Context, command string, o ExecOptions) (*Res
 	if o.RawOutput && !s.hasFeature("output-base64") {
 		return nil, fmt.Errorf("%w: raw output (this agent sends output as text only)", ErrUnsupported)
 	}
+	if o.RetainOutput > 0 && !s.hasFeature("retained-output") {
+		return nil, fmt.Errorf("%w: retained output (this agent keeps none)", ErrUnsupported)
+	}
 	if o.StdinStream != nil && !s.hasFeature("stdin-end") {
 		return nil, fmt.Errorf("%w: streamed stdin (this agent's input cannot end)", ErrUnsupported)
 	}

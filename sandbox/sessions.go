@@ -160,3 +160,27 @@ func (s *Sandbox) Watch(ctx context.Context, path string, recursive bool, fn fun
 	}
 	return s.client.Watch(ctx, path, recursive, fn)
 }
+
+// ExecutionOutput reads back the output of a command run with
+// ExecOptions.RetainOutput, by its execution id, from any offset still
+// held, following it live with follow; once it has ended, result is how
+// the command ended.
+func (s *Sandbox) ExecutionOutput(ctx context.Context, id string, from int64, follow bool, stdout, stderr io.Writer) (next int64, result *wire.Result, err error) {
+	if err := s.live(); err != nil {
+		return from, nil, err
+	}
+	if !s.hasFeature("retained-output") {
+		return from, nil, fmt.Errorf("%w: retained output (this agent keeps none)", ErrUnsupported)
+	}
+	return s.client.ExecutionOutput(ctx, id, from, follow, func(stream string, _ int64, data []byte) error {
+		w := stdout
+		if stream == "stderr" {
+			w = stderr
+		}
+		if w == nil {
+			return nil
+		}
+		_, err := w.Write(data)
+		return err
+	})
+}

@@ -401,6 +401,11 @@ type ExecOptions struct {
 	Cwd   string
 	Env   map[string]string
 	Stdin *string
+	// RetainOutput keeps the command's output in the agent (that many
+	// bytes; 0 none) for ExecutionOutput to read back from any
+	// connection, by the execution's id, until its record expires
+	// (feature "retained-output").
+	RetainOutput int64
 	// StdinStream, instead of Stdin, is read while the command runs and
 	// passed on as it arrives, with backpressure (each chunk is written
 	// to the command's stdin before the next is read), then closed at its
@@ -440,6 +445,9 @@ var ErrNotText = errors.New("not UTF-8, which the wire's JSON strings cannot car
 // with ErrNotText what would not arrive as it was.
 func (o ExecOptions) Request(command string) (wire.ExecuteRequest, error) {
 	req := wire.ExecuteRequest{Command: command, Args: o.Args, Cwd: o.Cwd, Env: o.Env, MaxOutputBytes: o.MaxOutputBytes}
+	if o.RetainOutput > 0 {
+		req.RetainOutput = o.RetainOutput
+	}
 	check := func(what, s string) error {
 		if !utf8.ValidString(s) {
 			return fmt.Errorf("%s %q: %w", what, s, ErrNotText)

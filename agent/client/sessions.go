@@ -111,26 +111,47 @@ func (e *EvictedError) Error() string {
 // the output has ended there. A from that is no longer held is an
 // *EvictedError; so is output evicted while a follower lagged.
 func (c *Client) SessionOutput(ctx context.Context, id string, from int64, follow bool, fn func(stream string, offset int64, data []byte) error) (next int64, done bool, err error) {
-	route := sessionRoute(id, "output") + "?from=" + strconv.FormatInt(from, 10)
+	next, done, _, err = c.readOutput(ctx, sessionRoute(id, "output"), from, follow, fn, func() (int64, error) {
+		first, _, err := c.sessionFirst(ctx, id)
+		return first, err
+	})
+	return next, done, err
+}
+
+// ExecutionOutput reads a retained execution's output as SessionOutput
+// reads a session's (feature "retained-output"), from any connection; once
+// the output has ended, result is how the command ended.
+func (c *Client) ExecutionOutput(ctx context.Context, id string, from int64, follow bool, fn func(stream string, offset int64, data []byte) error) (next int64, result *wire.Result, err error) {
+	next, _, result, err = c.readOutput(ctx, wire.RouteExecutions+url.PathEscape(id)+"/output", from, follow, fn, func() (int64, error) {
+		return 0, errors.New("the execution's output was evicted while it was followed; read again from offset 0 to learn where it resumes")
+	})
+	return next, result, err
+}
+
+// readOutput reads an NDJSON output stream of route (a session's or an
+// execution's) from offset from; first says where a lagging follower
+// resumes.
+func (c *Client) readOutput(ctx context.Context, route string, from int64, follow bool, fn func(stream string, offset int64, data []byte) error, first func() (int64, error)) (next int64, done bool, result *wire.Result, err error) {
+	route += "?from=" + strconv.FormatInt(from, 10)
 	if follow {
 		route += "&follow=1"
 	}
 	resp, err := c.do(ctx, http.MethodGet, route, nil)
 	if err != nil {
-		return from, false, err
+		return from, false, nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusGone {
 		var ev wire.OutputEvicted
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
 		if json.Unmarshal(b, &ev) == nil {
-			return from, false, &EvictedError{First: ev.First}
+			return from, false, nil, &EvictedError{First: ev.First}
 		}
-		return from, false, errorFrom(resp.StatusCode, b)
+		return from, false, nil, errorFrom(resp.StatusCode, b)
 	}
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
-		return from, false, errorFrom(resp.StatusCode, b)
+		return from, false, nil, errorFrom(resp.StatusCode, b)
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 2<<20)
@@ -138,37 +159,37 @@ func (c *Client) SessionOutput(ctx context.Context, id string, from int64, follo
 	for sc.Scan() {
 		var ev wire.SessionEvent
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return next, false, fmt.Errorf("agent sent a malformed output event: %w", err)
+			return next, false, nil, fmt.Errorf("agent sent a malformed output event: %w", err)
 		}
 		switch ev.Type {
 		case wire.SessionOutput:
 			data, err := base64.StdEncoding.DecodeString(ev.Data)
 			if err != nil || ev.Offset != next {
-				return next, false, fmt.Errorf("agent sent output at %d, want %d", ev.Offset, next)
+				return next, false, nil, fmt.Errorf("agent sent output at %d, want %d", ev.Offset, next)
 			}
 			if err := fn(ev.Stream, ev.Offset, data); err != nil {
-				return next, false, err
+				return next, false, nil, err
 			}
 			next += int64(len(data))
 		case wire.SessionEnd:
 			if follow && !ev.Done {
 				// Evicted while this reader lagged.
-				first, _, ferr := c.sessionFirst(ctx, id)
+				f, ferr := first()
 				if ferr != nil {
-					return next, false, ferr
+					return next, false, nil, ferr
 				}
-				return next, false, &EvictedError{First: first}
+				return next, false, nil, &EvictedError{First: f}
 			}
-			return next, ev.Done, nil
+			return next, ev.Done, ev.Result, nil
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return next, false, err
+		return next, false, nil, err
 	}
 	if ctx.Err() != nil {
-		return next, false, ctx.Err()
+		return next, false, nil, ctx.Err()
 	}
-	return next, false, errors.New("the agent ended the output stream early")
+	return next, false, nil, errors.New("the agent ended the output stream early")
 }
 
 func (c *Client) sessionFirst(ctx context.Context, id string) (int64, int64, error) {

@@ -144,7 +144,15 @@ type SessionEvent struct {
 	Offset int64  `json:"offset"`
 	Data   string `json:"data,omitempty"`
 	Done   bool   `json:"done,omitempty"`
+	// Result, on a retained execution's end once it has settled, is how
+	// it ended.
+	Result *Result `json:"result,omitempty"`
 }
+
+// RouteExecutionOutput, with the execution's id between, reads a retained
+// execution's output: GET /executions/ID/output?from=N[&follow=1], as
+// /sessions/ID/output does (feature "retained-output").
+const RouteExecutions = "/executions/"
 
 // OutputEvicted is the 410 answer to a read before the first byte held.
 type OutputEvicted struct {

@@ -223,6 +223,12 @@ type ExecuteRequest struct {
 	MaxOutputBytes   int64  `json:"maxOutputBytes,omitempty"`
 	Stdio            bool   `json:"stdio,omitempty"`
 	NormalExitPolicy string `json:"normalExitPolicy,omitempty"`
+	// RetainOutput (feature "retained-output"), with an ExecutionID, keeps
+	// the command's output in the agent as a session's is kept (that many
+	// bytes, MinRetainBytes to MaxRetainBytes; true: DefaultRetainBytes)
+	// for GET /executions/ID/output to read from any offset and follow,
+	// from any connection, until the execution's record expires.
+	RetainOutput any `json:"retainOutput,omitempty"`
 }
 
 // Base64 is the one value of ExecuteRequest.StdinEncoding and

@@ -75,6 +75,7 @@ func Run(t *testing.T, start Factory) {
 	t.Run("TCP", func(t *testing.T) { testTCP(t, h) })
 	t.Run("BootIDHeader", func(t *testing.T) { testBootIDHeader(t, h) })
 	t.Run("Watch", func(t *testing.T) { testWatch(t, h) })
+	t.Run("RetainedOutput", func(t *testing.T) { testRetainedOutput(t, h) })
 	t.Run("Quiesce", func(t *testing.T) { testQuiesce(t, start) })
 	t.Run("Bodies", func(t *testing.T) { testBodies(t, start) })
 	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, start) })

@@ -330,3 +330,41 @@ func testBootIDHeader(t *testing.T, h *harness) {
 		t.Errorf("an unauthenticated answer names the boot id %q", got)
 	}
 }
+
+// testRetainedOutput covers executions whose output outlives their
+// connection (feature "retained-output").
+func testRetainedOutput(t *testing.T, h *harness) {
+	ctx := context.Background()
+	if !h.c.HasFeature(ctx, "retained-output") {
+		if h.Reference {
+			t.Skip("cordon addition: the reference worker keeps no output")
+		}
+		t.Fatal("cordon-agent does not advertise retained-output")
+	}
+	// Started on a connection that goes away at once: the command runs
+	// on, and another connection reads its whole output and its result.
+	id := h.reserve(t)
+	sctx, drop := context.WithCancel(ctx)
+	started := h.openStream(t, sctx, map[string]any{"executionId": id, "command": "sh", "args": []string{"-c", "echo a; sleep 0.5; echo b >&2; exit 6"}, "retainOutput": true})
+	<-started
+	drop()
+	var got strings.Builder
+	next, res, err := h.c.ExecutionOutput(ctx, id, 0, true, func(stream string, _ int64, d []byte) error {
+		got.WriteString(stream[:3] + ":" + string(d))
+		return nil
+	})
+	if err != nil || got.String() != "std:a\nstd:b\n" || next != 4 || res == nil || res.ExitCode != 6 {
+		t.Fatalf("read back: %q to %d, result %+v, %v", got.String(), next, res, err)
+	}
+	// From the middle, on a third connection.
+	got.Reset()
+	if _, _, err := h.c.ExecutionOutput(ctx, id, 2, false, func(stream string, _ int64, d []byte) error { got.Write(d); return nil }); err != nil || got.String() != "b\n" {
+		t.Fatalf("from 2: %q %v", got.String(), err)
+	}
+	// Asking without an id to read it back by is refused; so is an id
+	// whose output is not kept.
+	wantError(t, h.post(t, wire.RouteExecute, map[string]any{"command": "true", "retainOutput": true}), 400, wire.CodeInvalidBody)
+	if _, _, err := h.c.ExecutionOutput(ctx, "exec_00000000-0000-0000-0000-000000000000", 0, false, func(string, int64, []byte) error { return nil }); !isCode(err, http.StatusNotFound, wire.CodeUnknownExecution) {
+		t.Errorf("an unknown execution: %v", err)
+	}
+}
