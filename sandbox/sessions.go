@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
@@ -183,4 +184,17 @@ func (s *Sandbox) ExecutionOutput(ctx context.Context, id string, from int64, fo
 		_, err := w.Write(data)
 		return err
 	})
+}
+
+// DialTCP opens a byte stream to port on the sandbox's own loopback (a dev
+// server, a kernel): the sandbox needs no network interface for it.
+// CloseWrite on the connection half-closes it.
+func (s *Sandbox) DialTCP(ctx context.Context, port int) (net.Conn, error) {
+	if err := s.live(); err != nil {
+		return nil, err
+	}
+	if !s.hasFeature("tcp-connect") {
+		return nil, fmt.Errorf("%w: tcp-connect (this agent has none)", ErrUnsupported)
+	}
+	return s.client.DialTCP(ctx, port)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -332,4 +333,82 @@ func BenchmarkTerminalEchoWebSocket(b *testing.B) {
 		lat = append(lat, time.Since(start))
 	}
 	testutil.ReportPercentiles(b, "", lat)
+}
+
+// BenchmarkTCPThroughDaemon: a byte stream to a port inside a process-tier
+// sandbox through the daemon (its unix socket, the agent route's upgrade,
+// the agent's tcp-connect), as cordon port-forward carries one: a new
+// connection with one request, and one stream's throughput into a sink.
+func BenchmarkTCPThroughDaemon(b *testing.B) {
+	d := startDaemon(b)
+	ctx := context.Background()
+	sb, err := d.local.Create(ctx, api.CreateRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.local.Delete(context.Background(), sb.ID)
+	ac := d.local.Agent(sb.ID)
+	// Inside: answers each connection with the count of bytes it read, once
+	// the client half-closed.
+	if _, err := ac.StartSession(ctx, wire.SessionRequest{Command: "python3", Args: []string{"-c", `
+import socket, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 7000)); s.listen(64)
+def serve(c):
+    n, buf = 0, bytearray(1 << 20)
+    while True:
+        k = c.recv_into(buf)
+        if not k: break
+        n += k
+    c.sendall(str(n).encode()); c.close()
+while True:
+    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+`}}); err != nil {
+		b.Fatal(err)
+	}
+	dial := func() net.Conn {
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			conn, err := ac.DialTCP(ctx, 7000)
+			if err == nil {
+				return conn
+			}
+			if time.Now().After(deadline) {
+				b.Fatal(err)
+			}
+		}
+	}
+	dial().Close()
+	b.Run("Request", func(b *testing.B) {
+		var lat []time.Duration
+		for b.Loop() {
+			start := time.Now()
+			conn := dial()
+			conn.Write([]byte("x"))
+			conn.(interface{ CloseWrite() error }).CloseWrite()
+			if got, _ := io.ReadAll(conn); string(got) != "1" {
+				b.Fatalf("answer %q", got)
+			}
+			conn.Close()
+			lat = append(lat, time.Since(start))
+		}
+		testutil.ReportPercentiles(b, "", lat)
+	})
+	b.Run("Stream", func(b *testing.B) {
+		const size = 512 << 20
+		b.SetBytes(size)
+		buf := make([]byte, 256<<10)
+		for b.Loop() {
+			conn := dial()
+			for sent := 0; sent < size; sent += len(buf) {
+				if _, err := conn.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			conn.(interface{ CloseWrite() error }).CloseWrite()
+			if got, _ := io.ReadAll(conn); string(got) != strconv.Itoa(size) {
+				b.Fatalf("answer %q", got)
+			}
+			conn.Close()
+		}
+	})
 }
