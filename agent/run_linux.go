@@ -119,6 +119,10 @@ func (s *Server) run(w httpd.ResponseWriter, r *httpd.Request, e *execution, q *
 	defer release()
 
 	s.nextLease(w, r)
+	beat := heartbeatAsked(r)
+	if beat > 0 && !e.stdio {
+		w.Header().Set(wire.HeartbeatHeader, strconv.FormatInt(beat.Milliseconds(), 10))
+	}
 	w.Header().Set("Content-Type", "application/x-ndjson; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(httpd.StatusOK)
@@ -134,6 +138,20 @@ func (s *Server) run(w httpd.ResponseWriter, r *httpd.Request, e *execution, q *
 	defer timer.Stop()
 
 	stopHeartbeat := make(chan struct{})
+	if beat > 0 && !e.stdio {
+		go func() {
+			t := time.NewTicker(beat)
+			defer t.Stop()
+			for {
+				select {
+				case <-stopHeartbeat:
+					return
+				case <-t.C:
+					out.heartbeat([]byte(`{"type":"` + wire.EventHeartbeat + "\"}\n"))
+				}
+			}
+		}()
+	}
 	if e.stdio {
 		out.send(wire.Event{Type: wire.EventStdioStarted, Version: 1})
 		go s.stdioWatch(r, e, out, stopHeartbeat)
@@ -457,4 +475,14 @@ func signalName(sig syscall.Signal) string {
 		return n
 	}
 	return "SIG" + strconv.Itoa(int(sig))
+}
+
+// heartbeatAsked is the interval a request's Cordon-Heartbeat asks for; 0
+// when it asks for none, or for one out of 1 to 60 s.
+func heartbeatAsked(r *httpd.Request) time.Duration {
+	ms, err := strconv.ParseInt(r.Header.Get(wire.HeartbeatHeader), 10, 64)
+	if err != nil || ms < 1000 || ms > 60000 {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
 }

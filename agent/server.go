@@ -72,6 +72,9 @@ var Features = []string{
 	// (wire.RouteQuiesce). SIGTERM does both before the agent exits.
 	"quiesce",
 	"flush",
+	// /execute with Cordon-Heartbeat: MS sends a heartbeat line every MS
+	// while the stream is otherwise silent (wire.HeartbeatHeader).
+	"stream-heartbeat",
 	// /execute with retainOutput keeps a command's output for GET
 	// /executions/ID/output, from any offset, from any connection.
 	"retained-output",

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -41,7 +42,11 @@ type Client struct {
 	hc   *http.Client
 	// cancelWait bounds how long a cancel may take to be confirmed.
 	cancelWait time.Duration
-	spare      spareLease
+	// heartbeat is the interval /execute streams are asked to beat at
+	// (feature "stream-heartbeat"); a stream silent for StallBeats of them
+	// is taken for stalled.
+	heartbeat time.Duration
+	spare     spareLease
 }
 
 // MaxEventBytes bounds one NDJSON line read from an agent.
@@ -65,14 +70,26 @@ func New(ep Endpoint) *Client {
 		base = "http://" + ep.Address
 	}
 	base += ep.Prefix
-	return &Client{ep: ep, base: base, hc: &http.Client{Transport: tr}, cancelWait: 30 * time.Second}
+	return &Client{ep: ep, base: base, hc: &http.Client{Transport: tr}, cancelWait: 30 * time.Second, heartbeat: DefaultHeartbeat}
 }
+
+// DefaultHeartbeat is the interval a Client asks /execute streams to beat
+// at, and StallBeats how many silent intervals make a stream stalled: the
+// stream is then dropped and the command's fate learnt through the cancel
+// route, as for any broken stream.
+const (
+	DefaultHeartbeat = 10 * time.Second
+	StallBeats       = 3
+)
+
+// SetHeartbeat changes the interval (1 to 60 s) for later commands.
+func (c *Client) SetHeartbeat(d time.Duration) { c.heartbeat = d }
 
 // NewGateway is a client of an agent reached through a gateway at base (the
 // daemon's /v1/sandboxes/ID/agent URL) over rt, with token as its bearer
 // credential (the daemon's key; empty on its unix socket).
 func NewGateway(base, token string, rt http.RoundTripper) *Client {
-	return &Client{ep: Endpoint{Token: token}, base: strings.TrimSuffix(base, "/"), hc: &http.Client{Transport: rt}, cancelWait: 30 * time.Second}
+	return &Client{ep: Endpoint{Token: token}, base: strings.TrimSuffix(base, "/"), hc: &http.Client{Transport: rt}, cancelWait: 30 * time.Second, heartbeat: DefaultHeartbeat}
 }
 
 // Close releases idle connections.
@@ -314,10 +331,21 @@ func (c *Client) execute(ctx context.Context, req wire.ExecuteRequest, ask *Ask,
 	// stream is over; until then, ctx ending aborts it.
 	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
-	resp, err := c.doWith(reqCtx, http.MethodPost, wire.RouteExecute, req, ask.Header())
+	h := ask.Header()
+	if c.heartbeat > 0 {
+		if h == nil {
+			h = http.Header{}
+		}
+		h.Set(wire.HeartbeatHeader, strconv.FormatInt(c.heartbeat.Milliseconds(), 10))
+	}
+	resp, err := c.doWith(reqCtx, http.MethodPost, wire.RouteExecute, req, h)
 	if err != nil {
 		cancel()
 		return err
+	}
+	if ms, err := strconv.ParseInt(resp.Header.Get(wire.HeartbeatHeader), 10, 64); err == nil && ms > 0 {
+		// The agent beats: silence for StallBeats intervals is a stall.
+		resp.Body = newStallReader(resp.Body, StallBeats*time.Duration(ms)*time.Millisecond)
 	}
 	if resp.StatusCode == http.StatusOK {
 		ask.Answer(resp.Header)
@@ -858,4 +886,42 @@ func (c *Client) Remove(ctx context.Context, path string, recursive bool) error 
 		extra = "&recursive=1"
 	}
 	return c.fsCall(ctx, http.MethodPost, wire.RouteRemove, path, extra, &wire.OKResponse{})
+}
+
+// stallReader closes a body that yields nothing for limit, so that a read
+// waiting on a stalled stream fails (ErrStalled) rather than waiting on.
+type stallReader struct {
+	io.ReadCloser
+	timer   *time.Timer
+	limit   time.Duration
+	stalled atomic.Bool
+}
+
+// ErrStalled: an /execute stream whose agent promised heartbeats went
+// silent for StallBeats of them.
+var ErrStalled = errors.New("the agent's stream stalled (no heartbeat)")
+
+func newStallReader(body io.ReadCloser, limit time.Duration) *stallReader {
+	s := &stallReader{ReadCloser: body, limit: limit}
+	s.timer = time.AfterFunc(limit, func() {
+		s.stalled.Store(true)
+		body.Close()
+	})
+	return s
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	n, err := s.ReadCloser.Read(p)
+	if n > 0 {
+		s.timer.Reset(s.limit)
+	}
+	if err != nil && s.stalled.Load() {
+		return n, ErrStalled
+	}
+	return n, err
+}
+
+func (s *stallReader) Close() error {
+	s.timer.Stop()
+	return s.ReadCloser.Close()
 }

@@ -42,6 +42,16 @@ const (
 // agent, whatever it held before is gone.
 const BootIDHeader = "Cordon-Boot-Id"
 
+// HeartbeatHeader on /execute asks for a {"type":"heartbeat"} line every
+// that many milliseconds (1000 to 60000) while the stream is otherwise
+// silent (feature "stream-heartbeat"); an agent that honours it answers
+// with the same header and value, so the host may judge a stream silent
+// for several intervals stalled.
+const HeartbeatHeader = "Cordon-Heartbeat"
+
+// EventHeartbeat is the heartbeat line of an /execute stream.
+const EventHeartbeat = "heartbeat"
+
 // Routes of the agent wire. Matching is on the whole request URI: a query
 // string or a trailing slash is a different (missing) route.
 const (

@@ -66,6 +66,7 @@ func Run(t *testing.T, start Factory) {
 	t.Run("Cancel", func(t *testing.T) { testCancel(t, h) })
 	t.Run("Stdio", func(t *testing.T) { testStdio(t, h, start) })
 	t.Run("StreamedStdin", func(t *testing.T) { testStreamedStdin(t, h) })
+	t.Run("Heartbeat", func(t *testing.T) { testHeartbeat(t, h) })
 	t.Run("ExitPolicy", func(t *testing.T) { testExitPolicy(t, h, start) })
 	t.Run("Files", func(t *testing.T) { testFiles(t, h) })
 	t.Run("RawFiles", func(t *testing.T) { testRawFiles(t, h) })

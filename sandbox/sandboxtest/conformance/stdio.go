@@ -231,3 +231,48 @@ func (r *repeat) Read(b []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// testHeartbeat: an /execute stream asked for heartbeats (feature
+// "stream-heartbeat") says so in its answer and beats while the command is
+// silent; the Go client, which asks for them, never takes a silent command
+// for a stalled stream.
+func testHeartbeat(t *testing.T, h *harness) {
+	ctx := context.Background()
+	if !h.c.HasFeature(ctx, "stream-heartbeat") {
+		if h.Reference {
+			t.Skip("cordon addition: the reference worker's execute stream has no heartbeat")
+		}
+		t.Fatal("cordon-agent does not advertise stream-heartbeat")
+	}
+	b, _ := json.Marshal(map[string]any{"command": "sleep", "args": []string{"2.5"}})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, baseURL(h.Endpoint)+wire.RouteExecute, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+h.Endpoint.Token)
+	req.Header.Set(wire.HeartbeatHeader, "1000")
+	resp, err := h.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if got := resp.Header.Get(wire.HeartbeatHeader); got != "1000" {
+		t.Fatalf("the answer's %s: %q", wire.HeartbeatHeader, got)
+	}
+	beats, result := 0, false
+	if err := client.ReadEvents(resp.Body, func(ev wire.Event) error {
+		switch ev.Type {
+		case wire.EventHeartbeat:
+			beats++
+		case wire.EventResult:
+			result = true
+		}
+		return nil
+	}); err != nil || !result || beats < 2 {
+		t.Fatalf("%d heartbeats, result %v, %v", beats, result, err)
+	}
+	// A silent command through the Go client at one beat a second.
+	c := client.New(h.Endpoint)
+	defer c.Close()
+	c.SetHeartbeat(time.Second)
+	if res, err := c.Exec(ctx, "sleep", client.ExecOptions{Args: []string{"3.5"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("a silent command: %+v %v", res, err)
+	}
+}
