@@ -510,3 +510,27 @@ func TestRunStreamsStdin(t *testing.T) {
 		t.Fatalf("40 MiB through stdin: %v %q", err, got)
 	}
 }
+
+// TestRunStdinConstantMemory: input twice the memory cordon may use
+// passes through cordon run -i whole: cordon streams it rather
+// than holding it.
+func TestRunStdinConstantMemory(t *testing.T) {
+	testutil.RequiresRoot(t)
+	const size = 128 << 20
+	cmd := exec.Command(buildCLI(t), "run", "-i", "--", "wc", "-c")
+	cmd.Stdin = io.LimitReader(zeros{}, size)
+	out, err := cmd.Output()
+	if err != nil || strings.TrimSpace(string(out)) != strconv.Itoa(size) {
+		t.Fatalf("%v: %q", err, out)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); !ok || ru.Maxrss > 64<<10 {
+		t.Fatalf("cordon run -i held %d KiB at most for %d MiB of input", ru.Maxrss, size>>20)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
