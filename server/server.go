@@ -438,6 +438,10 @@ type route struct {
 }
 
 func (s *Server) routeTable() []route {
+	return append(s.baseRoutes(), s.sessionRoutes()...)
+}
+
+func (s *Server) baseRoutes() []route {
 	return []route{
 		{method: "GET", pattern: "/healthz", open: true, h: s.handleHealthz},
 		{method: "GET", pattern: "/metrics", open: true, h: s.cfg.Registry.ServeHTTP},
