@@ -36,9 +36,19 @@ func execCmd(args []string) int {
 		return 2
 	}
 	id, argv := rest[0], rest[1:]
+	if *tty && *detach {
+		// A terminal of its own that outlives this call: cordon attach
+		// types into it later.
+		s, err := c.Agent(id).StartSession(context.Background(), wire.SessionRequest{ID: *name, Command: argv[0], Args: argv[1:], Cwd: *cwd, Env: env, TTY: true})
+		if err != nil {
+			return apiFail(err)
+		}
+		fmt.Println(s.ID)
+		return 0
+	}
 	if *tty {
-		if *output != "" || *detach {
-			fmt.Fprintln(os.Stderr, "cordon: -t takes neither -o nor -d")
+		if *output != "" {
+			fmt.Fprintln(os.Stderr, "cordon: -t takes no -o")
 			return 2
 		}
 		return terminal(c.Agent(id), wire.SessionRequest{Command: argv[0], Args: argv[1:], Cwd: *cwd, Env: env})

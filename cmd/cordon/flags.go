@@ -64,33 +64,46 @@ func parseInterspersed(fs *flag.FlagSet, args []string) (rest []string, code int
 }
 
 // combinedShort spells out combined one-letter switches (-it is -i -t), as
-// docker's users type them, where every letter is a boolean flag of fs;
-// it stops at the first argument that is not a flag, or at "--".
+// docker's users type them, where every letter is a boolean flag of fs. It
+// reads flags as the flag package does (a flag's value may be the next
+// argument) and stops at the first argument that is not a flag, or "--".
 func combinedShort(fs *flag.FlagSet, args []string) []string {
+	isBool := func(name string) bool {
+		f := fs.Lookup(name)
+		if f == nil {
+			return false
+		}
+		b, ok := f.Value.(interface{ IsBoolFlag() bool })
+		return ok && b.IsBoolFlag()
+	}
 	var out []string
-	for i, a := range args {
-		if a == "--" || !strings.HasPrefix(a, "-") || strings.HasPrefix(a, "--") {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
 			return append(out, args[i:]...)
 		}
-		letters := a[1:]
-		all := len(letters) > 1 && !strings.Contains(letters, "=")
-		for _, r := range letters {
-			f := fs.Lookup(string(r))
-			if f == nil {
-				all = false
-				break
-			}
-			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
-				all = false
-				break
-			}
-		}
-		if !all {
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
 			out = append(out, a)
 			continue
 		}
-		for _, r := range letters {
-			out = append(out, "-"+string(r))
+		if !strings.HasPrefix(a, "--") && len(name) > 1 && fs.Lookup(name) == nil {
+			all := true
+			for _, r := range name {
+				all = all && isBool(string(r))
+			}
+			if all {
+				for _, r := range name {
+					out = append(out, "-"+string(r))
+				}
+				continue
+			}
+		}
+		out = append(out, a)
+		if f := fs.Lookup(name); f != nil && !isBool(name) && i+1 < len(args) {
+			// Its value is the next argument.
+			i++
+			out = append(out, args[i])
 		}
 	}
 	return out

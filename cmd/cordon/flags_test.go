@@ -42,3 +42,23 @@ func TestVerbsListed(t *testing.T) {
 		}
 	}
 }
+
+// TestCombinedShortAfterLongFlags: switches combine after long flags and
+// flag values, as they are typed (cordon exec --host X -dt --name N ID).
+func TestCombinedShortAfterLongFlags(t *testing.T) {
+	fs := newFlagSet("x", "")
+	fs.Bool("d", false, "")
+	fs.Bool("t", false, "")
+	fs.String("host", "", "")
+	fs.String("name", "", "")
+	in := []string{"--host=unix:///s", "-dt", "--name", "-n", "ID", "-it"}
+	want := []string{"--host=unix:///s", "-d", "-t", "--name", "-n", "ID", "-it"}
+	if got := combinedShort(fs, in); !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	in = []string{"--host", "unix:///s", "-td", "ID"}
+	want = []string{"--host", "unix:///s", "-t", "-d", "ID"}
+	if got := combinedShort(fs, in); !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

@@ -57,6 +57,12 @@ func attachCmd(args []string) int {
 	}
 	ac := c.Agent(rest[0])
 	ctx := context.Background()
+	// A terminal session, attached from a terminal, is typed into too.
+	if !*noFollow && isTerminal(os.Stdin) {
+		if s, err := ac.Session(ctx, rest[1]); err == nil && s.TTY && s.State == wire.SessionRunning {
+			return attachTerminal(ac, rest[1], *from)
+		}
+	}
 	next, done, err := ac.SessionOutput(ctx, rest[1], *from, !*noFollow, sessionWriter)
 	var ev *client.EvictedError
 	if errors.As(err, &ev) && *from == 0 {

@@ -67,6 +67,20 @@ func terminal(ac *client.Client, req wire.SessionRequest) int {
 		defer cancel()
 		_ = ac.ForgetSession(cctx, s.ID)
 	}()
+	return attachTerminal(ac, s.ID, 0)
+}
+
+// attachTerminal attaches cordon's terminal to terminal session id, from
+// output offset from: raw mode, keystrokes typed in, the size passed on
+// and followed, the output to stdout; it returns the session's status once
+// its output has ended.
+func attachTerminal(ac *client.Client, id string, from int64) int {
+	ctx := context.Background()
+	fd := int(os.Stdin.Fd())
+	s := &wire.Session{ID: id}
+	if ws, err := termSize(fd); err == nil {
+		_ = ac.ResizeSession(ctx, s.ID, ws.Row, ws.Col)
+	}
 	restore, err := makeRaw(fd)
 	if err == nil {
 		defer restore()
@@ -97,7 +111,7 @@ func terminal(ac *client.Client, req wire.SessionRequest) int {
 			}
 		}
 	}()
-	if _, _, err := ac.SessionOutput(ctx, s.ID, 0, true, func(_ string, _ int64, data []byte) error {
+	if _, _, err := ac.SessionOutput(ctx, s.ID, from, true, func(_ string, _ int64, data []byte) error {
 		_, err := os.Stdout.Write(data)
 		return err
 	}); err != nil {

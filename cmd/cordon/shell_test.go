@@ -114,6 +114,18 @@ func TestShell(t *testing.T) {
 		t.Fatalf("cordon shell exited %d, want the shell's 3:\n%s", code, p.screen())
 	}
 
+	// A terminal started detached outlives its call; cordon attach, on a
+	// terminal, types into it.
+	if out, errOut, code := cordon(t, "exec", host, "-dt", "--name", "term", id, "--", "sh"); code != 0 || out != "term\n" {
+		t.Fatalf("exec -dt: %d %q %s", code, out, errOut)
+	}
+	a := startOnPTY(t, 24, 80, "attach", host, id, "term")
+	a.typeAndWait("echo attached-$((1+1))\r", "attached-2")
+	a.typeAndWait("exit 4\r", "exit")
+	if code := a.exitCode(); code != 4 {
+		t.Fatalf("cordon attach exited %d, want the session's 4:\n%s", code, a.screen())
+	}
+
 	// cordon run -it, on the process tier without a daemon.
 	r := startOnPTY(t, 24, 80, "run", "-it", "--", "sh")
 	r.typeAndWait("echo run-$((2+3))\r", "run-5")
