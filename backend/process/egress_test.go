@@ -228,7 +228,14 @@ print(s.recv(4096).split(b"\r\n\r\n")[-1].decode(), flush=True)
 		if len(f) < 2 || f[1] != "HTTP/1.1" {
 			t.Fatalf("the tunnel did not open: %q", line)
 		}
+		// The agent lets its copy go once the proxy has it, which may come
+		// just after the proxy answered; a connection the bridge carries
+		// stays for as long as the tunnel is open.
 		held := agentConnections(t, f[0])
+		for deadline := time.Now().Add(2 * time.Second); held != 0 && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			held = agentConnections(t, f[0])
+		}
 		sh(t, sb, "touch /tmp/checked")
 		rest, _ := io.ReadAll(r)
 		if err := <-done; err != nil {

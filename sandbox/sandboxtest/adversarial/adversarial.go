@@ -350,10 +350,11 @@ func Limits(t *testing.T, caps sandbox.Capabilities, create Create) {
 		const limit = 16
 		sb := create(t, sandbox.Spec{Limits: sandbox.Limits{Pids: limit}})
 		// gVisor's own pids cgroup holds the limit loosely (measured: 14 to
-		// 37 forks under a limit of 16; docs/security.md).
+		// 52 forks under a limit of 16, the most on a loaded machine;
+		// docs/security.md).
 		var slack int64
 		if UserSpaceKernel[sb.Tier()] {
-			slack = 32
+			slack = 48
 		}
 		CheckPidsLimit(t, sb, limit, slack)
 	})
