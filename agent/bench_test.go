@@ -354,16 +354,9 @@ func BenchmarkTCPConnect(b *testing.B) {
 			var lat []time.Duration
 			for b.Loop() {
 				start := time.Now()
-				conn, err := dial()
-				if err != nil {
+				if err := conformance.TCPRequest(dial); err != nil {
 					b.Fatal(err)
 				}
-				conn.Write([]byte("x"))
-				conn.(interface{ CloseWrite() error }).CloseWrite()
-				if got, _ := io.ReadAll(conn); string(got) != "1" {
-					b.Fatalf("answer %q", got)
-				}
-				conn.Close()
 				lat = append(lat, time.Since(start))
 			}
 			testutil.ReportPercentiles(b, "", lat)
@@ -371,22 +364,10 @@ func BenchmarkTCPConnect(b *testing.B) {
 		b.Run(name+"/Stream", func(b *testing.B) {
 			const size = 512 << 20
 			b.SetBytes(size)
-			buf := make([]byte, 256<<10)
 			for b.Loop() {
-				conn, err := dial()
-				if err != nil {
+				if err := conformance.TCPStream(dial, size); err != nil {
 					b.Fatal(err)
 				}
-				for sent := 0; sent < size; sent += len(buf) {
-					if _, err := conn.Write(buf); err != nil {
-						b.Fatal(err)
-					}
-				}
-				conn.(interface{ CloseWrite() error }).CloseWrite()
-				if got, _ := io.ReadAll(conn); string(got) != strconv.Itoa(size) {
-					b.Fatalf("answer %q", got)
-				}
-				conn.Close()
 			}
 		})
 	}

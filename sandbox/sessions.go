@@ -58,17 +58,7 @@ func (s *Sandbox) Attach(ctx context.Context, id string, from int64, follow bool
 	if err := s.sessions(); err != nil {
 		return from, false, err
 	}
-	return s.client.SessionOutput(ctx, id, from, follow, func(stream string, _ int64, data []byte) error {
-		w := stdout
-		if stream == "stderr" {
-			w = stderr
-		}
-		if w == nil {
-			return nil
-		}
-		_, err := w.Write(data)
-		return err
-	})
+	return s.client.SessionOutput(ctx, id, from, follow, toWriters(stdout, stderr))
 }
 
 // Kill signals a session's process group (TERM when signal is empty), KILL
@@ -173,17 +163,7 @@ func (s *Sandbox) ExecutionOutput(ctx context.Context, id string, from int64, fo
 	if !s.hasFeature("retained-output") {
 		return from, nil, fmt.Errorf("%w: retained output (this agent keeps none)", ErrUnsupported)
 	}
-	return s.client.ExecutionOutput(ctx, id, from, follow, func(stream string, _ int64, data []byte) error {
-		w := stdout
-		if stream == "stderr" {
-			w = stderr
-		}
-		if w == nil {
-			return nil
-		}
-		_, err := w.Write(data)
-		return err
-	})
+	return s.client.ExecutionOutput(ctx, id, from, follow, toWriters(stdout, stderr))
 }
 
 // DialTCP opens a byte stream to port on the sandbox's own loopback (a dev
@@ -197,4 +177,19 @@ func (s *Sandbox) DialTCP(ctx context.Context, port int) (net.Conn, error) {
 		return nil, fmt.Errorf("%w: tcp-connect (this agent has none)", ErrUnsupported)
 	}
 	return s.client.DialTCP(ctx, port)
+}
+
+// toWriters sends each stream's bytes to its writer (nil discards).
+func toWriters(stdout, stderr io.Writer) func(stream string, _ int64, data []byte) error {
+	return func(stream string, _ int64, data []byte) error {
+		w := stdout
+		if stream == "stderr" {
+			w = stderr
+		}
+		if w == nil {
+			return nil
+		}
+		_, err := w.Write(data)
+		return err
+	}
 }

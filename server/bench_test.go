@@ -366,29 +366,20 @@ while True:
 `}}); err != nil {
 		b.Fatal(err)
 	}
-	dial := func() net.Conn {
-		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			conn, err := ac.DialTCP(ctx, 7000)
-			if err == nil {
-				return conn
-			}
-			if time.Now().After(deadline) {
-				b.Fatal(err)
-			}
+	dial := func() (net.Conn, error) { return ac.DialTCP(ctx, 7000) }
+	// The server inside listens once its session has started it.
+	for deadline := time.Now().Add(15 * time.Second); conformance.TCPRequest(dial) != nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("the counting server inside never answered")
 		}
 	}
-	dial().Close()
 	b.Run("Request", func(b *testing.B) {
 		var lat []time.Duration
 		for b.Loop() {
 			start := time.Now()
-			conn := dial()
-			conn.Write([]byte("x"))
-			conn.(interface{ CloseWrite() error }).CloseWrite()
-			if got, _ := io.ReadAll(conn); string(got) != "1" {
-				b.Fatalf("answer %q", got)
+			if err := conformance.TCPRequest(dial); err != nil {
+				b.Fatal(err)
 			}
-			conn.Close()
 			lat = append(lat, time.Since(start))
 		}
 		testutil.ReportPercentiles(b, "", lat)
@@ -396,19 +387,10 @@ while True:
 	b.Run("Stream", func(b *testing.B) {
 		const size = 512 << 20
 		b.SetBytes(size)
-		buf := make([]byte, 256<<10)
 		for b.Loop() {
-			conn := dial()
-			for sent := 0; sent < size; sent += len(buf) {
-				if _, err := conn.Write(buf); err != nil {
-					b.Fatal(err)
-				}
+			if err := conformance.TCPStream(dial, size); err != nil {
+				b.Fatal(err)
 			}
-			conn.(interface{ CloseWrite() error }).CloseWrite()
-			if got, _ := io.ReadAll(conn); string(got) != strconv.Itoa(size) {
-				b.Fatalf("answer %q", got)
-			}
-			conn.Close()
 		}
 	})
 }

@@ -3,6 +3,9 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,4 +53,48 @@ func TerminalEcho(ctx context.Context, c *client.Client, n int) ([]time.Duration
 		lat = append(lat, time.Since(start))
 	}
 	return lat, nil
+}
+
+// TCPRequest is one request to a counting server (one that answers each
+// connection with the count of bytes it read, once the client half-closed)
+// over a connection dial opens: for benchmarks of every route to a port.
+func TCPRequest(dial func() (net.Conn, error)) error {
+	conn, err := dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("x")); err != nil {
+		return err
+	}
+	if err := conn.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+		return err
+	}
+	if got, _ := io.ReadAll(conn); string(got) != "1" {
+		return fmt.Errorf("the counting server answered %q, want 1", got)
+	}
+	return nil
+}
+
+// TCPStream sends size bytes to a counting server over a connection dial
+// opens and checks its count.
+func TCPStream(dial func() (net.Conn, error), size int) error {
+	conn, err := dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	buf := make([]byte, 256<<10)
+	for sent := 0; sent < size; sent += len(buf) {
+		if _, err := conn.Write(buf[:min(len(buf), size-sent)]); err != nil {
+			return err
+		}
+	}
+	if err := conn.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+		return err
+	}
+	if got, _ := io.ReadAll(conn); string(got) != strconv.Itoa(size) {
+		return fmt.Errorf("the counting server answered %q, want %d", got, size)
+	}
+	return nil
 }
