@@ -29,6 +29,10 @@ type exposed struct {
 	token   string
 }
 
+// maxPortConns bounds the connections open to one sandbox's exposed ports
+// (the agent serves 1024 at most, its host's included).
+const maxPortConns = 256
+
 func newPortToken() string {
 	var b [24]byte
 	_, _ = rand.Read(b[:])
@@ -143,6 +147,16 @@ func (s *Server) handlePortProxy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e.touch()
+	// Whoever holds the link may connect, but not so often that the
+	// sandbox's agent, which carries each connection, has no room left for
+	// the daemon's own requests.
+	select {
+	case e.portConns <- struct{}{}:
+		defer func() { <-e.portConns }()
+	default:
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, fmt.Sprintf("at most %d connections to a sandbox's exposed ports at once", maxPortConns))
+		return
+	}
 	ac := e.sb.Client()
 	port := p.port
 	rp := &httputil.ReverseProxy{

@@ -30,6 +30,8 @@ type entry struct {
 	lastAPI atomic.Int64 // unix nanoseconds of the last request about it
 	streams atomic.Int32 // open streams into it
 	misses  int          // consecutive failed activity checks (reaper only)
+	// portConns holds a slot per connection open to the exposed ports.
+	portConns chan struct{}
 }
 
 func (e *entry) touch() { e.lastAPI.Store(time.Now().UnixNano()) }
@@ -308,7 +310,7 @@ func (s *Server) admit(ctx context.Context, sb *sandbox.Sandbox, rec *record, sp
 	if a, err := sb.Persist(); err == nil {
 		rec.Adoption = a
 	}
-	e := &entry{rec: rec, sb: sb, agent: newAgentProxy(sb.Client())}
+	e := &entry{rec: rec, sb: sb, agent: newAgentProxy(sb.Client()), portConns: make(chan struct{}, maxPortConns)}
 	e.touch()
 	// The caller's first command will want a reservation: it is taken
 	// while the record is written to disk.

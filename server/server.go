@@ -204,7 +204,7 @@ func (s *Server) recover() error {
 			continue
 		}
 		kept = append(kept, sb)
-		e := &entry{rec: r, sb: sb, agent: newAgentProxy(sb.Client())}
+		e := &entry{rec: r, sb: sb, agent: newAgentProxy(sb.Client()), portConns: make(chan struct{}, maxPortConns)}
 		e.touch()
 		s.live[r.ID] = e
 		s.watch(e)
