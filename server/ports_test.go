@@ -1,7 +1,10 @@
 package server_test
 
 import (
+	"bufio"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -77,6 +80,53 @@ func TestExposedPort(t *testing.T) {
 	}
 	if st, _ := get(q.URL); st != http.StatusBadGateway {
 		t.Errorf("a port nobody listens on: %d", st)
+	}
+	// An upgraded connection (what a WebSocket is) passes through the
+	// port's URL: a server inside that switches protocols and then echoes
+	// what it reads, upper-cased.
+	if _, err := ac.StartSession(ctx, wire.SessionRequest{Command: "python3", Args: []string{"-c", `
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8002)); s.listen(4)
+while True:
+    c, _ = s.accept(); head = b""
+    while b"\r\n\r\n" not in head:
+        head += c.recv(4096)
+    if b"upgrade: echo" in head.lower():
+        c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+        while True:
+            b = c.recv(4096)
+            if not b: break
+            c.sendall(b.upper())
+    c.close()
+`}}); err != nil {
+		t.Fatal(err)
+	}
+	up, err := alice.ExposePort(ctx, sb.ID, 8002)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conn net.Conn
+	var br *bufio.Reader
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if conn, err = net.Dial("tcp", d.tcp); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n", up.URL)
+		br = bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
+		conn.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("no upgrade through the port's URL: %v %+v", err, resp)
+		}
+	}
+	defer conn.Close()
+	io.WriteString(conn, "upgraded\n")
+	if line, err := br.ReadString('\n'); err != nil || line != "UPGRADED\n" {
+		t.Fatalf("through the upgraded connection: %q %v", line, err)
 	}
 	// Revoked, the URL is gone.
 	if err := alice.RevokePort(ctx, sb.ID, 8000); err != nil {
