@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/server/api"
 )
 
@@ -46,34 +47,45 @@ func TestWebSockets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var screen strings.Builder
-	readUntil := func(want string) {
-		t.Helper()
-		for !strings.Contains(screen.String(), want) {
+	// One reader for the socket's life (a read whose context ends closes
+	// a coder/websocket connection): the screen so far, then how it ended.
+	var screen testutil.SyncBuffer
+	ended := make(chan error, 1)
+	go func() {
+		for {
 			_, data, err := ws.Read(ctx)
 			if err != nil {
-				t.Fatalf("waiting for %q: %v\n%s", want, err, screen.String())
+				ended <- err
+				return
 			}
 			screen.Write(data)
 		}
+	}()
+	waitFor := func(want string, retype string) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); !strings.Contains(screen.String(), want); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("never saw %q:\n%s", want, screen.String())
+			}
+			if retype != "" {
+				ws.Write(ctx, websocket.MessageBinary, []byte(retype))
+			}
+		}
 	}
 	ws.Write(ctx, websocket.MessageBinary, []byte("echo $((6*7))x\r"))
-	readUntil("42x")
+	waitFor("42x", "")
+	// The resize and the typing travel apart: ask until the size shows.
 	ws.Write(ctx, websocket.MessageText, []byte(`{"type":"resize","rows":50,"cols":132}`))
-	time.Sleep(100 * time.Millisecond)
-	ws.Write(ctx, websocket.MessageBinary, []byte("stty size\r"))
-	readUntil("50 132")
+	waitFor("50 132", "stty size\r")
 	ws.Write(ctx, websocket.MessageBinary, []byte("exit 5\r"))
-	for {
-		_, data, err := ws.Read(ctx)
-		if err != nil {
-			var ce websocket.CloseError
-			if !errors.As(err, &ce) || ce.Code != websocket.StatusNormalClosure || ce.Reason != `{"exitCode":5}` {
-				t.Fatalf("the socket's end: %v", err)
-			}
-			break
+	select {
+	case err := <-ended:
+		var ce websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != websocket.StatusNormalClosure || ce.Reason != `{"exitCode":5}` {
+			t.Fatalf("the socket's end: %v", err)
 		}
-		screen.Write(data)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the terminal socket did not close after exit")
 	}
 
 	// A stream to a port inside: an upper-casing echo server.

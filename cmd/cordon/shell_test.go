@@ -106,8 +106,17 @@ func TestShell(t *testing.T) {
 			t.Fatalf("the resize never reached the sandbox:\n%s", p.screen())
 		}
 	}
-	p.typeAndWait("sleep 30; echo slept\r", "sleep 30")
-	time.Sleep(300 * time.Millisecond) // sleep is the foreground job
+	p.typeAndWait("sleep 30.4321; echo slept\r", "sleep 30.4321")
+	// Once sleep is the foreground job (the pattern's brackets keep it
+	// from matching the command line of the shell that looks).
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if out, _, _ := cordon(t, "exec", host, id, "--", "sh", "-c", "pgrep -f 'sleep 30[.]4321' >/dev/null && echo yes || echo no"); out == "yes\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the foreground job never started")
+		}
+	}
 	p.typeAndWait("\x03echo after-$?\r", "after-130")
 	p.typeAndWait("exit 3\r", "exit")
 	if code := p.exitCode(); code != 3 {

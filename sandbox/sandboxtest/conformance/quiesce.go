@@ -32,10 +32,16 @@ func testQuiesce(t *testing.T, start Factory) {
 	}
 	inflight := make(chan *wire.Result, 1)
 	go func() {
-		r := h.execute(t, map[string]any{"command": "sleep", "args": []string{"300"}})
+		r := h.execute(t, map[string]any{"command": "sleep", "args": []string{"300.777"}})
 		inflight <- r.result
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// Once it runs (the pattern's brackets keep it from matching the
+	// command line of the shell that looks).
+	if !eventually(10*time.Second, func() bool {
+		return h.sh(t, "pgrep -f 'sleep 300[.]777' >/dev/null && echo yes || echo no") == "yes\n"
+	}) {
+		t.Fatal("the command in flight never started")
+	}
 	q, err := h.c.Quiesce(ctx, 300*time.Millisecond)
 	if err != nil || !q.OK || q.Stopped == 0 {
 		t.Fatalf("quiesce: %+v %v", q, err)

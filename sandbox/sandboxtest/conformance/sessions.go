@@ -272,10 +272,16 @@ func testTerminals(t *testing.T, h *harness) {
 	}
 	typeAndWait("stty size\n", "40 120")
 	// Ctrl-C reaches the foreground job, not the shell.
-	if err := h.c.SessionInput(ctx, s.ID, []byte("sleep 30; echo slept\n")); err != nil {
+	if err := h.c.SessionInput(ctx, s.ID, []byte("sleep 30.4321; echo slept\n")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // sleep is the foreground job
+	// Once sleep is the foreground job (the pattern's brackets keep it
+	// from matching the command line of the shell that looks).
+	if !eventually(10*time.Second, func() bool {
+		return h.sh(t, "pgrep -f 'sleep 30[.]4321' >/dev/null && echo yes || echo no") == "yes\n"
+	}) {
+		t.Fatal("the foreground job never started")
+	}
 	typeAndWait("\x03echo after-$?\n", "after-130")
 	// (The terminal echoes the typed line, "echo slept" with it: the
 	// job's own output would be a line of its own.)
