@@ -345,6 +345,10 @@ type limitedConn struct {
 	release func()
 }
 
+// NetConn is the connection accepted, for what needs its kind (a unix
+// socket that can carry a descriptor).
+func (c *limitedConn) NetConn() net.Conn { return c.Conn }
+
 // CloseWrite half-closes the connection, where its kind allows that.
 func (c *limitedConn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {

@@ -87,6 +87,9 @@ var Features = []string{
 	// GET /tcp?port=N with Upgrade: cordon-tcp is a byte stream to a port
 	// on the sandbox's own loopback (wire.RouteTCP).
 	"tcp-connect",
+	// GET /tcp with &pass=1 hands the connected socket to a host sharing
+	// the sandbox's kernel, with the 101 answer (wire.PassHeader).
+	"tcp-pass",
 	// A session may run on a terminal of its own (tty: true), typed into
 	// through /sessions/ID/input and sized through /sessions/ID/resize.
 	"terminals",

@@ -2,11 +2,13 @@ package agent
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/internal/httpd"
@@ -54,10 +56,54 @@ func (s *Server) handleTCP(w httpd.ResponseWriter, r *httpd.Request) {
 		return
 	}
 	defer nc.Close()
-	if _, err := io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+wire.UpgradeTCP+"\r\n\r\n"); err != nil {
+	head := "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + wire.UpgradeTCP + "\r\n"
+	if q.Get("pass") == "1" && s.cfg.EgressPass && br.Buffered() == 0 {
+		if uc, ok := passable(nc); ok {
+			// The host shares this kernel: the socket goes to it, and the
+			// bytes never pass through the agent.
+			if err := sendSocket(uc, head+wire.PassHeader+": 1\r\n\r\n", target); err == nil {
+				return
+			}
+			return // the answer may be half sent: nothing more is certain
+		}
+	}
+	if _, err := io.WriteString(nc, head+"\r\n"); err != nil {
 		return
 	}
 	pipeBoth(nc, br, target)
+}
+
+// passable is the host's unix connection under nc, when a descriptor can
+// go to it: the agent's own listener, a peer outside the sandbox.
+func passable(nc net.Conn) (*net.UnixConn, bool) {
+	if w, ok := nc.(interface{ NetConn() net.Conn }); ok {
+		nc = w.NetConn()
+	}
+	uc, ok := nc.(*net.UnixConn)
+	if !ok || fromInside(uc) {
+		return nil, false
+	}
+	return uc, true
+}
+
+// sendSocket writes head with target's descriptor attached to its first
+// byte.
+func sendSocket(uc *net.UnixConn, head string, target net.Conn) error {
+	sc, ok := target.(syscall.Conn)
+	if !ok {
+		return errors.New("the connection has no descriptor")
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var werr error
+	if err := raw.Control(func(fd uintptr) {
+		_, _, werr = uc.WriteMsgUnix([]byte(head), syscall.UnixRights(int(fd)), nil)
+	}); err != nil {
+		return err
+	}
+	return werr
 }
 
 // pipeBoth copies between the caller (nc, read through br) and target

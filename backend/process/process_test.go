@@ -43,7 +43,7 @@ func backend(t *testing.T) *process.Backend {
 func stateDir(t *testing.T) string { return testutil.StateDir(t) }
 
 func TestConformance(t *testing.T) {
-	conformance.Run(t, conformance.FromBackend(backend(t), sandbox.Spec{}))
+	conformance.Run(t, conformance.PassingTCP(conformance.FromBackend(backend(t), sandbox.Spec{})))
 }
 
 func create(t *testing.T, spec sandbox.Spec) *sandbox.Sandbox {

@@ -49,6 +49,10 @@ type Target struct {
 	// (an isolating tier, where that view is the sandbox's own), so an
 	// absolute path outside the workspace is readable.
 	ReadsAnywhere bool
+	// PassesTCP: the host shares the sandbox's kernel, so a tcp-connect
+	// stream comes back as the connected socket itself (feature
+	// "tcp-pass"), not relayed by the agent.
+	PassesTCP bool
 }
 
 // Factory starts a fresh agent with the given settings; it registers its

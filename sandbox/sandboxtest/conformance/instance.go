@@ -54,3 +54,13 @@ func FromBackend(b sandbox.Backend, spec sandbox.Spec) Factory {
 		return tg
 	}
 }
+
+// PassingTCP marks f's targets as sharing the host's kernel: their
+// tcp-connect streams must come back as sockets handed over.
+func PassingTCP(f Factory) Factory {
+	return func(t *testing.T, s Settings) *Target {
+		tg := f(t, s)
+		tg.PassesTCP = true
+		return tg
+	}
+}

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -54,6 +55,11 @@ while True:
 	conn, err := h.c.DialTCP(ctx, port)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Where the host shares the sandbox's kernel the socket itself comes
+	// back; elsewhere the agent relays.
+	if _, passed := conn.(*net.TCPConn); passed != h.PassesTCP {
+		t.Errorf("the stream came back as %T: passed %v, want %v", conn, passed, h.PassesTCP)
 	}
 	payload := strings.Repeat("hello, sandbox ", 100000) // 1.5 MB
 	go func() {
