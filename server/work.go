@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -444,7 +445,74 @@ func (s *Server) handleAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
+	if port, ok := plainTCPUpgrade(r); ok {
+		s.spliceTCP(w, r, e, port)
+		return
+	}
 	e.agent.forward(w, r, r.Method, "/"+r.PathValue("path"), r.URL.RawQuery)
+}
+
+// plainTCPUpgrade is the port of a tcp-connect request on the agent
+// passthrough (GET tcp?port=N, Upgrade: cordon-tcp) that the daemon can
+// open itself; anything else (another host, a bad port) goes to the agent
+// as it is, for the agent's own answer.
+func plainTCPUpgrade(r *http.Request) (int, bool) {
+	if r.Method != http.MethodGet || "/"+r.PathValue("path") != wire.RouteTCP || !strings.EqualFold(r.Header.Get("Upgrade"), wire.UpgradeTCP) {
+		return 0, false
+	}
+	q := r.URL.Query()
+	for k := range q {
+		if k != "port" && k != "pass" {
+			return 0, false
+		}
+	}
+	port, err := strconv.Atoi(q.Get("port"))
+	if err != nil || port < 1 || port > 65535 {
+		return 0, false
+	}
+	return port, true
+}
+
+// spliceTCP serves a tcp-connect through the passthrough with the
+// daemon's own connection to the port: where the tier shares the host's
+// kernel the agent hands that socket over (feature "tcp-pass"), so the
+// bytes cross one relay (this one) rather than two. The caller sees the
+// agent's wire: the same 101, the same refusals.
+func (s *Server) spliceTCP(w http.ResponseWriter, r *http.Request, e *entry, port int) {
+	target, err := e.sb.Client().DialTCP(r.Context(), port)
+	if err != nil {
+		var ce *client.Error
+		if errors.As(err, &ce) {
+			writeJSON(w, ce.Status, wire.ErrorBody{Error: ce.Code, Message: ce.Message})
+			return
+		}
+		writeError(w, http.StatusBadGateway, api.CodeAgent, "the sandbox's agent did not answer: "+err.Error())
+		return
+	}
+	defer target.Close()
+	nc, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, api.CodeInternal, "this connection cannot be taken over: "+err.Error())
+		return
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Time{})
+	if _, err := io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+wire.UpgradeTCP+"\r\n\r\n"); err != nil {
+		return
+	}
+	// A passed socket outlives the agent: the sandbox's end goes with
+	// its teardown, and so does this stream.
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-e.sb.Exited():
+			target.Close()
+			nc.Close()
+		case <-finished:
+		}
+	}()
+	client.Splice(client.Resumed(nc, brw.Reader), target)
 }
 
 // agentUnauthenticated answers a request without a valid daemon key on

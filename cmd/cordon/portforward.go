@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
@@ -74,26 +72,7 @@ func acceptForward(ctx context.Context, ln net.Listener, ac *client.Client, port
 				return
 			}
 			defer remote.Close()
-			copyBoth(local, remote)
+			client.Splice(local, remote)
 		}()
 	}
-}
-
-// copyBoth copies both ways until both directions end, passing each end on
-// as a half-close.
-func copyBoth(a, b net.Conn) {
-	var wg sync.WaitGroup
-	wg.Add(2)
-	half := func(dst, src net.Conn) {
-		defer wg.Done()
-		_, _ = io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		} else {
-			_ = dst.Close()
-		}
-	}
-	go half(a, b)
-	go half(b, a)
-	wg.Wait()
 }
