@@ -318,9 +318,18 @@ func (s *Server) readBody(r *httpd.Request, dst any) error {
 	return nil
 }
 
-// bodyBytes reads a request's body whole, within MaxBodyBytes; an empty
-// one reads as {}.
+// bodyBytes reads a JSON request's body whole, within MaxBodyBytes; an
+// empty one reads as {}.
 func (s *Server) bodyBytes(r *httpd.Request) ([]byte, error) {
+	b, err := s.rawBody(r)
+	if err == nil && len(bytes.TrimSpace(b)) == 0 {
+		b = []byte("{}")
+	}
+	return b, err
+}
+
+// rawBody reads a request's body whole and as it is, within MaxBodyBytes.
+func (s *Server) rawBody(r *httpd.Request) ([]byte, error) {
 	limit := s.cfg.MaxBodyBytes
 	if r.ContentLength > limit {
 		return nil, fmt.Errorf("request body exceeds %d bytes", limit)
@@ -335,9 +344,6 @@ func (s *Server) bodyBytes(r *httpd.Request) ([]byte, error) {
 	b := buf.Bytes()
 	if int64(len(b)) > limit {
 		return nil, fmt.Errorf("request body exceeds %d bytes", limit)
-	}
-	if len(bytes.TrimSpace(b)) == 0 {
-		b = []byte("{}")
 	}
 	return b, nil
 }

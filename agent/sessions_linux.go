@@ -533,7 +533,8 @@ func (s *Server) sessionInput(w httpd.ResponseWriter, r *httpd.Request, se *sess
 		writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeNotATerminal, Message: "the session has no terminal to type into"})
 		return
 	}
-	data, err := s.bodyBytes(r)
+	// Bytes as typed: Enter alone is "\r", not an empty JSON body.
+	data, err := s.rawBody(r)
 	if err != nil || len(data) > wire.MaxInputBytes {
 		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: "input is at most " + strconv.Itoa(wire.MaxInputBytes) + " bytes a request"})
 		return

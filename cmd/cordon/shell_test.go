@@ -72,6 +72,18 @@ func (p *ptyClient) typeAndWait(input, want string) {
 	}
 }
 
+// typeKeyByKey types a command a key at a time, each echoed before the
+// next: a space or Enter alone reaches the sandbox as that key.
+func (p *ptyClient) typeKeyByKey() {
+	p.t.Helper()
+	line := ""
+	for _, key := range []string{"echo", " ", "k$((4", " ", "+", " ", "5))z"} {
+		line += key
+		p.typeAndWait(key, line)
+	}
+	p.typeAndWait("\r", "k9z")
+}
+
 // exitCode waits for cordon to exit and returns its status.
 func (p *ptyClient) exitCode() int {
 	p.t.Helper()
@@ -92,6 +104,7 @@ func TestShell(t *testing.T) {
 
 	p := startOnPTY(t, 30, 100, "shell", host, id)
 	p.typeAndWait("echo $((6*7))x\r", "42x")
+	p.typeKeyByKey()
 	p.typeAndWait("stty size\r", "30 100")
 	if err := pty.Setsize(p.tty, &pty.Winsize{Rows: 40, Cols: 120}); err != nil {
 		t.Fatal(err)
@@ -138,6 +151,7 @@ func TestShell(t *testing.T) {
 	// cordon run -it, on the process tier without a daemon.
 	r := startOnPTY(t, 24, 80, "run", "-it", "--", "sh")
 	r.typeAndWait("echo run-$((2+3))\r", "run-5")
+	r.typeKeyByKey()
 	r.typeAndWait("exit 7\r", "exit")
 	if code := r.exitCode(); code != 7 {
 		t.Fatalf("cordon run -it exited %d, want 7:\n%s", code, r.screen())

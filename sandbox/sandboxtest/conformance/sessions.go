@@ -263,6 +263,16 @@ func testTerminals(t *testing.T, h *harness) {
 		}
 	}
 	typeAndWait("echo $((6*7))x\n", "42x")
+	// Keys as a person types them, one request each: a space or Enter
+	// alone is a key like any other, and an empty request types nothing.
+	for _, key := range []string{"echo", " ", "", "ab", " ", "cd", "\r"} {
+		if err := h.c.SessionInput(ctx, s.ID, []byte(key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !eventually(10*time.Second, func() bool { return strings.Contains(screen(), "\nab cd\r") }) || strings.Contains(screen(), "{}") {
+		t.Fatalf("typed key by key, the line came out as:\n%q", screen())
+	}
 	typeAndWait("stty size; tty\n", "/dev/pts/")
 	if !strings.Contains(screen(), "30 100") {
 		t.Errorf("the size asked for is not the terminal's:\n%s", screen())
