@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/baseline"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -66,7 +67,7 @@ func TestSeccompRendersPolicy(t *testing.T) {
 		}
 		return ret == baseline.RetAllow
 	}
-	prof, loose := renderSeccomp(baseline.Seccomp)
+	prof, loose := host.RenderSeccomp(baseline.Seccomp)
 	if !slices.Equal(loose, []string{"ioctl"}) {
 		t.Errorf("loose calls %v, want only ioctl (whose refusals libseccomp cannot put before its allowance)", loose)
 	}
