@@ -11,6 +11,7 @@ package baseline
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -181,4 +182,39 @@ func IdentityFiles(uid int, hostRoot bool) map[string]string {
 		files["/etc/group"] = group + "nogroup:x:65534:\n"
 	}
 	return files
+}
+
+// MergeAccounts is an image's own /etc/passwd and /etc/group with the
+// sandbox user added (uid, named UserName(uid), at home in Home) in place
+// of any account of that uid or name, and nobody where the image has
+// none: the accounts of a sandbox whose root is an image.
+func MergeAccounts(passwd, group string, uid int) (string, string) {
+	user := UserName(uid)
+	id := strconv.Itoa(uid)
+	keep := func(text string, mine, nobody string) string {
+		var out []string
+		hasNobody := false
+		for _, line := range strings.Split(text, "\n") {
+			f := strings.Split(line, ":")
+			if len(f) < 3 || strings.HasPrefix(line, "#") {
+				continue
+			}
+			if f[0] == user || f[2] == id {
+				continue
+			}
+			hasNobody = hasNobody || f[2] == "65534"
+			out = append(out, line)
+		}
+		out = append(out, mine)
+		if !hasNobody && uid != 65534 {
+			out = append(out, nobody)
+		}
+		return strings.Join(out, "\n") + "\n"
+	}
+	home := Home
+	if uid == 0 {
+		home = "/root"
+	}
+	return keep(passwd, user+":x:"+id+":"+id+":"+user+":"+home+":/bin/sh", "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin"),
+		keep(group, user+":x:"+id+":", "nogroup:x:65534:")
 }

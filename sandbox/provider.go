@@ -180,7 +180,7 @@ func (p *Provider) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		return nil, err
 	}
 	release := func() {}
-	if spec.Image != "" {
+	if spec.Image != "" && !b.Capabilities().EngineImages {
 		root, rel, err := p.rootFromImage(ctx, spec.Image)
 		if err != nil {
 			return nil, fmt.Errorf("image %s: %w", spec.Image, err)

@@ -177,6 +177,10 @@ type Capabilities struct {
 	Landlock bool
 	// RootFS: the backend can use a caller-given root filesystem.
 	RootFS bool
+	// EngineImages: Spec.Image names an image in the backend's own engine
+	// (Docker's store, pulled there when missing), which the backend
+	// resolves itself; the provider's image cache is not used.
+	EngineImages bool
 	// User: the backend can run commands as a caller-chosen uid.
 	User bool
 	// Layout: the backend can bind layout directories.
@@ -201,8 +205,10 @@ func (c Capabilities) Check(tier string, s *Spec) error {
 		return &UnsupportedError{Tier: tier, What: "a host workspace directory (bind a host directory at /mnt/user-data/outputs with --mount outputs=DIR, Layout.Outputs, instead)"}
 	case s.RequireLandlock && !c.Landlock:
 		return &UnsupportedError{Tier: tier, What: "Landlock"}
-	case (s.RootFS != "" || s.Image != "") && !c.RootFS:
-		return &UnsupportedError{Tier: tier, What: "a root filesystem directory or image"}
+	case s.RootFS != "" && !c.RootFS:
+		return &UnsupportedError{Tier: tier, What: "a root filesystem directory"}
+	case s.Image != "" && !c.RootFS && !c.EngineImages:
+		return &UnsupportedError{Tier: tier, What: "an image"}
 	case s.User != nil && !c.User:
 		return &UnsupportedError{Tier: tier, What: "a chosen user"}
 	case !s.Layout.IsZero() && !c.Layout:

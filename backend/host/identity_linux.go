@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/baseline"
+	"github.com/cordon-sandbox/cordon/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -112,4 +114,35 @@ func IdentityFiles(dir string, uid int, hostRoot bool) ([]sandboxinit.Bind, erro
 		binds[i].Source, binds[i].Content = filepath.Join(shared, filepath.Base(b.Target)), ""
 	}
 	return binds, nil
+}
+
+// AgentCopy is a copy of the agent binary at path, in a shared directory
+// of base named by the binary's identity (its device, inode, size and
+// time), made once.
+func AgentCopy(base, path string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "", fmt.Errorf("%w: the agent: %v", sandbox.ErrUnavailable, err)
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s %d %d %d %d.%d", path, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec))
+	dir, err := SharedDir(base, "agent-"+hex.EncodeToString(sum[:8]), func(dir string) error {
+		src, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		dst, err := os.OpenFile(filepath.Join(dir, "cordon-agent"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(dst, src); err != nil {
+			dst.Close()
+			return err
+		}
+		return dst.Close()
+	})
+	if err != nil {
+		return "", fmt.Errorf("%w: a copy of the agent: %v", sandbox.ErrUnavailable, err)
+	}
+	return filepath.Join(dir, "cordon-agent"), nil
 }

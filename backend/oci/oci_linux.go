@@ -256,7 +256,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	// The sandbox's mount table names a bind's source path: the agent is
 	// bound from a copy of cordon's own, not from wherever it is installed
 	// (a home directory, say).
-	agentPath, err := agentCopy(b.cfg.StateDir, agentPath)
+	agentPath, err := host.AgentCopy(b.cfg.StateDir, agentPath)
 	if err != nil {
 		return nil, err
 	}

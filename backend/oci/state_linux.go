@@ -2,21 +2,14 @@ package oci
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/internal/pidfd"
 	"github.com/cordon-sandbox/cordon/internal/procid"
-	"github.com/cordon-sandbox/cordon/sandbox"
-	"golang.org/x/sys/unix"
 )
 
 // stateDir makes the state directory, traversable by everyone (mode 0711):
@@ -67,35 +60,4 @@ func (b *Backend) sweepOrphans(ctx context.Context) {
 		}
 		_ = inst.Destroy(ctx)
 	}
-}
-
-// agentCopy is a copy of the agent binary at path, in a shared directory
-// of base named by the binary's identity (its device, inode, size and
-// time), made once.
-func agentCopy(base, path string) (string, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return "", fmt.Errorf("%w: the agent: %v", sandbox.ErrUnavailable, err)
-	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s %d %d %d %d.%d", path, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec))
-	dir, err := host.SharedDir(base, "agent-"+hex.EncodeToString(sum[:8]), func(dir string) error {
-		src, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer src.Close()
-		dst, err := os.OpenFile(filepath.Join(dir, "cordon-agent"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(dst, src); err != nil {
-			dst.Close()
-			return err
-		}
-		return dst.Close()
-	})
-	if err != nil {
-		return "", fmt.Errorf("%w: a copy of the agent: %v", sandbox.ErrUnavailable, err)
-	}
-	return filepath.Join(dir, "cordon-agent"), nil
 }

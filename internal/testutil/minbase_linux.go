@@ -4,18 +4,30 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 )
 
-// minbaseDir caches a Debian minbase root filesystem between runs.
-const minbaseDir = "/var/cache/cordon-test/minbase-bookworm"
-
 // DebianMinbase returns a Debian 12 minbase root filesystem, made once with
 // debootstrap from the machine's own Debian mirror and cached between runs
 // (test binaries that ask at once build it once). It needs root.
 func DebianMinbase(t testing.TB) string {
+	t.Helper()
+	return debianRoot(t, "/var/cache/cordon-test/minbase-bookworm")
+}
+
+// DebianTools is DebianMinbase with what the conformance and adversarial
+// suites' workloads use (python3, pgrep, ip): an image for tiers whose
+// root is an image rather than the host's.
+func DebianTools(t testing.TB) string {
+	t.Helper()
+	include := []string{"iproute2", "procps", "python3"}
+	return debianRoot(t, "/var/cache/cordon-test/minbase-bookworm+"+strings.Join(include, "+"), include...)
+}
+
+func debianRoot(t testing.TB, minbaseDir string, include ...string) string {
 	t.Helper()
 	RequiresRoot(t)
 	if _, err := os.Stat(filepath.Join(minbaseDir, "etc", "debian_version")); err == nil {
@@ -39,7 +51,11 @@ func DebianMinbase(t testing.TB) string {
 	tmp := minbaseDir + ".tmp"
 	os.RemoveAll(tmp)
 	t.Logf("building a Debian minbase root filesystem in %s (about a minute, once)", minbaseDir)
-	out, err := exec.Command("debootstrap", "--variant=minbase", "bookworm", tmp, "http://deb.debian.org/debian").CombinedOutput()
+	args := []string{"--variant=minbase"}
+	if len(include) > 0 {
+		args = append(args, "--include="+strings.Join(include, ","))
+	}
+	out, err := exec.Command("debootstrap", append(args, "bookworm", tmp, "http://deb.debian.org/debian")...).CombinedOutput()
 	if err != nil {
 		os.RemoveAll(tmp)
 		t.Fatalf("debootstrap: %v\n%s", err, out)

@@ -1,0 +1,598 @@
+package docker
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/backend/host"
+	"github.com/cordon-sandbox/cordon/baseline"
+	"github.com/cordon-sandbox/cordon/internal/agentbin"
+	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/mount"
+	dockerclient "github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+	"golang.org/x/sys/unix"
+)
+
+// Backend is the Docker Engine tier.
+type Backend struct {
+	cfg Config
+
+	once sync.Once
+	api  *dockerclient.Client
+	err  error
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// The abilities the Docker tier has. Its agent is the container's
+// entrypoint, which the engine runs: the host signals it and learns its
+// exit status through the engine.
+var (
+	_ sandbox.Instance   = (*instance)(nil)
+	_ sandbox.EgressPort = (*instance)(nil)
+	_ sandbox.Persistent = (*instance)(nil)
+	_ sandbox.ExitCoder  = (*instance)(nil)
+	_ sandbox.Signaller  = (*instance)(nil)
+	_ sandbox.Adopter    = (*Backend)(nil)
+	_ sandbox.Closer     = (*Backend)(nil)
+)
+
+// New returns the backend.
+func New(cfg Config) *Backend {
+	if cfg.StateDir == "" {
+		cfg.StateDir = "/run/cordon/docker"
+	}
+	if cfg.Image == "" {
+		cfg.Image = DefaultImage
+	}
+	if cfg.Owner == "" {
+		cfg.Owner = "cordon"
+	}
+	return &Backend{cfg: cfg}
+}
+
+func (b *Backend) Name() string { return Name }
+
+// StateDir is where the backend keeps each sandbox's sockets.
+func (b *Backend) StateDir() string { return b.cfg.StateDir }
+
+// Capabilities: the engine enforces memory, pids and CPU limits and the
+// writable space (sized tmpfs); images are the engine's own. Layout
+// directories (id-mapped binds) and a root filesystem directory are not
+// offered on this tier: without a user namespace of its own a bind would
+// write as the sandbox's uid on the host.
+func (b *Backend) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{
+		Isolated: true, MemoryLimit: true, PidsLimit: true, CPULimit: true, DiskLimit: true,
+		EngineImages: true, User: true, Egress: true, Landlock: landlockABI() >= 1,
+	}
+}
+
+// landlockABI is this kernel's Landlock ABI (the engine's, on this host).
+var landlockABI = sync.OnceValue(func() int {
+	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, 1) // LANDLOCK_CREATE_RULESET_VERSION
+	if errno != 0 {
+		return 0
+	}
+	return int(abi)
+})
+
+func (b *Backend) client() (*dockerclient.Client, error) {
+	b.once.Do(func() {
+		opts := []dockerclient.Opt{dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation()}
+		if b.cfg.Host != "" {
+			opts = append(opts, dockerclient.WithHost(b.cfg.Host))
+		}
+		b.api, b.err = dockerclient.NewClientWithOpts(opts...)
+	})
+	return b.api, b.err
+}
+
+// Probe checks the engine answers, runs on this host, and that the agent
+// is at hand.
+func (b *Backend) Probe(ctx context.Context) error {
+	api, err := b.client()
+	if err != nil {
+		return fmt.Errorf("%w: docker: %v", sandbox.ErrUnavailable, err)
+	}
+	if !strings.HasPrefix(api.DaemonHost(), "unix://") {
+		// The sandbox's sockets are directories of this host bound in.
+		return fmt.Errorf("%w: docker: the engine at %s is not on this host: the docker tier needs a local engine (a unix socket)", sandbox.ErrUnavailable, api.DaemonHost())
+	}
+	if _, err := api.Ping(ctx); err != nil {
+		return fmt.Errorf("%w: docker: %v", sandbox.ErrUnavailable, err)
+	}
+	if _, err := agentbin.Find(b.cfg.AgentPath); err != nil {
+		return fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Close releases the engine's client.
+func (b *Backend) Close() error {
+	if b.api != nil {
+		return b.api.Close()
+	}
+	return nil
+}
+
+// ensureImage has the engine hold ref, pulling it as docker pull would
+// when it is missing.
+func (b *Backend) ensureImage(ctx context.Context, api *dockerclient.Client, ref string) (string, error) {
+	if err := b.pull(ctx, api, ref); err != nil {
+		return "", err
+	}
+	info, err := api.ImageInspect(ctx, ref)
+	if err != nil {
+		return "", fmt.Errorf("%w: docker: image %s: %v", sandbox.ErrUnavailable, ref, err)
+	}
+	return info.ID, nil
+}
+
+// pull pulls ref unless the engine has it.
+func (b *Backend) pull(ctx context.Context, api *dockerclient.Client, ref string) error {
+	if _, err := api.ImageInspect(ctx, ref); err == nil {
+		return nil
+	} else if !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("%w: docker: image %s: %v", sandbox.ErrUnavailable, ref, err)
+	}
+	rc, err := api.ImagePull(ctx, ref, image.PullOptions{})
+	if err != nil {
+		return fmt.Errorf("%w: image %s is not in the engine and cannot be pulled: %v", sandbox.ErrInvalidSpec, ref, err)
+	}
+	defer rc.Close()
+	// The pull's progress, whose last message says how it ended.
+	dec := json.NewDecoder(rc)
+	for {
+		var m struct {
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&m); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("%w: docker: pulling %s: %v", sandbox.ErrUnavailable, ref, err)
+		}
+		if m.Error != "" {
+			return fmt.Errorf("%w: image %s is not in the engine and cannot be pulled: %s", sandbox.ErrInvalidSpec, ref, m.Error)
+		}
+	}
+}
+
+func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance, error) {
+	if err := b.Probe(ctx); err != nil {
+		return nil, err
+	}
+	api, _ := b.client()
+	spec := l.Spec
+	ref := spec.Image
+	if ref == "" {
+		ref = b.cfg.Image
+	}
+	imageID, err := b.ensureImage(ctx, api, ref)
+	if err != nil {
+		return nil, err
+	}
+	uid := baseline.DefaultUID
+	if spec.User != nil {
+		uid = *spec.User
+	}
+	agentPath, _ := agentbin.Find(b.cfg.AgentPath)
+	if err := os.MkdirAll(b.cfg.StateDir, 0o711); err != nil {
+		return nil, err
+	}
+	agentPath, err = host.AgentCopy(b.cfg.StateDir, agentPath)
+	if err != nil {
+		return nil, err
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	name := "cordon-" + hex.EncodeToString(rnd[:])
+	inst := &instance{b: b, name: name, dir: filepath.Join(b.cfg.StateDir, name), exited: make(chan struct{})}
+	fail := func(err error) (sandbox.Instance, error) {
+		return nil, errors.Join(err, inst.Destroy(context.WithoutCancel(ctx)))
+	}
+	if err := os.Mkdir(inst.dir, 0o711); err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(inst.dir, "sock")
+	if err := os.Mkdir(sock, 0o700); err != nil {
+		return fail(err)
+	}
+	// The agent makes its socket here as the container's root, then gives
+	// it to its own id; the directory is opened to be read once it listens.
+	if inst.egress, err = host.ListenEgress(sock, uid, uid); err != nil {
+		return fail(err)
+	}
+	identity, err := b.identity(ctx, api, imageID, uid)
+	if err != nil {
+		return fail(err)
+	}
+	env := host.AgentEnv(l, uid, nil, host.AgentEnvOptions{TokenOnFD: true, TokenFD: 0})
+	if !b.cfg.Detached {
+		env = append(env, baseline.EnvPrefix+"LIFELINE=1")
+	}
+	landlock := ""
+	switch {
+	case spec.RequireLandlock:
+		landlock = "require"
+	case landlockABI() >= 1:
+		landlock = "auto"
+	}
+	cfg, hc, err := render(renderInput{
+		Image: ref, UID: uid, Env: env, AgentPath: agentPath, SocketDir: sock, Identity: identity,
+		Limits: spec.Limits, Budget: scratchBudget(), Landlock: landlock,
+		Labels: map[string]string{LabelTier: Name, LabelOwner: b.cfg.Owner, LabelSandbox: name},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	created, err := api.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	if err != nil {
+		if cerrdefs.IsInvalidArgument(err) {
+			return fail(fmt.Errorf("%w: docker: %v", sandbox.ErrInvalidSpec, err))
+		}
+		return fail(fmt.Errorf("%w: docker: create: %v", sandbox.ErrAgent, err))
+	}
+	inst.id = created.ID
+	// The token goes down the container's standard input, attached before
+	// it starts: it is in no configuration the engine keeps.
+	att, err := api.ContainerAttach(ctx, inst.id, container.AttachOptions{Stream: true, Stdin: true})
+	if err != nil {
+		return fail(fmt.Errorf("%w: docker: attach: %v", sandbox.ErrAgent, err))
+	}
+	inst.stdin = att
+	waitC, waitErr := api.ContainerWait(context.WithoutCancel(ctx), inst.id, container.WaitConditionNextExit)
+	if err := api.ContainerStart(ctx, inst.id, container.StartOptions{}); err != nil {
+		return fail(fmt.Errorf("%w: docker: start: %v", sandbox.ErrAgent, err))
+	}
+	go inst.watch(waitC, waitErr)
+	token := l.Token
+	if !b.cfg.Detached {
+		token += "\n"
+	}
+	if _, err := io.WriteString(att.Conn, token); err != nil {
+		return fail(fmt.Errorf("%w: docker: the token: %v", sandbox.ErrAgent, err))
+	}
+	if b.cfg.Detached {
+		// The sandbox outlives this process: no lifeline.
+		_ = att.CloseWrite()
+		att.Close()
+		inst.stdin = types.HijackedResponse{}
+	}
+	inst.ep = client.Endpoint{Network: "unix", Address: filepath.Join(sock, "agent.sock"), Token: l.Token}
+	if err := inst.sealSocketDir(ctx, sock); err != nil {
+		return fail(fmt.Errorf("%w: %v: %s", sandbox.ErrAgent, err, inst.Diagnostics()))
+	}
+	return inst, nil
+}
+
+// identity is the sandbox's identity files, bound read-only: hosts,
+// hostname and a resolver configuration naming none (baseline), and the
+// image's own accounts with the sandbox user's (baseline.MergeAccounts).
+// They are made once per image and user, in a shared directory.
+func (b *Backend) identity(ctx context.Context, api *dockerclient.Client, imageID string, uid int) ([]mount.Mount, error) {
+	files := baseline.IdentityFiles(uid, false)
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s %d", imageID, uid))
+	dir, err := host.SharedDir(b.cfg.StateDir, "accounts-"+hex.EncodeToString(sum[:8]), func(tmp string) error {
+		passwd, group, err := imageAccounts(ctx, api, imageID)
+		if err != nil {
+			return err
+		}
+		files["/etc/passwd"], files["/etc/group"] = baseline.MergeAccounts(passwd, group, uid)
+		for target, content := range files {
+			if err := os.WriteFile(filepath.Join(tmp, filepath.Base(target)), []byte(content), 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: docker: the sandbox's identity files: %v", sandbox.ErrUnavailable, err)
+	}
+	targets := append(slices.Sorted(maps.Keys(baseline.IdentityFiles(uid, false))), "/etc/passwd", "/etc/group")
+	var out []mount.Mount
+	for _, target := range targets {
+		out = append(out, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(dir, filepath.Base(target)), Target: target, ReadOnly: true})
+	}
+	return out, nil
+}
+
+// imageAccounts reads an image's /etc/passwd and /etc/group (empty where
+// it has none) from a container made for that and never started.
+func imageAccounts(ctx context.Context, api *dockerclient.Client, imageID string) (passwd, group string, err error) {
+	c, err := api.ContainerCreate(ctx, &container.Config{Image: imageID, Entrypoint: []string{"/nonexistent"}, NetworkDisabled: true,
+		Labels: map[string]string{LabelTier: Name}}, &container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+	if err != nil {
+		return "", "", err
+	}
+	defer api.ContainerRemove(context.WithoutCancel(ctx), c.ID, container.RemoveOptions{Force: true})
+	read := func(path string) (string, error) {
+		rc, _, err := api.CopyFromContainer(ctx, c.ID, path)
+		if cerrdefs.IsNotFound(err) {
+			return "", nil
+		} else if err != nil {
+			return "", err
+		}
+		defer rc.Close()
+		tr := tar.NewReader(rc)
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				return "", err
+			}
+			if h.Typeflag == tar.TypeReg {
+				b, err := io.ReadAll(io.LimitReader(tr, 1<<20))
+				return string(b), err
+			}
+		}
+	}
+	if passwd, err = read("/etc/passwd"); err != nil {
+		return "", "", err
+	}
+	group, err = read("/etc/group")
+	return passwd, group, err
+}
+
+// scratchBudget is the writable space of a sandbox whose limits set none:
+// half the host's memory, as on the OCI tiers.
+func scratchBudget() int64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 0
+	}
+	return int64(si.Totalram) * int64(si.Unit) / 2
+}
+
+// instance is one container.
+type instance struct {
+	b      *Backend
+	name   string // the container's name, and its directory's
+	id     string
+	dir    string
+	ep     client.Endpoint
+	egress net.Listener
+	// stdin is the attached standard input: the agent's lifeline.
+	stdin types.HijackedResponse
+
+	exited   chan struct{}
+	exitOnce sync.Once
+	exitCode atomic.Int64 // valid once exited is closed; -1 unknown
+
+	mu   sync.Mutex
+	gone bool
+}
+
+// watch closes exited once the engine reports the container stopped (or
+// can no longer say).
+func (i *instance) watch(waitC <-chan container.WaitResponse, errC <-chan error) {
+	code := int64(-1)
+	select {
+	case r := <-waitC:
+		if r.Error == nil {
+			code = r.StatusCode
+		}
+	case <-errC:
+	}
+	i.exit(code)
+}
+
+// exit records the agent's exit status, once.
+func (i *instance) exit(code int64) {
+	i.exitOnce.Do(func() {
+		i.exitCode.Store(code)
+		close(i.exited)
+	})
+}
+
+// ExitCode is the agent's exit status as the engine reported it, once
+// Exited has closed (-1 where it could not say).
+func (i *instance) ExitCode() int { return int(i.exitCode.Load()) }
+
+// Signal sends sig to the agent, through the engine.
+func (i *instance) Signal(sig os.Signal) error {
+	api, err := i.b.client()
+	if err != nil {
+		return err
+	}
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return fmt.Errorf("docker: cannot send %v", sig)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return api.ContainerKill(ctx, i.id, strconv.Itoa(int(s)))
+}
+
+func (i *instance) Endpoint() client.Endpoint    { return i.ep }
+func (i *instance) Exited() <-chan struct{}      { return i.exited }
+func (i *instance) EgressListener() net.Listener { return i.egress }
+
+// Diagnostics is the tail of the agent's own log, as the engine kept it.
+func (i *instance) Diagnostics() string {
+	api, err := i.b.client()
+	if err != nil || i.id == "" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rc, err := api.ContainerLogs(ctx, i.id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "100"})
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	var out strings.Builder
+	_, _ = stdcopy.StdCopy(&out, &out, io.LimitReader(rc, 64<<10))
+	return strings.TrimSpace(out.String())
+}
+
+// sealSocketDir waits for the agent's socket, then gives the directory
+// back to the host's root, so commands cannot leave files beside it.
+func (i *instance) sealSocketDir(ctx context.Context, dir string) error {
+	sock := filepath.Join(dir, "agent.sock")
+	deadline := time.Now().Add(30 * time.Second)
+	for wait := 200 * time.Microsecond; ; wait = min(wait*2, 5*time.Millisecond) {
+		if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case <-i.exited:
+			return errors.New("the agent exited before it listened")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the agent did not listen within 30s")
+		}
+	}
+	if err := os.Chown(dir, 0, 0); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o755)
+}
+
+// state is what a later process needs to take the sandbox back.
+type state struct {
+	Name string `json:"name"`
+	ID   string `json:"id"`
+	UID  int    `json:"uid"`
+}
+
+// State describes the instance for Adopt (no secret).
+func (i *instance) State() ([]byte, error) {
+	st, err := os.Stat(filepath.Join(i.dir, "sock", "egress.sock"))
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(state{Name: i.name, ID: i.id, UID: int(st.Sys().(*unix.Stat_t).Uid)})
+}
+
+// Adopt takes back a running container this backend made.
+func (b *Backend) Adopt(ctx context.Context, raw []byte, token string) (sandbox.Instance, error) {
+	var st state
+	if err := json.Unmarshal(raw, &st); err != nil || st.ID == "" || st.Name == "" || strings.ContainsAny(st.Name, "/.") {
+		return nil, fmt.Errorf("%w: docker: a state that names no container", sandbox.ErrAgent)
+	}
+	if err := b.Probe(ctx); err != nil {
+		return nil, err
+	}
+	api, _ := b.client()
+	info, err := api.ContainerInspect(ctx, st.ID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: docker: %v", sandbox.ErrAgent, err)
+	}
+	if info.Config == nil || info.Config.Labels[LabelOwner] != b.cfg.Owner || info.State == nil || !info.State.Running {
+		return nil, fmt.Errorf("%w: docker: container %s is not a running sandbox of this backend", sandbox.ErrAgent, st.Name)
+	}
+	inst := &instance{b: b, name: st.Name, id: st.ID, dir: filepath.Join(b.cfg.StateDir, st.Name), exited: make(chan struct{})}
+	sock := filepath.Join(inst.dir, "sock")
+	// The egress socket is this process's to serve again.
+	if inst.egress, err = host.ListenEgress(sock, st.UID, st.UID); err != nil {
+		return nil, fmt.Errorf("%w: docker: %v", sandbox.ErrAgent, err)
+	}
+	waitC, waitErr := api.ContainerWait(context.WithoutCancel(ctx), inst.id, container.WaitConditionNotRunning)
+	go inst.watch(waitC, waitErr)
+	inst.ep = client.Endpoint{Network: "unix", Address: filepath.Join(sock, "agent.sock"), Token: token}
+	return inst, nil
+}
+
+// Sweep removes, with confirmation, every container of this backend's
+// owner that keep does not hold, and the directories of sandboxes gone.
+func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
+	if err := b.Probe(ctx); err != nil {
+		return err
+	}
+	api, _ := b.client()
+	held := map[string]bool{}
+	for _, k := range keep {
+		if i, ok := k.(*instance); ok {
+			held[i.name] = true
+		}
+	}
+	list, err := api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", LabelTier+"="+Name), filters.Arg("label", LabelOwner+"="+b.cfg.Owner))})
+	if err != nil {
+		return fmt.Errorf("%w: docker: %v", sandbox.ErrTeardown, err)
+	}
+	var errs []error
+	for _, c := range list {
+		name := c.Labels[LabelSandbox]
+		if held[name] {
+			continue
+		}
+		i := &instance{b: b, name: name, id: c.ID, dir: filepath.Join(b.cfg.StateDir, name), exited: make(chan struct{})}
+		errs = append(errs, i.Destroy(ctx))
+		held[name] = true // its directory is gone with it
+	}
+	ents, _ := os.ReadDir(b.cfg.StateDir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "cordon-") && !held[e.Name()] {
+			errs = append(errs, os.RemoveAll(filepath.Join(b.cfg.StateDir, e.Name())))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Destroy removes the container (the engine kills what runs in it) and
+// confirms the engine no longer knows it, then removes its directory. A
+// removal that fails is an error wrapping ErrTeardown, and Destroy may be
+// retried.
+func (i *instance) Destroy(ctx context.Context) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.gone {
+		return nil
+	}
+	if i.egress != nil {
+		i.egress.Close()
+	}
+	if i.stdin.Conn != nil {
+		i.stdin.Close()
+	}
+	if i.id != "" {
+		api, err := i.b.client()
+		if err != nil {
+			return fmt.Errorf("%w: docker: %v", sandbox.ErrTeardown, err)
+		}
+		if err := api.ContainerRemove(ctx, i.id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("%w: docker: remove %s: %v", sandbox.ErrTeardown, i.name, err)
+		}
+		if _, err := api.ContainerInspect(ctx, i.id); err == nil {
+			return fmt.Errorf("%w: docker: %s is still there after its removal", sandbox.ErrTeardown, i.name)
+		} else if !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("%w: docker: confirming %s is gone: %v", sandbox.ErrTeardown, i.name, err)
+		}
+	}
+	i.exit(-1)
+	if err := os.RemoveAll(i.dir); err != nil {
+		return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
+	}
+	i.gone = true
+	return nil
+}

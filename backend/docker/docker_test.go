@@ -1,0 +1,137 @@
+//go:build linux
+
+package docker_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/backend/docker"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/adversarial"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/conformance"
+)
+
+// engine is the private Docker engine these tests run against.
+var engine *testutil.Dockerd
+
+func TestMain(m *testing.M) {
+	engine = testutil.StartDockerd()
+	code := m.Run()
+	engine.Stop()
+	os.Exit(code)
+}
+
+// testImage is a Debian minbase with the suites' tools, imported into the engine
+// (nothing can be pulled here).
+const testImage = "cordon-test/bookworm-tools:1"
+
+func backend(t *testing.T) *docker.Backend {
+	t.Helper()
+	testutil.RequiresRoot(t)
+	host := engine.Require(t)
+	engine.ImportRoot(t, testutil.DebianTools(t), testImage)
+	b := docker.New(docker.Config{Host: host, Image: testImage, AgentPath: testutil.BuildAgent(t), StateDir: testutil.StateDir(t), Owner: "test-" + t.Name()})
+	if err := b.Probe(t.Context()); err != nil {
+		t.Fatalf("the engine is up, and the tier is not: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func create(t *testing.T, b *docker.Backend, spec sandbox.Spec) *sandbox.Sandbox {
+	t.Helper()
+	p := sandbox.NewProvider([]sandbox.Backend{b})
+	sb, err := p.Create(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent said:\n%s", sb.Diagnostics())
+		}
+		if err := sb.Destroy(context.Background()); err != nil {
+			t.Errorf("destroy: %v", err)
+		}
+	})
+	return sb
+}
+
+func sh(t *testing.T, sb *sandbox.Sandbox, script string) (string, *sandbox.Result) {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := sb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", script}, Stdout: &out, Stderr: &out, Timeout: time.Minute})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	return out.String(), res
+}
+
+func TestConformance(t *testing.T) {
+	// The engine's runc shares the host's kernel: tcp-connect hands the
+	// socket over.
+	conformance.Run(t, conformance.PassingTCP(conformance.FromBackend(backend(t), sandbox.Spec{})))
+}
+
+func TestAdversarial(t *testing.T) {
+	b := backend(t)
+	adversarial.Run(t, func(t *testing.T, spec sandbox.Spec) *sandbox.Sandbox { return create(t, b, spec) })
+}
+
+// TestContainer: what the engine made is what the baseline says, seen
+// from inside and through the engine: no capabilities, no new privileges,
+// no network, a read-only image, executable writable scratch, the
+// sandbox user, and the token in no configuration the engine keeps.
+func TestContainer(t *testing.T) {
+	b := backend(t)
+	sb := create(t, b, sandbox.Spec{})
+	out, res := sh(t, sb, `id -u; grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; ls /sys/class/net;
+touch /usr/x 2>&1 | grep -o 'Read-only' ; printf '#!/bin/sh\necho ran\n' > /workspace/x.sh && chmod +x /workspace/x.sh && /workspace/x.sh`)
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", res.ExitCode, out)
+	}
+	for _, want := range []string{"1000\n", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "lo\n", "Read-only", "ran"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inside, want %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "eth0") {
+		t.Errorf("the container has a network interface:\n%s", out)
+	}
+	ids := engine.Docker(t, "ps", "-q", "--filter", "label="+docker.LabelTier+"="+docker.Name)
+	if ids == "" {
+		t.Fatal("the engine lists no container of the tier")
+	}
+	inspect := engine.Docker(t, "inspect", strings.Fields(ids)[0])
+	if tok := sb.Client().Endpoint().Token; strings.Contains(inspect, tok) {
+		t.Fatal("the agent's token is in the container's configuration")
+	}
+}
+
+// TestTeardown: a destroyed sandbox's container is gone from the engine,
+// and its directory from the host.
+func TestTeardown(t *testing.T) {
+	b := backend(t)
+	p := sandbox.NewProvider([]sandbox.Backend{b})
+	sb, err := p.Create(t.Context(), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if ids := engine.Docker(t, "ps", "-aq", "--filter", "label="+docker.LabelOwner+"=test-"+t.Name()); ids != "" {
+		t.Fatalf("containers left: %s", ids)
+	}
+	ents, _ := os.ReadDir(b.StateDir())
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "cordon-") {
+			t.Errorf("%s left in the state directory", e.Name())
+		}
+	}
+}
