@@ -19,6 +19,7 @@ command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)  # a Debian ro
 command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)                  # a cgo build of cordon-agent, as `go install` makes, is tested too
 [ -f /usr/include/stdio.h ] || need_apt+=(libc6-dev)
 command -v qemu-aarch64-static >/dev/null 2>&1 || need_apt+=(qemu-user-static)  # runs the arm64 seccomp filter's tests
+command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)        # the docker tier's engine (tests start a private one)
 if [ "${#need_apt[@]}" -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "setup: need root to install: ${need_apt[*]}" >&2
@@ -26,8 +27,18 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
 	fi
 	echo "setup: installing ${need_apt[*]}" >&2
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+	# Packages with services (docker.io) would start a system dockerd, with
+	# its bridge and iptables rules, where an init can: not here.
+	guard=""
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+		chmod +x /usr/sbin/policy-rc.d
+		guard=1
+	fi
+	rc=0
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null || rc=$?
+	[ -z "$guard" ] || rm -f /usr/sbin/policy-rc.d
+	[ "$rc" -eq 0 ] || exit "$rc"
 fi
 
 # crun refuses cgroup "hybrid mode" while the cgroup2 mount lists a

@@ -1,0 +1,64 @@
+package docker
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cordon-sandbox/cordon/backend/host"
+	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/docker/docker/api/types/mount"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/container.json from the renderer")
+
+// TestRender pins the container the baseline renders to, whole: a change
+// to the hardening shows here and has to be made on purpose (go test
+// -run TestRender -update, then read the diff). The seccomp profile is the
+// baseline's own, pinned by its tests; here it is checked to be that one.
+func TestRender(t *testing.T) {
+	cfg, hc, err := render(renderInput{
+		Image: "example.test/image:1", UID: 1000, Env: []string{"CORDON_AGENT_SOCKET=/run/cordon/agent.sock"},
+		AgentPath: "/state/agent-0123/cordon-agent", SocketDir: "/state/cordon-0123/sock",
+		Identity: []mount.Mount{{Type: mount.TypeBind, Source: "/state/accounts-0123/passwd", Target: "/etc/passwd", ReadOnly: true}},
+		Limits:   sandbox.Limits{MemoryBytes: 512 << 20, Pids: 64, CPUs: 1.5},
+		Landlock: "auto",
+		Labels:   map[string]string{LabelTier: Name, LabelOwner: "cordon", LabelSandbox: "cordon-0123"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	profile, _ := json.Marshal(host.SeccompProfile(false, true))
+	found := false
+	for i, o := range hc.SecurityOpt {
+		if strings.HasPrefix(o, "seccomp=") {
+			if o != "seccomp="+string(profile) {
+				t.Error("the seccomp profile is not the baseline's")
+			}
+			hc.SecurityOpt[i], found = "seccomp=<the baseline's profile>", true
+		}
+	}
+	if !found {
+		t.Error("no seccomp profile")
+	}
+	got, err := json.MarshalIndent(map[string]any{"config": cfg, "hostConfig": hc}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "container.json")
+	if *update {
+		if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(want)) != strings.TrimSpace(string(got)) {
+		t.Fatalf("the rendered container changed; if on purpose, go test -run TestRender -update and review testdata/container.json:\n%s", got)
+	}
+}
