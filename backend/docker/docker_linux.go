@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"archive/tar"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -22,19 +21,12 @@ import (
 	"syscall"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
+	"github.com/cordon-sandbox/cordon/internal/procid"
 	"github.com/cordon-sandbox/cordon/sandbox"
-	"github.com/docker/docker/api/types"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/api/types/mount"
-	dockerclient "github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,8 +35,37 @@ type Backend struct {
 	cfg Config
 
 	once sync.Once
-	api  *dockerclient.Client
+	api  *engine
 	err  error
+
+	sweepOnce sync.Once
+}
+
+// ownerFile, in a sandbox's directory, names the process that made it
+// (procid.Self), unless it is detached.
+const ownerFile = "owner"
+
+// sweepOrphans removes, once per process, the sandboxes of this state
+// directory whose creator is gone: killed before it could remove them
+// (their agent stopped when its lifeline closed; the stopped container
+// and the directory remain). A failure is left for the next process.
+func (b *Backend) sweepOrphans(ctx context.Context) {
+	ents, err := os.ReadDir(b.cfg.StateDir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "cordon-") {
+			continue
+		}
+		dir := filepath.Join(b.cfg.StateDir, e.Name())
+		owner, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil || procid.Named(string(owner)) {
+			continue // a detached sandbox's, or its creator lives
+		}
+		// The directory is named as its container.
+		_ = (&instance{b: b, name: e.Name(), id: e.Name(), dir: dir, exited: make(chan struct{})}).Destroy(ctx)
+	}
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -102,14 +123,8 @@ var landlockABI = sync.OnceValue(func() int {
 	return int(abi)
 })
 
-func (b *Backend) client() (*dockerclient.Client, error) {
-	b.once.Do(func() {
-		opts := []dockerclient.Opt{dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation()}
-		if b.cfg.Host != "" {
-			opts = append(opts, dockerclient.WithHost(b.cfg.Host))
-		}
-		b.api, b.err = dockerclient.NewClientWithOpts(opts...)
-	})
+func (b *Backend) client() (*engine, error) {
+	b.once.Do(func() { b.api, b.err = newEngine(b.cfg.Host) })
 	return b.api, b.err
 }
 
@@ -120,11 +135,7 @@ func (b *Backend) Probe(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: docker: %v", sandbox.ErrUnavailable, err)
 	}
-	if !strings.HasPrefix(api.DaemonHost(), "unix://") {
-		// The sandbox's sockets are directories of this host bound in.
-		return fmt.Errorf("%w: docker: the engine at %s is not on this host: the docker tier needs a local engine (a unix socket)", sandbox.ErrUnavailable, api.DaemonHost())
-	}
-	if _, err := api.Ping(ctx); err != nil {
+	if err := api.ping(ctx); err != nil {
 		return fmt.Errorf("%w: docker: %v", sandbox.ErrUnavailable, err)
 	}
 	if _, err := agentbin.Find(b.cfg.AgentPath); err != nil {
@@ -136,51 +147,25 @@ func (b *Backend) Probe(ctx context.Context) error {
 // Close releases the engine's client.
 func (b *Backend) Close() error {
 	if b.api != nil {
-		return b.api.Close()
+		b.api.close()
 	}
 	return nil
 }
 
 // ensureImage has the engine hold ref, pulling it as docker pull would
 // when it is missing.
-func (b *Backend) ensureImage(ctx context.Context, api *dockerclient.Client, ref string) (string, error) {
-	if err := b.pull(ctx, api, ref); err != nil {
-		return "", err
+func (b *Backend) ensureImage(ctx context.Context, api *engine, ref string) (string, error) {
+	id, err := api.imageID(ctx, ref)
+	if errors.Is(err, errNotFound) {
+		if err := api.pull(ctx, ref); err != nil {
+			return "", fmt.Errorf("%w: image %s is not in the engine and cannot be pulled: %v", sandbox.ErrInvalidSpec, ref, err)
+		}
+		id, err = api.imageID(ctx, ref)
 	}
-	info, err := api.ImageInspect(ctx, ref)
 	if err != nil {
 		return "", fmt.Errorf("%w: docker: image %s: %v", sandbox.ErrUnavailable, ref, err)
 	}
-	return info.ID, nil
-}
-
-// pull pulls ref unless the engine has it.
-func (b *Backend) pull(ctx context.Context, api *dockerclient.Client, ref string) error {
-	if _, err := api.ImageInspect(ctx, ref); err == nil {
-		return nil
-	} else if !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("%w: docker: image %s: %v", sandbox.ErrUnavailable, ref, err)
-	}
-	rc, err := api.ImagePull(ctx, ref, image.PullOptions{})
-	if err != nil {
-		return fmt.Errorf("%w: image %s is not in the engine and cannot be pulled: %v", sandbox.ErrInvalidSpec, ref, err)
-	}
-	defer rc.Close()
-	// The pull's progress, whose last message says how it ended.
-	dec := json.NewDecoder(rc)
-	for {
-		var m struct {
-			Error string `json:"error"`
-		}
-		if err := dec.Decode(&m); err == io.EOF {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("%w: docker: pulling %s: %v", sandbox.ErrUnavailable, ref, err)
-		}
-		if m.Error != "" {
-			return fmt.Errorf("%w: image %s is not in the engine and cannot be pulled: %s", sandbox.ErrInvalidSpec, ref, m.Error)
-		}
-	}
+	return id, nil
 }
 
 func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance, error) {
@@ -216,8 +201,17 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	fail := func(err error) (sandbox.Instance, error) {
 		return nil, errors.Join(err, inst.Destroy(context.WithoutCancel(ctx)))
 	}
+	if !b.cfg.Detached {
+		b.sweepOnce.Do(func() { b.sweepOrphans(ctx) })
+	}
 	if err := os.Mkdir(inst.dir, 0o711); err != nil {
 		return nil, err
+	}
+	if !b.cfg.Detached {
+		// Who made it, for the sweep of a later process (sweepOrphans).
+		if err := os.WriteFile(filepath.Join(inst.dir, ownerFile), []byte(procid.Self()), 0o600); err != nil {
+			return fail(err)
+		}
 	}
 	sock := filepath.Join(inst.dir, "sock")
 	if err := os.Mkdir(sock, 0o700); err != nil {
@@ -243,7 +237,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	case landlockABI() >= 1:
 		landlock = "auto"
 	}
-	cfg, hc, err := render(renderInput{
+	req, err := render(renderInput{
 		Image: ref, UID: uid, Env: env, AgentPath: agentPath, SocketDir: sock, Identity: identity,
 		Limits: spec.Limits, Budget: scratchBudget(), Landlock: landlock,
 		Labels: map[string]string{LabelTier: Name, LabelOwner: b.cfg.Owner, LabelSandbox: name},
@@ -251,38 +245,41 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	if err != nil {
 		return fail(err)
 	}
-	created, err := api.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	inst.id, err = api.create(ctx, name, req)
 	if err != nil {
-		if cerrdefs.IsInvalidArgument(err) {
+		if invalid(err) {
 			return fail(fmt.Errorf("%w: docker: %v", sandbox.ErrInvalidSpec, err))
 		}
 		return fail(fmt.Errorf("%w: docker: create: %v", sandbox.ErrAgent, err))
 	}
-	inst.id = created.ID
 	// The token goes down the container's standard input, attached before
 	// it starts: it is in no configuration the engine keeps.
-	att, err := api.ContainerAttach(ctx, inst.id, container.AttachOptions{Stream: true, Stdin: true})
+	att, err := api.attachStdin(ctx, inst.id)
 	if err != nil {
 		return fail(fmt.Errorf("%w: docker: attach: %v", sandbox.ErrAgent, err))
 	}
 	inst.stdin = att
-	waitC, waitErr := api.ContainerWait(context.WithoutCancel(ctx), inst.id, container.WaitConditionNextExit)
-	if err := api.ContainerStart(ctx, inst.id, container.StartOptions{}); err != nil {
+	// The wait is in place before the start, so that no exit is missed.
+	waiting := make(chan struct{})
+	go inst.watch(context.WithoutCancel(ctx), "next-exit", waiting)
+	<-waiting
+	if err := api.start(ctx, inst.id); err != nil {
 		return fail(fmt.Errorf("%w: docker: start: %v", sandbox.ErrAgent, err))
 	}
-	go inst.watch(waitC, waitErr)
 	token := l.Token
 	if !b.cfg.Detached {
 		token += "\n"
 	}
-	if _, err := io.WriteString(att.Conn, token); err != nil {
+	if _, err := io.WriteString(att, token); err != nil {
 		return fail(fmt.Errorf("%w: docker: the token: %v", sandbox.ErrAgent, err))
 	}
 	if b.cfg.Detached {
 		// The sandbox outlives this process: no lifeline.
-		_ = att.CloseWrite()
+		if cw, ok := att.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
 		att.Close()
-		inst.stdin = types.HijackedResponse{}
+		inst.stdin = nil
 	}
 	inst.ep = client.Endpoint{Network: "unix", Address: filepath.Join(sock, "agent.sock"), Token: l.Token}
 	if err := inst.sealSocketDir(ctx, sock); err != nil {
@@ -295,7 +292,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 // hostname and a resolver configuration naming none (baseline), and the
 // image's own accounts with the sandbox user's (baseline.MergeAccounts).
 // They are made once per image and user, in a shared directory.
-func (b *Backend) identity(ctx context.Context, api *dockerclient.Client, imageID string, uid int) ([]mount.Mount, error) {
+func (b *Backend) identity(ctx context.Context, api *engine, imageID string, uid int) ([]bindMount, error) {
 	files := baseline.IdentityFiles(uid, false)
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s %d", imageID, uid))
 	dir, err := host.SharedDir(b.cfg.StateDir, "accounts-"+hex.EncodeToString(sum[:8]), func(tmp string) error {
@@ -315,41 +312,28 @@ func (b *Backend) identity(ctx context.Context, api *dockerclient.Client, imageI
 		return nil, fmt.Errorf("%w: docker: the sandbox's identity files: %v", sandbox.ErrUnavailable, err)
 	}
 	targets := append(slices.Sorted(maps.Keys(baseline.IdentityFiles(uid, false))), "/etc/passwd", "/etc/group")
-	var out []mount.Mount
+	var out []bindMount
 	for _, target := range targets {
-		out = append(out, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(dir, filepath.Base(target)), Target: target, ReadOnly: true})
+		out = append(out, bind(filepath.Join(dir, filepath.Base(target)), target, true))
 	}
 	return out, nil
 }
 
 // imageAccounts reads an image's /etc/passwd and /etc/group (empty where
 // it has none) from a container made for that and never started.
-func imageAccounts(ctx context.Context, api *dockerclient.Client, imageID string) (passwd, group string, err error) {
-	c, err := api.ContainerCreate(ctx, &container.Config{Image: imageID, Entrypoint: []string{"/nonexistent"}, NetworkDisabled: true,
-		Labels: map[string]string{LabelTier: Name}}, &container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+func imageAccounts(ctx context.Context, api *engine, imageID string) (passwd, group string, err error) {
+	id, err := api.create(ctx, "", &createRequest{Image: imageID, Entrypoint: []string{"/nonexistent"}, NetworkDisabled: true,
+		Labels: map[string]string{LabelTier: Name}, HostConfig: hostConfig{NetworkMode: "none"}})
 	if err != nil {
 		return "", "", err
 	}
-	defer api.ContainerRemove(context.WithoutCancel(ctx), c.ID, container.RemoveOptions{Force: true})
+	defer api.remove(context.WithoutCancel(ctx), id)
 	read := func(path string) (string, error) {
-		rc, _, err := api.CopyFromContainer(ctx, c.ID, path)
-		if cerrdefs.IsNotFound(err) {
+		b, err := api.readFile(ctx, id, path, 1<<20)
+		if errors.Is(err, errNotFound) {
 			return "", nil
-		} else if err != nil {
-			return "", err
 		}
-		defer rc.Close()
-		tr := tar.NewReader(rc)
-		for {
-			h, err := tr.Next()
-			if err != nil {
-				return "", err
-			}
-			if h.Typeflag == tar.TypeReg {
-				b, err := io.ReadAll(io.LimitReader(tr, 1<<20))
-				return string(b), err
-			}
-		}
+		return string(b), err
 	}
 	if passwd, err = read("/etc/passwd"); err != nil {
 		return "", "", err
@@ -377,7 +361,7 @@ type instance struct {
 	ep     client.Endpoint
 	egress net.Listener
 	// stdin is the attached standard input: the agent's lifeline.
-	stdin types.HijackedResponse
+	stdin net.Conn
 
 	exited   chan struct{}
 	exitOnce sync.Once
@@ -387,16 +371,16 @@ type instance struct {
 	gone bool
 }
 
-// watch closes exited once the engine reports the container stopped (or
-// can no longer say).
-func (i *instance) watch(waitC <-chan container.WaitResponse, errC <-chan error) {
+// watch closes exited once the engine reports the container meets
+// condition (or can no longer say); waiting is closed once the wait is in
+// place.
+func (i *instance) watch(ctx context.Context, condition string, waiting chan<- struct{}) {
+	api, err := i.b.client()
 	code := int64(-1)
-	select {
-	case r := <-waitC:
-		if r.Error == nil {
-			code = r.StatusCode
-		}
-	case <-errC:
+	if err == nil {
+		code, _ = api.waitFrom(ctx, i.id, condition, waiting)
+	} else {
+		close(waiting)
 	}
 	i.exit(code)
 }
@@ -425,7 +409,7 @@ func (i *instance) Signal(sig os.Signal) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return api.ContainerKill(ctx, i.id, strconv.Itoa(int(s)))
+	return api.kill(ctx, i.id, strconv.Itoa(int(s)))
 }
 
 func (i *instance) Endpoint() client.Endpoint    { return i.ep }
@@ -440,14 +424,8 @@ func (i *instance) Diagnostics() string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rc, err := api.ContainerLogs(ctx, i.id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "100"})
-	if err != nil {
-		return ""
-	}
-	defer rc.Close()
-	var out strings.Builder
-	_, _ = stdcopy.StdCopy(&out, &out, io.LimitReader(rc, 64<<10))
-	return strings.TrimSpace(out.String())
+	out, _ := api.logs(ctx, i.id, 100)
+	return strings.TrimSpace(out)
 }
 
 // sealSocketDir waits for the agent's socket, then gives the directory
@@ -503,11 +481,11 @@ func (b *Backend) Adopt(ctx context.Context, raw []byte, token string) (sandbox.
 		return nil, err
 	}
 	api, _ := b.client()
-	info, err := api.ContainerInspect(ctx, st.ID)
+	labels, running, err := api.inspect(ctx, st.ID)
 	if err != nil {
 		return nil, fmt.Errorf("%w: docker: %v", sandbox.ErrAgent, err)
 	}
-	if info.Config == nil || info.Config.Labels[LabelOwner] != b.cfg.Owner || info.State == nil || !info.State.Running {
+	if labels[LabelOwner] != b.cfg.Owner || !running {
 		return nil, fmt.Errorf("%w: docker: container %s is not a running sandbox of this backend", sandbox.ErrAgent, st.Name)
 	}
 	inst := &instance{b: b, name: st.Name, id: st.ID, dir: filepath.Join(b.cfg.StateDir, st.Name), exited: make(chan struct{})}
@@ -516,8 +494,9 @@ func (b *Backend) Adopt(ctx context.Context, raw []byte, token string) (sandbox.
 	if inst.egress, err = host.ListenEgress(sock, st.UID, st.UID); err != nil {
 		return nil, fmt.Errorf("%w: docker: %v", sandbox.ErrAgent, err)
 	}
-	waitC, waitErr := api.ContainerWait(context.WithoutCancel(ctx), inst.id, container.WaitConditionNotRunning)
-	go inst.watch(waitC, waitErr)
+	waiting := make(chan struct{})
+	go inst.watch(context.WithoutCancel(ctx), "not-running", waiting)
+	<-waiting
 	inst.ep = client.Endpoint{Network: "unix", Address: filepath.Join(sock, "agent.sock"), Token: token}
 	return inst, nil
 }
@@ -535,8 +514,7 @@ func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 			held[i.name] = true
 		}
 	}
-	list, err := api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", LabelTier+"="+Name), filters.Arg("label", LabelOwner+"="+b.cfg.Owner))})
+	list, err := api.list(ctx, LabelTier+"="+Name, LabelOwner+"="+b.cfg.Owner)
 	if err != nil {
 		return fmt.Errorf("%w: docker: %v", sandbox.ErrTeardown, err)
 	}
@@ -572,7 +550,7 @@ func (i *instance) Destroy(ctx context.Context) error {
 	if i.egress != nil {
 		i.egress.Close()
 	}
-	if i.stdin.Conn != nil {
+	if i.stdin != nil {
 		i.stdin.Close()
 	}
 	if i.id != "" {
@@ -580,12 +558,12 @@ func (i *instance) Destroy(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%w: docker: %v", sandbox.ErrTeardown, err)
 		}
-		if err := api.ContainerRemove(ctx, i.id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		if err := api.remove(ctx, i.id); err != nil && !errors.Is(err, errNotFound) {
 			return fmt.Errorf("%w: docker: remove %s: %v", sandbox.ErrTeardown, i.name, err)
 		}
-		if _, err := api.ContainerInspect(ctx, i.id); err == nil {
+		if _, _, err := api.inspect(ctx, i.id); err == nil {
 			return fmt.Errorf("%w: docker: %s is still there after its removal", sandbox.ErrTeardown, i.name)
-		} else if !cerrdefs.IsNotFound(err) {
+		} else if !errors.Is(err, errNotFound) {
 			return fmt.Errorf("%w: docker: confirming %s is gone: %v", sandbox.ErrTeardown, i.name, err)
 		}
 	}

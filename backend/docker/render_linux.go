@@ -11,9 +11,67 @@ import (
 	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/sandbox"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
 )
+
+// createRequest is the body of the Engine API's container create: the
+// container's configuration with its host configuration, in the API's own
+// field names (only those cordon sets).
+type createRequest struct {
+	Hostname        string
+	User            string
+	AttachStdin     bool
+	OpenStdin       bool
+	StdinOnce       bool
+	Env             []string
+	Cmd             []string
+	Image           string
+	WorkingDir      string
+	Entrypoint      []string
+	NetworkDisabled bool
+	Labels          map[string]string
+	HostConfig      hostConfig
+}
+
+type hostConfig struct {
+	NetworkMode    string
+	CapAdd         []string
+	CapDrop        []string
+	SecurityOpt    []string
+	IpcMode        string
+	CgroupnsMode   string
+	ReadonlyRootfs bool
+	Tmpfs          map[string]string
+	Mounts         []bindMount
+	MaskedPaths    []string
+	ReadonlyPaths  []string
+	RestartPolicy  struct{ Name string }
+	LogConfig      logConfig
+	PidsLimit      *int64
+	Memory         int64 `json:",omitempty"`
+	MemorySwap     int64 `json:",omitempty"`
+	NanoCpus       int64 `json:",omitempty"`
+}
+
+type logConfig struct {
+	Type   string
+	Config map[string]string
+}
+
+// bindMount is a bind of a host path (the API's Mount of Type "bind").
+type bindMount struct {
+	Type        string
+	Source      string
+	Target      string
+	ReadOnly    bool         `json:",omitempty"`
+	BindOptions *bindOptions `json:",omitempty"`
+}
+
+type bindOptions struct{ Propagation string }
+
+// bind binds source at target.
+func bind(source, target string, readOnly bool) bindMount {
+	return bindMount{Type: "bind", Source: source, Target: target, ReadOnly: readOnly}
+}
 
 // renderInput is what one sandbox's container is made from.
 type renderInput struct {
@@ -25,7 +83,7 @@ type renderInput struct {
 	// directory of the sandbox's sockets.
 	AgentPath, SocketDir string
 	// Identity are the identity files to bind (host.IdentityFiles).
-	Identity []mount.Mount
+	Identity []bindMount
 	Limits   sandbox.Limits
 	// Budget is the writable space when the limits set none.
 	Budget int64
@@ -37,7 +95,7 @@ type renderInput struct {
 // render is the security baseline as a Docker container: each setting
 // says why it is there, and TestRender pins the whole of it, so that a
 // change is deliberate.
-func render(in renderInput) (*container.Config, *container.HostConfig, error) {
+func render(in renderInput) (*createRequest, error) {
 	env := slices.Clone(in.Env)
 	tmpfs := map[string]string{}
 	var writable []string
@@ -64,14 +122,14 @@ func render(in renderInput) (*container.Config, *container.HostConfig, error) {
 	}
 	seccomp, err := json.Marshal(host.SeccompProfile(false, in.Landlock != ""))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	mounts := []mount.Mount{
+	mounts := []bindMount{
 		// The agent is the entrypoint, from the host, read-only.
-		{Type: mount.TypeBind, Source: in.AgentPath, Target: baseline.AgentBinary, ReadOnly: true},
+		bind(in.AgentPath, baseline.AgentBinary, true),
 		// The agent's socket and the egress proxy's: the only ways in and
-		// out. Nothing there executes.
-		{Type: mount.TypeBind, Source: in.SocketDir, Target: baseline.SocketDir, BindOptions: &mount.BindOptions{Propagation: mount.PropagationPrivate}},
+		// out.
+		{Type: "bind", Source: in.SocketDir, Target: baseline.SocketDir, BindOptions: &bindOptions{Propagation: "private"}},
 	}
 	mounts = append(mounts, in.Identity...)
 	var masked []string
@@ -94,7 +152,7 @@ func render(in renderInput) (*container.Config, *container.HostConfig, error) {
 	// the workload, as its user, could signal and trace it. Commands run as
 	// the sandbox user with no capability at all.
 	env = append(env, sandboxinit.EnvWorkload+"="+fmt.Sprintf("%d:%d", in.UID, in.UID))
-	cfg := &container.Config{
+	req := &createRequest{
 		Image:      in.Image,
 		User:       "0:0",
 		Entrypoint: []string{baseline.AgentBinary},
@@ -110,7 +168,7 @@ func render(in renderInput) (*container.Config, *container.HostConfig, error) {
 		// detached.
 		OpenStdin: true, StdinOnce: true, AttachStdin: true,
 	}
-	hc := &container.HostConfig{
+	req.HostConfig = hostConfig{
 		NetworkMode: "none",
 		// None of Docker's default capabilities; the agent's four alone,
 		// which it drops (above).
@@ -123,11 +181,10 @@ func render(in renderInput) (*container.Config, *container.HostConfig, error) {
 			// profile the OCI tiers give their runtime.
 			"seccomp=" + string(seccomp),
 		},
-		// Its own IPC, cgroup, pid and UTS namespaces.
-		IpcMode:      container.IPCModePrivate,
-		CgroupnsMode: container.CgroupnsModePrivate,
-		PidMode:      "",
-		UTSMode:      "",
+		// Its own IPC and cgroup namespaces (pid, UTS and mount ones are
+		// every container's).
+		IpcMode:      "private",
+		CgroupnsMode: "private",
 		// The image is read-only; the writable paths are the tmpfs below.
 		ReadonlyRootfs: true,
 		Tmpfs:          tmpfs,
@@ -136,18 +193,18 @@ func render(in renderInput) (*container.Config, *container.HostConfig, error) {
 		MaskedPaths:   masked,
 		ReadonlyPaths: readonly,
 		// No published ports, no restart: a sandbox that ends is gone.
-		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		RestartPolicy: struct{ Name string }{"no"},
 		// The agent's own log, bounded.
-		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "1"}},
-		Resources: container.Resources{PidsLimit: &pids},
+		LogConfig: logConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "1"}},
+		PidsLimit: &pids,
 	}
 	if in.Limits.MemoryBytes > 0 {
 		// Memory including swap, as on the other tiers.
-		hc.Resources.Memory = in.Limits.MemoryBytes
-		hc.Resources.MemorySwap = in.Limits.MemoryBytes
+		req.HostConfig.Memory = in.Limits.MemoryBytes
+		req.HostConfig.MemorySwap = in.Limits.MemoryBytes
 	}
 	if in.Limits.CPUs > 0 {
-		hc.Resources.NanoCPUs = int64(in.Limits.CPUs * 1e9)
+		req.HostConfig.NanoCpus = int64(in.Limits.CPUs * 1e9)
 	}
-	return cfg, hc, nil
+	return req, nil
 }

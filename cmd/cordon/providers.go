@@ -1,9 +1,12 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 
+	"github.com/cordon-sandbox/cordon/backend/docker"
 	"github.com/cordon-sandbox/cordon/backend/oci"
 	"github.com/cordon-sandbox/cordon/backend/passthrough"
 	"github.com/cordon-sandbox/cordon/backend/process"
@@ -36,16 +39,33 @@ func backends(base string, d *daemonTiers) []sandbox.Backend {
 	if d != nil {
 		pcfg.Detached, pcfg.Spawner, pcfg.Prestart = true, true, d.prestart
 	}
-	ociDir, gvisorDir := "", ""
+	ociDir, gvisorDir, dockerDir := "", "", ""
 	if base != "" {
-		ociDir, gvisorDir = filepath.Join(base, "oci"), filepath.Join(base, "gvisor")
+		ociDir, gvisorDir, dockerDir = filepath.Join(base, "oci"), filepath.Join(base, "gvisor"), filepath.Join(base, "docker")
+	}
+	// The docker tier's containers are labelled with their owner: a
+	// daemon's (named by its state directory, so that two daemons on one
+	// engine never sweep each other's) or the CLI's.
+	dcfg := docker.Config{StateDir: dockerDir, Image: os.Getenv("CORDON_DOCKER_IMAGE"), Owner: "cordon-run"}
+	if d != nil {
+		dcfg.Detached, dcfg.Owner = true, "cordon-daemon-"+ownerTag(base)
 	}
 	return []sandbox.Backend{
 		process.New(pcfg),
 		oci.New(oci.Config{StateDir: ociDir, Detached: d != nil}),
 		oci.New(oci.Config{Tier: oci.GVisor, StateDir: gvisorDir, Detached: d != nil}),
+		docker.New(dcfg),
 		passthrough.New(passthrough.Config{}),
 	}
+}
+
+// ownerTag names a daemon by its state directory.
+func ownerTag(base string) string {
+	if abs, err := filepath.Abs(base); err == nil {
+		base = abs
+	}
+	sum := sha256.Sum256([]byte(base))
+	return hex.EncodeToString(sum[:6])
 }
 
 // imageStore is the CLI's image cache, or nil (the provider's default)
