@@ -197,7 +197,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	name := "cordon-" + hex.EncodeToString(rnd[:])
-	inst := &instance{b: b, name: name, dir: filepath.Join(b.cfg.StateDir, name), exited: make(chan struct{})}
+	inst := &instance{b: b, name: name, uid: uid, dir: filepath.Join(b.cfg.StateDir, name), exited: make(chan struct{})}
 	fail := func(err error) (sandbox.Instance, error) {
 		return nil, errors.Join(err, inst.Destroy(context.WithoutCancel(ctx)))
 	}
@@ -357,6 +357,7 @@ type instance struct {
 	b      *Backend
 	name   string // the container's name, and its directory's
 	id     string
+	uid    int // the sandbox user's
 	dir    string
 	ep     client.Endpoint
 	egress net.Listener
@@ -464,11 +465,7 @@ type state struct {
 
 // State describes the instance for Adopt (no secret).
 func (i *instance) State() ([]byte, error) {
-	st, err := os.Stat(filepath.Join(i.dir, "sock", "egress.sock"))
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(state{Name: i.name, ID: i.id, UID: int(st.Sys().(*unix.Stat_t).Uid)})
+	return json.Marshal(state{Name: i.name, ID: i.id, UID: i.uid})
 }
 
 // Adopt takes back a running container this backend made.
@@ -488,7 +485,7 @@ func (b *Backend) Adopt(ctx context.Context, raw []byte, token string) (sandbox.
 	if labels[LabelOwner] != b.cfg.Owner || !running {
 		return nil, fmt.Errorf("%w: docker: container %s is not a running sandbox of this backend", sandbox.ErrAgent, st.Name)
 	}
-	inst := &instance{b: b, name: st.Name, id: st.ID, dir: filepath.Join(b.cfg.StateDir, st.Name), exited: make(chan struct{})}
+	inst := &instance{b: b, name: st.Name, id: st.ID, uid: st.UID, dir: filepath.Join(b.cfg.StateDir, st.Name), exited: make(chan struct{})}
 	sock := filepath.Join(inst.dir, "sock")
 	// The egress socket is this process's to serve again.
 	if inst.egress, err = host.ListenEgress(sock, st.UID, st.UID); err != nil {

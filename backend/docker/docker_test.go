@@ -5,6 +5,7 @@ package docker_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -133,5 +134,73 @@ func TestTeardown(t *testing.T) {
 		if strings.HasPrefix(e.Name(), "cordon-") {
 			t.Errorf("%s left in the state directory", e.Name())
 		}
+	}
+}
+
+// TestImageRefused: an image the engine has not and cannot pull is the
+// caller's mistake, said as such, and leaves nothing behind.
+func TestImageRefused(t *testing.T) {
+	b := backend(t)
+	p := sandbox.NewProvider([]sandbox.Backend{b})
+	_, err := p.Create(t.Context(), sandbox.Spec{Image: "cordon-test.invalid/none:1"})
+	if !errors.Is(err, sandbox.ErrInvalidSpec) {
+		t.Fatalf("got %v, want ErrInvalidSpec", err)
+	}
+	if ids := engine.Docker(t, "ps", "-aq", "--filter", "label="+docker.LabelOwner+"=test-"+t.Name()); ids != "" {
+		t.Fatalf("containers left: %s", ids)
+	}
+}
+
+// TestAdoptAndSweep: detached sandboxes outlive the backend that made
+// them; a later one (a restarted daemon) takes one back by its state and
+// token, and sweeps the other, which it does not hold, with its container.
+func TestAdoptAndSweep(t *testing.T) {
+	b := backend(t)
+	cfg := func() docker.Config {
+		return docker.Config{Host: engine.Host, Image: testImage, AgentPath: testutil.BuildAgent(t), StateDir: b.StateDir(), Owner: "test-adopt", Detached: true}
+	}
+	first := docker.New(cfg())
+	p := sandbox.NewProvider([]sandbox.Backend{first})
+	kept, err := p.Create(t.Context(), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray, err := p.Create(t.Context(), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad, err := kept.Persist()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := sh(t, kept, "echo before > /workspace/mark; echo ok"); out != "ok\n" {
+		t.Fatalf("before: %q", out)
+	}
+	_ = stray // left for the sweep
+	first.Close()
+
+	second := docker.New(cfg())
+	defer second.Close()
+	p2 := sandbox.NewProvider([]sandbox.Backend{second})
+	back, err := p2.Adopt(t.Context(), *ad, kept.Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Destroy(context.Background())
+	if out, _ := sh(t, back, "cat /workspace/mark"); out != "before\n" {
+		t.Fatalf("the adopted sandbox has %q", out)
+	}
+	if err := p2.Sweep(t.Context(), []*sandbox.Sandbox{back}); err != nil {
+		t.Fatal(err)
+	}
+	ids := strings.Fields(engine.Docker(t, "ps", "-aq", "--filter", "label="+docker.LabelOwner+"=test-adopt"))
+	if len(ids) != 1 {
+		t.Fatalf("after the sweep the engine holds %d containers of the owner, want the adopted one", len(ids))
+	}
+	if err := back.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if ids := engine.Docker(t, "ps", "-aq", "--filter", "label="+docker.LabelOwner+"=test-adopt"); ids != "" {
+		t.Fatalf("containers left: %s", ids)
 	}
 }
