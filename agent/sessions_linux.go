@@ -545,6 +545,11 @@ func (s *Server) sessionInput(w httpd.ResponseWriter, r *httpd.Request, se *sess
 		return
 	default:
 	}
+	if len(data) == 0 {
+		// Nothing typed (a write of nothing may block on some terminals).
+		writeJSON(w, httpd.StatusOK, wire.StdioWriteResponse{OK: true})
+		return
+	}
 	se.inMu.Lock()
 	// A program that reads nothing cannot hold this request forever.
 	_ = se.tty.SetWriteDeadline(time.Now().Add(s.cfg.CancelConfirmTimeout))

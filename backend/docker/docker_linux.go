@@ -79,6 +79,7 @@ var (
 	_ sandbox.Persistent = (*instance)(nil)
 	_ sandbox.ExitCoder  = (*instance)(nil)
 	_ sandbox.Signaller  = (*instance)(nil)
+	_ sandbox.OOMCounter = (*instance)(nil)
 	_ sandbox.Adopter    = (*Backend)(nil)
 	_ sandbox.Closer     = (*Backend)(nil)
 )
@@ -237,9 +238,12 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	case landlockABI() >= 1:
 		landlock = "auto"
 	}
+	// Under a pids limit the workload's tasks are held apart from the
+	// agent's (holdCommands), where the host's pids cgroups are v1.
+	apart := spec.Limits.Pids > 0 && host.PidsV1() != ""
 	req, err := render(renderInput{
 		Image: ref, UID: uid, Env: env, AgentPath: agentPath, SocketDir: sock, Identity: identity,
-		Limits: spec.Limits, Budget: scratchBudget(), Landlock: landlock,
+		Limits: spec.Limits, Budget: scratchBudget(), Landlock: landlock, CommandsApart: apart,
 		Labels: map[string]string{LabelTier: Name, LabelOwner: b.cfg.Owner, LabelSandbox: name},
 	})
 	if err != nil {
@@ -284,6 +288,16 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	inst.ep = client.Endpoint{Network: "unix", Address: filepath.Join(sock, "agent.sock"), Token: l.Token}
 	if err := inst.sealSocketDir(ctx, sock); err != nil {
 		return fail(fmt.Errorf("%w: %v: %s", sandbox.ErrAgent, err, inst.Diagnostics()))
+	}
+	c, err := api.inspect(ctx, inst.id)
+	if err != nil || c.State == nil || c.State.Pid <= 0 {
+		return fail(fmt.Errorf("%w: docker: the agent's pid: %v", sandbox.ErrAgent, err))
+	}
+	inst.memcg, _ = host.CgroupOf(c.State.Pid, "memory")
+	if apart {
+		if err := holdCommands(c.State.Pid, spec.Limits.Pids); err != nil {
+			return fail(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
+		}
 	}
 	return inst, nil
 }
@@ -342,6 +356,25 @@ func imageAccounts(ctx context.Context, api *engine, imageID string) (passwd, gr
 	return passwd, group, err
 }
 
+// holdCommands puts every command of the container's agent in a pids
+// cgroup of limit below the container's (host.HoldCommands), so that the
+// workload has exactly its limit and the agent keeps its headroom.
+func holdCommands(pid int, limit int64) error {
+	cg, err := host.CgroupOf(pid, "pids")
+	if err != nil {
+		return err
+	}
+	return host.HoldCommands(cg, pid, limit)
+}
+
+// OOMKills counts the OOM kills in the container's memory cgroup.
+func (i *instance) OOMKills() uint64 {
+	if i.memcg == "" {
+		return 0
+	}
+	return host.OOMKills(i.memcg)
+}
+
 // scratchBudget is the writable space of a sandbox whose limits set none:
 // half the host's memory, as on the OCI tiers.
 func scratchBudget() int64 {
@@ -357,7 +390,8 @@ type instance struct {
 	b      *Backend
 	name   string // the container's name, and its directory's
 	id     string
-	uid    int // the sandbox user's
+	uid    int    // the sandbox user's
+	memcg  string // its memory cgroup, once known
 	dir    string
 	ep     client.Endpoint
 	egress net.Listener
@@ -478,14 +512,17 @@ func (b *Backend) Adopt(ctx context.Context, raw []byte, token string) (sandbox.
 		return nil, err
 	}
 	api, _ := b.client()
-	labels, running, err := api.inspect(ctx, st.ID)
+	c, err := api.inspect(ctx, st.ID)
 	if err != nil {
 		return nil, fmt.Errorf("%w: docker: %v", sandbox.ErrAgent, err)
 	}
-	if labels[LabelOwner] != b.cfg.Owner || !running {
+	if c.labels()[LabelOwner] != b.cfg.Owner || !c.running() {
 		return nil, fmt.Errorf("%w: docker: container %s is not a running sandbox of this backend", sandbox.ErrAgent, st.Name)
 	}
 	inst := &instance{b: b, name: st.Name, id: st.ID, uid: st.UID, dir: filepath.Join(b.cfg.StateDir, st.Name), exited: make(chan struct{})}
+	if c.State.Pid > 0 {
+		inst.memcg, _ = host.CgroupOf(c.State.Pid, "memory")
+	}
 	sock := filepath.Join(inst.dir, "sock")
 	// The egress socket is this process's to serve again.
 	if inst.egress, err = host.ListenEgress(sock, st.UID, st.UID); err != nil {
@@ -558,7 +595,7 @@ func (i *instance) Destroy(ctx context.Context) error {
 		if err := api.remove(ctx, i.id); err != nil && !errors.Is(err, errNotFound) {
 			return fmt.Errorf("%w: docker: remove %s: %v", sandbox.ErrTeardown, i.name, err)
 		}
-		if _, _, err := api.inspect(ctx, i.id); err == nil {
+		if _, err := api.inspect(ctx, i.id); err == nil {
 			return fmt.Errorf("%w: docker: %s is still there after its removal", sandbox.ErrTeardown, i.name)
 		} else if !errors.Is(err, errNotFound) {
 			return fmt.Errorf("%w: docker: confirming %s is gone: %v", sandbox.ErrTeardown, i.name, err)

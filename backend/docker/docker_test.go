@@ -18,26 +18,24 @@ import (
 	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/conformance"
 )
 
-// engine is the private Docker engine these tests run against.
-var engine *testutil.Dockerd
-
 func TestMain(m *testing.M) {
-	engine = testutil.StartDockerd()
 	code := m.Run()
-	engine.Stop()
+	testutil.StopEngine()
 	os.Exit(code)
 }
 
-// testImage is a Debian minbase with the suites' tools, imported into the engine
-// (nothing can be pulled here).
-const testImage = "cordon-test/bookworm-tools:1"
+// testImage is a Debian minbase with the suites' tools, imported into the
+// engine (nothing can be pulled here).
+const testImage = testutil.EngineImage
+
+// engine is the private Docker engine these tests run against (backend
+// starts it).
+var engine *testutil.Dockerd
 
 func backend(t *testing.T) *docker.Backend {
 	t.Helper()
-	testutil.RequiresRoot(t)
-	host := engine.Require(t)
-	engine.ImportRoot(t, testutil.DebianTools(t), testImage)
-	b := docker.New(docker.Config{Host: host, Image: testImage, AgentPath: testutil.BuildAgent(t), StateDir: testutil.StateDir(t), Owner: "test-" + t.Name()})
+	engine = testutil.Engine(t)
+	b := docker.New(docker.Config{Host: engine.Host, Image: testImage, AgentPath: testutil.BuildAgent(t), StateDir: testutil.StateDir(t), Owner: "test-" + t.Name()})
 	if err := b.Probe(t.Context()); err != nil {
 		t.Fatalf("the engine is up, and the tier is not: %v", err)
 	}
@@ -202,5 +200,39 @@ func TestAdoptAndSweep(t *testing.T) {
 	}
 	if ids := engine.Docker(t, "ps", "-aq", "--filter", "label="+docker.LabelOwner+"=test-adopt"); ids != "" {
 		t.Fatalf("containers left: %s", ids)
+	}
+}
+
+func creator(b *docker.Backend) adversarial.Create {
+	return func(t *testing.T, spec sandbox.Spec) *sandbox.Sandbox { return create(t, b, spec) }
+}
+
+// TestLimits: memory, pids (the workload's own cgroup under the
+// container's, exact) and CPU limits hold as on the other tiers.
+func TestLimits(t *testing.T) {
+	b := backend(t)
+	adversarial.Limits(t, b.Capabilities(), creator(b))
+}
+
+func TestEscapeesDie(t *testing.T) { adversarial.Escapees(t, creator(backend(t))) }
+
+// TestLandlock: commands' writes are confined with Landlock as on the
+// process tier.
+func TestLandlock(t *testing.T) { adversarial.Landlock(t, creator(backend(t))) }
+
+// TestHostDeadline: see adversarial.HostDeadline.
+func TestHostDeadline(t *testing.T) { adversarial.HostDeadline(t, backend(t)) }
+
+// TestLayoutRefused: layout directories are not offered on this tier (a
+// bind without a user namespace of the sandbox's own would write as its
+// uid on the host): refused, not ignored.
+func TestLayoutRefused(t *testing.T) {
+	b := backend(t)
+	p := sandbox.NewProvider([]sandbox.Backend{b})
+	if _, err := p.Create(t.Context(), sandbox.Spec{Layout: sandbox.Layout{Outputs: t.TempDir()}}); !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Fatalf("layout: %v, want a refusal", err)
+	}
+	if _, err := p.Create(t.Context(), sandbox.Spec{RootFS: t.TempDir()}); !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Fatalf("a root directory: %v, want a refusal", err)
 	}
 }

@@ -252,19 +252,31 @@ func (e *engine) kill(ctx context.Context, id, signal string) error {
 	return e.call(ctx, http.MethodPost, "/containers/"+id+"/kill", url.Values{"signal": {signal}}, nil, nil)
 }
 
-// inspect reports a container's labels and whether it runs.
-func (e *engine) inspect(ctx context.Context, id string) (labels map[string]string, running bool, err error) {
-	var out struct {
-		Config *struct{ Labels map[string]string }
-		State  *struct{ Running bool }
+// inspected is what cordon reads of a container's inspection.
+type inspected struct {
+	Config *struct{ Labels map[string]string }
+	State  *struct {
+		Running bool
+		Pid     int
 	}
+}
+
+func (c *inspected) labels() map[string]string {
+	if c.Config == nil {
+		return nil
+	}
+	return c.Config.Labels
+}
+
+func (c *inspected) running() bool { return c.State != nil && c.State.Running }
+
+// inspect inspects a container.
+func (e *engine) inspect(ctx context.Context, id string) (*inspected, error) {
+	var out inspected
 	if err := e.call(ctx, http.MethodGet, "/containers/"+id+"/json", nil, nil, &out); err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	if out.Config != nil {
-		labels = out.Config.Labels
-	}
-	return labels, out.State != nil && out.State.Running, nil
+	return &out, nil
 }
 
 // remove removes a container, killing what runs in it, with its

@@ -89,7 +89,10 @@ type renderInput struct {
 	Budget int64
 	// Landlock is the agent's Landlock mode ("", "auto", "require").
 	Landlock string
-	Labels   map[string]string
+	// CommandsApart: the host holds the workload's pids in a cgroup of
+	// their own (holdCommands), so the agent keeps no spare threads.
+	CommandsApart bool
+	Labels        map[string]string
 }
 
 // render is the security baseline as a Docker container: each setting
@@ -152,6 +155,9 @@ func render(in renderInput) (*createRequest, error) {
 	// the workload, as its user, could signal and trace it. Commands run as
 	// the sandbox user with no capability at all.
 	env = append(env, sandboxinit.EnvWorkload+"="+fmt.Sprintf("%d:%d", in.UID, in.UID))
+	if in.CommandsApart {
+		env = append(env, baseline.EnvPrefix+"SPARE_THREADS=0")
+	}
 	req := &createRequest{
 		Image:      in.Image,
 		User:       "0:0",

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"fmt"
+
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/baseline"

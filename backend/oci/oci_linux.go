@@ -397,7 +397,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		return fail(fmt.Errorf("%w: %v: %s", sandbox.ErrAgent, err, strings.TrimSpace(inst.logs.String())))
 	}
 	if b.commandsApart(spec.Limits) {
-		if err := holdCommands(inst.cgroup, pid, spec.Limits.Pids); err != nil {
+		if err := host.HoldCommands(inst.cgroup, pid, spec.Limits.Pids); err != nil {
 			return fail(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
 		}
 	}
@@ -535,24 +535,7 @@ func (i *instance) Exited() <-chan struct{} { return i.proc.Exited() }
 
 // OOMKills counts OOM kills in the container's memory cgroup (cgroup v1
 // memory.oom_control, or v2 memory.events).
-func (i *instance) OOMKills() uint64 {
-	for _, f := range []string{
-		filepath.Join("/sys/fs/cgroup/memory", i.cgroup, "memory.oom_control"),
-		filepath.Join("/sys/fs/cgroup", i.cgroup, "memory.events"),
-	} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" {
-				n, _ := strconv.ParseUint(f[1], 10, 64)
-				return n
-			}
-		}
-	}
-	return 0
-}
+func (i *instance) OOMKills() uint64 { return host.OOMKills(i.cgroup) }
 
 // EgressListener is where the sandbox's egress arrives on the host.
 func (i *instance) EgressListener() net.Listener { return i.egress }

@@ -23,8 +23,9 @@ import (
 // stderr as it happens; and an allowed name that does not resolve is
 // refused without suggesting --allow. cordon runs in a test network
 // namespace, with a hosts file of its own in a private mount namespace.
-// On each tier: the process and container tiers hand each connection to
-// the proxy (wire.EgressPass), gVisor's bridge carries the bytes.
+// On each tier: the process, container and docker tiers hand each
+// connection to the proxy (wire.EgressPass), gVisor's bridge carries the
+// bytes.
 func TestRunEgressHostsFile(t *testing.T) {
 	testutil.RequiresRoot(t)
 	testutil.Requires(t, "unshare")
@@ -44,15 +45,20 @@ func TestRunEgressHostsFile(t *testing.T) {
 	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n203.0.113.7 allowed.test\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ tier, runtime string }{{"process", ""}, {"container", "crun"}, {"gvisor", "/usr/local/lib/cordon/runsc"}} {
+	for _, c := range []struct{ tier, runtime string }{{"process", ""}, {"container", "crun"}, {"gvisor", "/usr/local/lib/cordon/runsc"}, {"docker", ""}} {
 		t.Run(c.tier, func(t *testing.T) {
 			if c.runtime != "" {
 				testutil.Requires(t, c.runtime)
+			}
+			env := os.Environ()
+			if c.tier == "docker" {
+				env = append(env, dockerEnv(t)...)
 			}
 			run := func(args ...string) (string, string, int) {
 				t.Helper()
 				script := `mount --bind "$1" /etc/hosts && shift && exec nsenter --net="$1" -- "$2" run "${@:3}"`
 				cmd := exec.Command("unshare", append([]string{"-m", "--propagation", "private", "bash", "-c", script, "cordon-test", hosts, n.Path, buildCLI(t), "--tier", c.tier}, args...)...)
+				cmd.Env = env
 				var o, e bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &o, &e
 				_ = cmd.Run()

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -149,5 +150,36 @@ func (d *Dockerd) Stop() {
 	if d.dir != "" {
 		_ = exec.Command("umount", "-R", "--lazy", filepath.Join(d.dir, "data")).Run()
 		_ = os.RemoveAll(d.dir)
+	}
+}
+
+// The test binary's engine, started on first use (Engine).
+var engineOnce struct {
+	sync.Once
+	d *Dockerd
+}
+
+// Engine is the test binary's private Docker engine, started on first
+// use, with the suites' image (EngineImage) imported; t is skipped (failed
+// under CI) where there can be none. The binary's TestMain calls
+// StopEngine.
+func Engine(t testing.TB) *Dockerd {
+	t.Helper()
+	RequiresRoot(t)
+	engineOnce.Do(func() { engineOnce.d = StartDockerd() })
+	d := engineOnce.d
+	d.Require(t)
+	d.ImportRoot(t, DebianTools(t), EngineImage)
+	return d
+}
+
+// EngineImage is the image Engine holds: a Debian minbase with the
+// suites' tools.
+const EngineImage = "cordon-test/bookworm-tools:2"
+
+// StopEngine stops the engine Engine started, if it did.
+func StopEngine() {
+	if engineOnce.d != nil {
+		engineOnce.d.Stop()
 	}
 }

@@ -18,12 +18,12 @@ func DebianMinbase(t testing.TB) string {
 	return debianRoot(t, "/var/cache/cordon-test/minbase-bookworm")
 }
 
-// DebianTools is DebianMinbase with what the conformance and adversarial
-// suites' workloads use (python3, pgrep, ip): an image for tiers whose
-// root is an image rather than the host's.
+// DebianTools is DebianMinbase with what the test suites' workloads use
+// (python3, pgrep, ip, curl): an image for tiers whose root is an image
+// rather than the host's.
 func DebianTools(t testing.TB) string {
 	t.Helper()
-	include := []string{"iproute2", "procps", "python3"}
+	include := []string{"curl", "iproute2", "procps", "python3"}
 	return debianRoot(t, "/var/cache/cordon-test/minbase-bookworm+"+strings.Join(include, "+"), include...)
 }
 

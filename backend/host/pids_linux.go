@@ -1,0 +1,90 @@
+package host
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
+	"golang.org/x/sys/unix"
+)
+
+// PidsV1 is the host's cgroup v1 pids hierarchy, "" where there is none
+// (unified cgroup2).
+var PidsV1 = sync.OnceValue(func() string {
+	var st unix.Statfs_t
+	if unix.Statfs("/sys/fs/cgroup/pids", &st) == nil && st.Type == unix.CGROUP_SUPER_MAGIC {
+		return "/sys/fs/cgroup/pids"
+	}
+	return ""
+})
+
+// HoldCommands moves the agent's command thread (the one named
+// sandboxinit.CommandThreadName among init's threads, else its first)
+// into a pids cgroup
+// of limit below the container's: every command and all it starts count
+// there, so the workload has exactly its limit, and a fork bomb cannot
+// take the agent's headroom.
+func HoldCommands(cgroup string, init int, limit int64) error {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", init))
+	if err != nil {
+		return fmt.Errorf("the agent's threads: %w", err)
+	}
+	tid := strconv.Itoa(init) // the first thread, unless another is named
+	for _, t := range tasks {
+		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/comm", init, t.Name())); err == nil && strings.TrimSpace(string(comm)) == sandboxinit.CommandThreadName {
+			tid = t.Name()
+		}
+	}
+	dir := filepath.Join(PidsV1(), cgroup, "commands")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("the commands' pids cgroup: %w", err)
+	}
+	for _, w := range [][2]string{{"pids.max", strconv.FormatInt(limit, 10)}, {"tasks", tid}} {
+		if err := os.WriteFile(filepath.Join(dir, w[0]), []byte(w[1]), 0); err != nil {
+			return fmt.Errorf("the commands' pids cgroup: %s: %w", w[0], err)
+		}
+	}
+	return nil
+}
+
+// CgroupOf is the path of pid's cgroup in the v1 hierarchy of controller
+// (below /sys/fs/cgroup/CONTROLLER), as /proc says.
+func CgroupOf(pid int, controller string) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) == 3 && slices.Contains(strings.Split(f[1], ","), controller) {
+			return f[2], nil
+		}
+	}
+	return "", fmt.Errorf("process %d is in no %s cgroup", pid, controller)
+}
+
+// OOMKills counts the OOM kills in a memory cgroup (its path below the
+// hierarchy: cgroup v1's memory.oom_control, or v2's memory.events).
+func OOMKills(cgroup string) uint64 {
+	for _, f := range []string{
+		filepath.Join("/sys/fs/cgroup/memory", cgroup, "memory.oom_control"),
+		filepath.Join("/sys/fs/cgroup", cgroup, "memory.events"),
+	} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" {
+				n, _ := strconv.ParseUint(f[1], 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}

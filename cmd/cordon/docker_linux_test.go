@@ -1,0 +1,82 @@
+package main_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+)
+
+// TestRunDocker: cordon run on the docker tier, as a user types it: the
+// command runs in a container of the engine DOCKER_HOST names, as the
+// sandbox user, with its exit status, its limits held, and no container
+// left after; a missing image is the user's mistake; a killed cordon
+// run's container is swept by the next.
+func TestRunDocker(t *testing.T) {
+	env := append(os.Environ(), dockerEnv(t)...)
+	d := testutil.Engine(t)
+	state := t.TempDir()
+	env = append(env, "CORDON_STATE_DIR="+state)
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		cmd := exec.Command(buildCLI(t), append([]string{"run", "--tier", "docker"}, args...)...)
+		cmd.Env = env
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		_ = cmd.Run()
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+	owned := func() string {
+		return d.Docker(t, "ps", "-aq", "--filter", "label=dev.cordon.owner=cordon-run")
+	}
+	out, errOut, code := run("--", "sh", "-c", "id -un; hostname; echo $HOME; exit 7")
+	if code != 7 || out != "sandbox\ncordon\n/home/sandbox\n" {
+		t.Fatalf("exit %d, %q, %s", code, out, errOut)
+	}
+	// A fork bomb meets the pids limit; the command still reports.
+	out, errOut, code = run("--pids", "20", "--", "sh", "-c", "for i in $(seq 40); do sleep 5 & done 2>/dev/null; echo started")
+	if code != 0 || !strings.Contains(out, "started") {
+		t.Fatalf("pids limit: exit %d, %q, %s", code, out, errOut)
+	}
+	if ids := owned(); ids != "" {
+		t.Fatalf("containers left after cordon run: %s", ids)
+	}
+	_, errOut, code = run("--image", "cordon-test.invalid/none:1", "--", "true")
+	if code != 125 || !strings.Contains(errOut, "cannot be pulled") {
+		t.Fatalf("a missing image: exit %d, %s", code, errOut)
+	}
+	// Killed while its command runs: the agent's lifeline closes, the
+	// container stops, and the next cordon run removes it.
+	cmd := exec.Command(buildCLI(t), "run", "--tier", "docker", "--", "sleep", "60")
+	cmd.Env = env
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); owned() == ""; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no container came up")
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // its command started
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	if _, errOut, code := run("--", "true"); code != 0 {
+		t.Fatalf("the next run: exit %d, %s", code, errOut)
+	}
+	if ids := owned(); ids != "" {
+		t.Fatalf("the killed run's container was not swept: %s", ids)
+	}
+}
+
+// dockerEnv points cordon at the test binary's private Docker engine and
+// its image, for the docker tier.
+func dockerEnv(t testing.TB) []string {
+	t.Helper()
+	d := testutil.Engine(t)
+	return []string{"DOCKER_HOST=" + d.Host, "CORDON_DOCKER_IMAGE=" + testutil.EngineImage}
+}

@@ -1,0 +1,15 @@
+package main_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testutil.StopEngine() // the docker tier's, where a test started it
+	os.Exit(code)
+}
+
