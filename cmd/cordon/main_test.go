@@ -12,4 +12,3 @@ func TestMain(m *testing.M) {
 	testutil.StopEngine() // the docker tier's, where a test started it
 	os.Exit(code)
 }
-
