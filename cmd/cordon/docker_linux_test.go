@@ -2,14 +2,19 @@ package main_test
 
 import (
 	"bytes"
+	"errors"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/cordon-sandbox/cordon/server/api"
+	sclient "github.com/cordon-sandbox/cordon/server/client"
 )
 
 // TestRunDocker: cordon run on the docker tier, as a user types it: the
@@ -79,4 +84,49 @@ func dockerEnv(t testing.TB) []string {
 	t.Helper()
 	d := testutil.Engine(t)
 	return []string{"DOCKER_HOST=" + d.Host, "CORDON_DOCKER_IMAGE=" + testutil.EngineImage}
+}
+
+// TestDaemonDocker: the daemon offers the docker tier through its REST
+// API and CLI verbs; a sandbox there outlives a daemon killed with
+// SIGKILL and is taken back by the next one; an image the engine cannot
+// have is a 400; and removal leaves no container of the daemon's.
+func TestDaemonDocker(t *testing.T) {
+	testutil.RequiresRoot(t)
+	for _, kv := range dockerEnv(t) {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	engine := testutil.Engine(t)
+	dir, sock, d := serveInTemp(t)
+	host := "--host=unix://" + sock
+	c, err := sclient.New("unix://"+sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{Tier: "docker"}})
+	if err != nil {
+		d.stop(t, sock)
+		t.Fatal(err)
+	}
+	if out, errOut, code := cordon(t, "exec", host, sb.ID, "--", "sh", "-c", "id -un; cat /etc/hostname; echo kept > /workspace/mark"); code != 0 || out != "sandbox\ncordon\n" {
+		d.stop(t, sock)
+		t.Fatalf("exec: exit %d, %q, %s", code, out, errOut)
+	}
+	d.kill9()
+	d = startServe(t, sock, filepath.Join(dir, "state"), filepath.Join(dir, "process"))
+	defer d.stop(t, sock)
+	if out, errOut, code := cordon(t, "exec", host, sb.ID, "--", "cat", "/workspace/mark"); code != 0 || out != "kept\n" {
+		t.Fatalf("after the restart: exit %d, %q, %s", code, out, errOut)
+	}
+	_, err = c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{Tier: "docker", Image: "cordon-test.invalid/none:1"}})
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest {
+		t.Fatalf("a missing image: %v, want a 400", err)
+	}
+	if _, errOut, code := cordon(t, "rm", host, sb.ID); code != 0 {
+		t.Fatalf("rm: exit %d, %s", code, errOut)
+	}
+	if ids := engine.Docker(t, "ps", "-aq", "--filter", "label=dev.cordon.tier=docker"); ids != "" {
+		t.Fatalf("containers left after rm: %s", ids)
+	}
 }
