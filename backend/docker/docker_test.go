@@ -32,7 +32,9 @@ const testImage = testutil.EngineImage
 // starts it).
 var engine *testutil.Dockerd
 
-func backend(t *testing.T) *docker.Backend {
+func backend(t *testing.T) *docker.Backend { return backendTB(t) }
+
+func backendTB(t testing.TB) *docker.Backend {
 	t.Helper()
 	engine = testutil.Engine(t)
 	b := docker.New(docker.Config{Host: engine.Host, Image: testImage, AgentPath: testutil.BuildAgent(t), StateDir: testutil.StateDir(t), Owner: "test-" + t.Name()})

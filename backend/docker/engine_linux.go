@@ -323,8 +323,8 @@ func (e *engine) logs(ctx context.Context, id string, tail int) (string, error) 
 }
 
 // readFile reads one regular file of a container (made or running) from
-// the engine's archive of it, at most limit bytes; a missing path is
-// errNotFound.
+// the engine's archive of it, at most limit bytes; a missing path, or one
+// that is not a regular file (a link, say), is errNotFound.
 func (e *engine) readFile(ctx context.Context, id, path string, limit int64) ([]byte, error) {
 	resp, err := e.do(ctx, http.MethodGet, "/containers/"+id+"/archive", url.Values{"path": {path}}, nil)
 	if err != nil {
@@ -334,7 +334,9 @@ func (e *engine) readFile(ctx context.Context, id, path string, limit int64) ([]
 	tr := tar.NewReader(resp.Body)
 	for {
 		h, err := tr.Next()
-		if err != nil {
+		if err == io.EOF {
+			return nil, errNotFound
+		} else if err != nil {
 			return nil, err
 		}
 		if h.Typeflag == tar.TypeReg {
