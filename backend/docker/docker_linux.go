@@ -145,6 +145,17 @@ func (b *Backend) Probe(ctx context.Context) error {
 	return nil
 }
 
+// Load loads a `docker save` tarball into the engine's store, as docker
+// load does, and returns what the engine said it loaded ("Loaded image:
+// NAME").
+func (b *Backend) Load(ctx context.Context, tarball io.Reader) ([]string, error) {
+	if err := b.Probe(ctx); err != nil {
+		return nil, err
+	}
+	api, _ := b.client()
+	return api.load(ctx, tarball)
+}
+
 // Close releases the engine's client.
 func (b *Backend) Close() error {
 	if b.api != nil {

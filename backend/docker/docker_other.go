@@ -5,6 +5,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
@@ -22,6 +23,10 @@ func (b *Backend) Capabilities() sandbox.Capabilities { return sandbox.Capabilit
 func (b *Backend) Probe(context.Context) error {
 	return fmt.Errorf("%w: the %s tier needs Linux", sandbox.ErrUnavailable, Name)
 }
+func (b *Backend) Load(ctx context.Context, _ io.Reader) ([]string, error) {
+	return nil, b.Probe(ctx)
+}
+func (b *Backend) Close() error { return nil }
 func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance, error) {
 	return nil, b.Probe(ctx)
 }

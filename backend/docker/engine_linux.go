@@ -345,4 +345,42 @@ func (e *engine) readFile(ctx context.Context, id, path string, limit int64) ([]
 	}
 }
 
+// load loads a `docker save` tarball into the engine's store (docker
+// load) and returns what the engine said it loaded.
+func (e *engine) load(ctx context.Context, tarball io.Reader) ([]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://docker/images/load?quiet=1", tarball)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-tar")
+	resp, err := e.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return nil, &engineError{Status: resp.StatusCode, Message: strings.TrimSpace(string(b))}
+	}
+	var loaded []string
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var m struct {
+			Stream string `json:"stream"`
+			Error  string `json:"error"`
+		}
+		if err := dec.Decode(&m); err == io.EOF {
+			return loaded, nil
+		} else if err != nil {
+			return loaded, err
+		}
+		if m.Error != "" {
+			return loaded, errors.New(m.Error)
+		}
+		if s := strings.TrimSpace(m.Stream); s != "" {
+			loaded = append(loaded, s)
+		}
+	}
+}
+
 func (e *engine) close() { e.hc.CloseIdleConnections() }

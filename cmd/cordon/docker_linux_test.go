@@ -130,3 +130,26 @@ func TestDaemonDocker(t *testing.T) {
 		t.Fatalf("containers left after rm: %s", ids)
 	}
 }
+
+// TestImageImportDocker: cordon image import --tier docker loads a docker
+// save tarball into the engine's store, where a sandbox then runs on it.
+func TestImageImportDocker(t *testing.T) {
+	testutil.RequiresRoot(t)
+	env := append(os.Environ(), dockerEnv(t)...)
+	d := testutil.Engine(t)
+	d.Docker(t, "tag", testutil.EngineImage, "cordon-test/loaded:1")
+	tarball := filepath.Join(t.TempDir(), "image.tar")
+	d.Docker(t, "save", "-o", tarball, "cordon-test/loaded:1")
+	d.Docker(t, "rmi", "cordon-test/loaded:1")
+	cmd := exec.Command(buildCLI(t), "image", "import", "--tier", "docker", tarball)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "cordon-test/loaded:1") {
+		t.Fatalf("import: %v: %s", err, out)
+	}
+	cmd = exec.Command(buildCLI(t), "run", "--tier", "docker", "--image", "cordon-test/loaded:1", "--", "echo", "on the loaded image")
+	cmd.Env = append(env, "CORDON_STATE_DIR="+t.TempDir())
+	if out, err := cmd.CombinedOutput(); err != nil || string(out) != "on the loaded image\n" {
+		t.Fatalf("run: %v: %s", err, out)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/backend/docker"
 	"github.com/cordon-sandbox/cordon/image"
 )
 
@@ -21,7 +22,7 @@ func imageDir() string {
 	return image.DefaultDir()
 }
 
-const imageUsage = "usage: cordon image pull REF | import PATH [--name NAME] | ls [-o json] | rm NAME|DIGEST | gc --max SIZE"
+const imageUsage = "usage: cordon image pull REF | import PATH [--name NAME] | import --tier docker TARBALL | ls [-o json] | rm NAME|DIGEST | gc --max SIZE"
 
 func imageCmd(args []string) int {
 	usage := func() int {
@@ -47,6 +48,7 @@ func imageCmd(args []string) int {
 	asName := fs.String("name", "", "name the imported image")
 	maxSize := fs.String("max", "", "collect least recently used images until the cache is under `SIZE`")
 	output := fs.String("o", "", "output format: json (ls)")
+	tier := fs.String("tier", "", "import into this tier's own store (docker: the engine's, as docker load)")
 	rest, code, ok := parseInterspersed(fs, args[1:])
 	if !ok {
 		return code
@@ -72,6 +74,9 @@ func imageCmd(args []string) int {
 	case "import":
 		if len(rest) != 1 {
 			return usage()
+		}
+		if *tier != "" {
+			return importInto(ctx, *tier, rest[0])
 		}
 		recs, err := st.Import(ctx, rest[0], *asName)
 		if err != nil {
@@ -165,4 +170,30 @@ func unpackProgress() func(image.Progress) {
 		}
 		bar = nil
 	}
+}
+
+// importInto loads a `docker save` tarball into a tier's own image store:
+// the docker tier's engine.
+func importInto(ctx context.Context, tier, path string) int {
+	if tier != docker.Name {
+		fmt.Fprintf(os.Stderr, "cordon: --tier %s: only the docker tier keeps images of its own\n", tier)
+		return 2
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+		return exitCordon
+	}
+	defer f.Close()
+	b := docker.New(docker.Config{StateDir: dockerStateDir()})
+	defer b.Close()
+	loaded, err := b.Load(ctx, f)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+		return exitCordon
+	}
+	for _, l := range loaded {
+		fmt.Println(l)
+	}
+	return 0
 }

@@ -77,3 +77,11 @@ func imageStore() *image.Store {
 	}
 	return st
 }
+
+// dockerStateDir is the docker tier's state directory for the CLI.
+func dockerStateDir() string {
+	if base := stateDir(); base != "" {
+		return filepath.Join(base, "docker")
+	}
+	return ""
+}
