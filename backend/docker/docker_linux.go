@@ -80,6 +80,7 @@ var (
 	_ sandbox.ExitCoder  = (*instance)(nil)
 	_ sandbox.Signaller  = (*instance)(nil)
 	_ sandbox.OOMCounter = (*instance)(nil)
+	_ sandbox.Pauser     = (*instance)(nil)
 	_ sandbox.Adopter    = (*Backend)(nil)
 	_ sandbox.Closer     = (*Backend)(nil)
 )
@@ -378,6 +379,31 @@ func holdCommands(pid int, limit int64) error {
 	return host.HoldCommands(cg, pid, limit)
 }
 
+// CanPause: the engine freezes a container.
+func (i *instance) CanPause() bool { return true }
+
+// Pause freezes every process of the sandbox, agent included.
+func (i *instance) Pause(ctx context.Context) error { return i.setPaused(ctx, true) }
+
+// Resume thaws it.
+func (i *instance) Resume(ctx context.Context) error { return i.setPaused(ctx, false) }
+
+func (i *instance) setPaused(ctx context.Context, pause bool) error {
+	api, err := i.b.client()
+	if err != nil {
+		return err
+	}
+	if err := api.pause(ctx, i.id, pause); err != nil {
+		var ee *engineError
+		if !pause && errors.As(err, &ee) && strings.Contains(ee.Message, "is not paused") {
+			return nil // resuming one that runs is no error
+		}
+		return fmt.Errorf("docker: %w", err)
+	}
+	i.paused.Store(pause)
+	return nil
+}
+
 // OOMKills counts the OOM kills in the container's memory cgroup.
 func (i *instance) OOMKills() uint64 {
 	if i.memcg == "" {
@@ -412,6 +438,7 @@ type instance struct {
 	exited   chan struct{}
 	exitOnce sync.Once
 	exitCode atomic.Int64 // valid once exited is closed; -1 unknown
+	paused   atomic.Bool
 
 	mu   sync.Mutex
 	gone bool
@@ -597,6 +624,10 @@ func (i *instance) Destroy(ctx context.Context) error {
 	}
 	if i.stdin != nil {
 		i.stdin.Close()
+	}
+	if i.paused.Load() {
+		// A frozen container is thawed first, to be killed.
+		_ = i.setPaused(ctx, false)
 	}
 	if i.id != "" {
 		api, err := i.b.client()

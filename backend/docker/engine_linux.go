@@ -248,6 +248,16 @@ func (e *engine) waitFrom(ctx context.Context, id, condition string, waiting cha
 	return out.StatusCode, nil
 }
 
+// pause freezes every process of a container (the engine's cgroup
+// freezer), or thaws them (pause false).
+func (e *engine) pause(ctx context.Context, id string, pause bool) error {
+	verb := "/unpause"
+	if pause {
+		verb = "/pause"
+	}
+	return e.call(ctx, http.MethodPost, "/containers/"+id+verb, nil, nil, nil)
+}
+
 func (e *engine) kill(ctx context.Context, id, signal string) error {
 	return e.call(ctx, http.MethodPost, "/containers/"+id+"/kill", url.Values{"signal": {signal}}, nil, nil)
 }

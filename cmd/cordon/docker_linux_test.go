@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,10 +44,19 @@ func TestRunDocker(t *testing.T) {
 	if code != 7 || out != "sandbox\ncordon\n/home/sandbox\n" {
 		t.Fatalf("exit %d, %q, %s", code, out, errOut)
 	}
-	// A fork bomb meets the pids limit; the command still reports.
-	out, errOut, code = run("--pids", "20", "--", "sh", "-c", "for i in $(seq 40); do sleep 5 & done 2>/dev/null; echo started")
-	if code != 0 || !strings.Contains(out, "started") {
-		t.Fatalf("pids limit: exit %d, %q, %s", code, out, errOut)
+	// Forks stop at the pids limit: the workload's tasks, exactly.
+	out, errOut, code = run("--pids", "20", "--", "python3", "-c", `import os, time
+n = 0
+for i in range(40):
+    try:
+        if os.fork() == 0:
+            time.sleep(3); os._exit(0)
+        n += 1
+    except OSError:
+        break
+print(n)`)
+	if n, err := strconv.Atoi(strings.TrimSpace(out)); code != 0 || err != nil || n >= 20 || n < 10 {
+		t.Fatalf("forks under a pids limit of 20: exit %d, %q, %s", code, out, errOut)
 	}
 	if ids := owned(); ids != "" {
 		t.Fatalf("containers left after cordon run: %s", ids)
