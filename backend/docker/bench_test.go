@@ -10,6 +10,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest"
 )
 
 // Benchmarks of the docker tier against the engine's own path, in one
@@ -19,32 +20,7 @@ import (
 // exec into a warm sandbox, and 50 creates at once. Each reports p50 and
 // p99 (ms).
 
-func BenchmarkLifecycle(b *testing.B) {
-	be := backendTB(b)
-	p := sandbox.NewProvider([]sandbox.Backend{be})
-	var create, first, destroy, total []time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		sb, err := p.Create(b.Context(), sandbox.Spec{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		t1 := time.Now()
-		if _, err := sb.Exec(b.Context(), "true", sandbox.ExecOptions{}); err != nil {
-			b.Fatal(err)
-		}
-		t2 := time.Now()
-		if err := sb.Destroy(b.Context()); err != nil {
-			b.Fatal(err)
-		}
-		t3 := time.Now()
-		create, first, destroy, total = append(create, t1.Sub(t0)), append(first, t2.Sub(t1)), append(destroy, t3.Sub(t2)), append(total, t3.Sub(t0))
-	}
-	testutil.ReportPercentiles(b, "create", create)
-	testutil.ReportPercentiles(b, "first-exec", first)
-	testutil.ReportPercentiles(b, "destroy", destroy)
-	testutil.ReportPercentiles(b, "total", total)
-}
+func BenchmarkLifecycle(b *testing.B) { sandboxtest.BenchLifecycle(b, backendTB(b)) }
 
 // BenchmarkDockerRun is the raw path: the docker CLI running /bin/true
 // in a container it removes, from start to exit.
@@ -63,24 +39,7 @@ func BenchmarkDockerRun(b *testing.B) {
 	testutil.ReportPercentiles(b, "total", runs)
 }
 
-func BenchmarkExecWarm(b *testing.B) {
-	be := backendTB(b)
-	p := sandbox.NewProvider([]sandbox.Backend{be})
-	sb, err := p.Create(b.Context(), sandbox.Spec{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sb.Destroy(b.Context())
-	var ds []time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		if _, err := sb.Exec(b.Context(), "true", sandbox.ExecOptions{}); err != nil {
-			b.Fatal(err)
-		}
-		ds = append(ds, time.Since(t0))
-	}
-	testutil.ReportPercentiles(b, "exec", ds)
-}
+func BenchmarkExecWarm(b *testing.B) { sandboxtest.BenchExecWarm(b, backendTB(b)) }
 
 // BenchmarkConcurrentCreates: 50 sandboxes created at once, each to its
 // first exec's result; the wall time of the whole, and each create's.

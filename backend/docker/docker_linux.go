@@ -25,7 +25,6 @@ import (
 	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
-	"github.com/cordon-sandbox/cordon/internal/procid"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -41,30 +40,15 @@ type Backend struct {
 	sweepOnce sync.Once
 }
 
-// ownerFile, in a sandbox's directory, names the process that made it
-// (procid.Self), unless it is detached.
-const ownerFile = "owner"
-
 // sweepOrphans removes, once per process, the sandboxes of this state
 // directory whose creator is gone: killed before it could remove them
 // (their agent stopped when its lifeline closed; the stopped container
 // and the directory remain). A failure is left for the next process.
 func (b *Backend) sweepOrphans(ctx context.Context) {
-	ents, err := os.ReadDir(b.cfg.StateDir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), "cordon-") {
-			continue
-		}
-		dir := filepath.Join(b.cfg.StateDir, e.Name())
-		owner, err := os.ReadFile(filepath.Join(dir, ownerFile))
-		if err != nil || procid.Named(string(owner)) {
-			continue // a detached sandbox's, or its creator lives
-		}
+	for _, dir := range host.Orphans(b.cfg.StateDir, 0) {
 		// The directory is named as its container.
-		_ = (&instance{b: b, name: e.Name(), id: e.Name(), dir: dir, exited: make(chan struct{})}).Destroy(ctx)
+		name := filepath.Base(dir)
+		_ = (&instance{b: b, name: name, id: name, dir: dir, exited: make(chan struct{})}).Destroy(ctx)
 	}
 }
 
@@ -222,7 +206,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	}
 	if !b.cfg.Detached {
 		// Who made it, for the sweep of a later process (sweepOrphans).
-		if err := os.WriteFile(filepath.Join(inst.dir, ownerFile), []byte(procid.Self()), 0o600); err != nil {
+		if err := host.MarkOwner(inst.dir); err != nil {
 			return fail(err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/cordon-sandbox/cordon/backend/docker"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest"
 	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/adversarial"
 	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/conformance"
 )
@@ -47,20 +48,7 @@ func backendTB(t testing.TB) *docker.Backend {
 
 func create(t *testing.T, b *docker.Backend, spec sandbox.Spec) *sandbox.Sandbox {
 	t.Helper()
-	p := sandbox.NewProvider([]sandbox.Backend{b})
-	sb, err := p.Create(t.Context(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agent said:\n%s", sb.Diagnostics())
-		}
-		if err := sb.Destroy(context.Background()); err != nil {
-			t.Errorf("destroy: %v", err)
-		}
-	})
-	return sb
+	return sandboxtest.Create(t, b, spec)
 }
 
 func sh(t *testing.T, sb *sandbox.Sandbox, script string) (string, *sandbox.Result) {

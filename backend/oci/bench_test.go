@@ -13,6 +13,7 @@ import (
 	"github.com/cordon-sandbox/cordon/backend/oci"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest"
 )
 
 // Benchmarks per runtime, in one run: create → first exec of `true` →
@@ -24,32 +25,7 @@ func benchBackend(b *testing.B, rt string) *oci.Backend { return backendTB(b, rt
 
 func BenchmarkLifecycle(b *testing.B) {
 	for _, rt := range runtimes {
-		b.Run(filepath.Base(rt), func(b *testing.B) {
-			be := benchBackend(b, rt)
-			p := sandbox.NewProvider([]sandbox.Backend{be})
-			var create, first, destroy, total []time.Duration
-			for b.Loop() {
-				t0 := time.Now()
-				sb, err := p.Create(b.Context(), sandbox.Spec{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				t1 := time.Now()
-				if _, err := sb.Exec(b.Context(), "true", sandbox.ExecOptions{}); err != nil {
-					b.Fatal(err)
-				}
-				t2 := time.Now()
-				if err := sb.Destroy(b.Context()); err != nil {
-					b.Fatal(err)
-				}
-				t3 := time.Now()
-				create, first, destroy, total = append(create, t1.Sub(t0)), append(first, t2.Sub(t1)), append(destroy, t3.Sub(t2)), append(total, t2.Sub(t0))
-			}
-			testutil.ReportPercentiles(b, "create", create)
-			testutil.ReportPercentiles(b, "first-exec", first)
-			testutil.ReportPercentiles(b, "create-to-result", total)
-			testutil.ReportPercentiles(b, "destroy", destroy)
-		})
+		b.Run(filepath.Base(rt), func(b *testing.B) { sandboxtest.BenchLifecycle(b, benchBackend(b, rt)) })
 	}
 }
 
@@ -108,23 +84,6 @@ func BenchmarkRawRuntime(b *testing.B) {
 
 func BenchmarkExecWarm(b *testing.B) {
 	for _, rt := range runtimes {
-		b.Run(filepath.Base(rt), func(b *testing.B) {
-			be := benchBackend(b, rt)
-			p := sandbox.NewProvider([]sandbox.Backend{be})
-			sb, err := p.Create(b.Context(), sandbox.Spec{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer sb.Destroy(b.Context())
-			var ds []time.Duration
-			for b.Loop() {
-				t0 := time.Now()
-				if _, err := sb.Exec(b.Context(), "true", sandbox.ExecOptions{}); err != nil {
-					b.Fatal(err)
-				}
-				ds = append(ds, time.Since(t0))
-			}
-			testutil.ReportPercentiles(b, "exec", ds)
-		})
+		b.Run(filepath.Base(rt), func(b *testing.B) { sandboxtest.BenchExecWarm(b, benchBackend(b, rt)) })
 	}
 }

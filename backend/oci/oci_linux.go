@@ -35,7 +35,6 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/internal/pidfd"
-	"github.com/cordon-sandbox/cordon/internal/procid"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -272,7 +271,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	}
 	if !b.cfg.Detached {
 		// Who made it, for the sweep of a later process (sweepOrphans).
-		if err := os.WriteFile(filepath.Join(inst.dir, ownerFile), []byte(procid.Self()), 0o600); err != nil {
+		if err := host.MarkOwner(inst.dir); err != nil {
 			return fail(err)
 		}
 	}

@@ -4,12 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/internal/pidfd"
-	"github.com/cordon-sandbox/cordon/internal/procid"
 )
 
 // stateDir makes the state directory, traversable by everyone (mode 0711):
@@ -22,10 +21,6 @@ func (b *Backend) stateDir() error {
 	return os.Chmod(b.cfg.StateDir, 0o711)
 }
 
-// ownerFile, in a sandbox's directory, names the process that made it
-// (procid.Self), unless it is detached.
-const ownerFile = "owner"
-
 // orphanAge is how old a sandbox directory without an owner must be to be
 // swept: one younger may be a create still under way.
 const orphanAge = time.Minute
@@ -36,25 +31,8 @@ const orphanAge = time.Minute
 // cgroups, the layout mounts and the directory remain), or a directory no
 // owner explains. A failure is left for the next process to retry.
 func (b *Backend) sweepOrphans(ctx context.Context) {
-	ents, err := os.ReadDir(b.cfg.StateDir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), "cordon-") {
-			continue
-		}
-		dir := filepath.Join(b.cfg.StateDir, e.Name())
-		owner, err := os.ReadFile(filepath.Join(dir, ownerFile))
-		switch {
-		case err == nil && procid.Named(string(owner)):
-			continue
-		case err != nil:
-			if st, err := os.Stat(dir); err != nil || time.Since(st.ModTime()) < orphanAge {
-				continue
-			}
-		}
-		inst := &instance{b: b, id: e.Name(), dir: dir, logs: logbuf.New(1), created: true}
+	for _, dir := range host.Orphans(b.cfg.StateDir, orphanAge) {
+		inst := &instance{b: b, id: filepath.Base(dir), dir: dir, logs: logbuf.New(1), created: true}
 		if st, ok, err := b.state(ctx, inst.id); err == nil && ok && st.Status == "running" && st.Pid > 0 {
 			inst.proc, _ = pidfd.Open(st.Pid, "")
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest"
 	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/adversarial"
 	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/conformance"
 )
@@ -54,20 +55,7 @@ func create(t *testing.T, spec sandbox.Spec) *sandbox.Sandbox {
 // createOn creates a sandbox on b, destroyed when the test ends.
 func createOn(t *testing.T, b *process.Backend, spec sandbox.Spec) *sandbox.Sandbox {
 	t.Helper()
-	p := sandbox.NewProvider([]sandbox.Backend{b})
-	sb, err := p.Create(t.Context(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agent said:\n%s", sb.Diagnostics())
-		}
-		if err := sb.Destroy(context.Background()); err != nil {
-			t.Errorf("destroy: %v", err)
-		}
-	})
-	return sb
+	return sandboxtest.Create(t, b, spec)
 }
 
 // sh runs script inside and returns stdout, stderr and the result.
