@@ -223,9 +223,9 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 	// The program's stdio: two pipes, or one terminal.
 	var outR, outW, errR, errW, tty, ttyIn *os.File
 	if req.TTY {
-		tty, ttyIn, err = pty.Open()
+		tty, ttyIn, err = openTerminal()
 		if err == nil {
-			err = pty.Setsize(tty, &pty.Winsize{Rows: uint16(cmp.Or(req.Rows, 24)), Cols: uint16(cmp.Or(req.Cols, 80))})
+			err = setWinsize(tty, uint16(cmp.Or(req.Rows, 24)), uint16(cmp.Or(req.Cols, 80)))
 			if err != nil {
 				tty.Close()
 				ttyIn.Close()
@@ -573,9 +573,50 @@ func (s *Server) resizeSession(w httpd.ResponseWriter, r *httpd.Request, se *ses
 		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidSize, Message: "rows and cols are from 1 to " + strconv.Itoa(wire.MaxTermSize)})
 		return
 	}
-	if err := pty.Setsize(se.tty, &pty.Winsize{Rows: req.Rows, Cols: req.Cols}); err != nil {
+	if err := setWinsize(se.tty, req.Rows, req.Cols); err != nil {
 		writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeStdioNotRunning, Message: err.Error()})
 		return
 	}
 	w.WriteHeader(httpd.StatusNoContent)
+}
+
+// openTerminal opens a terminal pair whose controlling side polls, so
+// that a write to a program that reads nothing gives up at its deadline:
+// creack/pty reaches the descriptor through File.Fd, which makes it
+// blocking for good, so the side the agent keeps is a non-blocking
+// duplicate.
+func openTerminal() (master, slave *os.File, err error) {
+	m, slave, err := pty.Open()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer m.Close()
+	fd, err := unix.FcntlInt(m.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+	if err == nil {
+		err = unix.SetNonblock(fd, true)
+		if err != nil {
+			unix.Close(fd)
+		}
+	}
+	if err != nil {
+		slave.Close()
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fd), m.Name()), slave, nil
+}
+
+// setWinsize sizes a terminal through its descriptor without File.Fd
+// (which would make it blocking).
+func setWinsize(f *os.File, rows, cols uint16) error {
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ierr error
+	if err := raw.Control(func(fd uintptr) {
+		ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+	}); err != nil {
+		return err
+	}
+	return ierr
 }

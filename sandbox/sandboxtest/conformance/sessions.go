@@ -220,6 +220,52 @@ func isCode(err error, status int, code string) bool {
 	return errors.As(err, &e) && e.Status == status && e.Code == code
 }
 
+// testTerminalNobodyReads: typing into a terminal whose program reads
+// nothing fills its input queue; the agent then gives up at its deadline
+// (409 stdio_delivery_unknown, with what the terminal took) rather than
+// hold the request, and the session and the agent still answer.
+func testTerminalNobodyReads(t *testing.T, h *harness, start Factory) {
+	ctx := context.Background()
+	if !h.c.HasFeature(ctx, "terminals") {
+		if h.Reference {
+			t.Skip("cordon addition: the reference worker has no terminals")
+		}
+		t.Fatal("cordon-agent does not advertise terminals")
+	}
+	tg := start(t, Settings{"CANCEL_CONFIRM_TIMEOUT_MS": "300"})
+	c := client.New(tg.Endpoint)
+	defer c.Close()
+	s, err := c.StartSession(ctx, wire.SessionRequest{Command: "sleep", Args: []string{"60"}, TTY: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Repeat([]byte("xxxxxxxxx\n"), 400)
+	refused := false
+	for i := 0; i < 100 && !refused; i++ {
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := c.SessionInput(rctx, s.ID, lines)
+		hung := rctx.Err() != nil
+		cancel()
+		switch {
+		case hung:
+			t.Fatalf("input %d into a terminal nobody reads hung past 15s", i)
+		case isCode(err, http.StatusConflict, wire.CodeStdioDeliveryUnknown):
+			refused = true
+		case err != nil:
+			t.Fatalf("input %d: %v", i, err)
+		}
+	}
+	if !refused {
+		t.Fatal("400 KB typed into a terminal nobody reads were all taken")
+	}
+	if _, err := c.Health(ctx); err != nil {
+		t.Fatalf("the agent after: %v", err)
+	}
+	if _, err := c.KillSession(ctx, s.ID, "KILL", 0); err != nil {
+		t.Fatalf("the session after: %v", err)
+	}
+}
+
 // testTerminals covers sessions on a terminal (feature "terminals"): typed
 // input, sizes, Ctrl-C reaching the foreground job, the exit status.
 func testTerminals(t *testing.T, h *harness) {
