@@ -74,7 +74,9 @@ python3 -c 'import os; os.open("z", os.O_CREAT|os.O_WRONLY, 0o6755)' 2>/dev/null
 // TestExecHostDeadline: through the REST API, a command whose sandbox is
 // frozen (its agent can neither stop it nor report it) ends at the
 // daemon's own deadline: the stream's error event says why, the sandbox is
-// torn down, and it is recorded destroyed with the reason.
+// torn down, and it is recorded destroyed with the reason. (The command's
+// timeout leaves the pause time to land on a loaded machine: paused after
+// the timeout, the agent would have ended the command itself.)
 func TestExecHostDeadline(t *testing.T) {
 	d := startDaemonGrace(t, 300*time.Millisecond)
 	c := d.local
@@ -86,7 +88,7 @@ func TestExecHostDeadline(t *testing.T) {
 	var once sync.Once
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Exec(t.Context(), sb.ID, "sh", sclient.ExecOptions{Args: []string{"-c", "echo started; sleep 60"}, Timeout: 500 * time.Millisecond,
+		_, err := c.Exec(t.Context(), sb.ID, "sh", sclient.ExecOptions{Args: []string{"-c", "echo started; sleep 60"}, Timeout: 3 * time.Second,
 			Stdout: writerFunc(func(b []byte) (int, error) { once.Do(func() { close(started) }); return len(b), nil })})
 		done <- err
 	}()
