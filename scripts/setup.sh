@@ -20,6 +20,8 @@ command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)                  # a cgo build
 [ -f /usr/include/stdio.h ] || need_apt+=(libc6-dev)
 command -v qemu-aarch64-static >/dev/null 2>&1 || need_apt+=(qemu-user-static)  # runs the arm64 seccomp filter's tests
 command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)        # the docker tier's engine (tests start a private one)
+command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)         # the test cluster's store (scripts/k8s-cluster)
+[ -x /usr/lib/cni/bridge ] || need_apt+=(containernetworking-plugins)  # the test cluster's pod network
 if [ "${#need_apt[@]}" -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "setup: need root to install: ${need_apt[*]}" >&2
