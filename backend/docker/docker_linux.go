@@ -183,6 +183,11 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	if spec.User != nil {
 		uid = *spec.User
 	}
+	if uid == 0 {
+		// Without a user namespace of its own, root in the container is the
+		// host's root: even without a capability it owns what root owns.
+		return nil, &sandbox.UnsupportedError{Tier: Name, What: "commands as root (uid 0 in a docker sandbox is the host's root: the engine gives it no user namespace of its own)"}
+	}
 	agentPath, _ := agentbin.Find(b.cfg.AgentPath)
 	if err := os.MkdirAll(b.cfg.StateDir, 0o711); err != nil {
 		return nil, err

@@ -213,9 +213,10 @@ func TestLandlock(t *testing.T) { adversarial.Landlock(t, creator(backend(t))) }
 // TestHostDeadline: see adversarial.HostDeadline.
 func TestHostDeadline(t *testing.T) { adversarial.HostDeadline(t, backend(t)) }
 
-// TestLayoutRefused: layout directories are not offered on this tier (a
-// bind without a user namespace of the sandbox's own would write as its
-// uid on the host): refused, not ignored.
+// TestLayoutRefused: layout directories, a root directory and commands as
+// root are not offered on this tier (without a user namespace of the
+// sandbox's own, a bind would write as its uid on the host, and root is
+// the host's): refused, not ignored.
 func TestLayoutRefused(t *testing.T) {
 	b := backend(t)
 	p := sandbox.NewProvider([]sandbox.Backend{b})
@@ -224,6 +225,13 @@ func TestLayoutRefused(t *testing.T) {
 	}
 	if _, err := p.Create(t.Context(), sandbox.Spec{RootFS: t.TempDir()}); !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Fatalf("a root directory: %v, want a refusal", err)
+	}
+	root := 0
+	if _, err := p.Create(t.Context(), sandbox.Spec{User: &root}); !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Fatalf("commands as root: %v, want a refusal", err)
+	}
+	if ids := engine.Docker(t, "ps", "-aq", "--filter", "label="+docker.LabelOwner+"=test-"+t.Name()); ids != "" {
+		t.Fatalf("containers left by the refusals: %s", ids)
 	}
 }
 
