@@ -163,3 +163,49 @@ func TestImageImportDocker(t *testing.T) {
 		t.Fatalf("run: %v: %s", err, out)
 	}
 }
+
+// TestDaemonDockerEngineGone: when the engine goes away under a sandbox,
+// the daemon never records it destroyed before the engine has removed it:
+// the failed removal leaves a record in "destroying" with its error, and
+// once the engine is back the reaper's retry removes the container.
+func TestDaemonDockerEngineGone(t *testing.T) {
+	testutil.RequiresRoot(t)
+	engine := testutil.StartDockerd()
+	defer engine.Stop()
+	host := engine.Require(t)
+	engine.ImportRoot(t, testutil.DebianTools(t), testutil.EngineImage)
+	t.Setenv("DOCKER_HOST", host)
+	t.Setenv("CORDON_DOCKER_IMAGE", testutil.EngineImage)
+	_, sock, d := serveInTemp(t)
+	defer d.stop(t, sock)
+	c, err := sclient.New("unix://"+sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{Tier: "docker"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine.Halt()
+	// The removal cannot be confirmed while the engine is gone.
+	if err := c.Delete(t.Context(), sb.ID); err == nil {
+		t.Fatal("the sandbox was reported deleted with its engine down")
+	}
+	got, err := c.Get(t.Context(), sb.ID)
+	if err != nil || got.State != api.StateDestroying {
+		t.Fatalf("with the engine down: %+v %v", got, err)
+	}
+	engine.Restart(t)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		got, err = c.Get(t.Context(), sb.ID)
+		if err == nil && got.State == api.StateDestroyed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the reaper never finished the teardown: %+v %v", got, err)
+		}
+	}
+	if ids := engine.Docker(t, "ps", "-aq", "--filter", "label=dev.cordon.tier=docker"); ids != "" {
+		t.Fatalf("containers left: %s", ids)
+	}
+}

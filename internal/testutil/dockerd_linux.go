@@ -30,8 +30,7 @@ type Dockerd struct {
 // are done.
 func StartDockerd() *Dockerd {
 	d := &Dockerd{}
-	bin, err := exec.LookPath("dockerd")
-	if err != nil {
+	if _, err := exec.LookPath("dockerd"); err != nil {
 		d.Err = fmt.Errorf("needs dockerd on PATH (scripts/setup.sh installs docker.io)")
 		return d
 	}
@@ -39,19 +38,26 @@ func StartDockerd() *Dockerd {
 		d.Err = fmt.Errorf("dockerd needs root")
 		return d
 	}
+	var err error
 	if d.dir, err = os.MkdirTemp("", "cordon-dockerd-"); err != nil {
 		d.Err = err
 		return d
 	}
-	sock := filepath.Join(d.dir, "docker.sock")
-	d.Host = "unix://" + sock
-	log, err := os.Create(filepath.Join(d.dir, "dockerd.log"))
+	d.Host = "unix://" + filepath.Join(d.dir, "docker.sock")
+	if d.Err = d.start(); d.Err != nil {
+		d.Stop()
+	}
+	return d
+}
+
+// start runs dockerd on the engine's directory until it answers.
+func (d *Dockerd) start() error {
+	log, err := os.OpenFile(filepath.Join(d.dir, "dockerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		d.Err = err
-		return d
+		return err
 	}
 	defer log.Close()
-	d.cmd = exec.Command(bin, "--data-root", filepath.Join(d.dir, "data"), "--exec-root", filepath.Join(d.dir, "exec"),
+	d.cmd = exec.Command("dockerd", "--data-root", filepath.Join(d.dir, "data"), "--exec-root", filepath.Join(d.dir, "exec"),
 		"--pidfile", filepath.Join(d.dir, "dockerd.pid"), "-H", d.Host,
 		"--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-forward=false", "--ip-masq=false")
 	d.cmd.Stdout, d.cmd.Stderr = log, log
@@ -59,21 +65,32 @@ func StartDockerd() *Dockerd {
 	// only through Stop, so that it unmounts what it mounted.
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := d.cmd.Start(); err != nil {
-		d.Err = err
-		return d
+		return err
 	}
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if out, err := d.docker("version", "--format", "{{.Server.Version}}").CombinedOutput(); err == nil && len(out) > 0 {
-			return d
+			return nil
 		}
-		if time.Now().After(deadline) || d.cmd.ProcessState != nil {
+		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(filepath.Join(d.dir, "dockerd.log"))
-			d.Stop()
-			d.Err = fmt.Errorf("dockerd did not answer within 60s:\n%s", tail(string(b), 2000))
-			return d
+			return fmt.Errorf("dockerd did not answer within 60s:\n%s", tail(string(b), 2000))
 		}
 	}
 }
+
+// Restart stops the engine and starts it again on the same data: what it
+// held (images, containers, stopped now) is there again.
+func (d *Dockerd) Restart(t testing.TB) {
+	t.Helper()
+	d.halt()
+	if err := d.start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Halt stops the engine, which stops its containers, keeping its data for
+// Restart.
+func (d *Dockerd) Halt() { d.halt() }
 
 func tail(s string, n int) string {
 	if len(s) > n {
@@ -136,6 +153,14 @@ func (d *Dockerd) Docker(t testing.TB, args ...string) string {
 // Stop stops the engine (it stops its containers and unmounts what it
 // mounted) and removes its directory.
 func (d *Dockerd) Stop() {
+	d.halt()
+	if d.dir != "" {
+		_ = exec.Command("umount", "-R", "--lazy", filepath.Join(d.dir, "data")).Run()
+		_ = os.RemoveAll(d.dir)
+	}
+}
+
+func (d *Dockerd) halt() {
 	if d.cmd != nil && d.cmd.Process != nil && d.cmd.ProcessState == nil {
 		_ = d.cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
@@ -146,10 +171,6 @@ func (d *Dockerd) Stop() {
 			_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
-	}
-	if d.dir != "" {
-		_ = exec.Command("umount", "-R", "--lazy", filepath.Join(d.dir, "data")).Run()
-		_ = os.RemoveAll(d.dir)
 	}
 }
 
