@@ -5,7 +5,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -52,13 +55,19 @@ func invalid(err error) bool {
 	return errors.As(err, &e) && e.Status == http.StatusBadRequest
 }
 
-// newEngine reaches the engine at host ("" means DOCKER_HOST, then the
-// engine's default socket, as the docker CLI has it). Only a local engine
-// (a unix socket) will do: a sandbox's sockets are directories of this
-// host bound in.
+// newEngine reaches the engine at host ("" means what the docker CLI
+// would reach: DOCKER_HOST, then the current context's engine, then the
+// default socket). Only a local engine (a unix socket) will do: a
+// sandbox's sockets are directories of this host bound in.
 func newEngine(host string) (*engine, error) {
 	if host == "" {
 		host = os.Getenv("DOCKER_HOST")
+	}
+	if host == "" {
+		var err error
+		if host, err = contextHost(); err != nil {
+			return nil, err
+		}
 	}
 	if host == "" {
 		host = "unix:///var/run/docker.sock"
@@ -74,6 +83,44 @@ func newEngine(host string) (*engine, error) {
 		MaxIdleConnsPerHost: 16,
 	}
 	return &engine{host: host, hc: &http.Client{Transport: tr}}, nil
+}
+
+// contextHost is the engine of the docker CLI's current context
+// (DOCKER_CONTEXT, else the configuration's currentContext), "" for the
+// default context. Contexts live under DOCKER_CONFIG (default ~/.docker),
+// each in contexts/meta/SHA256(NAME)/meta.json.
+func contextHost() (string, error) {
+	dir := os.Getenv("DOCKER_CONFIG")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", nil
+		}
+		dir = filepath.Join(home, ".docker")
+	}
+	name := os.Getenv("DOCKER_CONTEXT")
+	if name == "" {
+		var cfg struct{ CurrentContext string }
+		if b, err := os.ReadFile(filepath.Join(dir, "config.json")); err == nil {
+			_ = json.Unmarshal(b, &cfg)
+		}
+		name = cfg.CurrentContext
+	}
+	if name == "" || name == "default" {
+		return "", nil
+	}
+	sum := sha256.Sum256([]byte(name))
+	b, err := os.ReadFile(filepath.Join(dir, "contexts", "meta", hex.EncodeToString(sum[:]), "meta.json"))
+	if err != nil {
+		return "", fmt.Errorf("docker context %q: %v", name, err)
+	}
+	var meta struct {
+		Endpoints map[string]struct{ Host string }
+	}
+	if err := json.Unmarshal(b, &meta); err != nil || meta.Endpoints["docker"].Host == "" {
+		return "", fmt.Errorf("docker context %q names no engine", name)
+	}
+	return meta.Endpoints["docker"].Host, nil
 }
 
 // do sends a request and returns the answer, or the engine's refusal.

@@ -2,6 +2,8 @@ package main_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"os"
@@ -207,5 +209,34 @@ func TestDaemonDockerEngineGone(t *testing.T) {
 	}
 	if ids := engine.Docker(t, "ps", "-aq", "--filter", "label=dev.cordon.tier=docker"); ids != "" {
 		t.Fatalf("containers left: %s", ids)
+	}
+}
+
+// TestRunDockerContext: with no DOCKER_HOST, cordon finds the engine of
+// the docker CLI's current context, as docker does.
+func TestRunDockerContext(t *testing.T) {
+	d := testutil.Engine(t)
+	config := t.TempDir()
+	sum := sha256.Sum256([]byte("cordon-test"))
+	meta := filepath.Join(config, "contexts", "meta", hex.EncodeToString(sum[:]))
+	if err := os.MkdirAll(meta, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(meta, "meta.json"), []byte(`{"Name":"cordon-test","Endpoints":{"docker":{"Host":"`+d.Host+`"}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(config, "config.json"), []byte(`{"currentContext":"cordon-test"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DOCKER_HOST=") && !strings.HasPrefix(kv, "DOCKER_CONTEXT=") {
+			env = append(env, kv)
+		}
+	}
+	cmd := exec.Command(buildCLI(t), "run", "--tier", "docker", "--", "echo", "through the context")
+	cmd.Env = append(env, "DOCKER_CONFIG="+config, "CORDON_DOCKER_IMAGE="+testutil.EngineImage, "CORDON_STATE_DIR="+t.TempDir())
+	if out, err := cmd.CombinedOutput(); err != nil || string(out) != "through the context\n" {
+		t.Fatalf("%v: %s", err, out)
 	}
 }
