@@ -244,46 +244,5 @@ func TestPause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go sb.Exec(context.Background(), "sh", sandbox.ExecOptions{Args: []string{"-c", "i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.01; done"}, Timeout: 5 * time.Minute})
-	read := func() string {
-		b, err := sb.ReadFile(t.Context(), "/tmp/n")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := sb.ReadFile(t.Context(), "/tmp/n"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the counter never started")
-		}
-	}
-	if err := sb.Pause(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-	if _, err := sb.Activity(ctx); err == nil {
-		t.Fatal("a paused sandbox's agent answered")
-	}
-	cancel()
-	if err := sb.Resume(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := sb.Resume(t.Context()); err != nil {
-		t.Fatalf("resuming a running sandbox: %v", err)
-	}
-	a := read()
-	for deadline := time.Now().Add(10 * time.Second); read() == a; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the counter did not move after resume: %q", a)
-		}
-	}
-	if err := sb.Pause(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := sb.Destroy(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	sandboxtest.PauseResume(t, sb)
 }

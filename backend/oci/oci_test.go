@@ -342,30 +342,7 @@ func TestPauseResume(t *testing.T) {
 		if !sb.CanPause() {
 			t.Fatal("a container cannot pause")
 		}
-		if err := sb.Resume(t.Context()); err != nil {
-			t.Fatalf("resume of a running container: %v", err)
-		}
-		if err := sb.Pause(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-		if _, err := sb.Activity(ctx); err == nil {
-			t.Fatal("a paused container's agent answered")
-		}
-		cancel()
-		if err := sb.Resume(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		if out, _ := sh(t, sb, "echo back"); out != "back\n" {
-			t.Fatalf("after resume: %q", out)
-		}
-		// Destroy thaws a paused container first.
-		if err := sb.Pause(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		if err := sb.Destroy(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		sandboxtest.PauseResume(t, sb)
 	})
 }
 

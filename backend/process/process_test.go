@@ -206,40 +206,7 @@ func TestPauseResume(t *testing.T) {
 	if !sb.CanPause() {
 		testutil.Missing(t, "no cgroup freezer here")
 	}
-	// A counter that advances while the sandbox runs.
-	go sb.Exec(context.Background(), "sh", sandbox.ExecOptions{Args: []string{"-c", "i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.01; done"}, Timeout: 5 * time.Minute})
-	read := func() string {
-		b, err := sb.ReadFile(t.Context(), "/tmp/n")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-	time.Sleep(200 * time.Millisecond)
-	if err := sb.Pause(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	// Paused: the agent itself does not answer.
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-	if _, err := sb.Activity(ctx); err == nil {
-		t.Fatal("a paused sandbox's agent answered")
-	}
-	cancel()
-	if err := sb.Resume(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	a := read()
-	time.Sleep(200 * time.Millisecond)
-	if b := read(); a == b {
-		t.Fatalf("the counter did not move after resume: %q", a)
-	}
-	// Destroy works on a paused sandbox (it thaws first).
-	if err := sb.Pause(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := sb.Destroy(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	sandboxtest.PauseResume(t, sb)
 }
 
 // TestDebianRoot: a Debian minbase root runs on the process tier, read-only.

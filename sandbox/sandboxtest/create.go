@@ -75,3 +75,50 @@ func BenchExecWarm(b *testing.B, be sandbox.Backend) {
 	}
 	testutil.ReportPercentiles(b, "exec", ds)
 }
+
+// PauseResume checks a sandbox that can pause: resuming one that runs is
+// no error; paused, its agent does not answer; resumed, a counter inside
+// moves again; and a paused sandbox is destroyed all the same (its
+// teardown thaws it first).
+func PauseResume(t *testing.T, sb *sandbox.Sandbox) {
+	t.Helper()
+	go sb.Exec(context.Background(), "sh", sandbox.ExecOptions{Args: []string{"-c", "i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.01; done"}, Timeout: 5 * time.Minute})
+	read := func() string {
+		b, err := sb.ReadFile(t.Context(), "/tmp/n")
+		if err != nil {
+			return ""
+		}
+		return string(b)
+	}
+	for deadline := time.Now().Add(10 * time.Second); read() == ""; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the counter never started")
+		}
+	}
+	if err := sb.Resume(t.Context()); err != nil {
+		t.Fatalf("resuming a running sandbox: %v", err)
+	}
+	if err := sb.Pause(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	if _, err := sb.Activity(ctx); err == nil {
+		t.Fatal("a paused sandbox's agent answered")
+	}
+	cancel()
+	if err := sb.Resume(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	a := read()
+	for deadline := time.Now().Add(10 * time.Second); read() == a; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the counter did not move after resume: %q", a)
+		}
+	}
+	if err := sb.Pause(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
