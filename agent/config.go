@@ -15,6 +15,13 @@ import (
 // gives commands.
 const EnvPrefix = baseline.EnvPrefix
 
+// InstallArg makes cordon-agent copy itself (Install); AccountsArg write
+// the sandbox's accounts (Accounts).
+const (
+	InstallArg  = "install"
+	AccountsArg = "accounts"
+)
+
 // Config is the agent's whole configuration. FromEnv builds it from
 // CORDON_AGENT_* variables; see docs/protocol.md for each one.
 type Config struct {
@@ -59,6 +66,11 @@ type Config struct {
 	// SpareThreads is how many idle OS threads the agent keeps against a
 	// sandbox whose pids limit is exhausted (see ReserveThreads).
 	SpareThreads int
+	// LocalGuests: the agent serves TCP in a network namespace it shares
+	// with a workload apart from it (CORDON_AGENT_WORKLOAD_USER set: a
+	// cluster's pod), so a peer at one of the namespace's own addresses is
+	// the workload, held to a guest's share of connections.
+	LocalGuests bool
 }
 
 // ReserveThreads is how many spare OS threads the agent makes at start
@@ -129,6 +141,7 @@ func FromEnv(env []string) (Config, error) {
 		c.Bind = v
 	}
 	c.Socket = vars["SOCKET"]
+	c.LocalGuests = vars["WORKLOAD_USER"] != ""
 	c.EgressSocket = vars["EGRESS_SOCKET"]
 	c.EgressListen = "127.0.0.1:3128"
 	c.EgressPass = vars["EGRESS_PASS"] == "1"

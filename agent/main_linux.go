@@ -239,7 +239,7 @@ func Start(env []string, scrub bool, stdout, stderr io.Writer, opts Options) (wa
 	// Start returns), so nothing here may wait on a request. Connections
 	// made since Ready wait in the listener's queue.
 	go func() {
-		if err := srv.Serve(limitListener(ln, MaxConnections)); err != nil && !errors.Is(err, net.ErrClosed) {
+		if err := srv.Serve(limitListener(ln, MaxConnections, cfg.LocalGuests)); err != nil && !errors.Is(err, net.ErrClosed) {
 			log.Error("serve", "err", err)
 			s.exit(1)
 		}
@@ -292,13 +292,16 @@ const MaxGuestConnections = 16
 // limitListener admits at most n connections at once, of which at most
 // MaxGuestConnections from inside the sandbox; further ones from the host
 // wait in the kernel's accept queue, further ones from inside are closed.
-func limitListener(ln net.Listener, n int) net.Listener {
-	return &limited{Listener: ln, sem: make(chan struct{}, n), guests: make(chan struct{}, MaxGuestConnections)}
+func limitListener(ln net.Listener, n int, localGuests bool) net.Listener {
+	return &limited{Listener: ln, sem: make(chan struct{}, n), guests: make(chan struct{}, MaxGuestConnections), localGuests: localGuests}
 }
 
 type limited struct {
 	net.Listener
 	sem, guests chan struct{}
+	// localGuests: a TCP peer of this network namespace is a guest
+	// (Config.LocalGuests).
+	localGuests bool
 }
 
 func (l *limited) Accept() (net.Conn, error) {
@@ -309,7 +312,7 @@ func (l *limited) Accept() (net.Conn, error) {
 			<-l.sem
 			return nil, err
 		}
-		if !fromInside(c) {
+		if !fromInside(c, l.localGuests) {
 			return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
 		}
 		select {
@@ -322,10 +325,16 @@ func (l *limited) Accept() (net.Conn, error) {
 	}
 }
 
-// fromInside reports whether a unix socket's peer is a process of this
-// process's PID namespace: the kernel gives a peer outside it (the host)
-// as pid 0.
-func fromInside(c net.Conn) bool {
+// fromInside reports whether a connection's peer is inside the sandbox:
+// for a unix socket, a process of this process's PID namespace (the
+// kernel gives a peer outside it, the host, as pid 0); for TCP (a pod's
+// agent, which shares its network namespace with the workload), a peer
+// whose address is loopback or one of this namespace's own, where
+// localTCP says the namespace is shared with the workload.
+func fromInside(c net.Conn, localTCP bool) bool {
+	if tc, ok := c.(*net.TCPConn); ok {
+		return localTCP && localPeer(tc)
+	}
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return false
@@ -337,6 +346,31 @@ func fromInside(c net.Conn) bool {
 	var cred *unix.Ucred
 	_ = raw.Control(func(fd uintptr) { cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
 	return err == nil && cred != nil && cred.Pid != 0
+}
+
+// localPeer reports whether c's peer is this network namespace: a
+// connection from one of its own addresses to another has the same
+// address at both ends unless one is loopback, or the peer holds an
+// address of another of its interfaces.
+func localPeer(c *net.TCPConn) bool {
+	r, ok1 := c.RemoteAddr().(*net.TCPAddr)
+	l, ok2 := c.LocalAddr().(*net.TCPAddr)
+	if !ok1 || !ok2 {
+		return true
+	}
+	if r.IP.IsLoopback() || r.IP.Equal(l.IP) {
+		return true
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return true // in doubt, a guest's share
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(r.IP) {
+			return true
+		}
+	}
+	return false
 }
 
 type limitedConn struct {

@@ -27,3 +27,12 @@ func Start(env []string, scrub bool, stdout, stderr io.Writer, opts Options) (fu
 
 // Options are what an embedding adds to Run (startup.Options).
 type Options = startup.Options
+
+// TokenFileToFD refuses likewise.
+func TokenFileToFD() error { return fmt.Errorf("cordon-agent: runs only on Linux") }
+
+// Install refuses likewise.
+func Install(dest string) error { return fmt.Errorf("cordon-agent: runs only on Linux") }
+
+// Accounts refuses likewise.
+func Accounts(uid int, dir string) error { return fmt.Errorf("cordon-agent: runs only on Linux") }

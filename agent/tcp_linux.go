@@ -80,7 +80,7 @@ func passable(nc net.Conn) (*net.UnixConn, bool) {
 		nc = w.NetConn()
 	}
 	uc, ok := nc.(*net.UnixConn)
-	if !ok || fromInside(uc) {
+	if !ok || fromInside(uc, false) {
 		return nil, false
 	}
 	return uc, true

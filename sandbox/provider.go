@@ -324,9 +324,14 @@ func (s *Sandbox) SetNetworkPolicy(ctx context.Context, policy egress.Policy) er
 		return err
 	}
 	if s.egress == nil {
-		return ErrNoEgressBoundary
-	}
-	if err := s.egress.SetPolicy(ctx, policy); err != nil {
+		e, ok := s.inst.(EgressEnforcer)
+		if !ok {
+			return ErrNoEgressBoundary
+		}
+		if err := e.SetEgress(ctx, policy); err != nil {
+			return err
+		}
+	} else if err := s.egress.SetPolicy(ctx, policy); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -185,8 +185,9 @@ type Capabilities struct {
 	User bool
 	// Layout: the backend can bind layout directories.
 	Layout bool
-	// Egress: instances implement EgressPort, so the egress boundary can
-	// be enforced.
+	// Egress: instances implement EgressPort (the egress proxy is their
+	// way out) or EgressEnforcer (the platform enforces the policy), so
+	// the egress boundary can be enforced.
 	Egress bool
 }
 
@@ -249,6 +250,15 @@ type Backend interface {
 // listener on the host, which the provider serves with the egress proxy.
 type EgressPort interface {
 	EgressListener() net.Listener
+}
+
+// EgressEnforcer is implemented by instances whose egress boundary is
+// their platform's own rather than the egress proxy (a cluster's network
+// policy, written by the backend at Start from Spec.Egress): SetEgress
+// replaces the policy and returns once it is in force as far as the
+// platform reports.
+type EgressEnforcer interface {
+	SetEgress(ctx context.Context, p egress.Policy) error
 }
 
 // Pauser is implemented by instances that can stop every process of the

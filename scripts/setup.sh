@@ -22,6 +22,7 @@ command -v qemu-aarch64-static >/dev/null 2>&1 || need_apt+=(qemu-user-static)  
 command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)        # the docker tier's engine (tests start a private one)
 command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)         # the test cluster's store (scripts/k8s-cluster)
 [ -x /usr/lib/cni/bridge ] || need_apt+=(containernetworking-plugins)  # the test cluster's pod network
+command -v ipset >/dev/null 2>&1 || need_apt+=(ipset)               # the test cluster's NetworkPolicy (kube-router)
 if [ "${#need_apt[@]}" -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "setup: need root to install: ${need_apt[*]}" >&2

@@ -38,6 +38,11 @@ const (
 	// whose own cgroups are mounted in the sandbox, where the host's hold
 	// the kernel and not the workload.
 	EnvCommandPids = baseline.EnvPrefix + "COMMAND_PIDS"
+	// EnvScratchModes=1 gives each of baseline.ScratchDirs its mode, and
+	// the owned ones to the workload, before the agent drops root's
+	// identity: a runtime whose writable volumes cannot be given either
+	// (a cluster's emptyDir, made 0777 and root's) mounts them bare.
+	EnvScratchModes = baseline.EnvPrefix + "SCRATCH_MODES"
 )
 
 // CommandThreadName is the name of the thread an agent started by an OCI
@@ -48,8 +53,9 @@ const CommandThreadName = "cordon-commands"
 
 // ContainerOptions is what an agent that an OCI runtime started, or that
 // the process tier's init executed, does before it serves (read from env):
-//   - with EnvWorkload, it listens on its socket as root and gives the
-//     socket to its own id (mode 0600: the workload cannot connect), and
+//   - with EnvWorkload, it listens on its socket (EnvSocket) as root and
+//     gives the socket to its own id (mode 0600: the workload cannot
+//     connect), or without one serves TCP (agent.Config.LocalGuests), and
 //     takes the agent's identity on every thread;
 //   - it makes the thread every command is forked from: with EnvWorkload,
 //     that thread's bounding set is emptied and it takes this package's
@@ -65,9 +71,12 @@ const CommandThreadName = "cordon-commands"
 // Landlock needs no_new_privs, which the runtime set.
 func ContainerOptions(env []string) (startup.Options, error) {
 	var mode, list, workload, socket, pids string
+	scratch := false
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
+		case EnvScratchModes:
+			scratch = v == "1"
 		case EnvCommandPids:
 			pids = v
 		case EnvLandlock:
@@ -137,11 +146,21 @@ func ContainerOptions(env []string) (startup.Options, error) {
 	var opts startup.Options
 	if uid >= 0 {
 		opts.OOMScore = startup.OpenOOMScore() // before the agent's identity
-		ln, err := ownSocket(socket)
-		if err != nil {
-			return startup.Options{}, err
+		if scratch {
+			if err := scratchModes(uid, gid); err != nil {
+				return startup.Options{}, err
+			}
 		}
-		opts.Listener = ln
+		// Without a socket the agent serves TCP (a cluster's pod, reached
+		// on the pod network): it listens itself, on an unprivileged port,
+		// once it is the agent.
+		if socket != "" {
+			ln, err := ownSocket(socket)
+			if err != nil {
+				return startup.Options{}, err
+			}
+			opts.Listener = ln
+		}
 	}
 	commands, tid, err := startup.NewCommandThread(func() error {
 		// The host finds the thread by its name (CommandThreadName), or
@@ -193,19 +212,42 @@ func ContainerOptions(env []string) (startup.Options, error) {
 			keep |= ptraceCap
 		}
 		if err := becomeAgent(allThreads, AgentID, uid, gid, keep, false); err != nil {
-			opts.Listener.Close()
+			if opts.Listener != nil {
+				opts.Listener.Close()
+			}
 			return startup.Options{}, err
 		}
 	}
 	return opts, nil
 }
 
+// scratchModes gives each scratch directory its mode and, where the
+// workload owns it, its owner (EnvScratchModes). Nothing of the workload
+// runs yet; the mode goes first, while root still owns the directory.
+func scratchModes(uid, gid int) error {
+	for _, d := range baseline.ScratchDirs {
+		fi, err := os.Lstat(d.Path)
+		if err != nil {
+			return fmt.Errorf("scratch directory: %w", err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("scratch directory %s is not a directory", d.Path)
+		}
+		if err := unix.Chmod(d.Path, d.Mode); err != nil {
+			return fmt.Errorf("scratch directory %s: %w", d.Path, err)
+		}
+		if d.Owned {
+			if err := os.Lchown(d.Path, uid, gid); err != nil {
+				return fmt.Errorf("scratch directory %s: %w", d.Path, err)
+			}
+		}
+	}
+	return nil
+}
+
 // ownSocket listens on path (replacing a stale socket there) and gives the
 // socket to the agent's id, readable and writable by it alone.
 func ownSocket(path string) (net.Listener, error) {
-	if path == "" {
-		return nil, fmt.Errorf("%s is required with %s", EnvSocket, EnvWorkload)
-	}
 	// It is made under another name and renamed into place once it is
 	// the agent's: the host, which waits for the name, never meets it
 	// otherwise.

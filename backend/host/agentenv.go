@@ -19,6 +19,10 @@ type AgentEnvOptions struct {
 	// so a socket cannot pass from it to the host, and its egress bridge
 	// carries bytes rather than handing connections over.
 	OwnKernel bool
+	// PodNetwork: the agent serves TCP on a network of its own (a
+	// cluster's pod), so it has neither socket nor egress bridge, and its
+	// token comes in a file the tier names, never in the environment.
+	PodNetwork bool
 }
 
 // AgentEnv is a sandbox agent's environment: its settings (the token, its
@@ -34,15 +38,19 @@ func AgentEnv(l sandbox.Launch, uid int, layout []LayoutMount, o AgentEnvOptions
 	for k, v := range l.AgentEnv {
 		env[p+k] = v
 	}
-	if o.TokenOnFD {
+	switch {
+	case o.PodNetwork:
+	case o.TokenOnFD:
 		env[p+"TOKEN_FD"] = strconv.Itoa(o.TokenFD)
-	} else {
+	default:
 		env[p+"TOKEN"] = l.Token
 	}
-	env[p+"SOCKET"] = baseline.AgentSocket
-	env[p+"EGRESS_SOCKET"] = baseline.EgressSocket
-	if !o.OwnKernel {
-		env[p+"EGRESS_PASS"] = "1"
+	if !o.PodNetwork {
+		env[p+"SOCKET"] = baseline.AgentSocket
+		env[p+"EGRESS_SOCKET"] = baseline.EgressSocket
+		if !o.OwnKernel {
+			env[p+"EGRESS_PASS"] = "1"
+		}
 	}
 	env[p+"WORKSPACE"] = baseline.Workspace
 	// The host may read any file of the sandbox's own view (which is all

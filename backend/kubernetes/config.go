@@ -1,0 +1,61 @@
+// Package kubernetes is the Kubernetes tier: each sandbox is a pod in a
+// configured namespace, running cordon-agent as its container's
+// entrypoint, reached over TCP on the pod network with a per-sandbox
+// token that a Secret owned by the pod carries (read from a file, never in
+// the pod's spec). The security baseline is rendered as the pod's spec
+// (render), and the egress policy as a NetworkPolicy owned by the pod,
+// which the cluster's network plugin enforces. The tier speaks the API
+// by hand (api), as the docker tier speaks the Engine API.
+package kubernetes
+
+// Name is the tier's name.
+const Name = "kubernetes"
+
+// Config configures the backend.
+type Config struct {
+	// Kubeconfig is the kubeconfig file (a KUBECONFIG list); empty means
+	// KUBECONFIG, then ~/.kube/config, then the in-cluster configuration
+	// of a pod's service account.
+	Kubeconfig string
+	// Context is the kubeconfig's context; empty means its current one.
+	Context string
+	// Namespace holds the sandboxes; empty means the context's, or
+	// "default".
+	Namespace string
+	// Image is a sandbox's image when its spec names none; empty means
+	// DefaultImage.
+	Image string
+	// AgentImage holds cordon-agent (at /cordon-agent, as the image
+	// deploy/kubernetes builds): an init container copies it into the
+	// pod, where the sandbox's own image runs it. Empty means
+	// DefaultAgentImage.
+	AgentImage string
+	// RuntimeClass is the pods' RuntimeClass (gvisor, kata); empty means
+	// the cluster's default runtime.
+	RuntimeClass string
+	// NetworkPolicy says the cluster's network plugin enforces
+	// NetworkPolicy. The API server accepts a policy whether or not
+	// anything enforces it, so the operator says so; without it the tier
+	// refuses every sandbox rather than start one whose egress is open.
+	NetworkPolicy bool
+	// Owner labels the objects this backend makes, so that Sweep removes
+	// only its own (a daemon's id); empty means "cordon".
+	Owner string
+}
+
+// DefaultImage is a sandbox's image when neither its spec nor Config
+// names one.
+const DefaultImage = "debian:bookworm-slim"
+
+// DefaultAgentImage is the agent's image when Config names none.
+const DefaultAgentImage = "ghcr.io/cordon-sandbox/cordon-agent:latest"
+
+// AgentPort is the agent's port in the pod.
+const AgentPort = 2024
+
+// Labels on every object of this tier.
+const (
+	LabelTier    = "dev.cordon.tier"
+	LabelOwner   = "dev.cordon.owner"
+	LabelSandbox = "dev.cordon.sandbox"
+)

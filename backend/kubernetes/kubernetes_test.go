@@ -1,0 +1,102 @@
+//go:build linux
+
+package kubernetes_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/backend/kubernetes"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/adversarial"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/conformance"
+)
+
+// The tests run inside the test cluster's network namespace, where the
+// pods' addresses are (testutil.RunInKube).
+func TestMain(m *testing.M) {
+	code := testutil.RunInKube(m.Run)
+	testutil.StopCluster()
+	os.Exit(code)
+}
+
+// owner is a label value naming t (a test's own objects).
+func owner(t testing.TB) string {
+	sum := sha256.Sum256([]byte(t.Name()))
+	return "test-" + hex.EncodeToString(sum[:6])
+}
+
+func backend(t *testing.T) *kubernetes.Backend { return backendTB(t) }
+
+func backendTB(t testing.TB) *kubernetes.Backend {
+	t.Helper()
+	k := testutil.Cluster(t)
+	agent, image := k.Images(t)
+	b := kubernetes.New(kubernetes.Config{Kubeconfig: k.Kubeconfig(), Image: image, AgentImage: agent, NetworkPolicy: true, Owner: owner(t)})
+	if err := b.Probe(t.Context()); err != nil {
+		t.Fatalf("the cluster is up, and the tier is not: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func create(t *testing.T, b *kubernetes.Backend, spec sandbox.Spec) *sandbox.Sandbox {
+	t.Helper()
+	return sandboxtest.Create(t, b, spec)
+}
+
+func sh(t *testing.T, sb *sandbox.Sandbox, script string) (string, *sandbox.Result) {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := sb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", script}, Stdout: &out, Stderr: &out, Timeout: time.Minute})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	return out.String(), res
+}
+
+// TestPod: what the cluster made is what the baseline says, seen from
+// inside: the sandbox user with no capabilities, no new privileges, a
+// system-call filter, a read-only image, owned and executable scratch, no
+// service-account token, and the agent's token out of the workload's
+// reach and in no configuration the cluster keeps.
+func TestPod(t *testing.T) {
+	b := backend(t)
+	sb := create(t, b, sandbox.Spec{})
+	out, res := sh(t, sb, `id -u; grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status;
+touch /usr/x 2>&1 | grep -o 'Read-only' ; printf '#!/bin/sh\necho ran\n' > /workspace/x.sh && chmod +x /workspace/x.sh && /workspace/x.sh
+stat -c '%n %a %u' /workspace /tmp /home/sandbox; ls /var/run/secrets/kubernetes.io 2>&1; cat /run/cordon-token/token 2>&1 | head -c 200; echo`)
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", res.ExitCode, out)
+	}
+	for _, want := range []string{"1000\n", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "Read-only", "ran",
+		"/workspace 755 1000", "/tmp 1777 0", "/home/sandbox 700 1000", "No such file", "Permission denied"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inside, want %q in:\n%s", want, out)
+		}
+	}
+	tok := sb.Client().Endpoint().Token
+	if strings.Contains(out, tok) {
+		t.Fatal("the workload read the agent's token")
+	}
+	k := testutil.Cluster(t)
+	if spec := k.Kubectl(t, "get", "pods", "-l", kubernetes.LabelOwner+"="+owner(t), "-o", "json"); strings.Contains(spec, tok) {
+		t.Fatal("the agent's token is in the pod's spec")
+	}
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.FromBackend(backend(t), sandbox.Spec{}))
+}
+
+func TestAdversarial(t *testing.T) {
+	b := backend(t)
+	adversarial.Run(t, func(t *testing.T, spec sandbox.Spec) *sandbox.Sandbox { return create(t, b, spec) })
+}
