@@ -29,22 +29,22 @@ type pod struct {
 }
 
 type podSpec struct {
-	RestartPolicy                 string           `json:"restartPolicy"`
-	AutomountServiceAccountToken  *bool            `json:"automountServiceAccountToken"`
-	EnableServiceLinks            *bool            `json:"enableServiceLinks"`
-	Hostname                      string           `json:"hostname,omitempty"`
-	DNSPolicy                     string           `json:"dnsPolicy,omitempty"`
-	DNSConfig                     *dnsConfig       `json:"dnsConfig,omitempty"`
-	HostNetwork                   bool             `json:"hostNetwork"`
-	HostPID                       bool             `json:"hostPID"`
-	HostIPC                       bool             `json:"hostIPC"`
-	ShareProcessNamespace         *bool            `json:"shareProcessNamespace"`
-	RuntimeClassName              string           `json:"runtimeClassName,omitempty"`
-	TerminationGracePeriodSeconds *int64           `json:"terminationGracePeriodSeconds,omitempty"`
-	SecurityContext               *podSecurity     `json:"securityContext,omitempty"`
-	InitContainers                []container      `json:"initContainers,omitempty"`
-	Containers                    []container      `json:"containers"`
-	Volumes                       []volume         `json:"volumes,omitempty"`
+	RestartPolicy                 string       `json:"restartPolicy"`
+	AutomountServiceAccountToken  *bool        `json:"automountServiceAccountToken"`
+	EnableServiceLinks            *bool        `json:"enableServiceLinks"`
+	Hostname                      string       `json:"hostname,omitempty"`
+	DNSPolicy                     string       `json:"dnsPolicy,omitempty"`
+	DNSConfig                     *dnsConfig   `json:"dnsConfig,omitempty"`
+	HostNetwork                   bool         `json:"hostNetwork"`
+	HostPID                       bool         `json:"hostPID"`
+	HostIPC                       bool         `json:"hostIPC"`
+	ShareProcessNamespace         *bool        `json:"shareProcessNamespace"`
+	RuntimeClassName              string       `json:"runtimeClassName,omitempty"`
+	TerminationGracePeriodSeconds *int64       `json:"terminationGracePeriodSeconds,omitempty"`
+	SecurityContext               *podSecurity `json:"securityContext,omitempty"`
+	InitContainers                []container  `json:"initContainers,omitempty"`
+	Containers                    []container  `json:"containers"`
+	Volumes                       []volume     `json:"volumes,omitempty"`
 }
 
 type dnsConfig struct {
@@ -122,10 +122,10 @@ type capabilities struct {
 }
 
 type volume struct {
-	Name                  string         `json:"name"`
-	EmptyDir              *emptyDir      `json:"emptyDir,omitempty"`
-	Secret                *secretVolume  `json:"secret,omitempty"`
-	PersistentVolumeClaim *claimVolume   `json:"persistentVolumeClaim,omitempty"`
+	Name                  string        `json:"name"`
+	EmptyDir              *emptyDir     `json:"emptyDir,omitempty"`
+	Secret                *secretVolume `json:"secret,omitempty"`
+	PersistentVolumeClaim *claimVolume  `json:"persistentVolumeClaim,omitempty"`
 }
 
 type emptyDir struct {
