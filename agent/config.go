@@ -71,6 +71,10 @@ type Config struct {
 	// cluster's pod), so a peer at one of the namespace's own addresses is
 	// the workload, held to a guest's share of connections.
 	LocalGuests bool
+	// CountOOM: the agent reports the OOM kills in its sandbox's memory
+	// cgroup in each command's result (CORDON_AGENT_COUNT_OOM=1), for a
+	// host that cannot read that cgroup itself.
+	CountOOM bool
 }
 
 // ReserveThreads is how many spare OS threads the agent makes at start
@@ -142,6 +146,7 @@ func FromEnv(env []string) (Config, error) {
 	}
 	c.Socket = vars["SOCKET"]
 	c.LocalGuests = vars["WORKLOAD_USER"] != ""
+	c.CountOOM = vars["COUNT_OOM"] == "1"
 	c.EgressSocket = vars["EGRESS_SOCKET"]
 	c.EgressListen = "127.0.0.1:3128"
 	c.EgressPass = vars["EGRESS_PASS"] == "1"

@@ -90,6 +90,7 @@ func (s *Server) run(w httpd.ResponseWriter, r *httpd.Request, e *execution, q *
 		writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeExecutionCancelled, State: st})
 		return
 	}
+	oomBefore := s.oomKills()
 	pid, exited, err := s.reaper.spawn(path, argv, env, dir, []uintptr{stdin.Fd(), stdoutW.Fd(), stderrW.Fd()})
 	if err != nil {
 		s.mu.Unlock()
@@ -228,6 +229,9 @@ func (s *Server) run(w httpd.ResponseWriter, r *httpd.Request, e *execution, q *
 		res.ExitCode = ws.ExitStatus()
 	} else if ws.Signaled() {
 		res.Signal = signalName(ws.Signal())
+	}
+	if after := s.oomKills(); after > oomBefore {
+		res.OOMKills = after - oomBefore
 	}
 	s.mu.Lock()
 	res.TimedOut = e.cause == causeTimeout

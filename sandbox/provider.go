@@ -520,6 +520,9 @@ func (s *Sandbox) Exec(ctx context.Context, command string, o ExecOptions) (*Res
 			out.OOMKills = int64(after - before)
 		}
 		out.OOMKilled = res.Signal == "SIGKILL" && out.OOMKills > 0
+	} else if res.OOMKills > 0 {
+		// The agent counted them (a host that cannot).
+		out.OOMKilled = res.Signal == "SIGKILL"
 	}
 	return out, err
 }

@@ -272,8 +272,10 @@ type Result struct {
 	// OOMKills counts the sandbox's processes the kernel killed for memory
 	// while the command ran (its children included, which the command
 	// may outlive): the host adds it from the sandbox's memory accounting;
-	// the agent leaves it out. (Commands running at the same time in one
-	// sandbox each count all of them.)
+	// the agent leaves it out unless told to count them itself
+	// (CORDON_AGENT_COUNT_OOM=1, where the host cannot read that
+	// accounting). (Commands running at the same time in one sandbox each
+	// count all of them.)
 	OOMKills int64 `json:"oomKills,omitempty"`
 	// LeftoversStopped: the command's leader exited and the agent stopped
 	// what it left running (feature "leader-exit"): members of its process

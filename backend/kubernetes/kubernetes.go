@@ -441,12 +441,23 @@ func (i *instance) SetEgress(ctx context.Context, p egress.Policy) error {
 	if err := api.get(ctx, ns, "networkpolicies", i.name, &back); err != nil {
 		return i.b.apiErr("reading the network policy back", err)
 	}
-	want, _ := json.Marshal(cur.Spec)
-	have, _ := json.Marshal(back.Spec)
+	want, _ := json.Marshal(normalPolicy(cur.Spec))
+	have, _ := json.Marshal(normalPolicy(back.Spec))
 	if string(want) != string(have) {
 		return fmt.Errorf("%w: kubernetes: the network policy read back is not the one written", sandbox.ErrAgent)
 	}
 	return nil
+}
+
+// normalPolicy is s as the API server gives it back: no rules is none.
+func normalPolicy(s networkPolicySpec) networkPolicySpec {
+	if len(s.Ingress) == 0 {
+		s.Ingress = nil
+	}
+	if len(s.Egress) == 0 {
+		s.Egress = nil
+	}
+	return s
 }
 
 // state is what a later process needs to take the sandbox back.

@@ -35,11 +35,18 @@ func owner(t testing.TB) string {
 
 func backend(t *testing.T) *kubernetes.Backend { return backendTB(t) }
 
-func backendTB(t testing.TB) *kubernetes.Backend {
+// configFor is the tier's configuration for the test cluster, its
+// objects labelled with owner.
+func configFor(t testing.TB, owner string) kubernetes.Config {
 	t.Helper()
 	k := testutil.Cluster(t)
 	agent, image := k.Images(t)
-	b := kubernetes.New(kubernetes.Config{Kubeconfig: k.Kubeconfig(), Image: image, AgentImage: agent, NetworkPolicy: true, Owner: owner(t)})
+	return kubernetes.Config{Kubeconfig: k.Kubeconfig(), Image: image, AgentImage: agent, NetworkPolicy: true, Owner: owner}
+}
+
+func backendTB(t testing.TB) *kubernetes.Backend {
+	t.Helper()
+	b := kubernetes.New(configFor(t, owner(t)))
 	if err := b.Probe(t.Context()); err != nil {
 		t.Fatalf("the cluster is up, and the tier is not: %v", err)
 	}

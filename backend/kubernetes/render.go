@@ -82,6 +82,9 @@ func render(in renderInput) *pod {
 	env = append(env, baseline.EnvPrefix+"TOKEN_FILE="+tokenDir+"/"+tokenKey,
 		baseline.EnvPrefix+"PORT="+strconv.Itoa(AgentPort),
 		baseline.EnvPrefix+"SCRATCH_MODES=1",
+		// The node's memory cgroup is out of the host's reach: the agent
+		// counts the OOM kills in its own.
+		baseline.EnvPrefix+"COUNT_OOM=1",
 		// The agent starts as the container's root with the four
 		// capabilities it needs to take an identity apart from the
 		// workload's, and drops them before it serves; commands run as the
