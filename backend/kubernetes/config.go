@@ -8,6 +8,8 @@
 // by hand (api), as the docker tier speaks the Engine API.
 package kubernetes
 
+import "time"
+
 // Name is the tier's name.
 const Name = "kubernetes"
 
@@ -38,6 +40,13 @@ type Config struct {
 	// anything enforces it, so the operator says so; without it the tier
 	// refuses every sandbox rather than start one whose egress is open.
 	NetworkPolicy bool
+	// Detached pods outlive the process that made them (a daemon, which
+	// takes them back with Adopt). Otherwise nothing ties a pod to its
+	// maker's life (a cluster has no lifeline), so its agent exits after
+	// UnattendedIdle without work unless the spec sets its own idle
+	// timeout, and the backend deletes its owner's pods that have ended
+	// once per process.
+	Detached bool
 	// Owner labels the objects this backend makes, so that Sweep removes
 	// only its own (a daemon's id); empty means "cordon".
 	Owner string
@@ -49,6 +58,10 @@ const DefaultImage = "debian:bookworm-slim"
 
 // DefaultAgentImage is the agent's image when Config names none.
 const DefaultAgentImage = "ghcr.io/cordon-sandbox/cordon-agent:latest"
+
+// UnattendedIdle is how long the agent of a pod not Detached waits without
+// work before it exits (its maker may have died without deleting it).
+const UnattendedIdle = time.Minute
 
 // AgentPort is the agent's port in the pod.
 const AgentPort = 2024

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -33,6 +34,8 @@ type Backend struct {
 	api  *api
 	ns   string
 	err  error
+
+	sweepOnce sync.Once
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -150,6 +153,16 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	}
 	if uid == 0 {
 		return nil, &sandbox.UnsupportedError{Tier: Name, What: "commands as root (a pod's root is the node's: the tier runs commands as an unprivileged user)"}
+	}
+	if !b.cfg.Detached {
+		b.sweepOnce.Do(func() { b.sweepEnded(ctx) })
+		if v := l.AgentEnv["IDLE_TIMEOUT_MS"]; v == "" || v == "0" {
+			l.AgentEnv = maps.Clone(l.AgentEnv)
+			if l.AgentEnv == nil {
+				l.AgentEnv = map[string]string{}
+			}
+			l.AgentEnv["IDLE_TIMEOUT_MS"] = strconv.FormatInt(UnattendedIdle.Milliseconds(), 10)
+		}
 	}
 	policy := egress.Policy{Mode: egress.DenyAll}
 	if spec.Egress != nil {
@@ -532,6 +545,28 @@ func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 		errs = append(errs, i.Destroy(ctx))
 	}
 	return errors.Join(errs...)
+}
+
+// sweepEnded deletes, once per process, the pods of this backend's owner
+// that have ended (their maker died without deleting them, and their
+// agent idled out), with their secrets and policies. A failure is left
+// for the next process.
+func (b *Backend) sweepEnded(ctx context.Context) {
+	api, ns, err := b.client()
+	if err != nil {
+		return
+	}
+	var l list[pod]
+	if api.list(ctx, ns, "pods", LabelTier+"="+Name+","+LabelOwner+"="+b.cfg.Owner, &l) != nil {
+		return
+	}
+	for _, p := range l.Items {
+		if p.Status.Phase == "Succeeded" || p.Status.Phase == "Failed" {
+			i := &instance{b: b, name: p.Metadata.Name, exited: make(chan struct{})}
+			i.made.policy, i.made.secret, i.made.pod = true, true, true
+			_ = i.Destroy(ctx)
+		}
+	}
 }
 
 // Destroy deletes the pod (the kubelet stops what runs in it) and

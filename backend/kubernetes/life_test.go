@@ -71,7 +71,9 @@ func TestRefusals(t *testing.T) {
 // the other with its secret and policy.
 func TestAdoptAndSweep(t *testing.T) {
 	b := backend(t)
-	first := kubernetes.New(configFor(t, "test-adopt"))
+	cfg := configFor(t, "test-adopt")
+	cfg.Detached = true
+	first := kubernetes.New(cfg)
 	p := sandbox.NewProvider([]sandbox.Backend{first})
 	kept, err := p.Create(t.Context(), sandbox.Spec{})
 	if err != nil {
@@ -90,7 +92,7 @@ func TestAdoptAndSweep(t *testing.T) {
 	first.Close()
 	_ = b
 
-	second := kubernetes.New(configFor(t, "test-adopt"))
+	second := kubernetes.New(cfg)
 	defer second.Close()
 	p2 := sandbox.NewProvider([]sandbox.Backend{second})
 	back, err := p2.Adopt(t.Context(), *ad, kept.Spec())

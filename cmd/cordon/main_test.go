@@ -9,6 +9,7 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	testutil.StopEngine() // the docker tier's, where a test started it
+	testutil.StopEngine()  // the docker tier's, where a test started it
+	testutil.StopCluster() // the kubernetes tier's, likewise
 	os.Exit(code)
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/cordon-sandbox/cordon/backend/docker"
+	"github.com/cordon-sandbox/cordon/backend/kubernetes"
 	"github.com/cordon-sandbox/cordon/backend/oci"
 	"github.com/cordon-sandbox/cordon/backend/passthrough"
 	"github.com/cordon-sandbox/cordon/backend/process"
@@ -30,7 +31,24 @@ func stateDir() string { return os.Getenv("CORDON_STATE_DIR") }
 // outlive a restart; elsewhere they die with their creator), started through a spawner where the daemon
 // cannot start them without copying its memory (it lives long and grows),
 // and Prestart inits kept waiting.
-type daemonTiers struct{ prestart int }
+type daemonTiers struct {
+	prestart int
+	kube     kubernetes.Config // what cordon serve's flags set
+}
+
+// kubeConfig is the kubernetes tier's configuration from the environment:
+// the cluster as kubectl finds it (KUBECONFIG, ~/.kube/config, a pod's
+// service account) and CORDON_KUBE_*; cordon serve's flags override it.
+func kubeConfig() kubernetes.Config {
+	return kubernetes.Config{
+		Namespace:     os.Getenv("CORDON_KUBE_NAMESPACE"),
+		Image:         os.Getenv("CORDON_KUBE_IMAGE"),
+		AgentImage:    os.Getenv("CORDON_KUBE_AGENT_IMAGE"),
+		RuntimeClass:  os.Getenv("CORDON_KUBE_RUNTIME_CLASS"),
+		NetworkPolicy: os.Getenv("CORDON_KUBE_NETWORK_POLICY") == "enforced",
+		Owner:         "cordon-run",
+	}
+}
 
 // backends are the tiers cordon offers, their state under base ("" for
 // their defaults), for the daemon when d is set.
@@ -50,11 +68,18 @@ func backends(base string, d *daemonTiers) []sandbox.Backend {
 	if d != nil {
 		dcfg.Detached, dcfg.Owner = true, "cordon-daemon-"+ownerTag(base)
 	}
+	// The kubernetes tier's pods likewise.
+	kcfg := kubeConfig()
+	if d != nil {
+		kcfg = d.kube
+		kcfg.Detached, kcfg.Owner = true, "cordon-daemon-"+ownerTag(base)
+	}
 	return []sandbox.Backend{
 		process.New(pcfg),
 		oci.New(oci.Config{StateDir: ociDir, Detached: d != nil}),
 		oci.New(oci.Config{Tier: oci.GVisor, StateDir: gvisorDir, Detached: d != nil}),
 		docker.New(dcfg),
+		kubernetes.New(kcfg),
 		passthrough.New(passthrough.Config{}),
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/cordon-sandbox/cordon/backend/kubernetes"
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/metrics"
@@ -68,6 +69,14 @@ func serveCmd(args []string) int {
 	idle := fs.Duration("idle-timeout", 0, "reap a sandbox after this long without activity inside, unless its create says otherwise (0: never)")
 	maxSandboxes := fs.Int("max-sandboxes", 0, "live sandboxes per tenant (default 100)")
 	prestart := fs.Int("prestart", 2, "process-tier inits to keep started and waiting for a create (a few MiB each; 0: none)")
+	kube := kubeConfig()
+	fs.StringVar(&kube.Kubeconfig, "kubeconfig", "", "the kubernetes tier's cluster: a kubeconfig `FILE` (default: KUBECONFIG, ~/.kube/config, then the pod's service account)")
+	fs.StringVar(&kube.Context, "kube-context", "", "the kubeconfig's `CONTEXT` (default: its current one)")
+	fs.StringVar(&kube.Namespace, "kube-namespace", kube.Namespace, "the `NAMESPACE` of the sandboxes' pods (default: the context's, or default; CORDON_KUBE_NAMESPACE)")
+	fs.StringVar(&kube.Image, "kube-image", kube.Image, "the `IMAGE` of a pod whose create names none (default "+kubernetes.DefaultImage+"; CORDON_KUBE_IMAGE)")
+	fs.StringVar(&kube.AgentImage, "kube-agent-image", kube.AgentImage, "the `IMAGE` holding cordon-agent at /cordon-agent (default "+kubernetes.DefaultAgentImage+"; CORDON_KUBE_AGENT_IMAGE)")
+	fs.StringVar(&kube.RuntimeClass, "kube-runtime-class", kube.RuntimeClass, "the pods' RuntimeClass `NAME`, gvisor or kata (default: the cluster's; CORDON_KUBE_RUNTIME_CLASS)")
+	fs.BoolVar(&kube.NetworkPolicy, "kube-network-policy", kube.NetworkPolicy, "the cluster's network plugin enforces NetworkPolicy, a pod's only egress boundary: without it the tier refuses every sandbox (CORDON_KUBE_NETWORK_POLICY=enforced)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -121,7 +130,7 @@ func serveCmd(args []string) int {
 	if *prestart < 0 || *prestart > 64 {
 		return fail("--prestart %d: 0 to 64", *prestart)
 	}
-	tiers := backends(processDir, &daemonTiers{prestart: *prestart})
+	tiers := backends(processDir, &daemonTiers{prestart: *prestart, kube: kube})
 	provider := sandbox.NewProvider(tiers, sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()), sandbox.WithEgressProxy(proxy), sandbox.WithLogger(log))
 	var adminKey string
 	if *adminKeyFile != "" {

@@ -29,8 +29,15 @@ type serveProc struct {
 
 func startServe(t testing.TB, sock, state, processDir string) *serveProc {
 	t.Helper()
+	return startServeCmd(t, sock, exec.Command(buildCLI(t), "serve", "--listen", "unix://"+sock, "--state-dir", state), processDir)
+}
+
+// startServeCmd is startServe with the daemon's command given (wrapped,
+// or with flags of its own).
+func startServeCmd(t testing.TB, sock string, cmd *exec.Cmd, processDir string) *serveProc {
+	t.Helper()
 	p := &serveProc{out: logbuf.New(1 << 20)}
-	p.cmd = exec.Command(buildCLI(t), "serve", "--listen", "unix://"+sock, "--state-dir", state)
+	p.cmd = cmd
 	p.cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+processDir)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
