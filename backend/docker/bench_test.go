@@ -4,12 +4,10 @@ package docker_test
 
 import (
 	"os/exec"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/testutil"
-	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest"
 )
 
@@ -42,46 +40,5 @@ func BenchmarkDockerRun(b *testing.B) {
 func BenchmarkExecWarm(b *testing.B) { sandboxtest.BenchExecWarm(b, backendTB(b)) }
 
 // BenchmarkConcurrentCreates: 50 sandboxes created at once, each to its
-// first exec's result; the wall time of the whole, and each create's.
-func BenchmarkConcurrentCreates(b *testing.B) {
-	be := backendTB(b)
-	p := sandbox.NewProvider([]sandbox.Backend{be})
-	const n = 50
-	var walls, each []time.Duration
-	var mu sync.Mutex
-	for b.Loop() {
-		t0 := time.Now()
-		var wg sync.WaitGroup
-		sbs := make([]*sandbox.Sandbox, n)
-		errs := make([]error, n)
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s := time.Now()
-				sb, err := p.Create(b.Context(), sandbox.Spec{})
-				if err == nil {
-					_, err = sb.Exec(b.Context(), "true", sandbox.ExecOptions{})
-				}
-				sbs[i], errs[i] = sb, err
-				mu.Lock()
-				each = append(each, time.Since(s))
-				mu.Unlock()
-			}()
-		}
-		wg.Wait()
-		walls = append(walls, time.Since(t0))
-		b.StopTimer()
-		for i, sb := range sbs {
-			if sb != nil {
-				_ = sb.Destroy(b.Context())
-			}
-			if errs[i] != nil {
-				b.Fatal(errs[i])
-			}
-		}
-		b.StartTimer()
-	}
-	testutil.ReportPercentiles(b, "wall", walls)
-	testutil.ReportPercentiles(b, "each", each)
-}
+// first exec's result.
+func BenchmarkConcurrentCreates(b *testing.B) { sandboxtest.BenchConcurrentCreates(b, backendTB(b), 50) }

@@ -32,6 +32,13 @@ type Config struct {
 	// pod, where the sandbox's own image runs it. Empty means
 	// DefaultAgentImage.
 	AgentImage string
+	// AgentInImage, when set, is where every sandbox image holds
+	// cordon-agent (images built with it, and with the sandbox user in
+	// their accounts): the pod then has no init containers, which the
+	// kubelet notices finished only at its next relist (about a second
+	// each). Empty means the agent comes from AgentImage, and the
+	// accounts are merged, by init containers.
+	AgentInImage string
 	// RuntimeClass is the pods' RuntimeClass (gvisor, kata); empty means
 	// the cluster's default runtime.
 	RuntimeClass string

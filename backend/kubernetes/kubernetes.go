@@ -203,7 +203,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		image = b.cfg.Image
 	}
 	p := render(renderInput{
-		Name: name, Image: image, AgentImage: b.cfg.AgentImage, UID: uid,
+		Name: name, Image: image, AgentImage: b.cfg.AgentImage, AgentInImage: b.cfg.AgentInImage, UID: uid,
 		Env:    host.AgentEnv(l, uid, nil, host.AgentEnvOptions{PodNetwork: true}),
 		Limits: spec.Limits, RuntimeClass: b.cfg.RuntimeClass, Landlock: landlock, Secret: name, Labels: labels,
 	})

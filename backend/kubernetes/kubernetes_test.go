@@ -103,6 +103,30 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.FromBackend(backend(t), sandbox.Spec{}))
 }
 
+// inImage is the tier with the agent in the sandbox's image
+// (Config.AgentInImage): pods without init containers.
+func inImage(t testing.TB) *kubernetes.Backend {
+	cfg := configFor(t, owner(t))
+	cfg.Image, cfg.AgentInImage = testutil.Cluster(t).ImageWithAgent(t), testutil.KubeAgentInImage
+	b := kubernetes.New(cfg)
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// TestConformanceAgentInImage: the same behaviour with the agent in the
+// image, whose pods have no init container.
+func TestConformanceAgentInImage(t *testing.T) {
+	b := inImage(t)
+	sb := create(t, b, sandbox.Spec{})
+	if out, _ := sh(t, sb, "id -un"); out != "sandbox\n" {
+		t.Fatalf("the image's own sandbox user: %q", out)
+	}
+	if got := testutil.Cluster(t).Kubectl(t, "get", "pods", "-l", kubernetes.LabelOwner+"="+owner(t), "-o", "jsonpath={.items[*].spec.initContainers}"); got != "" {
+		t.Fatalf("init containers: %s", got)
+	}
+	conformance.Run(t, conformance.FromBackend(b, sandbox.Spec{}))
+}
+
 func TestAdversarial(t *testing.T) {
 	b := backend(t)
 	adversarial.Run(t, func(t *testing.T, spec sandbox.Spec) *sandbox.Sandbox { return create(t, b, spec) })

@@ -16,6 +16,9 @@ import (
 // renderInput is what one sandbox's pod is made from.
 type renderInput struct {
 	Name, Image, AgentImage string
+	// AgentInImage is the agent's path in Image, where it holds one
+	// (Config.AgentInImage): then no init container copies it in.
+	AgentInImage string
 	UID                     int
 	// Env is the agent's environment (host.AgentEnv), without its token.
 	Env          []string
@@ -53,21 +56,35 @@ func render(in renderInput) *pod {
 	env := slices.Clone(in.Env)
 	var writable []string
 	volumes := []volume{
-		// The agent, copied in by the init container: memory, read-only
-		// where the sandbox sees it.
-		{Name: "agent", EmptyDir: &emptyDir{Medium: "Memory", SizeLimit: "64Mi"}},
 		// The token, readable by the sandbox's root alone: the agent reads
 		// it before it takes its own identity; the workload never can.
 		{Name: "token", Secret: &secretVolume{SecretName: in.Secret, DefaultMode: ptr(0o400)}},
-		// The image's accounts with the sandbox user's, written by the
-		// second init container.
-		{Name: "accounts", EmptyDir: &emptyDir{Medium: "Memory", SizeLimit: "4Mi"}},
 	}
-	mounts := []volumeMount{
-		{Name: "agent", MountPath: agentDir, ReadOnly: true},
-		{Name: "token", MountPath: tokenDir, ReadOnly: true},
-		{Name: "accounts", MountPath: "/etc/passwd", SubPath: "passwd", ReadOnly: true},
-		{Name: "accounts", MountPath: "/etc/group", SubPath: "group", ReadOnly: true},
+	mounts := []volumeMount{{Name: "token", MountPath: tokenDir, ReadOnly: true}}
+	agentPath := in.AgentInImage
+	var inits []container
+	if agentPath == "" {
+		agentPath = agentDir + "/cordon-agent"
+		volumes = append(volumes,
+			// The agent, copied in by the first init container: memory,
+			// read-only where the sandbox sees it.
+			volume{Name: "agent", EmptyDir: &emptyDir{Medium: "Memory", SizeLimit: "64Mi"}},
+			// The image's accounts with the sandbox user's, written by the
+			// second.
+			volume{Name: "accounts", EmptyDir: &emptyDir{Medium: "Memory", SizeLimit: "4Mi"}})
+		mounts = append(mounts,
+			volumeMount{Name: "agent", MountPath: agentDir, ReadOnly: true},
+			volumeMount{Name: "accounts", MountPath: "/etc/passwd", SubPath: "passwd", ReadOnly: true},
+			volumeMount{Name: "accounts", MountPath: "/etc/group", SubPath: "group", ReadOnly: true})
+		inits = []container{
+			// Copies the agent in from its image.
+			helper("agent-install", in.AgentImage, []string{"/cordon-agent", "install", agentPath},
+				volumeMount{Name: "agent", MountPath: agentDir}),
+			// Writes the image's accounts with the sandbox user's, running
+			// the agent just copied in the sandbox's image.
+			helper("accounts", in.Image, []string{agentPath, "accounts", strconv.Itoa(in.UID), "/accounts"},
+				volumeMount{Name: "agent", MountPath: agentDir, ReadOnly: true}, volumeMount{Name: "accounts", MountPath: "/accounts"}),
+		}
 	}
 	for i, d := range baseline.ScratchDirs {
 		// The writable paths are memory, within the space (the kubelet
@@ -139,19 +156,11 @@ func render(in renderInput) *pod {
 			// network policy admits addresses), and a lookup fails at once.
 			DNSPolicy: "None",
 			DNSConfig: &dnsConfig{Nameservers: []string{"127.0.0.1"}, Options: []dnsOption{{"timeout", "1"}, {"attempts", "1"}}},
-			InitContainers: []container{
-				// Copies the agent in from its image.
-				helper("agent-install", in.AgentImage, []string{"/cordon-agent", "install", agentDir + "/cordon-agent"},
-					volumeMount{Name: "agent", MountPath: agentDir}),
-				// Writes the image's accounts with the sandbox user's,
-				// running the agent just copied in the sandbox's image.
-				helper("accounts", in.Image, []string{agentDir + "/cordon-agent", "accounts", strconv.Itoa(in.UID), "/accounts"},
-					volumeMount{Name: "agent", MountPath: agentDir, ReadOnly: true}, volumeMount{Name: "accounts", MountPath: "/accounts"}),
-			},
+			InitContainers: inits,
 			Containers: []container{{
 				Name: agentName, Image: in.Image, ImagePullPolicy: "IfNotPresent",
-				// The agent is the entrypoint, from the agent's image.
-				Command:    []string{agentDir + "/cordon-agent"},
+				// The agent is the entrypoint.
+				Command:    []string{agentPath},
 				Args:       []string{},
 				WorkingDir: baseline.Workspace,
 				Env:        vars,

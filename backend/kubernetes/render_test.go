@@ -47,6 +47,24 @@ func TestRender(t *testing.T) {
 		Secret: "cordon-0123", Labels: map[string]string{LabelTier: Name, LabelOwner: "cordon", LabelSandbox: "cordon-0123"},
 	})
 	golden(t, "pod.json", p)
+	// With the agent in the image: no init container, nothing else
+	// changed but what they were for.
+	in := p.Spec.Containers[0]
+	q := render(renderInput{
+		Name: "cordon-0123", Image: "example.test/image:1", AgentInImage: "/usr/local/bin/cordon-agent", UID: 1000,
+		Env:    []string{"CORDON_AGENT_WORKSPACE=/workspace", "HOME=/home/sandbox"},
+		Limits: sandbox.Limits{MemoryBytes: 512 << 20, CPUs: 1.5}, RuntimeClass: "gvisor", Landlock: "auto",
+		Secret: "cordon-0123", Labels: map[string]string{LabelTier: Name, LabelOwner: "cordon", LabelSandbox: "cordon-0123"},
+	})
+	if len(q.Spec.InitContainers) != 0 || q.Spec.Containers[0].Command[0] != "/usr/local/bin/cordon-agent" || len(q.Spec.Volumes) != len(p.Spec.Volumes)-2 {
+		t.Errorf("with the agent in the image: %+v", q.Spec)
+	}
+	out := q.Spec.Containers[0]
+	a, _ := json.Marshal(in.SecurityContext)
+	b, _ := json.Marshal(out.SecurityContext)
+	if string(a) != string(b) || len(out.Env) != len(in.Env) {
+		t.Errorf("with the agent in the image the container's security or environment differs")
+	}
 	for _, e := range p.Spec.Containers[0].Env {
 		if strings.Contains(e.Name, "TOKEN") && e.Name != "CORDON_AGENT_TOKEN_FILE" {
 			t.Errorf("the token in the environment: %s", e.Name)

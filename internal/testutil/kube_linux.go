@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cordon-sandbox/cordon/baseline"
 )
 
 // Kube is a single-node test cluster (scripts/k8s-cluster) for one test
@@ -31,8 +33,8 @@ type Kube struct {
 
 	images struct {
 		sync.Once
-		agent, debian string
-		err           error
+		agent, debian, withAgent string
+		err                      error
 	}
 }
 
@@ -168,13 +170,49 @@ func (k *Kube) Images(t testing.TB) (agent, debian string) {
 			return
 		}
 		k.images.debian = EngineImage
-		k.images.err = k.importRoot(work, DebianTools(t), k.images.debian, []string{"/bin/sh"})
+		if k.images.err = k.importRoot(work, DebianTools(t), k.images.debian, []string{"/bin/sh"}); k.images.err != nil {
+			return
+		}
+		// The Debian image with the agent in it, and the sandbox user.
+		over := filepath.Join(work, "over")
+		for _, d := range []string{"usr/local/bin", "etc"} {
+			if err := os.MkdirAll(filepath.Join(over, d), 0o755); err != nil {
+				k.images.err = err
+				return
+			}
+		}
+		if out, err := exec.Command("cp", bin, filepath.Join(over, KubeAgentInImage)).CombinedOutput(); err != nil {
+			k.images.err = fmt.Errorf("cp: %v: %s", err, out)
+			return
+		}
+		passwd, _ := os.ReadFile(filepath.Join(DebianTools(t), "etc", "passwd"))
+		group, _ := os.ReadFile(filepath.Join(DebianTools(t), "etc", "group"))
+		p, g := baseline.MergeAccounts(string(passwd), string(group), baseline.DefaultUID)
+		if err := errors.Join(os.WriteFile(filepath.Join(over, "etc", "passwd"), []byte(p), 0o644),
+			os.WriteFile(filepath.Join(over, "etc", "group"), []byte(g), 0o644)); err != nil {
+			k.images.err = err
+			return
+		}
+		k.images.withAgent = "cordon.test/bookworm-agent:" + sum[:12]
+		k.images.err = k.importRoot(work, DebianTools(t), k.images.withAgent, []string{"/bin/sh"}, over)
 	})
 	if k.images.err != nil {
 		t.Fatalf("the test cluster's images: %v", k.images.err)
 	}
 	return k.images.agent, k.images.debian
 }
+
+// ImageWithAgent is the suites' Debian image with this tree's cordon-agent
+// at KubeAgentInImage and the sandbox user in its accounts (Images makes
+// it).
+func (k *Kube) ImageWithAgent(t testing.TB) string {
+	t.Helper()
+	k.Images(t)
+	return k.images.withAgent
+}
+
+// KubeAgentInImage is where ImageWithAgent holds the agent.
+const KubeAgentInImage = "/usr/local/bin/cordon-agent"
 
 func fileSum(path string) (string, error) {
 	f, err := os.Open(path)
@@ -190,8 +228,9 @@ func fileSum(path string) (string, error) {
 }
 
 // importRoot imports the root filesystem dir into the cluster's
-// containerd as image ref (a one-layer docker-archive), unless it holds it.
-func (k *Kube) importRoot(work, dir, ref string, entrypoint []string) error {
+// containerd as image ref (a docker-archive), unless it holds it; more
+// directories are layers over it.
+func (k *Kube) importRoot(work, dir, ref string, entrypoint []string, more ...string) error {
 	sock := filepath.Join(k.Dir, "containerd", "containerd.sock")
 	if out, _ := exec.Command("ctr", "-a", sock, "-n", "k8s.io", "images", "ls", "-q", "name=="+ref).Output(); strings.TrimSpace(string(out)) != "" {
 		return nil
@@ -201,29 +240,34 @@ func (k *Kube) importRoot(work, dir, ref string, entrypoint []string) error {
 		return err
 	}
 	defer os.RemoveAll(w)
-	if out, err := exec.Command("tar", "-C", dir, "--numeric-owner", "-cf", filepath.Join(w, "layer.tar"), ".").CombinedOutput(); err != nil {
-		return fmt.Errorf("tar %s: %v: %s", dir, err, out)
-	}
-	diff, err := fileSum(filepath.Join(w, "layer.tar"))
-	if err != nil {
-		return err
+	var layers, diffs []string
+	for i, d := range append([]string{dir}, more...) {
+		name := fmt.Sprintf("layer%d.tar", i)
+		if out, err := exec.Command("tar", "-C", d, "--numeric-owner", "-cf", filepath.Join(w, name), ".").CombinedOutput(); err != nil {
+			return fmt.Errorf("tar %s: %v: %s", d, err, out)
+		}
+		sum, err := fileSum(filepath.Join(w, name))
+		if err != nil {
+			return err
+		}
+		layers, diffs = append(layers, name), append(diffs, "sha256:"+sum)
 	}
 	config, _ := json.Marshal(map[string]any{
 		"architecture": "amd64", "os": "linux",
 		"config": map[string]any{"Entrypoint": entrypoint},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + diff}},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": diffs},
 	})
 	cfgSum := sha256.Sum256(config)
 	cfgName := hex.EncodeToString(cfgSum[:]) + ".json"
 	if err := os.WriteFile(filepath.Join(w, cfgName), config, 0o644); err != nil {
 		return err
 	}
-	manifest, _ := json.Marshal([]map[string]any{{"Config": cfgName, "RepoTags": []string{ref}, "Layers": []string{"layer.tar"}}})
+	manifest, _ := json.Marshal([]map[string]any{{"Config": cfgName, "RepoTags": []string{ref}, "Layers": layers}})
 	if err := os.WriteFile(filepath.Join(w, "manifest.json"), manifest, 0o644); err != nil {
 		return err
 	}
 	archive := filepath.Join(w, "image.tar")
-	if out, err := exec.Command("tar", "-C", w, "-cf", archive, "manifest.json", cfgName, "layer.tar").CombinedOutput(); err != nil {
+	if out, err := exec.Command("tar", append([]string{"-C", w, "-cf", archive, "manifest.json", cfgName}, layers...)...).CombinedOutput(); err != nil {
 		return fmt.Errorf("tar: %v: %s", err, out)
 	}
 	if out, err := exec.Command("ctr", "-a", sock, "-n", "k8s.io", "images", "import", archive).CombinedOutput(); err != nil {

@@ -2,6 +2,7 @@ package sandboxtest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,6 +56,49 @@ func BenchLifecycle(b *testing.B, be sandbox.Backend) {
 	testutil.ReportPercentiles(b, "first-exec", first)
 	testutil.ReportPercentiles(b, "create-to-result", total)
 	testutil.ReportPercentiles(b, "destroy", destroy)
+}
+
+// BenchConcurrentCreates creates n sandboxes of be at once, each to its
+// first exec's result: the wall time of the whole, and each create's.
+func BenchConcurrentCreates(b *testing.B, be sandbox.Backend, n int) {
+	p := sandbox.NewProvider([]sandbox.Backend{be})
+	var walls, each []time.Duration
+	var mu sync.Mutex
+	for b.Loop() {
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		sbs := make([]*sandbox.Sandbox, n)
+		errs := make([]error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := time.Now()
+				sb, err := p.Create(b.Context(), sandbox.Spec{})
+				if err == nil {
+					_, err = sb.Exec(b.Context(), "true", sandbox.ExecOptions{})
+				}
+				sbs[i], errs[i] = sb, err
+				mu.Lock()
+				each = append(each, time.Since(s))
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		walls = append(walls, time.Since(t0))
+		b.StopTimer()
+		for i, sb := range sbs {
+			if sb != nil {
+				_ = sb.Destroy(b.Context())
+			}
+			if errs[i] != nil {
+				b.Fatal(errs[i])
+			}
+		}
+		b.StartTimer()
+	}
+	testutil.ReportPercentiles(b, "wall", walls)
+	testutil.ReportPercentiles(b, "each", each)
 }
 
 // BenchExecWarm measures exec of `true` into one warm sandbox of be.
