@@ -56,4 +56,6 @@ func BenchmarkExecWarm(b *testing.B) { sandboxtest.BenchExecWarm(b, backendTB(b)
 
 // BenchmarkConcurrentCreates: 50 sandboxes created at once, each to its
 // first exec's result.
-func BenchmarkConcurrentCreates(b *testing.B) { sandboxtest.BenchConcurrentCreates(b, backendTB(b), 50) }
+func BenchmarkConcurrentCreates(b *testing.B) {
+	sandboxtest.BenchConcurrentCreates(b, backendTB(b), 50)
+}

@@ -19,7 +19,7 @@ type renderInput struct {
 	// AgentInImage is the agent's path in Image, where it holds one
 	// (Config.AgentInImage): then no init container copies it in.
 	AgentInImage string
-	UID                     int
+	UID          int
 	// Env is the agent's environment (host.AgentEnv), without its token.
 	Env          []string
 	Limits       sandbox.Limits
@@ -154,8 +154,8 @@ func render(in renderInput) *pod {
 			SecurityContext: &podSecurity{SeccompProfile: &seccompProfile{Type: "RuntimeDefault"}},
 			// No resolver: nothing in the sandbox resolves names (the
 			// network policy admits addresses), and a lookup fails at once.
-			DNSPolicy: "None",
-			DNSConfig: &dnsConfig{Nameservers: []string{"127.0.0.1"}, Options: []dnsOption{{"timeout", "1"}, {"attempts", "1"}}},
+			DNSPolicy:      "None",
+			DNSConfig:      &dnsConfig{Nameservers: []string{"127.0.0.1"}, Options: []dnsOption{{"timeout", "1"}, {"attempts", "1"}}},
 			InitContainers: inits,
 			Containers: []container{{
 				Name: agentName, Image: in.Image, ImagePullPolicy: "IfNotPresent",

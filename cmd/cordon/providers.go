@@ -44,6 +44,7 @@ func kubeConfig() kubernetes.Config {
 		Namespace:     os.Getenv("CORDON_KUBE_NAMESPACE"),
 		Image:         os.Getenv("CORDON_KUBE_IMAGE"),
 		AgentImage:    os.Getenv("CORDON_KUBE_AGENT_IMAGE"),
+		AgentInImage:  os.Getenv("CORDON_KUBE_AGENT_IN_IMAGE"),
 		RuntimeClass:  os.Getenv("CORDON_KUBE_RUNTIME_CLASS"),
 		NetworkPolicy: os.Getenv("CORDON_KUBE_NETWORK_POLICY") == "enforced",
 		Owner:         "cordon-run",
