@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/server/api"
@@ -111,5 +112,73 @@ func TestDaemonKubernetes(t *testing.T) {
 	}
 	if left := k.Kubectl(t, "get", "pods,secrets,networkpolicies", "-l", "dev.cordon.tier=kubernetes", "-o", "name"); left != "" {
 		t.Fatalf("left after rm: %s", left)
+	}
+}
+
+// TestDeployKubernetes: deploy/kubernetes/cordon.yaml, applied as an
+// operator would (with the test's images), runs the daemon in the
+// cluster under its least-privilege Role, with the pod's service account
+// as its credential: a sandbox made through its REST API runs a command
+// and is removed with nothing left.
+func TestDeployKubernetes(t *testing.T) {
+	k, _ := kubeEnv(t)
+	agent, image := k.Images(t)
+	daemon := k.ImportProgram(t, "cordon.test/cordon", buildCLI(t), "cordon")
+	raw, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "deploy", "kubernetes", "cordon.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := strings.NewReplacer(
+		"ghcr.io/cordon-sandbox/cordon:latest", daemon,
+		"ghcr.io/cordon-sandbox/cordon-agent:latest", agent,
+		"        - --kube-network-policy\n", "        - --kube-network-policy\n        - --kube-image="+image+"\n",
+		// The test cluster has no service proxy: the API server's own
+		// address stands for its service's.
+		"        env: []\n", "        env:\n        - {name: KUBERNETES_SERVICE_HOST, value: 192.0.2.10}\n        - {name: KUBERNETES_SERVICE_PORT, value: \"6443\"}\n",
+	).Replace(string(raw))
+	if !strings.Contains(manifest, daemon) || !strings.Contains(manifest, "192.0.2.10") {
+		t.Fatal("the manifest no longer has what the test replaces")
+	}
+	apply := k.Command("kubectl", "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(manifest)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		del := k.Command("kubectl", "delete", "--wait=false", "-f", "-")
+		del.Stdin = strings.NewReader(manifest)
+		_ = del.Run()
+	})
+	key := "test-admin-key-0123456789abcdef0123456789"
+	k.Kubectl(t, "-n", "cordon-system", "create", "secret", "generic", "cordon-admin-key", "--from-literal=key="+key)
+	if out, err := k.Command("kubectl", "-n", "cordon-system", "rollout", "status", "deployment/cordon", "--timeout=120s").CombinedOutput(); err != nil {
+		logs, _ := k.Command("kubectl", "-n", "cordon-system", "logs", "deployment/cordon").CombinedOutput()
+		t.Fatalf("the daemon did not come up: %v: %s\n%s", err, out, logs)
+	}
+	ip := k.Kubectl(t, "-n", "cordon-system", "get", "pods", "-l", "app=cordon", "-o", "jsonpath={.items[0].status.podIP}")
+	// The CLI reaches the daemon from the cluster's network namespace.
+	cli := func(args ...string) (string, string, int) {
+		cmd := k.Command(buildCLI(t), args...)
+		cmd.Env = append(os.Environ(), "CORDON_API_KEY="+key)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		_ = cmd.Run()
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+	host := "--host=tcp://" + ip + ":8080"
+	out, errOut, code := cli("run", host, "--tier", "kubernetes", "--", "sh", "-c", "id -un; echo in the cluster")
+	if code != 0 || out != "sandbox\nin the cluster\n" {
+		logs, _ := k.Command("kubectl", "-n", "cordon-system", "logs", "deployment/cordon").CombinedOutput()
+		prev, _ := k.Command("kubectl", "-n", "cordon-system", "logs", "--previous", "deployment/cordon").CombinedOutput()
+		t.Fatalf("cordon run through the deployed daemon: exit %d, %q, %s\n%s\nbefore its restart:\n%s", code, out, errOut, logs, prev)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		left := k.Kubectl(t, "-n", "cordon-sandboxes", "get", "pods,secrets,networkpolicies", "-o", "name")
+		if left == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left in cordon-sandboxes: %s", left)
+		}
 	}
 }

@@ -211,6 +211,30 @@ func (k *Kube) ImageWithAgent(t testing.TB) string {
 	return k.images.withAgent
 }
 
+// ImportProgram imports an image holding only the program at path, as
+// /name and its entrypoint, named ref plus the program's digest, and
+// returns that name.
+func (k *Kube) ImportProgram(t testing.TB, ref, path, name string) string {
+	t.Helper()
+	sum, err := fileSum(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	root := filepath.Join(work, "root")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", path, filepath.Join(root, name)).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	ref += ":" + sum[:12]
+	if err := k.importRoot(work, root, ref, []string{"/" + name}); err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
 // KubeAgentInImage is where ImageWithAgent holds the agent.
 const KubeAgentInImage = "/usr/local/bin/cordon-agent"
 
