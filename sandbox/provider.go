@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
@@ -232,7 +233,8 @@ func (p *Provider) start(ctx context.Context, b Backend, spec Spec) (*Sandbox, e
 		}
 		return nil, errors.Join(err, derr)
 	}
-	s := &Sandbox{id: newID(), spec: spec, inst: inst, client: c, health: health, grace: cmp.Or(p.hostGrace, HostGrace)}
+	s := newSandbox(newID(), spec, inst, c, health)
+	s.grace = cmp.Or(p.hostGrace, HostGrace)
 	if port, ok := inst.(EgressPort); ok {
 		policy := egress.Policy{Mode: egress.DenyAll}
 		if spec.Egress != nil {
@@ -298,11 +300,13 @@ func waitReady(ctx context.Context, c *client.Client, inst Instance) (*wire.Heal
 
 // Sandbox is one live sandbox. Its methods are safe for concurrent use.
 type Sandbox struct {
-	id     string
-	spec   Spec
-	inst   Instance
-	client *client.Client
-	health *wire.Health
+	id   string
+	spec Spec
+	inst Instance
+	// The agent's client and what it said when admitted: new ones when a
+	// suspended sandbox resumes on a new instance of its agent.
+	client atomic.Pointer[client.Client]
+	health atomic.Pointer[wire.Health]
 
 	egress       *egress.Binding
 	releaseImage func()        // the image lease, held until teardown is confirmed
@@ -310,6 +314,7 @@ type Sandbox struct {
 
 	mu        sync.Mutex
 	destroyed bool
+	suspended bool
 	teardown  *teardown
 }
 
@@ -359,7 +364,7 @@ func (s *Sandbox) Spec() Spec {
 }
 
 // Features lists the agent's additive capabilities (healthz features).
-func (s *Sandbox) Features() []string { return s.health.Features }
+func (s *Sandbox) Features() []string { return s.admitted().Features }
 
 // Exited is closed when the sandbox's agent has exited, by a teardown or
 // on its own (killed, crashed): a sandbox whose agent exited on its own
@@ -371,13 +376,28 @@ func (s *Sandbox) Exited() <-chan struct{} { return s.inst.Exited() }
 func (s *Sandbox) Diagnostics() string { return s.inst.Diagnostics() }
 
 // Client is the agent client, for the wire routes the SDK does not wrap.
-func (s *Sandbox) Client() *client.Client { return s.client }
+func (s *Sandbox) Client() *client.Client { return s.client.Load() }
+
+// agent is the agent's client (Client), admitted what it said.
+func (s *Sandbox) agent() *client.Client  { return s.client.Load() }
+func (s *Sandbox) admitted() *wire.Health { return s.health.Load() }
+
+// newSandbox is a sandbox of inst, whose agent c admitted with health.
+func newSandbox(id string, spec Spec, inst Instance, c *client.Client, health *wire.Health) *Sandbox {
+	s := &Sandbox{id: id, spec: spec, inst: inst}
+	s.client.Store(c)
+	s.health.Store(health)
+	return s
+}
 
 func (s *Sandbox) live() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.destroyed {
 		return ErrDestroyed
+	}
+	if s.suspended {
+		return ErrSuspended
 	}
 	return nil
 }
@@ -488,7 +508,7 @@ func (s *Sandbox) Exec(ctx context.Context, command string, o ExecOptions) (*Res
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := s.client.Exec(ctx, command, o)
+		res, err := s.agent().Exec(ctx, command, o)
 		done <- outcome{res, err}
 	}()
 	deadline := time.NewTimer(o.Timeout + s.grace)
@@ -531,7 +551,7 @@ func (s *Sandbox) Exec(ctx context.Context, command string, o ExecOptions) (*Res
 func (s *Sandbox) HasFeature(name string) bool { return s.hasFeature(name) }
 
 func (s *Sandbox) hasFeature(name string) bool {
-	for _, f := range s.health.Features {
+	for _, f := range s.admitted().Features {
 		if f == name {
 			return true
 		}
@@ -546,10 +566,10 @@ func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	}
 	if s.hasFeature("raw-files") {
 		var b bytes.Buffer
-		_, err := s.client.Download(ctx, path, 0, 0, &b)
+		_, err := s.agent().Download(ctx, path, 0, 0, &b)
 		return b.Bytes(), err
 	}
-	return s.client.ReadFile(ctx, path)
+	return s.agent().ReadFile(ctx, path)
 }
 
 // WriteFile atomically writes a file inside the sandbox's write roots.
@@ -558,9 +578,9 @@ func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte) error
 		return err
 	}
 	if s.hasFeature("raw-files") {
-		return s.client.Upload(ctx, path, bytes.NewReader(data), int64(len(data)))
+		return s.agent().Upload(ctx, path, bytes.NewReader(data), int64(len(data)))
 	}
-	return s.client.WriteFile(ctx, path, data)
+	return s.agent().WriteFile(ctx, path, data)
 }
 
 // Download streams a file to w in constant memory; with length > 0, only
@@ -572,7 +592,7 @@ func (s *Sandbox) Download(ctx context.Context, path string, offset, length int6
 	if !s.hasFeature("raw-files") {
 		return 0, fmt.Errorf("%w: this sandbox's agent has no raw file routes", ErrUnsupported)
 	}
-	return s.client.Download(ctx, path, offset, length, w)
+	return s.agent().Download(ctx, path, offset, length, w)
 }
 
 // Upload streams size bytes from r into a file, replacing it atomically.
@@ -583,12 +603,12 @@ func (s *Sandbox) Upload(ctx context.Context, path string, r io.Reader, size int
 	if !s.hasFeature("raw-files") {
 		return fmt.Errorf("%w: this sandbox's agent has no raw file routes", ErrUnsupported)
 	}
-	return s.client.Upload(ctx, path, r, size)
+	return s.agent().Upload(ctx, path, r, size)
 }
 
 // BootID is the agent's boot identity as admitted (empty for an agent
 // without the "activity" feature).
-func (s *Sandbox) BootID() string { return s.health.BootID }
+func (s *Sandbox) BootID() string { return s.admitted().BootID }
 
 // Activity is what the sandbox is doing, as its agent and its egress
 // boundary see it.
@@ -608,12 +628,12 @@ func (s *Sandbox) Activity(ctx context.Context) (*Activity, error) {
 	if err := s.live(); err != nil {
 		return nil, err
 	}
-	h, err := s.client.Health(ctx)
+	h, err := s.agent().Health(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if s.health.BootID != "" && h.BootID != s.health.BootID {
-		return nil, fmt.Errorf("%w: the agent restarted (boot id %q, admitted %q)", ErrAgent, h.BootID, s.health.BootID)
+	if s.admitted().BootID != "" && h.BootID != s.admitted().BootID {
+		return nil, fmt.Errorf("%w: the agent restarted (boot id %q, admitted %q)", ErrAgent, h.BootID, s.admitted().BootID)
 	}
 	a := &Activity{Agent: h.Activity}
 	if s.egress != nil {
@@ -645,7 +665,7 @@ func (s *Sandbox) Persist() (*Adoption, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Adoption{ID: s.id, Tier: s.Tier(), Token: s.client.Endpoint().Token, BootID: s.health.BootID, State: st}, nil
+	return &Adoption{ID: s.id, Tier: s.Tier(), Token: s.agent().Endpoint().Token, BootID: s.admitted().BootID, State: st}, nil
 }
 
 // Adopt takes over a sandbox a previous process created (see Persist): the
@@ -693,7 +713,8 @@ func (p *Provider) Adopt(ctx context.Context, a Adoption, spec Spec) (*Sandbox, 
 		return fail(fmt.Errorf("%w: %w", ErrAgent, err))
 	}
 	spec.Tier = b.Name()
-	s := &Sandbox{id: a.ID, spec: spec, inst: inst, client: c, health: health, releaseImage: release, grace: cmp.Or(p.hostGrace, HostGrace)}
+	s := newSandbox(a.ID, spec, inst, c, health)
+	s.releaseImage, s.grace = release, cmp.Or(p.hostGrace, HostGrace)
 	if port, ok := inst.(EgressPort); ok {
 		policy := egress.Policy{Mode: egress.DenyAll}
 		if spec.Egress != nil {
@@ -752,8 +773,90 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 	return s.inst.(Pauser).Pause(ctx)
 }
 
-// Resume thaws a paused sandbox.
+// ErrSuspended: the sandbox is suspended; Resume starts it again.
+var ErrSuspended = errors.New("the sandbox is suspended: resume it first")
+
+// CanSuspend reports whether Suspend works for this sandbox: its tier
+// can, and it was created with a persistent workspace.
+func (s *Sandbox) CanSuspend() bool {
+	_, ok := s.inst.(Suspender)
+	return ok && s.Spec().PersistentWorkspace
+}
+
+// Suspended reports whether the sandbox is suspended.
+func (s *Sandbox) Suspended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.suspended
+}
+
+// Suspend stops everything the sandbox runs (quiesce), has its agent
+// flush the workspace to its storage, and gives its compute back, keeping
+// the workspace; Resume starts it again on the same workspace, with a new
+// boot identity. Work on a suspended sandbox is refused with ErrSuspended.
+func (s *Sandbox) Suspend(ctx context.Context) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	if !s.CanSuspend() {
+		return &UnsupportedError{Tier: s.Tier(), What: "suspending a sandbox (a tier that keeps a persistent workspace, asked for at create)"}
+	}
+	if s.hasFeature("quiesce") {
+		if err := s.Quiesce(ctx, 2*time.Second); err != nil {
+			return fmt.Errorf("quiesce before suspending: %w", err)
+		}
+		if err := s.Flush(ctx, 30*time.Second); err != nil {
+			return fmt.Errorf("flush before suspending: %w", err)
+		}
+	}
+	s.mu.Lock()
+	if s.suspended || s.destroyed {
+		s.mu.Unlock()
+		return s.live()
+	}
+	s.suspended = true
+	s.mu.Unlock()
+	if err := s.inst.(Suspender).Suspend(ctx); err != nil {
+		return err // still suspended: nothing of it is to be trusted
+	}
+	s.agent().Close()
+	return nil
+}
+
+// resumeSuspended starts a suspended sandbox again: its instance wakes on
+// the same workspace, and the new agent is admitted.
+func (s *Sandbox) resumeSuspended(ctx context.Context) error {
+	inst := s.inst.(Suspender)
+	if err := inst.Wake(ctx); err != nil {
+		return err
+	}
+	c := client.New(s.inst.Endpoint())
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	health, err := waitReady(rctx, c, s.inst)
+	if err != nil {
+		c.Close()
+		return fmt.Errorf("%w: after resuming: %w", ErrAgent, err)
+	}
+	s.client.Store(c)
+	s.health.Store(health)
+	s.mu.Lock()
+	s.suspended = false
+	s.mu.Unlock()
+	return nil
+}
+
+// Resume thaws a paused sandbox, or starts a suspended one again.
 func (s *Sandbox) Resume(ctx context.Context) error {
+	if s.Suspended() {
+		s.mu.Lock()
+		destroyed := s.destroyed
+		s.mu.Unlock()
+		if destroyed {
+			return ErrDestroyed
+		}
+		return s.resumeSuspended(ctx)
+	}
 	if err := s.live(); err != nil {
 		return err
 	}
@@ -777,7 +880,7 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		t = &teardown{done: make(chan struct{})}
 		s.teardown = t
 		go func() {
-			s.client.Close()
+			s.agent().Close()
 			if s.egress != nil {
 				s.egress.Close()
 			}

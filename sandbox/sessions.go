@@ -39,7 +39,7 @@ func (s *Sandbox) Start(ctx context.Context, req SessionRequest) (*Session, erro
 	if err := s.sessions(); err != nil {
 		return nil, err
 	}
-	return s.client.StartSession(ctx, req)
+	return s.agent().StartSession(ctx, req)
 }
 
 // Sessions lists the sandbox's sessions, oldest first.
@@ -47,7 +47,7 @@ func (s *Sandbox) Sessions(ctx context.Context) ([]Session, error) {
 	if err := s.sessions(); err != nil {
 		return nil, err
 	}
-	return s.client.Sessions(ctx)
+	return s.agent().Sessions(ctx)
 }
 
 // Attach copies a session's output from byte offset from to stdout and
@@ -58,7 +58,7 @@ func (s *Sandbox) Attach(ctx context.Context, id string, from int64, follow bool
 	if err := s.sessions(); err != nil {
 		return from, false, err
 	}
-	return s.client.SessionOutput(ctx, id, from, follow, toWriters(stdout, stderr))
+	return s.agent().SessionOutput(ctx, id, from, follow, toWriters(stdout, stderr))
 }
 
 // Kill signals a session's process group (TERM when signal is empty), KILL
@@ -67,7 +67,7 @@ func (s *Sandbox) Kill(ctx context.Context, id, signal string, grace time.Durati
 	if err := s.sessions(); err != nil {
 		return nil, err
 	}
-	return s.client.KillSession(ctx, id, signal, grace)
+	return s.agent().KillSession(ctx, id, signal, grace)
 }
 
 // Wait returns the session once it has exited, or after timeout (its State
@@ -76,7 +76,7 @@ func (s *Sandbox) Wait(ctx context.Context, id string, timeout time.Duration) (*
 	if err := s.sessions(); err != nil {
 		return nil, err
 	}
-	return s.client.WaitSession(ctx, id, timeout)
+	return s.agent().WaitSession(ctx, id, timeout)
 }
 
 // Terminal starts req on a terminal of its own (feature "terminals"): type
@@ -90,7 +90,7 @@ func (s *Sandbox) Terminal(ctx context.Context, req SessionRequest) (*Session, e
 		return nil, fmt.Errorf("%w: terminals (this agent has none)", ErrUnsupported)
 	}
 	req.TTY = true
-	return s.client.StartSession(ctx, req)
+	return s.agent().StartSession(ctx, req)
 }
 
 // Input types data into a terminal session: "\x03" is Ctrl-C.
@@ -98,7 +98,7 @@ func (s *Sandbox) Input(ctx context.Context, id string, data []byte) error {
 	if err := s.sessions(); err != nil {
 		return err
 	}
-	return s.client.SessionInput(ctx, id, data)
+	return s.agent().SessionInput(ctx, id, data)
 }
 
 // Resize sets a terminal session's size; its program gets SIGWINCH.
@@ -106,7 +106,7 @@ func (s *Sandbox) Resize(ctx context.Context, id string, rows, cols uint16) erro
 	if err := s.sessions(); err != nil {
 		return err
 	}
-	return s.client.ResizeSession(ctx, id, rows, cols)
+	return s.agent().ResizeSession(ctx, id, rows, cols)
 }
 
 // Quiesce stops everything the sandbox runs (commands in flight, sessions,
@@ -119,7 +119,7 @@ func (s *Sandbox) Quiesce(ctx context.Context, grace time.Duration) error {
 	if !s.hasFeature("quiesce") {
 		return fmt.Errorf("%w: quiesce (this agent has none)", ErrUnsupported)
 	}
-	_, err := s.client.Quiesce(ctx, grace)
+	_, err := s.agent().Quiesce(ctx, grace)
 	return err
 }
 
@@ -132,7 +132,7 @@ func (s *Sandbox) Flush(ctx context.Context, timeout time.Duration) error {
 	if !s.hasFeature("flush") {
 		return fmt.Errorf("%w: flush (this agent has none)", ErrUnsupported)
 	}
-	_, err := s.client.Flush(ctx, timeout)
+	_, err := s.agent().Flush(ctx, timeout)
 	return err
 }
 
@@ -149,7 +149,7 @@ func (s *Sandbox) Watch(ctx context.Context, path string, recursive bool, fn fun
 	if !s.hasFeature("watch") {
 		return fmt.Errorf("%w: watch (this agent has none)", ErrUnsupported)
 	}
-	return s.client.Watch(ctx, path, recursive, fn)
+	return s.agent().Watch(ctx, path, recursive, fn)
 }
 
 // ExecutionOutput reads back the output of a command run with
@@ -163,7 +163,7 @@ func (s *Sandbox) ExecutionOutput(ctx context.Context, id string, from int64, fo
 	if !s.hasFeature("retained-output") {
 		return from, nil, fmt.Errorf("%w: retained output (this agent keeps none)", ErrUnsupported)
 	}
-	return s.client.ExecutionOutput(ctx, id, from, follow, toWriters(stdout, stderr))
+	return s.agent().ExecutionOutput(ctx, id, from, follow, toWriters(stdout, stderr))
 }
 
 // DialTCP opens a byte stream to port on the sandbox's own loopback (a dev
@@ -176,7 +176,7 @@ func (s *Sandbox) DialTCP(ctx context.Context, port int) (net.Conn, error) {
 	if !s.hasFeature("tcp-connect") {
 		return nil, fmt.Errorf("%w: tcp-connect (this agent has none)", ErrUnsupported)
 	}
-	return s.client.DialTCP(ctx, port)
+	return s.agent().DialTCP(ctx, port)
 }
 
 // toWriters sends each stream's bytes to its writer (nil discards).

@@ -46,6 +46,12 @@ type Spec struct {
 	RequireLandlock bool
 	// Layout binds host directories at fixed paths inside (see Layout).
 	Layout Layout
+	// PersistentWorkspace keeps the workspace on storage of its own that
+	// outlives the sandbox's processes, so that the sandbox can be
+	// suspended (everything it runs stopped, its compute given back) and
+	// resumed on the same workspace (Sandbox.Suspend); a tier that cannot
+	// refuses it.
+	PersistentWorkspace bool
 	// Egress is what the sandbox may reach. Nil is the tier's default:
 	// deny-all wherever the tier has an egress boundary (passthrough has
 	// none: it is a host process on the host's network).
@@ -185,6 +191,9 @@ type Capabilities struct {
 	User bool
 	// Layout: the backend can bind layout directories.
 	Layout bool
+	// PersistentWorkspace: the backend keeps a workspace that outlives
+	// the sandbox's processes, and its instances implement Suspender.
+	PersistentWorkspace bool
 	// Egress: instances implement EgressPort (the egress proxy is their
 	// way out) or EgressEnforcer (the platform enforces the policy), so
 	// the egress boundary can be enforced.
@@ -212,6 +221,8 @@ func (c Capabilities) Check(tier string, s *Spec) error {
 		return &UnsupportedError{Tier: tier, What: "an image"}
 	case s.User != nil && !c.User:
 		return &UnsupportedError{Tier: tier, What: "a chosen user"}
+	case s.PersistentWorkspace && !c.PersistentWorkspace:
+		return &UnsupportedError{Tier: tier, What: "a persistent workspace (one that outlives its sandbox's processes, to suspend and resume on)"}
 	case !s.Layout.IsZero() && !c.Layout:
 		return &UnsupportedError{Tier: tier, What: "layout directories"}
 	case s.Egress != nil && !c.Egress:
@@ -259,6 +270,16 @@ type EgressPort interface {
 // platform reports.
 type EgressEnforcer interface {
 	SetEgress(ctx context.Context, p egress.Policy) error
+}
+
+// Suspender is implemented by instances that can stop all their sandbox
+// runs and give its compute back, keeping its persistent workspace, and
+// later start again on that workspace (Spec.PersistentWorkspace): after
+// Wake, Endpoint reaches the new instance of the agent (a new boot
+// identity, the same token). Exited does not close for a suspension.
+type Suspender interface {
+	Suspend(ctx context.Context) error
+	Wake(ctx context.Context) error
 }
 
 // Pauser is implemented by instances that can stop every process of the

@@ -233,6 +233,14 @@ func scratchModes(uid, gid int) error {
 		if !fi.IsDir() {
 			return fmt.Errorf("scratch directory %s is not a directory", d.Path)
 		}
+		// One that is already another's (a persistent workspace, given to
+		// the workload by an earlier start) is taken back first: only its
+		// owner may change its mode.
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
+			if err := os.Lchown(d.Path, 0, 0); err != nil {
+				return fmt.Errorf("scratch directory %s: %w", d.Path, err)
+			}
+		}
 		if err := unix.Chmod(d.Path, d.Mode); err != nil {
 			return fmt.Errorf("scratch directory %s: %w", d.Path, err)
 		}

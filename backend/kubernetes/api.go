@@ -131,6 +131,7 @@ func (a *api) ready(ctx context.Context) error {
 
 func nsPath(ns, kind, name string) string {
 	p := "/api/v1/namespaces/" + url.PathEscape(ns) + "/" + kind
+	// (persistentvolumeclaims, pods, secrets and events are core.)
 	if kind == "networkpolicies" {
 		p = "/apis/networking.k8s.io/v1/namespaces/" + url.PathEscape(ns) + "/" + kind
 	}

@@ -47,6 +47,12 @@ type Config struct {
 	// anything enforces it, so the operator says so; without it the tier
 	// refuses every sandbox rather than start one whose egress is open.
 	NetworkPolicy bool
+	// StorageClass is the class of a persistent workspace's claim
+	// (Spec.PersistentWorkspace); empty means the cluster's default.
+	StorageClass string
+	// WorkspaceSize is a persistent workspace's size when the spec's
+	// writable space gives none; zero means DefaultWorkspaceSize.
+	WorkspaceSize int64
 	// Detached pods outlive the process that made them (a daemon, which
 	// takes them back with Adopt). Otherwise nothing ties a pod to its
 	// maker's life (a cluster has no lifeline), so its agent exits after
@@ -69,6 +75,9 @@ const DefaultAgentImage = "ghcr.io/cordon-sandbox/cordon-agent:latest"
 // UnattendedIdle is how long the agent of a pod not Detached waits without
 // work before it exits (its maker may have died without deleting it).
 const UnattendedIdle = time.Minute
+
+// DefaultWorkspaceSize is a persistent workspace's size by default.
+const DefaultWorkspaceSize = 1 << 30
 
 // AgentPort is the agent's port in the pod.
 const AgentPort = 2024

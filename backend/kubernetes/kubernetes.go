@@ -48,6 +48,7 @@ var (
 	_ sandbox.Persistent     = (*instance)(nil)
 	_ sandbox.ExitCoder      = (*instance)(nil)
 	_ sandbox.EgressEnforcer = (*instance)(nil)
+	_ sandbox.Suspender      = (*instance)(nil)
 	_ sandbox.Adopter        = (*Backend)(nil)
 	_ sandbox.Closer         = (*Backend)(nil)
 )
@@ -63,6 +64,9 @@ func New(cfg Config) *Backend {
 	if cfg.Owner == "" {
 		cfg.Owner = "cordon"
 	}
+	if cfg.WorkspaceSize == 0 {
+		cfg.WorkspaceSize = DefaultWorkspaceSize
+	}
 	return &Backend{cfg: cfg}
 }
 
@@ -76,7 +80,7 @@ func (b *Backend) Name() string { return Name }
 func (b *Backend) Capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{
 		Isolated: true, MemoryLimit: true, CPULimit: true, DiskLimit: true,
-		EngineImages: true, User: true, Egress: true, Landlock: true,
+		EngineImages: true, User: true, Egress: true, Landlock: true, PersistentWorkspace: true,
 	}
 }
 
@@ -202,29 +206,114 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	if image == "" {
 		image = b.cfg.Image
 	}
-	p := render(renderInput{
+	// A persistent workspace is a claim of its own, which then owns the
+	// secret and the policy: they outlive a suspension's pod with it.
+	var ownerRefs []ownerRef
+	claimName := ""
+	if spec.PersistentWorkspace {
+		claimName = name
+		size := b.cfg.WorkspaceSize
+		if d := spec.Limits.DiskBytes; d > 0 {
+			size = d
+		}
+		c := &claim{APIVersion: "v1", Kind: "PersistentVolumeClaim", Metadata: meta{Name: name, Labels: labels},
+			Spec: claimSpec{AccessModes: []string{"ReadWriteOnce"}, StorageClassName: b.cfg.StorageClass,
+				Resources: resources{Requests: map[string]string{"storage": quantity(size)}}}}
+		var made claim
+		if err := api.create(ctx, ns, "persistentvolumeclaims", c, &made); err != nil {
+			return fail(b.apiErr("the workspace's claim", err))
+		}
+		inst.made.claim = true
+		ownerRefs = []ownerRef{{APIVersion: "v1", Kind: "PersistentVolumeClaim", Name: name, UID: made.Metadata.UID}}
+	}
+	inst.pod = render(renderInput{
 		Name: name, Image: image, AgentImage: b.cfg.AgentImage, AgentInImage: b.cfg.AgentInImage, UID: uid,
 		Env:    host.AgentEnv(l, uid, nil, host.AgentEnvOptions{PodNetwork: true}),
 		Limits: spec.Limits, RuntimeClass: b.cfg.RuntimeClass, Landlock: landlock, Secret: name, Labels: labels,
+		Claim: claimName,
 	})
-	var made pod
-	if err := api.create(ctx, ns, "pods", p, &made); err != nil {
-		return fail(b.apiErr("the pod", err))
-	}
-	inst.made.pod = true
-	owner := map[string]any{"metadata": map[string]any{"ownerReferences": []ownerRef{{APIVersion: "v1", Kind: "Pod", Name: name, UID: made.Metadata.UID}}}}
-	for _, kind := range []string{"secrets", "networkpolicies"} {
-		if err := api.patch(ctx, ns, kind, name, owner, nil); err != nil {
-			return fail(b.apiErr("giving the "+kind+" to the pod", err))
-		}
-	}
-	ip, err := inst.awaitAddress(ctx, made.Metadata.ResourceVersion)
+	inst.token = l.Token
+	uidOf, err := inst.run(ctx)
 	if err != nil {
 		return fail(err)
 	}
-	inst.ep = client.Endpoint{Network: "tcp", Address: net.JoinHostPort(ip, strconv.Itoa(AgentPort)), Token: l.Token}
-	go inst.watch(made.Metadata.ResourceVersion)
+	if ownerRefs == nil {
+		ownerRefs = []ownerRef{{APIVersion: "v1", Kind: "Pod", Name: name, UID: uidOf}}
+	}
+	owner := map[string]any{"metadata": map[string]any{"ownerReferences": ownerRefs}}
+	for _, kind := range []string{"secrets", "networkpolicies"} {
+		if err := api.patch(ctx, ns, kind, name, owner, nil); err != nil {
+			return fail(b.apiErr("giving the "+kind+" to its owner", err))
+		}
+	}
+	if err := inst.ready(ctx); err != nil {
+		return fail(err)
+	}
 	return inst, nil
+}
+
+// run creates the instance's pod and returns its uid; ready then waits
+// for its address.
+func (i *instance) run(ctx context.Context) (string, error) {
+	api, ns, _ := i.b.client()
+	var made pod
+	if err := api.create(ctx, ns, "pods", i.pod, &made); err != nil {
+		return "", i.b.apiErr("the pod", err)
+	}
+	i.made.pod = true
+	i.rv = made.Metadata.ResourceVersion
+	return made.Metadata.UID, nil
+}
+
+// ready waits for the pod run made to have an address, and watches it
+// from then on (a generation of its own: a suspension's end of the pod
+// is not the agent's exit).
+func (i *instance) ready(ctx context.Context) error {
+	ip, err := i.awaitAddress(ctx, i.rv)
+	if err != nil {
+		return err
+	}
+	i.mu.Lock()
+	i.ep = client.Endpoint{Network: "tcp", Address: net.JoinHostPort(ip, strconv.Itoa(AgentPort)), Token: i.token}
+	i.mu.Unlock()
+	go i.watch(i.rv, i.gen.Load())
+	return nil
+}
+
+// Suspend deletes the pod, which the kubelet stops, and keeps the claim,
+// the secret and the policy. (The sandbox has quiesced the agent and had
+// it flush the workspace first.)
+func (i *instance) Suspend(ctx context.Context) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.gone || !i.made.claim {
+		return &sandbox.UnsupportedError{Tier: Name, What: "suspending a sandbox without a persistent workspace"}
+	}
+	i.gen.Add(1) // the pod's end is not the agent's exit
+	api, ns, _ := i.b.client()
+	if err := api.remove(ctx, ns, "pods", i.name, 1); err != nil {
+		return fmt.Errorf("%w: kubernetes: delete pod %s: %v", sandbox.ErrTeardown, i.name, err)
+	}
+	if err := i.awaitGone(ctx, "pods"); err != nil {
+		return err
+	}
+	i.made.pod = false
+	return nil
+}
+
+// Wake starts a new pod on the claim.
+func (i *instance) Wake(ctx context.Context) error {
+	i.mu.Lock()
+	if i.gone || i.made.pod || i.pod == nil {
+		i.mu.Unlock()
+		return fmt.Errorf("%w: kubernetes: %s is not suspended", sandbox.ErrAgent, i.name)
+	}
+	_, err := i.run(ctx)
+	i.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return i.ready(ctx)
 }
 
 // apiErr is an error of the API server's, typed: a spec it refused is the
@@ -346,7 +435,15 @@ type instance struct {
 	name string
 	uid  int
 	ep   client.Endpoint
-	made struct{ policy, secret, pod bool }
+	made struct{ policy, secret, claim, pod bool }
+	// pod is what is made to run it (again, after a suspension), with
+	// the resource version of the one made last; token the agent's.
+	pod   *pod
+	rv    string
+	token string
+	// gen counts the pods a suspension ended: a watch of an earlier one
+	// does not report the agent's exit.
+	gen atomic.Int64
 
 	exited   chan struct{}
 	exitOnce sync.Once
@@ -357,7 +454,7 @@ type instance struct {
 }
 
 // watch closes exited once the pod's agent has ended, or the pod is gone.
-func (i *instance) watch(rv string) {
+func (i *instance) watch(rv string, gen int64) {
 	api, ns, _ := i.b.client()
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
@@ -384,12 +481,18 @@ func (i *instance) watch(rv string) {
 		if isStatus(err, http.StatusNotFound) {
 			break
 		}
+		if i.gen.Load() != gen {
+			return
+		}
 		// The API server went away for a while: watch again from now.
 		rv = ""
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
 		}
+	}
+	if i.gen.Load() != gen {
+		return // suspended: the pod's end is not the agent's exit
 	}
 	i.exit(code)
 }
@@ -405,8 +508,12 @@ func (i *instance) exit(code int) {
 // Exited has closed (-1 where it could not say).
 func (i *instance) ExitCode() int { return int(i.exitCode.Load()) }
 
-func (i *instance) Endpoint() client.Endpoint { return i.ep }
-func (i *instance) Exited() <-chan struct{}   { return i.exited }
+func (i *instance) Endpoint() client.Endpoint {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.ep
+}
+func (i *instance) Exited() <-chan struct{} { return i.exited }
 
 // Diagnostics is the tail of the agent's log, as the kubelet kept it.
 func (i *instance) Diagnostics() string {
@@ -477,11 +584,13 @@ func normalPolicy(s networkPolicySpec) networkPolicySpec {
 type state struct {
 	Name string `json:"name"`
 	UID  int    `json:"uid"`
+	// Claim: the workspace is a claim of the sandbox's own.
+	Claim bool `json:"claim,omitempty"`
 }
 
 // State describes the instance for Adopt (no secret).
 func (i *instance) State() ([]byte, error) {
-	return json.Marshal(state{Name: i.name, UID: i.uid})
+	return json.Marshal(state{Name: i.name, UID: i.uid, Claim: i.made.claim})
 }
 
 // Adopt takes back a running pod this backend made.
@@ -502,11 +611,13 @@ func (b *Backend) Adopt(ctx context.Context, raw []byte, token string) (sandbox.
 	if p.Metadata.Labels[LabelOwner] != b.cfg.Owner || !running {
 		return nil, fmt.Errorf("%w: kubernetes: pod %s is not a running sandbox of this backend", sandbox.ErrAgent, st.Name)
 	}
-	inst := &instance{b: b, name: st.Name, uid: st.UID, exited: make(chan struct{})}
+	inst := &instance{b: b, name: st.Name, uid: st.UID, exited: make(chan struct{}), token: token}
 	inst.exitCode.Store(-1)
-	inst.made.policy, inst.made.secret, inst.made.pod = true, true, true
+	inst.made.policy, inst.made.secret, inst.made.pod, inst.made.claim = true, true, true, st.Claim
+	// The pod as it was made, to make again after a suspension.
+	inst.pod = &pod{APIVersion: "v1", Kind: "Pod", Metadata: meta{Name: p.Metadata.Name, Labels: p.Metadata.Labels}, Spec: p.Spec}
 	inst.ep = client.Endpoint{Network: "tcp", Address: net.JoinHostPort(p.Status.PodIP, strconv.Itoa(AgentPort)), Token: token}
-	go inst.watch(p.Metadata.ResourceVersion)
+	go inst.watch(p.Metadata.ResourceVersion, inst.gen.Load())
 	return inst, nil
 }
 
@@ -526,7 +637,7 @@ func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 	sel := LabelTier + "=" + Name + "," + LabelOwner + "=" + b.cfg.Owner
 	var errs []error
 	names := map[string]bool{}
-	for _, kind := range []string{"pods", "secrets", "networkpolicies"} {
+	for _, kind := range []string{"pods", "secrets", "networkpolicies", "persistentvolumeclaims"} {
 		var l list[struct {
 			Metadata meta `json:"metadata"`
 		}]
@@ -541,7 +652,7 @@ func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 	}
 	for n := range names {
 		i := &instance{b: b, name: n, exited: make(chan struct{})}
-		i.made.policy, i.made.secret, i.made.pod = true, true, true
+		i.made.policy, i.made.secret, i.made.pod, i.made.claim = true, true, true, true
 		errs = append(errs, i.Destroy(ctx))
 	}
 	return errors.Join(errs...)
@@ -563,7 +674,7 @@ func (b *Backend) sweepEnded(ctx context.Context) {
 	for _, p := range l.Items {
 		if p.Status.Phase == "Succeeded" || p.Status.Phase == "Failed" {
 			i := &instance{b: b, name: p.Metadata.Name, exited: make(chan struct{})}
-			i.made.policy, i.made.secret, i.made.pod = true, true, true
+			i.made.policy, i.made.secret, i.made.pod, i.made.claim = true, true, true, true
 			_ = i.Destroy(ctx)
 		}
 	}
@@ -587,11 +698,23 @@ func (i *instance) Destroy(ctx context.Context) error {
 		if err := api.remove(ctx, ns, "pods", i.name, 1); err != nil {
 			return fmt.Errorf("%w: kubernetes: delete pod %s: %v", sandbox.ErrTeardown, i.name, err)
 		}
-		if err := i.awaitGone(ctx); err != nil {
+		if err := i.awaitGone(ctx, "pods"); err != nil {
 			return err
 		}
+		i.made.pod = false
 	}
 	i.exit(-1)
+	// A persistent workspace goes only once its pod is confirmed gone
+	// (above): a pod still running might yet write to it.
+	if i.made.claim {
+		if err := api.remove(ctx, ns, "persistentvolumeclaims", i.name, -1); err != nil {
+			return fmt.Errorf("%w: kubernetes: delete claim %s: %v", sandbox.ErrTeardown, i.name, err)
+		}
+		if err := i.awaitGone(ctx, "persistentvolumeclaims"); err != nil {
+			return err
+		}
+		i.made.claim = false
+	}
 	for _, o := range []struct {
 		kind string
 		made bool
@@ -607,20 +730,21 @@ func (i *instance) Destroy(ctx context.Context) error {
 	return nil
 }
 
-// awaitGone waits until the API server no longer has the pod: the kubelet
-// has stopped its containers (it removes the pod once they have).
-func (i *instance) awaitGone(ctx context.Context) error {
+// awaitGone waits until the API server no longer has the object of kind:
+// for a pod, the kubelet has stopped its containers (it removes the pod
+// once they have); for a claim, no pod uses it.
+func (i *instance) awaitGone(ctx context.Context, kind string) error {
 	api, ns, _ := i.b.client()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for wait := 5 * time.Millisecond; ; wait = min(wait*2, 200*time.Millisecond) {
-		err := api.get(ctx, ns, "pods", i.name, nil)
+		err := api.get(ctx, ns, kind, i.name, nil)
 		if isStatus(err, http.StatusNotFound) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: kubernetes: pod %s is still there after its deletion: %v", sandbox.ErrTeardown, i.name, ctx.Err())
+			return fmt.Errorf("%w: kubernetes: %s %s is still there after its deletion: %v", sandbox.ErrTeardown, kind, i.name, ctx.Err())
 		case <-time.After(wait):
 		}
 	}

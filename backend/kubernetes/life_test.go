@@ -151,3 +151,81 @@ func TestLandlock(t *testing.T) { adversarial.Landlock(t, creator(backend(t))) }
 
 // TestHostDeadline: see adversarial.HostDeadline.
 func TestHostDeadline(t *testing.T) { adversarial.HostDeadline(t, backend(t)) }
+
+// TestPersistentWorkspace: a sandbox with a persistent workspace is
+// suspended (its pod gone, its claim kept, work refused as suspended) and
+// resumed on a new pod with a new boot identity and the workspace as it
+// was; destroyed, nothing of it is left, claim included. A tier without
+// the ability refuses the spec.
+func TestPersistentWorkspace(t *testing.T) {
+	k := testutil.Cluster(t)
+	// A volume for the claim to bind, as a cluster's provisioner would
+	// make one (the test cluster has none).
+	pv := "pv-" + owner(t)
+	apply := k.Command("kubectl", "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(`apiVersion: v1
+kind: PersistentVolume
+metadata: {name: ` + pv + `}
+spec:
+  storageClassName: cordon-test
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  hostPath: {path: ` + t.TempDir() + `/volume, type: DirectoryOrCreate}
+`)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("the volume: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = k.Command("kubectl", "delete", "pv", pv, "--wait=false").Run() })
+	cfg := configFor(t, owner(t))
+	cfg.StorageClass = "cordon-test"
+	b := kubernetes.New(cfg)
+	defer b.Close()
+	p := sandbox.NewProvider([]sandbox.Backend{b})
+	sb, err := p.Create(t.Context(), sandbox.Spec{PersistentWorkspace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(context.Background())
+	if out, _ := sh(t, sb, "echo kept > /workspace/mark; stat -c '%a %u' /workspace; sleep 600 &"); out != "755 1000\n" {
+		t.Fatalf("the workspace: %q", out)
+	}
+	boot := sb.BootID()
+	if err := sb.Suspend(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := objects(t, owner(t)); strings.Contains(got, "pod/") || strings.Count(got, "\n") != 1 {
+		t.Fatalf("suspended: %q, want the secret and the policy, no pod", got)
+	}
+	if claim := k.Kubectl(t, "get", "pvc", "-l", kubernetes.LabelOwner+"="+owner(t), "-o", "name"); claim == "" {
+		t.Fatal("the claim is gone with the suspension")
+	}
+	if _, err := sb.Exec(t.Context(), "true", sandbox.ExecOptions{}); !errors.Is(err, sandbox.ErrSuspended) {
+		t.Fatalf("exec while suspended: %v, want ErrSuspended", err)
+	}
+	select {
+	case <-sb.Exited():
+		t.Fatal("a suspension was taken for the agent's exit")
+	default:
+	}
+	if err := sb.Resume(t.Context()); err != nil {
+		t.Fatalf("resume: %v; the agent said: %s", err, sb.Diagnostics())
+	}
+	if sb.BootID() == boot || sb.BootID() == "" {
+		t.Fatalf("boot id %q after resuming, was %q", sb.BootID(), boot)
+	}
+	if out, _ := sh(t, sb, "cat /workspace/mark; pgrep -c sleep || true"); out != "kept\n0\n" {
+		t.Fatalf("after resuming: %q, want the file kept and nothing of before running", out)
+	}
+	if err := sb.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := objects(t, owner(t)) + k.Kubectl(t, "get", "pvc", "-l", kubernetes.LabelOwner+"="+owner(t), "-o", "name"); got != "" {
+		t.Fatalf("left after Destroy: %s", got)
+	}
+	// A tier without persistent workspaces refuses one.
+	var u *sandbox.UnsupportedError
+	if !errors.As(sandbox.Capabilities{}.Check("none", &sandbox.Spec{PersistentWorkspace: true}), &u) {
+		t.Fatal("a spec asking for a persistent workspace passes a tier without them")
+	}
+}

@@ -228,3 +228,16 @@ type policyPort struct {
 type list[T any] struct {
 	Items []T `json:"items"`
 }
+
+type claim struct {
+	APIVersion string    `json:"apiVersion"`
+	Kind       string    `json:"kind"`
+	Metadata   meta      `json:"metadata"`
+	Spec       claimSpec `json:"spec"`
+}
+
+type claimSpec struct {
+	AccessModes      []string  `json:"accessModes"`
+	StorageClassName string    `json:"storageClassName,omitempty"`
+	Resources        resources `json:"resources"`
+}

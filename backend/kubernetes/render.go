@@ -28,6 +28,9 @@ type renderInput struct {
 	Landlock string
 	// Secret names the Secret holding the agent's token.
 	Secret string
+	// Claim, when set, is the persistent workspace's claim, mounted at
+	// the workspace in place of memory.
+	Claim  string
 	Labels map[string]string
 }
 
@@ -92,7 +95,11 @@ func render(in renderInput) *pod {
 		// gives each its mode and owner before anything runs
 		// (CORDON_AGENT_SCRATCH_MODES).
 		name := "scratch-" + strconv.Itoa(i)
-		volumes = append(volumes, volume{Name: name, EmptyDir: &emptyDir{Medium: "Memory", SizeLimit: quantity(max(budget/d.Share, 1<<20))}})
+		v := volume{Name: name, EmptyDir: &emptyDir{Medium: "Memory", SizeLimit: quantity(max(budget/d.Share, 1<<20))}}
+		if d.Path == baseline.Workspace && in.Claim != "" {
+			v = volume{Name: name, PersistentVolumeClaim: &claimVolume{ClaimName: in.Claim}}
+		}
+		volumes = append(volumes, v)
 		mounts = append(mounts, volumeMount{Name: name, MountPath: d.Path})
 		writable = append(writable, d.Path)
 	}

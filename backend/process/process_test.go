@@ -681,13 +681,21 @@ func TestStateDirRefused(t *testing.T) {
 		}
 		return p
 	}
+	holding := func(dir string) string {
+		if err := os.WriteFile(filepath.Join(dir, "planted"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
 	link := filepath.Join(base, "link")
 	if err := os.Symlink(mk("target", 0o711, 0), link); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ name, dir, want string }{
 		{"OtherOwner", mk("other", 0o711, 65534), "belongs to uid 65534"},
-		{"WritableByOthers", mk("open", 0o777, 0), "can be written by other users"},
+		// (one that holds something: an empty one is closed and taken,
+		// privdir.Ensure)
+		{"WritableByOthers", holding(mk("open", 0o777, 0)), "can be written by other users"},
 		{"ParentOfOther", filepath.Join(mk("parent", 0o755, 65534), "state"), "belongs to uid 65534, who could rename"},
 		{"OpenParent", filepath.Join(mk("openparent", 0o777, 0), "state"), "is not sticky"},
 		{"Symlink", link, "is not a directory"},
