@@ -652,6 +652,9 @@ type Adoption struct {
 	Token  string          `json:"token"`
 	BootID string          `json:"bootId"`
 	State  json.RawMessage `json:"state"`
+	// Suspended: the sandbox was suspended (Sandbox.Suspend); it is taken
+	// back suspended, its agent not asked, until it resumes.
+	Suspended bool `json:"suspended,omitempty"`
 }
 
 // Persist describes the sandbox for a later Provider.Adopt; it fails for a
@@ -665,7 +668,7 @@ func (s *Sandbox) Persist() (*Adoption, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Adoption{ID: s.id, Tier: s.Tier(), Token: s.agent().Endpoint().Token, BootID: s.admitted().BootID, State: st}, nil
+	return &Adoption{ID: s.id, Tier: s.Tier(), Token: s.agent().Endpoint().Token, BootID: s.admitted().BootID, State: st, Suspended: s.Suspended()}, nil
 }
 
 // Adopt takes over a sandbox a previous process created (see Persist): the
@@ -688,6 +691,22 @@ func (p *Provider) Adopt(ctx context.Context, a Adoption, spec Spec) (*Sandbox, 
 	}
 	fail := func(err error) (*Sandbox, error) {
 		return nil, errors.Join(err, inst.Destroy(context.WithoutCancel(ctx)))
+	}
+	if a.Suspended {
+		// Taken back as it was left: its compute given back (again, where
+		// a suspension was cut short), its agent not asked until it
+		// resumes.
+		sp, ok := inst.(Suspender)
+		if !ok {
+			return fail(&UnsupportedError{Tier: a.Tier, What: "suspended sandboxes"})
+		}
+		if err := sp.Suspend(ctx); err != nil {
+			return fail(err)
+		}
+		spec.Tier = b.Name()
+		s := newSandbox(a.ID, spec, inst, client.New(inst.Endpoint()), &wire.Health{BootID: a.BootID})
+		s.grace, s.suspended = cmp.Or(p.hostGrace, HostGrace), true
+		return s, nil
 	}
 	if pz, ok := inst.(Pauser); ok && pz.CanPause() {
 		if err := pz.Resume(ctx); err != nil {

@@ -43,8 +43,9 @@ func (s *Server) toSpec(in api.Spec) (sandbox.Spec, error) {
 	}
 	out := sandbox.Spec{
 		Tier: in.Tier, Image: in.Image, Env: in.Env, User: in.User,
-		Limits:     sandbox.Limits{MemoryBytes: in.Limits.MemoryBytes, Pids: in.Limits.Pids, CPUs: in.Limits.CPUs, DiskBytes: in.Limits.DiskBytes},
-		MaxTimeout: time.Duration(in.MaxTimeoutMs) * time.Millisecond,
+		Limits:              sandbox.Limits{MemoryBytes: in.Limits.MemoryBytes, Pids: in.Limits.Pids, CPUs: in.Limits.CPUs, DiskBytes: in.Limits.DiskBytes},
+		MaxTimeout:          time.Duration(in.MaxTimeoutMs) * time.Millisecond,
+		PersistentWorkspace: in.PersistentWorkspace,
 	}
 	var err error
 	if out.RootFS, err = s.hostPath("rootfs", in.RootFS); err != nil {
@@ -168,6 +169,8 @@ func errorStatus(err error) (int, string) {
 		return http.StatusBadGateway, api.CodeAgent
 	case errors.Is(err, sandbox.ErrDestroyed):
 		return http.StatusNotFound, api.CodeNotFound
+	case errors.Is(err, sandbox.ErrSuspended):
+		return http.StatusConflict, api.CodeSuspended
 	case errors.Is(err, image.ErrUnreachable):
 		return http.StatusBadGateway, api.CodeRegistry
 	}
@@ -310,7 +313,7 @@ func (s *Server) admit(ctx context.Context, sb *sandbox.Sandbox, rec *record, sp
 	if a, err := sb.Persist(); err == nil {
 		rec.Adoption = a
 	}
-	e := &entry{rec: rec, sb: sb, agent: newAgentProxy(sb.Client()), portConns: make(chan struct{}, maxPortConns)}
+	e := &entry{rec: rec, sb: sb, agent: newAgentProxy(sb.Client), portConns: make(chan struct{}, maxPortConns)}
 	e.touch()
 	// The caller's first command will want a reservation: it is taken
 	// while the record is written to disk.
@@ -339,7 +342,7 @@ func (s *Server) watch(e *entry) {
 			return
 		}
 		s.mu.Lock()
-		if st := e.rec.State; st != api.StateRunning && st != api.StatePaused {
+		if st := e.rec.State; st != api.StateRunning && st != api.StatePaused && st != api.StateSuspended {
 			s.mu.Unlock()
 			return
 		}
@@ -411,6 +414,8 @@ func (s *Server) usable(w http.ResponseWriter, r *http.Request) (*entry, bool) {
 		return e, true
 	case api.StatePaused:
 		writeError(w, http.StatusConflict, api.CodePaused, "the sandbox is paused; resume it first")
+	case api.StateSuspended:
+		writeError(w, http.StatusConflict, api.CodeSuspended, "the sandbox is suspended; resume it first")
 	case api.StateLost:
 		s.mu.Lock()
 		reason := e.rec.Reason

@@ -204,7 +204,7 @@ func (s *Server) recover() error {
 			continue
 		}
 		kept = append(kept, sb)
-		e := &entry{rec: r, sb: sb, agent: newAgentProxy(sb.Client()), portConns: make(chan struct{}, maxPortConns)}
+		e := &entry{rec: r, sb: sb, agent: newAgentProxy(sb.Client), portConns: make(chan struct{}, maxPortConns)}
 		e.touch()
 		s.live[r.ID] = e
 		s.watch(e)
@@ -461,6 +461,7 @@ func (s *Server) baseRoutes() []route {
 		{method: "PUT", pattern: "/v1/sandboxes/{id}/network-policy", h: s.handlePolicy},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/pause", h: s.handlePause},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/resume", h: s.handlePause},
+		{method: "POST", pattern: "/v1/sandboxes/{id}/suspend", h: s.handleSuspend},
 		{method: "", pattern: "/v1/sandboxes/{id}/agent/{path...}", agent: true, h: s.handleAgent},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/sessions/{sid}/terminal", h: s.handleTerminalSocket},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/tcp/{port}", h: s.handleTCPSocket},

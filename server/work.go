@@ -26,15 +26,11 @@ import (
 // agentProxy forwards requests to one sandbox's agent, swapping the
 // caller's daemon credential for the agent's own token. It shares the
 // sandbox client's connections (a pooled sandbox's warm-up command has
-// already opened one).
-type agentProxy struct {
-	ep client.Endpoint
-	tr http.RoundTripper
-}
+// already opened one), and follows the sandbox to a new client when a
+// suspended one resumes on a new agent.
+type agentProxy struct{ client func() *client.Client }
 
-func newAgentProxy(c *client.Client) *agentProxy {
-	return &agentProxy{ep: c.Endpoint(), tr: c.Transport()}
-}
+func newAgentProxy(c func() *client.Client) *agentProxy { return &agentProxy{client: c} }
 
 // forward sends r to the agent with its token; see send.
 func (p *agentProxy) forward(w http.ResponseWriter, r *http.Request, method, path, query string) {
@@ -44,8 +40,10 @@ func (p *agentProxy) forward(w http.ResponseWriter, r *http.Request, method, pat
 // send sends r to the agent as method path?query and streams the answer
 // back unchanged (flushing as it arrives, for NDJSON streams).
 func (p *agentProxy) send(w http.ResponseWriter, r *http.Request, method, path, query string, withToken bool, modify func(*http.Response) error) {
+	c := p.client()
+	ep := c.Endpoint()
 	rp := &httputil.ReverseProxy{
-		Transport:     p.tr,
+		Transport:     c.Transport(),
 		FlushInterval: -1,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.Method = method
@@ -53,8 +51,8 @@ func (p *agentProxy) send(w http.ResponseWriter, r *http.Request, method, path, 
 			pr.Out.Host = "agent"
 			pr.Out.Header.Del("Authorization")
 			pr.Out.Header.Del("Cookie")
-			if withToken && p.ep.Token != "" {
-				pr.Out.Header.Set("Authorization", "Bearer "+p.ep.Token)
+			if withToken && ep.Token != "" {
+				pr.Out.Header.Set("Authorization", "Bearer "+ep.Token)
 			}
 		},
 		ModifyResponse: func(resp *http.Response) error {
@@ -316,10 +314,11 @@ func (p *agentProxy) post(ctx context.Context, route string, body []byte, h http
 		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if p.ep.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+p.ep.Token)
+	c := p.client()
+	if tok := c.Endpoint().Token; tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
-	return p.tr.RoundTrip(req)
+	return c.Transport().RoundTrip(req)
 }
 
 func (s *Server) oomKills(e *entry) uint64 {
@@ -578,6 +577,13 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	if !pause {
 		from, to, ev = api.StatePaused, api.StateRunning, api.EventResumed
 	}
+	s.mu.Lock()
+	suspended := e.rec.State == api.StateSuspended
+	s.mu.Unlock()
+	if !pause && suspended {
+		s.suspension(w, r, e, false)
+		return
+	}
 	if !e.sb.CanPause() {
 		writeError(w, http.StatusNotImplemented, api.CodeUnsupported, "this sandbox's tier cannot pause it")
 		return
@@ -606,6 +612,67 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	if e.rec.State == from {
 		e.rec.State = to
+	}
+	rec := *e.rec
+	s.mu.Unlock()
+	if err := s.store.putSandbox(&rec); err != nil {
+		writeErr(w, err)
+		return
+	}
+	s.emit(ev, &rec, nil)
+	writeJSON(w, http.StatusOK, s.describe(e))
+}
+
+// handleSuspend suspends a sandbox created with a persistent workspace.
+func (s *Server) handleSuspend(w http.ResponseWriter, r *http.Request) {
+	e, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	s.suspension(w, r, e, true)
+}
+
+// suspension suspends a running sandbox, or resumes a suspended one, and
+// records what a restarted daemon needs to take it back as it is (its
+// agent's boot identity is new after a resume).
+func (s *Server) suspension(w http.ResponseWriter, r *http.Request, e *entry, suspend bool) {
+	e.touch()
+	from, to, ev := api.StateRunning, api.StateSuspended, api.EventSuspended
+	if !suspend {
+		from, to, ev = api.StateSuspended, api.StateRunning, api.EventResumed
+	}
+	if !e.sb.CanSuspend() {
+		writeError(w, http.StatusNotImplemented, api.CodeUnsupported, "this sandbox cannot be suspended: it needs a tier that keeps a persistent workspace (kubernetes) and spec.persistentWorkspace at create")
+		return
+	}
+	s.mu.Lock()
+	state := e.rec.State
+	s.mu.Unlock()
+	if state == to {
+		writeJSON(w, http.StatusOK, s.describe(e))
+		return
+	}
+	if state != from {
+		writeError(w, http.StatusConflict, api.CodeConflict, "the sandbox is "+state)
+		return
+	}
+	var err error
+	if suspend {
+		err = e.sb.Suspend(r.Context())
+	} else {
+		err = e.sb.Resume(r.Context())
+	}
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	ad, aerr := e.sb.Persist()
+	s.mu.Lock()
+	if e.rec.State == from {
+		e.rec.State = to
+	}
+	if aerr == nil {
+		e.rec.Adoption = ad
 	}
 	rec := *e.rec
 	s.mu.Unlock()

@@ -584,13 +584,19 @@ func normalPolicy(s networkPolicySpec) networkPolicySpec {
 type state struct {
 	Name string `json:"name"`
 	UID  int    `json:"uid"`
-	// Claim: the workspace is a claim of the sandbox's own.
+	// Claim: the workspace is a claim of the sandbox's own; Pod is then
+	// the pod to make again to resume it (the token is in its secret).
 	Claim bool `json:"claim,omitempty"`
+	Pod   *pod `json:"pod,omitempty"`
 }
 
 // State describes the instance for Adopt (no secret).
 func (i *instance) State() ([]byte, error) {
-	return json.Marshal(state{Name: i.name, UID: i.uid, Claim: i.made.claim})
+	st := state{Name: i.name, UID: i.uid, Claim: i.made.claim}
+	if i.made.claim {
+		st.Pod = i.pod
+	}
+	return json.Marshal(st)
 }
 
 // Adopt takes back a running pod this backend made.
@@ -605,6 +611,16 @@ func (b *Backend) Adopt(ctx context.Context, raw []byte, token string) (sandbox.
 	}
 	var p pod
 	if err := api.get(ctx, ns, "pods", st.Name, &p); err != nil {
+		if isStatus(err, http.StatusNotFound) && st.Claim && st.Pod != nil {
+			// A suspended sandbox: its claim, secret and policy, no pod.
+			if err := api.get(ctx, ns, "persistentvolumeclaims", st.Name, nil); err != nil {
+				return nil, fmt.Errorf("%w: kubernetes: the workspace's claim %s: %v", sandbox.ErrAgent, st.Name, err)
+			}
+			inst := &instance{b: b, name: st.Name, uid: st.UID, exited: make(chan struct{}), token: token, pod: st.Pod}
+			inst.exitCode.Store(-1)
+			inst.made.policy, inst.made.secret, inst.made.claim = true, true, true
+			return inst, nil
+		}
 		return nil, fmt.Errorf("%w: kubernetes: pod %s: %v", sandbox.ErrAgent, st.Name, err)
 	}
 	running := p.Status.Phase == "Running" && p.Status.PodIP != "" && p.Metadata.DeletionTimestamp == nil
@@ -615,7 +631,7 @@ func (b *Backend) Adopt(ctx context.Context, raw []byte, token string) (sandbox.
 	inst.exitCode.Store(-1)
 	inst.made.policy, inst.made.secret, inst.made.pod, inst.made.claim = true, true, true, st.Claim
 	// The pod as it was made, to make again after a suspension.
-	inst.pod = &pod{APIVersion: "v1", Kind: "Pod", Metadata: meta{Name: p.Metadata.Name, Labels: p.Metadata.Labels}, Spec: p.Spec}
+	inst.pod = st.Pod
 	inst.ep = client.Endpoint{Network: "tcp", Address: net.JoinHostPort(p.Status.PodIP, strconv.Itoa(AgentPort)), Token: token}
 	go inst.watch(p.Metadata.ResourceVersion, inst.gen.Load())
 	return inst, nil

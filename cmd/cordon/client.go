@@ -102,7 +102,8 @@ func toAPISpec(s sandbox.Spec) api.Spec {
 		Limits: api.Limits{MemoryBytes: s.Limits.MemoryBytes, Pids: s.Limits.Pids, CPUs: s.Limits.CPUs, DiskBytes: s.Limits.DiskBytes},
 		Layout: api.Layout{Outputs: s.Layout.Outputs, Uploads: s.Layout.Uploads, Scratch: s.Layout.Scratch,
 			ToolResults: s.Layout.ToolResults, Transcripts: s.Layout.Transcripts, Skills: s.Layout.Skills},
-		MaxTimeoutMs: s.MaxTimeout.Milliseconds(),
+		MaxTimeoutMs:        s.MaxTimeout.Milliseconds(),
+		PersistentWorkspace: s.PersistentWorkspace,
 	}
 	if o := s.Layout.Owner; o != nil {
 		out.Layout.Owner = &api.Owner{UID: o.UID, GID: o.GID}

@@ -16,6 +16,7 @@ func createCmd(args []string) int {
 	pool := fs.String("pool", "", "claim from the warm pool `NAME`")
 	output := fs.String("o", "", "output format: json (the sandbox, rather than its id)")
 	maxTimeout := fs.Duration("max-timeout", 0, "the longest timeout its commands may be given (0: 30m; at most the daemon's --max-exec-timeout)")
+	persistent := fs.Bool("persistent-workspace", false, "keep the workspace on storage of its own, so that the sandbox can be suspended (cordon suspend) and resumed on it (the kubernetes tier)")
 	labels := labelFlag{}
 	fs.Var(labels, "label", "attach a label `KEY=VALUE`; repeatable")
 	c, rest, code := daemonClient(fs, args)
@@ -31,7 +32,7 @@ func createCmd(args []string) int {
 		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
 		return 2
 	}
-	spec.MaxTimeout = *maxTimeout
+	spec.MaxTimeout, spec.PersistentWorkspace = *maxTimeout, *persistent
 	req := api.CreateRequest{Spec: toAPISpec(spec), TTLSeconds: int64(ttl.Seconds()), Labels: labels, Pool: *pool}
 	if *idle < 0 {
 		req.IdleTimeoutSeconds = -1

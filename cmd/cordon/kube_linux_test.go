@@ -182,3 +182,88 @@ func TestDeployKubernetes(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonKubernetesSuspend: through the daemon's REST API and the CLI's
+// verbs, a sandbox with a persistent workspace is suspended (its pod
+// gone, work on it a 409), survives a daemon killed with SIGKILL as
+// suspended, and resumes on a new pod with its workspace as it was; rm
+// removes its claim with it.
+func TestDaemonKubernetesSuspend(t *testing.T) {
+	k, _ := kubeEnv(t)
+	pv := "pv-daemon-suspend"
+	apply := k.Command("kubectl", "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(`apiVersion: v1
+kind: PersistentVolume
+metadata: {name: ` + pv + `}
+spec:
+  storageClassName: cordon-test
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  hostPath: {path: ` + t.TempDir() + `/volume, type: DirectoryOrCreate}
+`)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("the volume: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = k.Command("kubectl", "delete", "pv", pv, "--wait=false").Run() })
+	dir, err := os.MkdirTemp("", "cordon-serve-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "cordon.sock")
+	agent, image := k.Images(t)
+	serve := func() *serveProc {
+		cmd := k.Command(buildCLI(t), "serve", "--listen", "unix://"+sock, "--state-dir", filepath.Join(dir, "state"),
+			"--kubeconfig", k.Kubeconfig(), "--kube-image", image, "--kube-agent-image", agent, "--kube-network-policy",
+			"--kube-storage-class", "cordon-test")
+		return startServeCmd(t, sock, cmd, filepath.Join(dir, "process"))
+	}
+	d := serve()
+	host := "--host=unix://" + sock
+	id, errOut, code := cordon(t, "create", host, "--tier", "kubernetes", "--persistent-workspace")
+	id = strings.TrimSpace(id)
+	if code != 0 {
+		d.stop(t, sock)
+		t.Fatalf("create: exit %d, %s", code, errOut)
+	}
+	if _, errOut, code := cordon(t, "exec", host, id, "--", "sh", "-c", "echo kept > /workspace/mark"); code != 0 {
+		d.stop(t, sock)
+		t.Fatalf("exec: exit %d, %s", code, errOut)
+	}
+	if _, errOut, code := cordon(t, "suspend", host, id); code != 0 {
+		d.stop(t, sock)
+		t.Fatalf("suspend: exit %d, %s", code, errOut)
+	}
+	if pods := k.Kubectl(t, "get", "pods", "-l", "dev.cordon.tier=kubernetes", "-o", "name"); pods != "" {
+		d.stop(t, sock)
+		t.Fatalf("pods of a suspended sandbox: %s", pods)
+	}
+	c, err := sclient.New("unix://"+sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ae *api.Error
+	if _, err := c.Exec(t.Context(), id, "true", sclient.ExecOptions{}); !errors.As(err, &ae) || ae.Status != http.StatusConflict || ae.Code != api.CodeSuspended {
+		d.stop(t, sock)
+		t.Fatalf("exec while suspended: %v, want a 409 suspended", err)
+	}
+	d.kill9()
+	d = serve()
+	defer d.stop(t, sock)
+	if sb, err := c.Get(t.Context(), id); err != nil || sb.State != api.StateSuspended {
+		t.Fatalf("after the restart: %+v %v, want it suspended", sb, err)
+	}
+	if _, errOut, code := cordon(t, "resume", host, id); code != 0 {
+		t.Fatalf("resume: exit %d, %s", code, errOut)
+	}
+	if out, errOut, code := cordon(t, "exec", host, id, "--", "cat", "/workspace/mark"); code != 0 || out != "kept\n" {
+		t.Fatalf("after resuming: exit %d, %q, %s", code, out, errOut)
+	}
+	if _, errOut, code := cordon(t, "rm", host, id); code != 0 {
+		t.Fatalf("rm: exit %d, %s", code, errOut)
+	}
+	if left := k.Kubectl(t, "get", "pods,secrets,networkpolicies,pvc", "-l", "dev.cordon.tier=kubernetes", "-o", "name"); left != "" {
+		t.Fatalf("left after rm: %s", left)
+	}
+}

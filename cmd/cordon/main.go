@@ -32,14 +32,15 @@ var verbs = map[string]verb{
 	"port-forward": {"forward local ports to ports inside a sandbox on the daemon", portForwardCmd},
 	"image":        {"pull, import, list and remove images", imageCmd},
 	"pause":        {"pause sandboxes on the daemon", pauseCmd},
-	"resume":       {"resume paused sandboxes on the daemon", resumeCmd},
+	"resume":       {"resume paused or suspended sandboxes on the daemon", resumeCmd},
+	"suspend":      {"suspend sandboxes with a persistent workspace on the daemon", suspendCmd},
 	"policy":       {"replace a sandbox's network policy on the daemon", policyCmd},
 	"key":          {"manage the daemon's API keys (admin)", keyCmd},
 	"pool":         {"manage the daemon's warm pools (admin)", poolCmd},
 	"version":      {"print version information", versionCmd},
 }
 
-var verbOrder = []string{"run", "serve", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "pause", "resume", "policy", "events", "image", "key", "pool", "version"}
+var verbOrder = []string{"run", "serve", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "pause", "resume", "suspend", "policy", "events", "image", "key", "pool", "version"}
 
 func main() {
 	if len(os.Args) < 2 {

@@ -9,12 +9,22 @@ import (
 	sclient "github.com/cordon-sandbox/cordon/server/client"
 )
 
-// pauseCmd and resumeCmd freeze and thaw sandboxes on the daemon.
-func pauseCmd(args []string) int  { return eachSandbox("pause", args, (*sclient.Client).Pause) }
-func resumeCmd(args []string) int { return eachSandbox("resume", args, (*sclient.Client).Resume) }
+// pauseCmd and resumeCmd freeze and thaw sandboxes on the daemon;
+// suspendCmd gives a sandbox's compute back, keeping its persistent
+// workspace, until resumeCmd starts it again.
+func pauseCmd(args []string) int   { return eachSandbox("pause", args, (*sclient.Client).Pause) }
+func resumeCmd(args []string) int  { return eachSandbox("resume", args, (*sclient.Client).Resume) }
+func suspendCmd(args []string) int { return eachSandbox("suspend", args, (*sclient.Client).Suspend) }
+
+// verbHelp says what each of eachSandbox's verbs does.
+var verbHelp = map[string]string{
+	"pause":   "Pauses sandboxes on the daemon: a paused sandbox's processes, its agent's\nincluded, stand still until it is resumed.",
+	"resume":  "Resumes sandboxes on the daemon: a paused one's processes go on; a\nsuspended one starts again on its workspace (a new agent, nothing of\nbefore running).",
+	"suspend": "Suspends sandboxes on the daemon that were created with a persistent\nworkspace (--persistent-workspace): everything they run is stopped and\ntheir compute given back, the workspace kept, until they are resumed.",
+}
 
 func eachSandbox(verb string, args []string, do func(*sclient.Client, context.Context, string) (*api.Sandbox, error)) int {
-	fs := newFlagSet(verb, fmt.Sprintf("usage: cordon %s [flags] ID...\n\n%s sandboxes on the daemon: a paused sandbox's processes, its agent's\nincluded, stand still until it is resumed.", verb, map[string]string{"pause": "Pauses", "resume": "Resumes"}[verb]))
+	fs := newFlagSet(verb, fmt.Sprintf("usage: cordon %s [flags] ID...\n\n%s", verb, verbHelp[verb]))
 	c, ids, code := daemonClient(fs, args)
 	if c == nil {
 		return code

@@ -46,6 +46,7 @@ func kubeConfig() kubernetes.Config {
 		AgentImage:    os.Getenv("CORDON_KUBE_AGENT_IMAGE"),
 		AgentInImage:  os.Getenv("CORDON_KUBE_AGENT_IN_IMAGE"),
 		RuntimeClass:  os.Getenv("CORDON_KUBE_RUNTIME_CLASS"),
+		StorageClass:  os.Getenv("CORDON_KUBE_STORAGE_CLASS"),
 		NetworkPolicy: os.Getenv("CORDON_KUBE_NETWORK_POLICY") == "enforced",
 		Owner:         "cordon-run",
 	}

@@ -12,9 +12,13 @@ import (
 
 // Sandbox states.
 const (
-	StateCreating   = "creating"
-	StateRunning    = "running"
-	StatePaused     = "paused"
+	StateCreating = "creating"
+	StateRunning  = "running"
+	StatePaused   = "paused"
+	// StateSuspended: everything the sandbox ran is stopped and its
+	// compute given back; its persistent workspace is kept until it
+	// resumes.
+	StateSuspended  = "suspended"
 	StateDestroying = "destroying" // teardown started, not yet confirmed
 	StateDestroyed  = "destroyed"
 	// StateLost: the sandbox's agent exited on its own (killed, out of
@@ -75,6 +79,10 @@ type Spec struct {
 	Egress       *Egress           `json:"egress,omitempty"`
 	User         *int              `json:"user,omitempty"`
 	MaxTimeoutMs int64             `json:"maxTimeoutMs,omitempty"`
+	// PersistentWorkspace keeps the workspace on storage of its own, so
+	// that the sandbox can be suspended and resumed on it (the kubernetes
+	// tier; others refuse it).
+	PersistentWorkspace bool `json:"persistentWorkspace,omitempty"`
 }
 
 // CreateRequest is the body of POST /v1/sandboxes.
@@ -164,6 +172,7 @@ const (
 	EventEgressRefused = "egress.refused"
 	EventPaused        = "paused"
 	EventResumed       = "resumed"
+	EventSuspended     = "suspended"
 	EventReaped        = "reaped"
 	EventDestroyed     = "destroyed"
 	EventLost          = "lost"
@@ -192,6 +201,7 @@ const (
 	CodeQuota          = "quota_exceeded"
 	CodeConflict       = "conflict"
 	CodePaused         = "paused"
+	CodeSuspended      = "suspended"
 	CodeAgent          = "agent_error"
 	CodeDeadline       = "deadline"
 	CodeLost           = "lost"

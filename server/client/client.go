@@ -398,7 +398,14 @@ func (c *Client) Pause(ctx context.Context, id string) (*api.Sandbox, error) {
 	return &out, c.call(ctx, http.MethodPost, sbPath(id, "/pause"), nil, &out)
 }
 
-// Resume thaws a paused sandbox.
+// Suspend stops everything a sandbox with a persistent workspace runs and
+// gives its compute back, keeping the workspace, until Resume.
+func (c *Client) Suspend(ctx context.Context, id string) (*api.Sandbox, error) {
+	var out api.Sandbox
+	return &out, c.call(ctx, http.MethodPost, sbPath(id, "/suspend"), nil, &out)
+}
+
+// Resume thaws a paused sandbox, or starts a suspended one again.
 func (c *Client) Resume(ctx context.Context, id string) (*api.Sandbox, error) {
 	var out api.Sandbox
 	return &out, c.call(ctx, http.MethodPost, sbPath(id, "/resume"), nil, &out)
