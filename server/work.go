@@ -565,7 +565,8 @@ func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.describe(e))
 }
 
-// handlePause serves pause and resume, where the sandbox's tier can.
+// handlePause serves pause and resume, where the sandbox's tier can (a
+// suspended sandbox resumes as suspension says).
 func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	e, ok := s.lookup(w, r)
 	if !ok {
@@ -573,10 +574,6 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	}
 	e.touch()
 	pause := strings.HasSuffix(r.URL.Path, "/pause")
-	from, to, ev := api.StateRunning, api.StatePaused, api.EventPaused
-	if !pause {
-		from, to, ev = api.StatePaused, api.StateRunning, api.EventResumed
-	}
 	s.mu.Lock()
 	suspended := e.rec.State == api.StateSuspended
 	s.mu.Unlock()
@@ -588,39 +585,11 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotImplemented, api.CodeUnsupported, "this sandbox's tier cannot pause it")
 		return
 	}
-	s.mu.Lock()
-	state := e.rec.State
-	s.mu.Unlock()
-	if state == to {
-		writeJSON(w, http.StatusOK, s.describe(e))
-		return
-	}
-	if state != from {
-		writeError(w, http.StatusConflict, api.CodeConflict, "the sandbox is "+state)
-		return
-	}
-	var err error
 	if pause {
-		err = e.sb.Pause(r.Context())
+		s.transition(w, e, api.StateRunning, api.StatePaused, api.EventPaused, func() error { return e.sb.Pause(r.Context()) })
 	} else {
-		err = e.sb.Resume(r.Context())
+		s.transition(w, e, api.StatePaused, api.StateRunning, api.EventResumed, func() error { return e.sb.Resume(r.Context()) })
 	}
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	s.mu.Lock()
-	if e.rec.State == from {
-		e.rec.State = to
-	}
-	rec := *e.rec
-	s.mu.Unlock()
-	if err := s.store.putSandbox(&rec); err != nil {
-		writeErr(w, err)
-		return
-	}
-	s.emit(ev, &rec, nil)
-	writeJSON(w, http.StatusOK, s.describe(e))
 }
 
 // handleSuspend suspends a sandbox created with a persistent workspace.
@@ -629,22 +598,28 @@ func (s *Server) handleSuspend(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	e.touch()
 	s.suspension(w, r, e, true)
 }
 
-// suspension suspends a running sandbox, or resumes a suspended one, and
-// records what a restarted daemon needs to take it back as it is (its
-// agent's boot identity is new after a resume).
+// suspension suspends a running sandbox, or resumes a suspended one.
 func (s *Server) suspension(w http.ResponseWriter, r *http.Request, e *entry, suspend bool) {
-	e.touch()
-	from, to, ev := api.StateRunning, api.StateSuspended, api.EventSuspended
-	if !suspend {
-		from, to, ev = api.StateSuspended, api.StateRunning, api.EventResumed
-	}
 	if !e.sb.CanSuspend() {
 		writeError(w, http.StatusNotImplemented, api.CodeUnsupported, "this sandbox cannot be suspended: it needs a tier that keeps a persistent workspace (kubernetes) and spec.persistentWorkspace at create")
 		return
 	}
+	if suspend {
+		s.transition(w, e, api.StateRunning, api.StateSuspended, api.EventSuspended, func() error { return e.sb.Suspend(r.Context()) })
+	} else {
+		s.transition(w, e, api.StateSuspended, api.StateRunning, api.EventResumed, func() error { return e.sb.Resume(r.Context()) })
+	}
+}
+
+// transition takes a sandbox in state from to state to by do (one
+// already in to is answered as it is), and records it with what a
+// restarted daemon needs to take it back as it now is (a resumed
+// suspension's agent has a new boot identity).
+func (s *Server) transition(w http.ResponseWriter, e *entry, from, to, ev string, do func() error) {
 	s.mu.Lock()
 	state := e.rec.State
 	s.mu.Unlock()
@@ -656,13 +631,7 @@ func (s *Server) suspension(w http.ResponseWriter, r *http.Request, e *entry, su
 		writeError(w, http.StatusConflict, api.CodeConflict, "the sandbox is "+state)
 		return
 	}
-	var err error
-	if suspend {
-		err = e.sb.Suspend(r.Context())
-	} else {
-		err = e.sb.Resume(r.Context())
-	}
-	if err != nil {
+	if err := do(); err != nil {
 		writeErr(w, err)
 		return
 	}

@@ -3,13 +3,11 @@
 package docker_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cordon-sandbox/cordon/backend/docker"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
@@ -53,12 +51,7 @@ func create(t *testing.T, b *docker.Backend, spec sandbox.Spec) *sandbox.Sandbox
 
 func sh(t *testing.T, sb *sandbox.Sandbox, script string) (string, *sandbox.Result) {
 	t.Helper()
-	var out bytes.Buffer
-	res, err := sb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", script}, Stdout: &out, Stderr: &out, Timeout: time.Minute})
-	if err != nil {
-		t.Fatalf("exec %q: %v", script, err)
-	}
-	return out.String(), res
+	return sandboxtest.Sh(t, sb, script)
 }
 
 func TestConformance(t *testing.T) {

@@ -3,12 +3,12 @@ package docker
 import (
 	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cordon-sandbox/cordon/backend/host"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -44,21 +44,5 @@ func TestRender(t *testing.T) {
 	if !found {
 		t.Error("no seccomp profile")
 	}
-	got, err := json.MarshalIndent(req, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	golden := filepath.Join("testdata", "container.json")
-	if *update {
-		if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.TrimSpace(string(want)) != strings.TrimSpace(string(got)) {
-		t.Fatalf("the rendered container changed; if on purpose, go test -run TestRender -update and review testdata/container.json:\n%s", got)
-	}
+	testutil.Golden(t, filepath.Join("testdata", "container.json"), req, *update)
 }

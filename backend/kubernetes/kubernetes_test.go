@@ -3,13 +3,11 @@
 package kubernetes_test
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cordon-sandbox/cordon/backend/kubernetes"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
@@ -61,12 +59,7 @@ func create(t *testing.T, b *kubernetes.Backend, spec sandbox.Spec) *sandbox.San
 
 func sh(t *testing.T, sb *sandbox.Sandbox, script string) (string, *sandbox.Result) {
 	t.Helper()
-	var out bytes.Buffer
-	res, err := sb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", script}, Stdout: &out, Stderr: &out, Timeout: time.Minute})
-	if err != nil {
-		t.Fatalf("exec %q: %v", script, err)
-	}
-	return out.String(), res
+	return sandboxtest.Sh(t, sb, script)
 }
 
 // TestPod: what the cluster made is what the baseline says, seen from

@@ -159,26 +159,9 @@ func TestHostDeadline(t *testing.T) { adversarial.HostDeadline(t, backend(t)) }
 // the ability refuses the spec.
 func TestPersistentWorkspace(t *testing.T) {
 	k := testutil.Cluster(t)
-	// A volume for the claim to bind, as a cluster's provisioner would
-	// make one (the test cluster has none).
-	pv := "pv-" + owner(t)
-	apply := k.Command("kubectl", "apply", "-f", "-")
-	apply.Stdin = strings.NewReader(`apiVersion: v1
-kind: PersistentVolume
-metadata: {name: ` + pv + `}
-spec:
-  storageClassName: cordon-test
-  capacity: {storage: 1Gi}
-  accessModes: [ReadWriteOnce]
-  persistentVolumeReclaimPolicy: Retain
-  hostPath: {path: ` + t.TempDir() + `/volume, type: DirectoryOrCreate}
-`)
-	if out, err := apply.CombinedOutput(); err != nil {
-		t.Fatalf("the volume: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = k.Command("kubectl", "delete", "pv", pv, "--wait=false").Run() })
+	k.Volume(t, "pv-"+owner(t))
 	cfg := configFor(t, owner(t))
-	cfg.StorageClass = "cordon-test"
+	cfg.StorageClass = testutil.VolumeClass
 	b := kubernetes.New(cfg)
 	defer b.Close()
 	p := sandbox.NewProvider([]sandbox.Backend{b})

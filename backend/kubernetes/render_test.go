@@ -10,31 +10,16 @@ import (
 	"testing"
 
 	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.json from the renderer")
 
-// golden compares v, as indented JSON, with testdata/name.
+// golden compares v with testdata/name (testutil.Golden).
 func golden(t *testing.T, name string, v any) {
 	t.Helper()
-	got, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.TrimSpace(string(want)) != string(got) {
-		t.Errorf("%s changed (go test -run %s -update, then read the diff):\n%s", path, t.Name(), got)
-	}
+	testutil.Golden(t, filepath.Join("testdata", name), v, *update)
 }
 
 // TestRender pins the pod the baseline renders to, whole: a change to the

@@ -3,7 +3,6 @@
 package oci_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cordon-sandbox/cordon/backend/oci"
 	"github.com/cordon-sandbox/cordon/baseline"
@@ -71,12 +69,7 @@ func create(t *testing.T, b *oci.Backend, spec sandbox.Spec) *sandbox.Sandbox {
 
 func sh(t *testing.T, sb *sandbox.Sandbox, script string) (string, *sandbox.Result) {
 	t.Helper()
-	var out bytes.Buffer
-	res, err := sb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", script}, Stdout: &out, Stderr: &out, Timeout: time.Minute})
-	if err != nil {
-		t.Fatalf("exec %q: %v", script, err)
-	}
-	return out.String(), res
+	return sandboxtest.Sh(t, sb, script)
 }
 
 func creator(b *oci.Backend) adversarial.Create {

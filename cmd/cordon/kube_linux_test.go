@@ -25,6 +25,25 @@ func kubeEnv(t testing.TB) (*testutil.Kube, []string) {
 	return k, []string{"CORDON_KUBE_IMAGE=" + image, "CORDON_KUBE_AGENT_IMAGE=" + agent, "CORDON_KUBE_NETWORK_POLICY=enforced"}
 }
 
+// kubeDaemon is a daemon socket's path, and how to start the daemon on
+// it (again) inside the cluster's network namespace, driving the cluster
+// with the test's images and flags.
+func kubeDaemon(t *testing.T, k *testutil.Kube, flags ...string) (string, func() *serveProc) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "cordon-serve-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "cordon.sock")
+	agent, image := k.Images(t)
+	return sock, func() *serveProc {
+		cmd := k.Command(buildCLI(t), append([]string{"serve", "--listen", "unix://" + sock, "--state-dir", filepath.Join(dir, "state"),
+			"--kubeconfig", k.Kubeconfig(), "--kube-image", image, "--kube-agent-image", agent, "--kube-network-policy"}, flags...)...)
+		return startServeCmd(t, sock, cmd, filepath.Join(dir, "process"))
+	}
+}
+
 // TestRunKubernetes: cordon run on the kubernetes tier, as a user types
 // it with KUBECONFIG set: the command runs in a pod as the sandbox user,
 // with its exit status and output; a missing image is the user's
@@ -69,18 +88,7 @@ func TestRunKubernetes(t *testing.T) {
 // nothing of the daemon's in the cluster.
 func TestDaemonKubernetes(t *testing.T) {
 	k, _ := kubeEnv(t)
-	dir, err := os.MkdirTemp("", "cordon-serve-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "cordon.sock")
-	agent, image := k.Images(t)
-	serve := func() *serveProc {
-		cmd := k.Command(buildCLI(t), "serve", "--listen", "unix://"+sock, "--state-dir", filepath.Join(dir, "state"),
-			"--kubeconfig", k.Kubeconfig(), "--kube-image", image, "--kube-agent-image", agent, "--kube-network-policy")
-		return startServeCmd(t, sock, cmd, filepath.Join(dir, "process"))
-	}
+	sock, serve := kubeDaemon(t, k)
 	d := serve()
 	host := "--host=unix://" + sock
 	c, err := sclient.New("unix://"+sock, "")
@@ -190,35 +198,8 @@ func TestDeployKubernetes(t *testing.T) {
 // removes its claim with it.
 func TestDaemonKubernetesSuspend(t *testing.T) {
 	k, _ := kubeEnv(t)
-	pv := "pv-daemon-suspend"
-	apply := k.Command("kubectl", "apply", "-f", "-")
-	apply.Stdin = strings.NewReader(`apiVersion: v1
-kind: PersistentVolume
-metadata: {name: ` + pv + `}
-spec:
-  storageClassName: cordon-test
-  capacity: {storage: 1Gi}
-  accessModes: [ReadWriteOnce]
-  persistentVolumeReclaimPolicy: Retain
-  hostPath: {path: ` + t.TempDir() + `/volume, type: DirectoryOrCreate}
-`)
-	if out, err := apply.CombinedOutput(); err != nil {
-		t.Fatalf("the volume: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = k.Command("kubectl", "delete", "pv", pv, "--wait=false").Run() })
-	dir, err := os.MkdirTemp("", "cordon-serve-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "cordon.sock")
-	agent, image := k.Images(t)
-	serve := func() *serveProc {
-		cmd := k.Command(buildCLI(t), "serve", "--listen", "unix://"+sock, "--state-dir", filepath.Join(dir, "state"),
-			"--kubeconfig", k.Kubeconfig(), "--kube-image", image, "--kube-agent-image", agent, "--kube-network-policy",
-			"--kube-storage-class", "cordon-test")
-		return startServeCmd(t, sock, cmd, filepath.Join(dir, "process"))
-	}
+	k.Volume(t, "pv-daemon-suspend")
+	sock, serve := kubeDaemon(t, k, "--kube-storage-class", testutil.VolumeClass)
 	d := serve()
 	host := "--host=unix://" + sock
 	id, errOut, code := cordon(t, "create", host, "--tier", "kubernetes", "--persistent-workspace")

@@ -211,6 +211,31 @@ func (k *Kube) ImageWithAgent(t testing.TB) string {
 	return k.images.withAgent
 }
 
+// VolumeClass is the storage class of the volumes Volume makes.
+const VolumeClass = "cordon-test"
+
+// Volume makes a 1 GiB volume of class VolumeClass on a directory of t's,
+// for one claim to bind, as a cluster's provisioner would (the test
+// cluster has none); it is deleted when t ends.
+func (k *Kube) Volume(t testing.TB, name string) {
+	t.Helper()
+	apply := k.Command("kubectl", "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(`apiVersion: v1
+kind: PersistentVolume
+metadata: {name: ` + name + `}
+spec:
+  storageClassName: ` + VolumeClass + `
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  hostPath: {path: ` + t.TempDir() + `/volume, type: DirectoryOrCreate}
+`)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("the volume %s: %v: %s", name, err, out)
+	}
+	t.Cleanup(func() { _ = k.Command("kubectl", "delete", "pv", name, "--wait=false").Run() })
+}
+
 // ImportProgram imports an image holding only the program at path, as
 // /name and its entrypoint, named ref plus the program's digest, and
 // returns that name.

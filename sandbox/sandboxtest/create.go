@@ -1,6 +1,7 @@
 package sandboxtest
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"testing"
@@ -56,6 +57,18 @@ func BenchLifecycle(b *testing.B, be sandbox.Backend) {
 	testutil.ReportPercentiles(b, "first-exec", first)
 	testutil.ReportPercentiles(b, "create-to-result", total)
 	testutil.ReportPercentiles(b, "destroy", destroy)
+}
+
+// Sh runs script with sh -c in sb (a minute at most) and returns its
+// output, standard error included, and result; an exec that fails fails t.
+func Sh(t *testing.T, sb *sandbox.Sandbox, script string) (string, *sandbox.Result) {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := sb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", script}, Stdout: &out, Stderr: &out, Timeout: time.Minute})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	return out.String(), res
 }
 
 // BenchConcurrentCreates creates n sandboxes of be at once, each to its
