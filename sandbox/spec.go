@@ -46,6 +46,10 @@ type Spec struct {
 	RequireLandlock bool
 	// Layout binds host directories at fixed paths inside (see Layout).
 	Layout Layout
+	// RuntimeClass names the platform's runtime for this sandbox (a
+	// Kubernetes RuntimeClass: gvisor, kata), over its tier's default; a
+	// tier without one refuses it.
+	RuntimeClass string
 	// PersistentWorkspace keeps the workspace on storage of its own that
 	// outlives the sandbox's processes, so that the sandbox can be
 	// suspended (everything it runs stopped, its compute given back) and
@@ -191,6 +195,9 @@ type Capabilities struct {
 	User bool
 	// Layout: the backend can bind layout directories.
 	Layout bool
+	// RuntimeClass: the backend runs each sandbox under a runtime of the
+	// platform's that Spec.RuntimeClass names.
+	RuntimeClass bool
 	// PersistentWorkspace: the backend keeps a workspace that outlives
 	// the sandbox's processes, and its instances implement Suspender.
 	PersistentWorkspace bool
@@ -221,6 +228,8 @@ func (c Capabilities) Check(tier string, s *Spec) error {
 		return &UnsupportedError{Tier: tier, What: "an image"}
 	case s.User != nil && !c.User:
 		return &UnsupportedError{Tier: tier, What: "a chosen user"}
+	case s.RuntimeClass != "" && !c.RuntimeClass:
+		return &UnsupportedError{Tier: tier, What: "a runtime class (the kubernetes tier's RuntimeClass)"}
 	case s.PersistentWorkspace && !c.PersistentWorkspace:
 		return &UnsupportedError{Tier: tier, What: "a persistent workspace (one that outlives its sandbox's processes, to suspend and resume on)"}
 	case !s.Layout.IsZero() && !c.Layout:

@@ -46,6 +46,7 @@ func (s *Server) toSpec(in api.Spec) (sandbox.Spec, error) {
 		Limits:              sandbox.Limits{MemoryBytes: in.Limits.MemoryBytes, Pids: in.Limits.Pids, CPUs: in.Limits.CPUs, DiskBytes: in.Limits.DiskBytes},
 		MaxTimeout:          time.Duration(in.MaxTimeoutMs) * time.Millisecond,
 		PersistentWorkspace: in.PersistentWorkspace,
+		RuntimeClass:        in.RuntimeClass,
 	}
 	var err error
 	if out.RootFS, err = s.hostPath("rootfs", in.RootFS); err != nil {

@@ -80,7 +80,7 @@ func (b *Backend) Name() string { return Name }
 func (b *Backend) Capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{
 		Isolated: true, MemoryLimit: true, CPULimit: true, DiskLimit: true,
-		EngineImages: true, User: true, Egress: true, Landlock: true, PersistentWorkspace: true,
+		EngineImages: true, User: true, Egress: true, Landlock: true, PersistentWorkspace: true, RuntimeClass: true,
 	}
 }
 
@@ -206,6 +206,10 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	if image == "" {
 		image = b.cfg.Image
 	}
+	runtimeClass := spec.RuntimeClass
+	if runtimeClass == "" {
+		runtimeClass = b.cfg.RuntimeClass
+	}
 	// A persistent workspace is a claim of its own, which then owns the
 	// secret and the policy: they outlive a suspension's pod with it.
 	var ownerRefs []ownerRef
@@ -229,7 +233,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	inst.pod = render(renderInput{
 		Name: name, Image: image, AgentImage: b.cfg.AgentImage, AgentInImage: b.cfg.AgentInImage, UID: uid,
 		Env:    host.AgentEnv(l, uid, nil, host.AgentEnvOptions{PodNetwork: true}),
-		Limits: spec.Limits, RuntimeClass: b.cfg.RuntimeClass, Landlock: landlock, Secret: name, Labels: labels,
+		Limits: spec.Limits, RuntimeClass: runtimeClass, Landlock: landlock, Secret: name, Labels: labels,
 		Claim: claimName,
 	})
 	inst.token = l.Token
@@ -321,6 +325,11 @@ func (i *instance) Wake(ctx context.Context) error {
 func (b *Backend) apiErr(what string, err error) error {
 	var se *statusError
 	if errors.As(err, &se) && (se.Code == http.StatusUnprocessableEntity || se.Code == http.StatusBadRequest) {
+		return fmt.Errorf("%w: kubernetes: %s: %v", sandbox.ErrInvalidSpec, what, err)
+	}
+	if errors.As(err, &se) && se.Code == http.StatusForbidden && !strings.Contains(se.Message, "cannot ") {
+		// Not the role's refusal but an admission's, of what was asked
+		// (a RuntimeClass the cluster has not, Pod Security).
 		return fmt.Errorf("%w: kubernetes: %s: %v", sandbox.ErrInvalidSpec, what, err)
 	}
 	if errors.As(err, &se) && (se.Code == http.StatusForbidden || se.Code == http.StatusUnauthorized) {

@@ -212,3 +212,39 @@ func TestPersistentWorkspace(t *testing.T) {
 		t.Fatal("a spec asking for a persistent workspace passes a tier without them")
 	}
 }
+
+// TestRuntimeClass: a sandbox's pod runs under the RuntimeClass its spec
+// names (here one of the test cluster's, on runc: the cluster's gVisor
+// needs a containerd newer than Debian's); one the cluster has not is the
+// caller's mistake, said as such, and leaves nothing behind.
+func TestRuntimeClass(t *testing.T) {
+	k := testutil.Cluster(t)
+	apply := k.Command("kubectl", "apply", "-f", "-")
+	apply.Stdin = strings.NewReader("apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: cordon-test-runc}\nhandler: runc\n")
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("the runtime class: %v: %s", err, out)
+	}
+	b := backend(t)
+	sb := create(t, b, sandbox.Spec{RuntimeClass: "cordon-test-runc"})
+	if out, _ := sh(t, sb, "id -un"); out != "sandbox\n" {
+		t.Fatalf("under the runtime class: %q", out)
+	}
+	if got := k.Kubectl(t, "get", "pods", "-l", kubernetes.LabelOwner+"="+owner(t), "-o", "jsonpath={.items[*].spec.runtimeClassName}"); got != "cordon-test-runc" {
+		t.Fatalf("the pod's runtime class: %q", got)
+	}
+	p := sandbox.NewProvider([]sandbox.Backend{b})
+	if _, err := p.Create(t.Context(), sandbox.Spec{RuntimeClass: "cordon-test-none"}); !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), "cordon-test-none") {
+		t.Fatalf("a runtime class the cluster has not: %v, want ErrInvalidSpec naming it", err)
+	}
+	if err := sb.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := objects(t, owner(t)); got != "" {
+		t.Fatalf("left: %s", got)
+	}
+	// Another tier refuses the field rather than ignore it.
+	var u *sandbox.UnsupportedError
+	if !errors.As(sandbox.Capabilities{}.Check("none", &sandbox.Spec{RuntimeClass: "gvisor"}), &u) {
+		t.Fatal("a runtime class passes a tier without them")
+	}
+}

@@ -104,6 +104,7 @@ func toAPISpec(s sandbox.Spec) api.Spec {
 			ToolResults: s.Layout.ToolResults, Transcripts: s.Layout.Transcripts, Skills: s.Layout.Skills},
 		MaxTimeoutMs:        s.MaxTimeout.Milliseconds(),
 		PersistentWorkspace: s.PersistentWorkspace,
+		RuntimeClass:        s.RuntimeClass,
 	}
 	if o := s.Layout.Owner; o != nil {
 		out.Layout.Owner = &api.Owner{UID: o.UID, GID: o.GID}

@@ -15,6 +15,7 @@ import (
 // and create (through a daemon).
 type specFlags struct {
 	tier, memory, disk, rootfs, image, profile *string
+	runtimeClass                               *string
 	mountOwner                                 *string
 	pids                                       *int64
 	cpus                                       *float64
@@ -40,6 +41,7 @@ func addSpecFlags(fs *flag.FlagSet, local bool) *specFlags {
 	f.pids = fs.Int64("pids", 0, fmt.Sprintf("limit on processes and threads, with a reserve that keeps the agent alive (without one, the sandbox's tasks stop at %d, with no reserve)", baseline.DefaultTasks))
 	f.cpus = fs.Float64("cpus", 0, "CPU limit in cores, e.g. 0.5")
 	f.rootfs = fs.String("rootfs", "", "use `DIR` as the read-only root filesystem (default: the host's system directories)")
+	f.runtimeClass = fs.String("runtime-class", "", "the kubernetes tier's RuntimeClass `NAME` for the sandbox's pod, e.g. gvisor (default: the daemon's --kube-runtime-class)")
 	f.image = fs.String("image", "", "use an image's root filesystem: a cached `NAME` or digest (cordon image ls), or a registry reference, pulled if missing")
 	f.user = new(int)
 	*f.user = -1
@@ -96,7 +98,7 @@ func maxOutputFlag(fs *flag.FlagSet) func() (int64, error) {
 
 // spec is the sandbox the flags describe.
 func (f *specFlags) spec() (sandbox.Spec, error) {
-	spec := sandbox.Spec{Tier: *f.tier, Env: f.env, RootFS: *f.rootfs, Image: *f.image, Layout: f.layout,
+	spec := sandbox.Spec{Tier: *f.tier, Env: f.env, RootFS: *f.rootfs, Image: *f.image, Layout: f.layout, RuntimeClass: *f.runtimeClass,
 		Limits: sandbox.Limits{Pids: *f.pids, CPUs: *f.cpus}}
 	if *f.memory != "" {
 		n, err := parseSize(*f.memory)

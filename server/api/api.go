@@ -79,6 +79,9 @@ type Spec struct {
 	Egress       *Egress           `json:"egress,omitempty"`
 	User         *int              `json:"user,omitempty"`
 	MaxTimeoutMs int64             `json:"maxTimeoutMs,omitempty"`
+	// RuntimeClass names the cluster's RuntimeClass for the sandbox's pod
+	// (the kubernetes tier; others refuse it).
+	RuntimeClass string `json:"runtimeClass,omitempty"`
 	// PersistentWorkspace keeps the workspace on storage of its own, so
 	// that the sandbox can be suspended and resumed on it (the kubernetes
 	// tier; others refuse it).
