@@ -210,7 +210,10 @@ func helper(name, image string, command []string, mounts ...volumeMount) contain
 			Privileged: &no, AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
 			Capabilities: &capabilities{Drop: []string{"ALL"}},
 		},
-		Resources: resources{Limits: map[string]string{"memory": "64Mi", "cpu": "500m"}},
+		// Requests of its own: without them they would be its limits,
+		// and a pod's requests are at least its init containers', so
+		// each sandbox would hold half a core of its node's.
+		Resources: resources{Limits: map[string]string{"memory": "64Mi", "cpu": "500m"}, Requests: map[string]string{"memory": "16Mi", "cpu": "10m"}},
 	}
 }
 
