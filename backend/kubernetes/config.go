@@ -8,7 +8,11 @@
 // by hand (api), as the docker tier speaks the Engine API.
 package kubernetes
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Name is the tier's name.
 const Name = "kubernetes"
@@ -47,6 +51,12 @@ type Config struct {
 	// anything enforces it, so the operator says so; without it the tier
 	// refuses every sandbox rather than start one whose egress is open.
 	NetworkPolicy bool
+	// AgentIngress, when set, is the only peer the sandboxes' agents
+	// admit connections from (the daemon's own pods, where it runs in the
+	// cluster); empty means any peer, which the agent still refuses
+	// without the token (a daemon outside the cluster, reaching the pods
+	// from a node or beyond).
+	AgentIngress *Peer
 	// StorageClass is the class of a persistent workspace's claim
 	// (Spec.PersistentWorkspace); empty means the cluster's default.
 	StorageClass string
@@ -63,6 +73,30 @@ type Config struct {
 	// Owner labels the objects this backend makes, so that Sweep removes
 	// only its own (a daemon's id); empty means "cordon".
 	Owner string
+}
+
+// Peer names pods: those labelled Labels in the namespace Namespace.
+type Peer struct {
+	Namespace string
+	Labels    map[string]string
+}
+
+// ParsePeer reads a peer written NAMESPACE/KEY=VALUE[,KEY=VALUE...], as
+// cordon serve --kube-agent-ingress takes it.
+func ParsePeer(s string) (*Peer, error) {
+	ns, sel, ok := strings.Cut(s, "/")
+	if !ok || ns == "" || sel == "" {
+		return nil, fmt.Errorf("%q: want NAMESPACE/KEY=VALUE[,KEY=VALUE...], the daemon's pods", s)
+	}
+	p := &Peer{Namespace: ns, Labels: map[string]string{}}
+	for _, kv := range strings.Split(sel, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q: %q is not KEY=VALUE", s, kv)
+		}
+		p.Labels[k] = v
+	}
+	return p, nil
 }
 
 // DefaultImage is a sandbox's image when neither its spec nor Config

@@ -350,7 +350,7 @@ func (b *Backend) policy(ctx context.Context, name string, p egress.Policy) (*ne
 			return nil, fmt.Errorf("%w: the egress resolver: %v", sandbox.ErrInvalidSpec, err)
 		}
 	}
-	return renderPolicy(name, nil, rules, p.Mode)
+	return renderPolicy(name, nil, rules, p.Mode, b.cfg.AgentIngress)
 }
 
 // waitingFatal are the reasons a container waits that no wait mends.

@@ -212,7 +212,9 @@ type policyRule struct {
 }
 
 type policyPeer struct {
-	IPBlock *ipBlock `json:"ipBlock,omitempty"`
+	IPBlock           *ipBlock       `json:"ipBlock,omitempty"`
+	NamespaceSelector *labelSelector `json:"namespaceSelector,omitempty"`
+	PodSelector       *labelSelector `json:"podSelector,omitempty"`
 }
 
 type ipBlock struct {

@@ -220,14 +220,23 @@ func helper(name, image string, command []string, mounts ...volumeMount) contain
 // renderPolicy is the sandbox's NetworkPolicy: ingress to the agent's port
 // alone, egress as policy allows. The cluster enforces addresses, not
 // names: a rule that names a host is refused.
-func renderPolicy(name string, labels map[string]string, rules []egress.Rule, mode egress.Mode) (*networkPolicy, error) {
+func renderPolicy(name string, labels map[string]string, rules []egress.Rule, mode egress.Mode, from *Peer) (*networkPolicy, error) {
+	ingress := policyRule{Ports: []policyPort{{Protocol: "TCP", Port: AgentPort}}}
+	if from != nil {
+		// The daemon's pods alone: nothing else in the cluster can so
+		// much as hold a connection to the agent open.
+		ingress.From = []policyPeer{{
+			NamespaceSelector: &labelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": from.Namespace}},
+			PodSelector:       &labelSelector{MatchLabels: maps.Clone(from.Labels)},
+		}}
+	}
 	np := &networkPolicy{
 		APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy",
 		Metadata: meta{Name: name, Labels: maps.Clone(labels)},
 		Spec: networkPolicySpec{
 			PodSelector: labelSelector{MatchLabels: map[string]string{LabelSandbox: name}},
 			PolicyTypes: []string{"Ingress", "Egress"},
-			Ingress:     []policyRule{{Ports: []policyPort{{Protocol: "TCP", Port: AgentPort}}}},
+			Ingress:     []policyRule{ingress},
 			Egress:      []policyRule{},
 		},
 	}

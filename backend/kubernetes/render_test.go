@@ -71,14 +71,28 @@ func TestRenderPolicy(t *testing.T) {
 		{egress.AllowAll, nil},
 		{egress.Static, []egress.Rule{{Host: "203.0.113.7"}, {Host: "198.51.100.0/24", Ports: []int{5432}}, {Host: "2001:db8::1/64", Ports: []int{443}}}},
 	} {
-		np, err := renderPolicy("cordon-0123", labels, c.rules, c.mode)
+		np, err := renderPolicy("cordon-0123", labels, c.rules, c.mode, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		all = append(all, np)
 	}
+	from, err := ParsePeer("cordon-system/app=cordon")
+	if err != nil {
+		t.Fatal(err)
+	}
+	np, err := renderPolicy("cordon-0123", labels, nil, egress.DenyAll, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all = append(all, np)
 	golden(t, "policies.json", all)
-	_, err := renderPolicy("cordon-0123", labels, []egress.Rule{{Host: "api.example.test"}}, egress.Static)
+	for _, bad := range []string{"cordon-system", "/app=cordon", "cordon-system/app"} {
+		if _, err := ParsePeer(bad); err == nil {
+			t.Errorf("ParsePeer(%q) took it", bad)
+		}
+	}
+	_, err = renderPolicy("cordon-0123", labels, []egress.Rule{{Host: "api.example.test"}}, egress.Static, nil)
 	var u *sandbox.UnsupportedError
 	if !errors.As(err, &u) || !strings.Contains(err.Error(), "api.example.test") {
 		t.Fatalf("a named host: %v", err)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -179,6 +180,24 @@ func TestDeployKubernetes(t *testing.T) {
 		logs, _ := k.Command("kubectl", "-n", "cordon-system", "logs", "deployment/cordon").CombinedOutput()
 		prev, _ := k.Command("kubectl", "-n", "cordon-system", "logs", "--previous", "deployment/cordon").CombinedOutput()
 		t.Fatalf("cordon run through the deployed daemon: exit %d, %q, %s\n%s\nbefore its restart:\n%s", code, out, errOut, logs, prev)
+	}
+	// A sandbox's agent admits the daemon's pods alone: a pod elsewhere in
+	// the cluster cannot connect to it, though it can to the daemon.
+	id, errOut, code := cli("create", host, "--tier", "kubernetes")
+	if code != 0 {
+		t.Fatalf("create: exit %d, %s", code, errOut)
+	}
+	sandboxIP := k.Kubectl(t, "-n", "cordon-sandboxes", "get", "pods", "-o", "jsonpath={.items[0].status.podIP}")
+	probe := "probe-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
+	k.Kubectl(t, "run", probe, "--image="+image, "--restart=Never", "--command", "--", "sh", "-c",
+		"for a in "+ip+":8080 "+sandboxIP+":2024; do timeout 3 bash -c \"echo > /dev/tcp/${a%:*}/${a#*:}\" 2>/dev/null && echo $a open || echo $a closed; done")
+	t.Cleanup(func() { _ = k.Command("kubectl", "delete", "pod", probe, "--wait=false").Run() })
+	k.Kubectl(t, "wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/"+probe, "--timeout=60s")
+	if got := k.Kubectl(t, "logs", probe); got != ip+":8080 open\n"+sandboxIP+":2024 closed" {
+		t.Fatalf("from another pod: %q, want the daemon open and the agent closed", got)
+	}
+	if _, errOut, code := cli("rm", host, strings.TrimSpace(id)); code != 0 {
+		t.Fatalf("rm: exit %d, %s", code, errOut)
 	}
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		left := k.Kubectl(t, "-n", "cordon-sandboxes", "get", "pods,secrets,networkpolicies", "-o", "name")

@@ -40,7 +40,11 @@ type daemonTiers struct {
 // the cluster as kubectl finds it (KUBECONFIG, ~/.kube/config, a pod's
 // service account) and CORDON_KUBE_*; cordon serve's flags override it.
 func kubeConfig() kubernetes.Config {
+	// (A malformed one is refused where it is a flag; here it is as if
+	// unset, and the agents admit any peer with the token.)
+	ingress, _ := kubernetes.ParsePeer(os.Getenv("CORDON_KUBE_AGENT_INGRESS"))
 	return kubernetes.Config{
+		AgentIngress:  ingress,
 		Namespace:     os.Getenv("CORDON_KUBE_NAMESPACE"),
 		Image:         os.Getenv("CORDON_KUBE_IMAGE"),
 		AgentImage:    os.Getenv("CORDON_KUBE_AGENT_IMAGE"),

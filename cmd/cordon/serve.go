@@ -76,6 +76,10 @@ func serveCmd(args []string) int {
 	fs.StringVar(&kube.Image, "kube-image", kube.Image, "the `IMAGE` of a pod whose create names none (default "+kubernetes.DefaultImage+"; CORDON_KUBE_IMAGE)")
 	fs.StringVar(&kube.AgentImage, "kube-agent-image", kube.AgentImage, "the `IMAGE` holding cordon-agent at /cordon-agent (default "+kubernetes.DefaultAgentImage+"; CORDON_KUBE_AGENT_IMAGE)")
 	fs.StringVar(&kube.AgentInImage, "kube-agent-in-image", kube.AgentInImage, "every sandbox image holds cordon-agent at `PATH` (and the sandbox user): pods without init containers, which start about a second sooner each (CORDON_KUBE_AGENT_IN_IMAGE)")
+	fs.Func("kube-agent-ingress", "admit connections to the sandboxes' agents only from the daemon's own pods, `NAMESPACE/KEY=VALUE[,...]` (when the daemon runs in the cluster; CORDON_KUBE_AGENT_INGRESS)", func(v string) (err error) {
+		kube.AgentIngress, err = kubernetes.ParsePeer(v)
+		return err
+	})
 	fs.StringVar(&kube.StorageClass, "kube-storage-class", kube.StorageClass, "the StorageClass `NAME` of persistent workspaces' claims (default: the cluster's; CORDON_KUBE_STORAGE_CLASS)")
 	fs.StringVar(&kube.RuntimeClass, "kube-runtime-class", kube.RuntimeClass, "the pods' RuntimeClass `NAME`, gvisor or kata (default: the cluster's; CORDON_KUBE_RUNTIME_CLASS)")
 	fs.BoolVar(&kube.NetworkPolicy, "kube-network-policy", kube.NetworkPolicy, "the cluster's network plugin enforces NetworkPolicy, a pod's only egress boundary: without it the tier refuses every sandbox (CORDON_KUBE_NETWORK_POLICY=enforced)")
