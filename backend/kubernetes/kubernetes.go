@@ -327,6 +327,12 @@ func (b *Backend) apiErr(what string, err error) error {
 	if errors.As(err, &se) && (se.Code == http.StatusUnprocessableEntity || se.Code == http.StatusBadRequest) {
 		return fmt.Errorf("%w: kubernetes: %s: %v", sandbox.ErrInvalidSpec, what, err)
 	}
+	if errors.As(err, &se) && se.Code == http.StatusNotFound {
+		// On a create, what is missing is the namespace: the operator's to
+		// make.
+		_, ns, _ := b.client()
+		return fmt.Errorf("%w: kubernetes: %s: %v (is there a namespace %s?)", sandbox.ErrUnavailable, what, err, ns)
+	}
 	if errors.As(err, &se) && se.Code == http.StatusForbidden && !strings.Contains(se.Message, "cannot ") {
 		// Not the role's refusal but an admission's, of what was asked
 		// (a RuntimeClass the cluster has not, Pod Security).

@@ -64,6 +64,14 @@ func TestRefusals(t *testing.T) {
 	if got := objects(t, owner(t)); got != "" {
 		t.Fatalf("left by the refusals: %s", got)
 	}
+	// A namespace the cluster has not is the operator's to make, said so.
+	cfg := configFor(t, owner(t))
+	cfg.Namespace = "cordon-test-none"
+	nb := kubernetes.New(cfg)
+	defer nb.Close()
+	if _, err := sandbox.NewProvider([]sandbox.Backend{nb}).Create(t.Context(), sandbox.Spec{}); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "cordon-test-none") {
+		t.Fatalf("a missing namespace: %v, want ErrUnavailable naming it", err)
+	}
 }
 
 // TestAdoptAndSweep: pods outlive the backend that made them; a later one
