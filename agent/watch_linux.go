@@ -2,6 +2,8 @@ package agent
 
 import (
 	"encoding/binary"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -88,8 +90,7 @@ func (s *Server) handleWatch(w httpd.ResponseWriter, r *httpd.Request) {
 	for {
 		select {
 		case <-gone.C:
-			var st unix.Stat_t
-			if unix.Fstat(fd, &st) == nil && st.Nlink == 0 {
+			if s.watchedGone(fd, q.Get("path")) {
 				for len(queue) > 0 {
 					out.send(<-queue)
 				}
@@ -114,6 +115,31 @@ func (s *Server) handleWatch(w httpd.ResponseWriter, r *httpd.Request) {
 			return
 		}
 	}
+}
+
+// watchedGone reports whether the watched directory, open at fd, is gone:
+// its link count is zero, or its path (resolved as the watch resolved it)
+// leads nowhere or elsewhere. (A file system whose link counts lag its
+// removals, as a volume gVisor reaches through its gofer, still says so
+// by the path.)
+func (s *Server) watchedGone(fd int, path string) bool {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return false
+	}
+	if st.Nlink == 0 {
+		return true
+	}
+	now, _, err := jailedOpen(path, s.cfg.Workspace, s.cfg.ReadRoots, unix.O_DIRECTORY)
+	if err != nil {
+		return errors.Is(err, unix.ENOENT) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR)
+	}
+	defer unix.Close(now)
+	var nst unix.Stat_t
+	if unix.Fstat(now, &nst) != nil {
+		return false
+	}
+	return nst.Dev != st.Dev || nst.Ino != st.Ino
 }
 
 // add watches the directory open at fd (an O_PATH descriptor checked to be

@@ -51,6 +51,12 @@ type Config struct {
 	// anything enforces it, so the operator says so; without it the tier
 	// refuses every sandbox rather than start one whose egress is open.
 	NetworkPolicy bool
+	// GVisorClasses are the RuntimeClasses whose pods run on gVisor's
+	// kernel; nil means DefaultGVisorClasses. There the agent keeps
+	// CAP_SYS_PTRACE, without which gVisor will not show it its commands'
+	// descriptors (as on the gvisor tier); it means nothing beyond
+	// gVisor's kernel.
+	GVisorClasses []string
 	// AgentIngress, when set, is the only peer the sandboxes' agents
 	// admit connections from (the daemon's own pods, where it runs in the
 	// cluster); empty means any peer, which the agent still refuses
@@ -109,6 +115,9 @@ const DefaultAgentImage = "ghcr.io/cordon-sandbox/cordon-agent:latest"
 // UnattendedIdle is how long the agent of a pod not Detached waits without
 // work before it exits (its maker may have died without deleting it).
 const UnattendedIdle = time.Minute
+
+// DefaultGVisorClasses are the RuntimeClasses taken for gVisor's.
+var DefaultGVisorClasses = []string{"gvisor", "runsc"}
 
 // DefaultWorkspaceSize is a persistent workspace's size by default.
 const DefaultWorkspaceSize = 1 << 30

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,6 +64,9 @@ func New(cfg Config) *Backend {
 	}
 	if cfg.Owner == "" {
 		cfg.Owner = "cordon"
+	}
+	if cfg.GVisorClasses == nil {
+		cfg.GVisorClasses = DefaultGVisorClasses
 	}
 	if cfg.WorkspaceSize == 0 {
 		cfg.WorkspaceSize = DefaultWorkspaceSize
@@ -234,7 +238,8 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		Name: name, Image: image, AgentImage: b.cfg.AgentImage, AgentInImage: b.cfg.AgentInImage, UID: uid,
 		Env:    host.AgentEnv(l, uid, nil, host.AgentEnvOptions{PodNetwork: true}),
 		Limits: spec.Limits, RuntimeClass: runtimeClass, Landlock: landlock, Secret: name, Labels: labels,
-		Claim: claimName,
+		GVisor: slices.Contains(b.cfg.GVisorClasses, runtimeClass),
+		Claim:  claimName,
 	})
 	inst.token = l.Token
 	uidOf, err := inst.run(ctx)

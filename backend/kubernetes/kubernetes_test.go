@@ -124,3 +124,27 @@ func TestAdversarial(t *testing.T) {
 	b := backend(t)
 	adversarial.Run(t, func(t *testing.T, spec sandbox.Spec) *sandbox.Sandbox { return create(t, b, spec) })
 }
+
+// gvisorSpec is a sandbox on the test cluster's gVisor (RuntimeClass
+// gvisor: runsc behind containerd's gVisor shim).
+var gvisorSpec = sandbox.Spec{RuntimeClass: "gvisor"}
+
+// TestGVisor: a sandbox whose spec names the RuntimeClass gvisor runs on
+// gVisor's kernel, and behaves as every sandbox does (conformance).
+func TestGVisor(t *testing.T) {
+	b := backend(t)
+	sb := create(t, b, gvisorSpec)
+	if out, _ := sh(t, sb, "dmesg 2>/dev/null | head -1; cat /proc/version"); !strings.Contains(out, "gVisor") && !strings.Contains(out, "gvisor") {
+		t.Fatalf("not on gVisor: %q", out)
+	}
+	conformance.Run(t, conformance.FromBackend(b, gvisorSpec))
+}
+
+// TestAdversarialGVisor: the attacks, on the cluster's gVisor.
+func TestAdversarialGVisor(t *testing.T) {
+	b := backend(t)
+	adversarial.Run(t, func(t *testing.T, spec sandbox.Spec) *sandbox.Sandbox {
+		spec.RuntimeClass = gvisorSpec.RuntimeClass
+		return create(t, b, spec)
+	})
+}

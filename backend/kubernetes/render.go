@@ -26,6 +26,8 @@ type renderInput struct {
 	RuntimeClass string
 	// Landlock is the agent's Landlock mode ("auto", "require").
 	Landlock string
+	// GVisor: the runtime class is gVisor's (Config.GVisorClasses).
+	GVisor bool
 	// Secret names the Secret holding the agent's token.
 	Secret string
 	// Claim, when set, is the persistent workspace's claim, mounted at
@@ -127,6 +129,9 @@ func render(in renderInput) *pod {
 	var caps []string
 	for _, c := range baseline.AgentCapabilities {
 		caps = append(caps, strings.TrimPrefix(c, "CAP_"))
+	}
+	if in.GVisor {
+		caps = append(caps, "SYS_PTRACE")
 	}
 	res := resources{}
 	if in.Limits.MemoryBytes > 0 || in.Limits.CPUs > 0 {

@@ -29,7 +29,8 @@ type Kube struct {
 	// Err says why there is no cluster.
 	Err  error
 	repo string
-	own  bool // this process started it (and stops it)
+	bin  string // scripts/k8s-build's directory
+	own  bool   // this process started it (and stops it)
 
 	images struct {
 		sync.Once
@@ -55,7 +56,7 @@ func StartKube() *Kube {
 	if k.repo, k.Err = repoRoot(); k.Err != nil {
 		return k
 	}
-	for _, p := range []string{"etcd", "containerd", "ctr", "ipset", "iptables", "nsenter"} {
+	for _, p := range []string{"etcd", "ipset", "iptables", "nsenter"} {
 		if _, err := exec.LookPath(p); err != nil {
 			k.Err = fmt.Errorf("the test cluster needs %s on PATH (scripts/setup.sh installs it)", p)
 			return k
@@ -66,8 +67,7 @@ func StartKube() *Kube {
 	}
 	// The binaries are built by set-up (scripts/test); a cold build here
 	// would take a quarter of an hour.
-	if out, err := exec.Command(filepath.Join(k.repo, "scripts", "k8s-build")).CombinedOutput(); err != nil {
-		k.Err = fmt.Errorf("scripts/k8s-build: %v: %s", err, tail(string(out), 2000))
+	if k.bin, k.Err = build(k.repo); k.Err != nil {
 		return k
 	}
 	out, err := exec.Command(filepath.Join(k.repo, "scripts", "k8s-cluster"), "up", k.Dir).CombinedOutput()
@@ -76,6 +76,18 @@ func StartKube() *Kube {
 		k.Stop()
 	}
 	return k
+}
+
+// build is scripts/k8s-build's directory of binaries, built if need be.
+func build(repo string) (string, error) {
+	cmd := exec.Command(filepath.Join(repo, "scripts", "k8s-build"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("scripts/k8s-build: %v: %s", err, tail(stderr.String(), 2000))
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // repoRoot is the directory holding go.mod, above the working directory.
@@ -281,7 +293,8 @@ func fileSum(path string) (string, error) {
 // directories are layers over it.
 func (k *Kube) importRoot(work, dir, ref string, entrypoint []string, more ...string) error {
 	sock := filepath.Join(k.Dir, "containerd", "containerd.sock")
-	if out, _ := exec.Command("ctr", "-a", sock, "-n", "k8s.io", "images", "ls", "-q", "name=="+ref).Output(); strings.TrimSpace(string(out)) != "" {
+	ctr := filepath.Join(k.bin, "containerd", "ctr")
+	if out, _ := exec.Command(ctr, "-a", sock, "-n", "k8s.io", "images", "ls", "-q", "name=="+ref).Output(); strings.TrimSpace(string(out)) != "" {
 		return nil
 	}
 	w, err := os.MkdirTemp(work, "image-")
@@ -319,7 +332,7 @@ func (k *Kube) importRoot(work, dir, ref string, entrypoint []string, more ...st
 	if out, err := exec.Command("tar", append([]string{"-C", w, "-cf", archive, "manifest.json", cfgName}, layers...)...).CombinedOutput(); err != nil {
 		return fmt.Errorf("tar: %v: %s", err, out)
 	}
-	if out, err := exec.Command("ctr", "-a", sock, "-n", "k8s.io", "images", "import", archive).CombinedOutput(); err != nil {
+	if out, err := exec.Command(ctr, "-a", sock, "-n", "k8s.io", "images", "import", archive).CombinedOutput(); err != nil {
 		return fmt.Errorf("ctr images import %s: %v: %s", ref, err, out)
 	}
 	return nil
@@ -339,8 +352,11 @@ func Cluster(t testing.TB) *Kube {
 	RequiresRoot(t)
 	kubeOnce.Do(func() {
 		if dir := os.Getenv(EnvKubeDir); dir != "" {
-			repo, err := repoRoot()
-			kubeOnce.k = &Kube{Dir: dir, repo: repo, Err: err}
+			k := &Kube{Dir: dir}
+			if k.repo, k.Err = repoRoot(); k.Err == nil {
+				k.bin, k.Err = build(k.repo)
+			}
+			kubeOnce.k = k
 			return
 		}
 		kubeOnce.k = StartKube()

@@ -30,6 +30,12 @@ type Create func(t *testing.T, spec sandbox.Spec) *sandbox.Sandbox
 // sentry), which answers some refusals in its own way.
 var UserSpaceKernel = map[string]bool{"gvisor": true}
 
+// userSpaceKernel reports whether sb runs on gVisor's kernel: its tier's,
+// or a cluster's RuntimeClass gvisor.
+func userSpaceKernel(sb *sandbox.Sandbox) bool {
+	return UserSpaceKernel[sb.Tier()] || sb.Spec().RuntimeClass == "gvisor"
+}
+
 // ClusterTier marks a tier whose sandboxes are a cluster's pods: each has
 // a network interface of its own, confined by the cluster's network
 // policy (which refuses a connection: ECONNREFUSED) rather than by having
@@ -98,7 +104,7 @@ func Run(t *testing.T, create Create) {
 		}
 		// The host's boot line, memory map and disks, where the kernel is
 		// the host's (gVisor's are its own).
-		if !UserSpaceKernel[sb.Tier()] && !ClusterTier[sb.Tier()] {
+		if !userSpaceKernel(sb) && !ClusterTier[sb.Tier()] {
 			out, _, _ = sh(t, sb, "for p in /proc/cmdline /proc/iomem /proc/diskstats /proc/partitions; do head -c 100 $p 2>/dev/null; done | wc -c")
 			if out != "0\n" {
 				t.Errorf("/proc/cmdline, iomem, diskstats, partitions: %s bytes readable", strings.TrimSpace(out))
@@ -228,7 +234,7 @@ except socket.gaierror:
 				if f[1] != "2" {
 					t.Errorf("%s", l)
 				}
-			case agent && (f[0] == "CapEff:" || f[0] == "CapPrm:") && (f[1] == "00000000000000c0" || UserSpaceKernel[sb.Tier()] && f[1] == "00000000000800c0"):
+			case agent && (f[0] == "CapEff:" || f[0] == "CapPrm:") && (f[1] == "00000000000000c0" || userSpaceKernel(sb) && f[1] == "00000000000800c0"):
 			case agent && (f[0] == "CapInh:" || f[0] == "CapAmb:") && f[1] == "00000000000000c0":
 				// An agent executed as a program of its own (a cgo build)
 				// takes them through its exec, and clears them only on the
@@ -375,7 +381,7 @@ func Limits(t *testing.T, caps sandbox.Capabilities, create Create) {
 		// 52 forks under a limit of 16, the most on a loaded machine;
 		// docs/security.md).
 		var slack int64
-		if UserSpaceKernel[sb.Tier()] {
+		if userSpaceKernel(sb) {
 			slack = 48
 		}
 		CheckPidsLimit(t, sb, limit, slack)
@@ -480,7 +486,7 @@ func Escapees(t *testing.T, create Create) {
 func DebianRoot(t *testing.T, create Create, root string) {
 	sb := create(t, sandbox.Spec{RootFS: root})
 	refused := "Read-only"
-	if UserSpaceKernel[sb.Tier()] {
+	if userSpaceKernel(sb) {
 		refused = "Read-only|Permission denied"
 	}
 	out, _, _ := sh(t, sb, "cat /etc/debian_version; id -u; dpkg-query -W -f='${Package}\\n' dpkg; touch /usr/x 2>&1 | grep -cE '"+refused+"'; cat /proc/1/comm")
