@@ -766,7 +766,14 @@ func (p *Provider) Sweep(ctx context.Context, keep []*Sandbox) error {
 				insts = append(insts, s.inst)
 			}
 		}
-		errs = append(errs, ad.Sweep(ctx, insts))
+		err := ad.Sweep(ctx, insts)
+		if len(insts) == 0 && errors.Is(err, ErrUnavailable) {
+			// A tier this host does not offer (no engine, no cluster
+			// configured) holds none of the kept sandboxes; what it may
+			// hold from before is swept once it is back.
+			continue
+		}
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

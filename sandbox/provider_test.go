@@ -12,7 +12,9 @@ import (
 	"testing"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest"
 )
 
 // fakeBackend serves a healthz with a chosen protocol version and can be
@@ -143,5 +145,34 @@ func TestBinaryStreamsNeedTheFeatures(t *testing.T) {
 	}
 	if _, err := sb.Exec(t.Context(), "cat", sandbox.ExecOptions{RawOutput: true}); !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Fatalf("raw output from an agent without output-base64: %v", err)
+	}
+}
+
+// TestSweepUnavailableTier: a tier this host does not offer, holding none
+// of the kept sandboxes, is no sweep failure (a daemon without an engine
+// or a cluster starts without an error); one that holds a kept sandbox
+// is.
+func TestSweepUnavailableTier(t *testing.T) {
+	agent := testutil.BuildAgent(t)
+	live := sandboxtest.NewFake(sandboxtest.FakeConfig{Name: "process", AgentPath: agent, StateDir: t.TempDir()})
+	absent := sandboxtest.NewFake(sandboxtest.FakeConfig{Name: "docker", AgentPath: agent, StateDir: t.TempDir()})
+	absent.FailSweeps(fmt.Errorf("%w: docker: no engine", sandbox.ErrUnavailable))
+	p := sandbox.NewProvider([]sandbox.Backend{live, absent})
+	if err := p.Sweep(t.Context(), nil); err != nil {
+		t.Fatalf("an unavailable tier holding nothing: %v", err)
+	}
+	// (The same tier answering when it holds a kept sandbox.)
+	absent.FailSweeps(nil)
+	sb, err := p.Create(t.Context(), sandbox.Spec{Tier: "docker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	absent.FailSweeps(fmt.Errorf("%w: docker: no engine", sandbox.ErrUnavailable))
+	if err := p.Sweep(t.Context(), []*sandbox.Sandbox{sb}); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("an unavailable tier holding a kept sandbox: %v, want ErrUnavailable", err)
+	}
+	absent.FailSweeps(nil)
+	if err := sb.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }

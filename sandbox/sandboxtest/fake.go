@@ -30,6 +30,7 @@ type FakeBackend struct {
 	next                     int
 	starts, destroys         int
 	startErr, destroyErr     error
+	sweepErr                 error
 	hangStart, hangDestroy   bool
 	startCalls, destroyCalls int
 }
@@ -83,6 +84,9 @@ func (f *FakeBackend) FailStarts(err error) { f.mu.Lock(); f.startErr = err; f.m
 
 // HangStarts makes every later Start wait for its context to end.
 func (f *FakeBackend) HangStarts(on bool) { f.mu.Lock(); f.hangStart = on; f.mu.Unlock() }
+
+// FailSweeps makes every later Sweep fail with err (nil: succeed again).
+func (f *FakeBackend) FailSweeps(err error) { f.mu.Lock(); f.sweepErr = err; f.mu.Unlock() }
 
 // FailDestroys makes every later Destroy fail with err, wrapped in
 // sandbox.ErrTeardown, the sandbox left running (nil: succeed again).
@@ -156,6 +160,12 @@ func (f *FakeBackend) Adopt(ctx context.Context, state []byte, token string) (sa
 
 // Sweep destroys every live instance keep does not hold.
 func (f *FakeBackend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
+	f.mu.Lock()
+	err := f.sweepErr
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	held := map[sandbox.Instance]bool{}
 	for _, k := range keep {
 		held[k] = true
