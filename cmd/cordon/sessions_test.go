@@ -56,6 +56,15 @@ func TestSessionVerbs(t *testing.T) {
 	if _, errOut, code := run("exec", "-d", "--name", "stubborn", id, "--", "sh", "-c", "trap '' TERM; sleep 300"); code != 0 {
 		t.Fatalf("exec -d: %d %s", code, errOut)
 	}
+	// The leader ignores TERM once its sleep runs (the trap comes first).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if out, _, _ := run("exec", id, "--", "sh", "-c", "pgrep -x sleep || echo none"); out != "none\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stubborn session's sleep did not start")
+		}
+	}
 	if out, errOut, code := run("kill", "--grace", "200ms", id, "stubborn"); code != 0 || out != "stubborn killed SIGKILL\n" {
 		t.Fatalf("kill: %d %q %s", code, out, errOut)
 	}
