@@ -361,7 +361,7 @@ func localPeer(c *net.TCPConn) bool {
 	if r.IP.IsLoopback() || r.IP.Equal(l.IP) {
 		return true
 	}
-	addrs, err := net.InterfaceAddrs()
+	addrs, err := localAddrs()
 	if err != nil {
 		return true // in doubt, a guest's share
 	}
@@ -372,6 +372,11 @@ func localPeer(c *net.TCPConn) bool {
 	}
 	return false
 }
+
+// localAddrs are the network namespace's addresses, read once: a pod's do
+// not change while it lives, and a connection's accept should not wait on
+// a netlink dump.
+var localAddrs = sync.OnceValues(net.InterfaceAddrs)
 
 type limitedConn struct {
 	net.Conn
