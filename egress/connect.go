@@ -3,10 +3,13 @@ package egress
 import (
 	"bufio"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -279,4 +282,38 @@ func (c *countingConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	c.written += int64(n)
 	return n, err
+}
+
+// Dialer returns a dial function for the host's own requests made on a
+// sandbox's behalf (the run API's brokered fetch): each connection is
+// decided, resolved, screened and pinned exactly as a proxied one, under
+// policy, and recorded under name. A refusal is an error saying why.
+func (p *Proxy) Dialer(ctx context.Context, name string, policy Policy) (func(ctx context.Context, network, addr string) (net.Conn, error), error) {
+	m, err := compilePolicy(ctx, policy)
+	if err != nil {
+		return nil, err
+	}
+	b := &Binding{p: p, sandbox: name, sem: make(chan struct{}, p.cfg.MaxConns), tunnels: map[*tunnel]struct{}{}, clients: map[net.Conn]struct{}{},
+		tokens: float64(p.cfg.AuditBurst), refilled: time.Now()}
+	b.policy.Store(m)
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, port, err := splitHostPort(addr, 0)
+		if err != nil {
+			return nil, err
+		}
+		rec := Record{Time: time.Now(), Sandbox: name, Method: "FETCH", Host: host, Port: port}
+		conn, ip, rule, err := b.dial(ctx, host, port)
+		if err != nil {
+			var r *refusal
+			if errors.As(err, &r) {
+				rec.Decision, rec.Reason, rec.Unlisted = "refused", r.reason, r.unlisted
+				b.record(rec)
+				return nil, fmt.Errorf("cordon egress refused %s: %s", net.JoinHostPort(host, strconv.Itoa(port)), r.reason)
+			}
+			return nil, err
+		}
+		rec.Decision, rec.Addr, rec.Rule = "allowed", ip.String(), rule
+		b.record(rec)
+		return conn, nil
+	}, nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/metrics"
+	"github.com/cordon-sandbox/cordon/runs"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/server/api"
 )
@@ -53,6 +54,12 @@ type Config struct {
 	// makes a private registry.
 	Registry *metrics.Registry
 	Log      *slog.Logger
+	// Runs runs POST /v1/runs (a runner on the default tier, without a
+	// broker, when nil).
+	Runs *runs.Runner
+	// RunPool keeps this many sandboxes ready for runs of the default
+	// memory (pool "runs"; zero: none).
+	RunPool int
 }
 
 // Limits bound every input.
@@ -102,6 +109,7 @@ type Server struct {
 	ports   map[string]*exposed // exposed ports by token
 	streams map[string]int      // open streams by tenant
 
+	runs     *runs.Server
 	closing  atomic.Bool
 	stop     chan struct{}
 	bg       sync.WaitGroup
@@ -149,6 +157,7 @@ func New(cfg Config) (*Server, error) {
 		st.close()
 		return nil, err
 	}
+	s.runs = s.runsServer()
 	s.routes = s.routeTable()
 	s.mux = http.NewServeMux()
 	for _, r := range s.routes {
@@ -165,6 +174,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	for _, p := range pools {
 		s.startPool(p)
+	}
+	if cfg.RunPool > 0 {
+		if err := s.startPool(api.Pool{Name: "runs", Spec: s.runs.Runner.Spec(runs.DefaultMemoryMb), Size: cfg.RunPool}); err != nil {
+			st.close()
+			return nil, err
+		}
 	}
 	s.bg.Add(1)
 	go s.reaper()
@@ -470,6 +485,7 @@ func (s *Server) baseRoutes() []route {
 		{method: "DELETE", pattern: "/v1/sandboxes/{id}/ports/{port}", h: s.handleRevokePort},
 		{method: "", pattern: "/v1/ports/{token}/{path...}", open: true, h: s.handlePortProxy},
 		{method: "GET", pattern: "/v1/events", h: s.handleEvents},
+		{method: "POST", pattern: "/v1/runs", h: s.handleRuns},
 		{method: "POST", pattern: "/v1/keys", admin: true, h: s.handleCreateKey},
 		{method: "GET", pattern: "/v1/keys", admin: true, h: s.handleListKeys},
 		{method: "DELETE", pattern: "/v1/keys/{kid}", admin: true, h: s.handleDeleteKey},

@@ -17,6 +17,7 @@ import (
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/metrics"
+	"github.com/cordon-sandbox/cordon/runs"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/server"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
@@ -68,6 +69,9 @@ func serveCmd(args []string) int {
 	maxExec := fs.Duration("max-exec-timeout", server.DefaultMaxExecTimeout, "the longest timeout a create may let its commands ask for (its maxTimeoutMs)")
 	idle := fs.Duration("idle-timeout", 0, "reap a sandbox after this long without activity inside, unless its create says otherwise (0: never)")
 	maxSandboxes := fs.Int("max-sandboxes", 0, "live sandboxes per tenant (default 100)")
+	runBroker := fs.String("run-broker-url", "", "the one broker URL a run's bindings may name (POST /v1/runs; without it bindings are refused)")
+	runPool := fs.Int("run-pool", 0, "sandboxes to keep ready for POST /v1/runs of the default memory (0: none)")
+	runTier := fs.String("run-tier", "", "the tier of POST /v1/runs' sandboxes (default: the daemon's default)")
 	prestart := fs.Int("prestart", 2, "process-tier inits to keep started and waiting for a create (a few MiB each; 0: none)")
 	kube := kubeConfig()
 	fs.StringVar(&kube.Kubeconfig, "kubeconfig", "", "the kubernetes tier's cluster: a kubeconfig `FILE` (default: KUBECONFIG, ~/.kube/config, then the pod's service account)")
@@ -154,6 +158,8 @@ func serveCmd(args []string) int {
 			DefaultTTL: *defTTL, MaxTTL: *maxTTL, DefaultIdleTimeout: *idle, MaxExecTimeout: *maxExec,
 			Limits:   server.Limits{MaxSandboxesPerTenant: *maxSandboxes},
 			Registry: reg, Log: log,
+			Runs:     runs.NewRunner(runs.Config{Tier: *runTier, BrokerURL: *runBroker, Egress: proxy, Log: log}),
+			RunPool:  *runPool,
 		},
 		Listen: listen, TLSCert: *tlsCert, TLSKey: *tlsKey, AdminKey: adminKey, Backends: tiers,
 		Started: func(srv *server.Server) { events.Store(srv) },

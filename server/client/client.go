@@ -57,6 +57,13 @@ func New(host, key string) (*Client, error) {
 	return c, nil
 }
 
+// NewTransport returns a client that sends every request through rt, as
+// base (for example "http://cordon"): a front end served inside the
+// daemon's own process reaches the daemon so.
+func NewTransport(base, key string, rt http.RoundTripper) *Client {
+	return &Client{base: strings.TrimSuffix(base, "/"), key: key, hc: &http.Client{Transport: rt}}
+}
+
 // FromEnvironment is New with CORDON_HOST (default: the default socket)
 // and CORDON_API_KEY.
 func FromEnvironment() (*Client, error) {
