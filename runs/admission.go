@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -47,10 +46,36 @@ type Admission struct {
 	// refused. Rotate it on every restart.
 	InstanceID string
 
-	replay *replayCache
+	replayOnce sync.Once
+	replay     *replayCache
 }
 
-var identity = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+// identity: 1 to 128 of A-Z a-z 0-9 _ - (hand-written: a compiled regexp
+// costs every cordon command its start-up time).
+func identity(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func sha256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // Check refuses a configuration the seed's server would not start with.
 func (a *Admission) Check() error {
@@ -63,7 +88,7 @@ func (a *Admission) Check() error {
 	if a.KeyID == "" {
 		a.KeyID = DefaultKeyID
 	}
-	if len(a.WorkloadSecret) < minSecretBytes || !identity.MatchString(a.KeyID) || !identity.MatchString(a.InstanceID) {
+	if len(a.WorkloadSecret) < minSecretBytes || !identity(a.KeyID) || !identity(a.InstanceID) {
 		return errors.New("invalid sandbox workload admission configuration: the secret must be at least 32 bytes, the key id and instance id 1 to 128 of A-Z a-z 0-9 _ -")
 	}
 	return nil
@@ -86,8 +111,6 @@ type Claims struct {
 	ExpiresAt            string `json:"expiresAt"`
 	RequestSha256        string `json:"requestSha256"`
 }
-
-var sha256Hex = regexp.MustCompile(`^[a-f0-9]{64}$`)
 
 // verifyWorkload checks an admission envelope against the body it came
 // with; the reason on refusal is one of invalid, wrong_instance, expired
@@ -118,8 +141,8 @@ func (a *Admission) verifyWorkload(envelope string, body []byte, now time.Time) 
 		return nil, "invalid"
 	}
 	exp, err := time.Parse(time.RFC3339Nano, c.ExpiresAt)
-	if c.Kind != "sandbox_workload_admission" || c.Version != 1 || !identity.MatchString(c.AdmissionID) ||
-		!identity.MatchString(c.SupervisorInstanceID) || err != nil || !sha256Hex.MatchString(c.RequestSha256) {
+	if c.Kind != "sandbox_workload_admission" || c.Version != 1 || !identity(c.AdmissionID) ||
+		!identity(c.SupervisorInstanceID) || err != nil || !sha256Hex(c.RequestSha256) {
 		return nil, "invalid"
 	}
 	if c.SupervisorInstanceID != a.InstanceID {
@@ -166,9 +189,7 @@ func exactKeys(obj []byte, keys ...string) bool {
 // consume admits an admission id once, until it expires; a full cache
 // refuses (fail closed) rather than forgetting an id still valid.
 func (a *Admission) consume(c *Claims, now time.Time) bool {
-	if a.replay == nil {
-		a.replay = newReplayCache(DefaultReplayCache)
-	}
+	a.replayOnce.Do(func() { a.replay = newReplayCache(DefaultReplayCache) })
 	exp, _ := time.Parse(time.RFC3339Nano, c.ExpiresAt)
 	return a.replay.consume(c.AdmissionID, exp, now)
 }

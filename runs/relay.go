@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -265,8 +264,6 @@ func (r *relay) fetchClient() (*http.Client, error) {
 	return r.fetch, nil
 }
 
-var correlationID = regexp.MustCompile(`^[\w-]{1,128}$`)
-
 // brokerMessages are the only failure texts a guest sees from the broker:
 // its own diagnostics stay with the host.
 var brokerMessages = map[string]string{
@@ -330,7 +327,7 @@ func (r *relay) broker(method string, args json.RawMessage) (any, *rpcError) {
 		if _, ok := brokerMessages[code]; !ok {
 			code = "execution_error"
 		}
-		if id := answer.Error.CorrelationID; id != nil && !correlationID.MatchString(*id) {
+		if id := answer.Error.CorrelationID; id != nil && !identity(*id) {
 			return nil, invalid
 		}
 		return nil, &rpcError{code, brokerMessages[code]}

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v tini >/dev/null 2>&1 || need_apt+=(tini)          # subreaper for the reference worker
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)        # runs the reference worker
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)             # fetches Deno, the run API's JavaScript runtime
 [ -x /usr/bin/python3 ] || need_apt+=(python3)                # the demo and the tests' workloads, inside sandboxes
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v busybox >/dev/null 2>&1 || need_apt+=(busybox-static)   # tiny root filesystems for tests
@@ -42,6 +43,30 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
 	apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null || rc=$?
 	[ -z "$guard" ] || rm -f /usr/sbin/policy-rc.d
 	[ "$rc" -eq 0 ] || exit "$rc"
+fi
+
+# Deno runs the run API's JavaScript and TypeScript (docs/runs.md). It comes
+# from the npm registry: the deno package's platform package carries the
+# binary, which goes under /usr/local/lib/cordon by version and on PATH as
+# /usr/local/bin/deno, where every sandbox on the host's root sees it.
+DENO_VERSION=2.9.6
+deno_dir=/usr/local/lib/cordon/deno-$DENO_VERSION
+if [ "$(id -u)" -eq 0 ] && [ ! -x "$deno_dir/deno" ]; then
+	case "$(uname -m)" in
+	x86_64) deno_pkg=linux-x64-glibc ;;
+	aarch64) deno_pkg=linux-arm64-glibc ;;
+	*) deno_pkg="" ;;
+	esac
+	if [ -n "$deno_pkg" ]; then
+		echo "setup: installing Deno $DENO_VERSION from the npm registry" >&2
+		tmp=$(mktemp -d)
+		(cd "$tmp" && npm pack --silent "@deno/$deno_pkg@$DENO_VERSION" >/dev/null && tar -xzf ./*.tgz)
+		install -D -m 0755 "$tmp/package/deno" "$deno_dir/deno"
+		rm -rf "$tmp"
+	fi
+fi
+if [ "$(id -u)" -eq 0 ] && [ -x "$deno_dir/deno" ]; then
+	ln -sfn "$deno_dir/deno" /usr/local/bin/deno
 fi
 
 # crun refuses cgroup "hybrid mode" while the cgroup2 mount lists a

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -422,4 +423,58 @@ print(lat[len(lat)//2] * 1000, lat[len(lat)*99//100] * 1000)
 		b.ReportMetric(p50, "p50-ms")
 		b.ReportMetric(p99, "p99-ms")
 	})
+}
+
+// BenchmarkRuns: a run of 1+1 through POST /v1/runs, end to end, from one
+// client and from 8 clients at once, with a warm pool of the runs' sandboxes (cordon serve
+// --run-pool). Per-run latency percentiles and runs per second.
+func BenchmarkRuns(b *testing.B) {
+	for _, lang := range []struct{ name, body string }{
+		{"python", `{"language":"python","source":"1+1"}`},
+		{"javascript", `{"source":"export default () => 1 + 1"}`},
+	} {
+		for _, clients := range []int{1, 8} {
+			b.Run(fmt.Sprintf("%s/clients=%d", lang.name, clients), func(b *testing.B) {
+				testutil.Requires(b, "deno", "python3")
+				d := startDaemon(b, func(c *server.Config) { c.RunPool = 8 })
+				time.Sleep(2 * time.Second) // the pool fills
+				var mu sync.Mutex
+				var lat []time.Duration
+				work := make(chan struct{}, b.N)
+				for range b.N {
+					work <- struct{}{}
+				}
+				close(work)
+				b.ResetTimer()
+				start := time.Now()
+				var wg sync.WaitGroup
+				for range clients {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range work {
+							t := time.Now()
+							resp, err := d.unixClient().Post("http://cordon/v1/runs", "application/json", strings.NewReader(lang.body))
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							body, _ := io.ReadAll(resp.Body)
+							resp.Body.Close()
+							if !strings.Contains(string(body), `"output":2`) {
+								b.Errorf("run: %s", body)
+								return
+							}
+							mu.Lock()
+							lat = append(lat, time.Since(t))
+							mu.Unlock()
+						}
+					}()
+				}
+				wg.Wait()
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "runs/s")
+				testutil.ReportPercentiles(b, "", lat)
+			})
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -36,6 +37,9 @@ func (t inproc) RoundTrip(req *http.Request) (*http.Response, error) {
 		}()
 		t.h.ServeHTTP(w, in)
 	}()
+	// As a connection's transport does: a request whose context ends has
+	// its answer cut off.
+	context.AfterFunc(req.Context(), func() { pr.CloseWithError(req.Context().Err()) })
 	select {
 	case <-w.ready:
 	case <-req.Context().Done():

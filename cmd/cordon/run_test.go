@@ -24,19 +24,7 @@ import (
 
 // buildCLI builds cordon beside cordon-agent, as scripts/setup.sh lays them
 // out (without cgo).
-func buildCLI(t testing.TB) string {
-	agent := testutil.BuildAgent(t)
-	bin := filepath.Join(filepath.Dir(agent), "cordon")
-	if _, err := os.Stat(bin); err != nil {
-		cmd := exec.Command("go", "build", "-o", bin, "./cmd/cordon")
-		cmd.Dir = testutil.RepoRoot(t)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build cordon: %v\n%s", err, out)
-		}
-	}
-	return bin
-}
+func buildCLI(t testing.TB) string { return testutil.BuildCordon(t) }
 
 func cordon(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	cmd := exec.Command(buildCLI(t), args...)

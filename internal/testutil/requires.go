@@ -182,3 +182,30 @@ func Deps(t testing.TB, pkg, format string) []string {
 	}
 	return strings.Fields(string(out))
 }
+
+// BuildCordon builds cordon beside cordon-agent, as scripts/setup.sh lays
+// them out (without cgo), once per test binary, and returns its path.
+func BuildCordon(t testing.TB) string {
+	t.Helper()
+	agent := BuildAgent(t)
+	cordonBuild.Do(func() {
+		bin := filepath.Join(filepath.Dir(agent), "cordon")
+		cmd := exec.Command("go", "build", "-o", bin, "./cmd/cordon")
+		cmd.Dir = RepoRoot(t)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			cordonErr = fmt.Errorf("build cordon: %v\n%s", err, out)
+		}
+		cordonPath = bin
+	})
+	if cordonErr != nil {
+		t.Fatal(cordonErr)
+	}
+	return cordonPath
+}
+
+var (
+	cordonBuild sync.Once
+	cordonPath  string
+	cordonErr   error
+)
