@@ -137,3 +137,4 @@ mkdir -p bin
 export CGO_ENABLED=0
 go build -trimpath -o bin/cordon-agent ./cmd/cordon-agent
 go build -trimpath -o bin/cordon ./cmd/cordon
+go build -trimpath -o bin/cordon-mcp ./cmd/cordon-mcp

@@ -34,6 +34,9 @@ type DaemonConfig struct {
 	// Started, when set, is called with the server once it exists, before
 	// it serves (to route the egress proxy's records to its events).
 	Started func(*Server)
+	// Ephemeral destroys every sandbox when the daemon stops: a private
+	// daemon (cordon mcp's) whose sandboxes must not outlive it.
+	Ephemeral bool
 }
 
 // Shutdown grace: open requests get ShutdownGrace to finish once the
@@ -61,7 +64,11 @@ func RunDaemon(ctx context.Context, cfg DaemonConfig) error {
 	release := func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeGrace)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
+		if cfg.Ephemeral {
+			_ = srv.Close(sctx)
+		} else {
+			_ = srv.Shutdown(sctx)
+		}
 		for _, b := range cfg.Backends {
 			if c, ok := b.(sandbox.Closer); ok {
 				_ = c.Close()

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cordon-sandbox/cordon/internal/testutil"
@@ -20,6 +21,20 @@ func TestHostDependencies(t *testing.T) {
 	for _, banned := range []string{"github.com/cordon-sandbox/cordon/agent", "github.com/cordon-sandbox/cordon/agent/internal/httpd"} {
 		if slices.Contains(deps, banned) {
 			t.Errorf("cordon links %s, the agent's server", banned)
+		}
+	}
+}
+
+// TestNoMCPInCordon: the MCP SDK is linked into cordon-mcp alone; every
+// cordon command would pay for its start-up otherwise.
+func TestNoMCPInCordon(t *testing.T) {
+	deps := testutil.Deps(t, "./cmd/cordon", "")
+	if !slices.Contains(deps, "github.com/cordon-sandbox/cordon/runs") {
+		t.Fatalf("cordon does not link runs: not its dependency list?\n%v", deps)
+	}
+	for _, d := range deps {
+		if strings.HasPrefix(d, "github.com/modelcontextprotocol/") || strings.HasPrefix(d, "github.com/google/jsonschema-go") {
+			t.Errorf("cordon links %s", d)
 		}
 	}
 }

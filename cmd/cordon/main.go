@@ -17,6 +17,7 @@ type verb struct {
 var verbs = map[string]verb{
 	"run":          {"run one command in a fresh sandbox", runCmd},
 	"serve":        {"run the daemon (REST API, registry, reaping, pools)", serveCmd},
+	"mcp":          {"serve sandboxes as MCP tools to a model (stdio or streamable HTTP)", mcpCmd},
 	"run-server":   {"serve the one-shot run API (and the questpie /run) in front of a daemon", runServerCmd},
 	"create":       {"create a sandbox on the daemon", createCmd},
 	"ls":           {"list the daemon's sandboxes", lsCmd},
@@ -41,7 +42,7 @@ var verbs = map[string]verb{
 	"version":      {"print version information", versionCmd},
 }
 
-var verbOrder = []string{"run", "serve", "run-server", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "pause", "resume", "suspend", "policy", "events", "image", "key", "pool", "version"}
+var verbOrder = []string{"run", "serve", "run-server", "mcp", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "pause", "resume", "suspend", "policy", "events", "image", "key", "pool", "version"}
 
 func main() {
 	if len(os.Args) < 2 {

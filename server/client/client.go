@@ -167,6 +167,13 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 	return json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out)
 }
 
+// Call sends in as JSON to a route of the daemon's API (method and path,
+// for example POST /v1/runs) and decodes its answer into out; a refusal is
+// an *api.Error.
+func (c *Client) Call(ctx context.Context, method, path string, in, out any) error {
+	return c.call(ctx, method, path, in, out)
+}
+
 func sbPath(id string, rest string) string { return "/v1/sandboxes/" + url.PathEscape(id) + rest }
 
 // Create creates a sandbox and returns it running.

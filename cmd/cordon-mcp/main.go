@@ -1,0 +1,196 @@
+// Command cordon-mcp serves cordon's sandboxes as MCP tools (package
+// mcpserver), over stdio or streamable HTTP. `cordon mcp` runs it; it is a
+// program of its own so that the MCP SDK's start-up is paid by it alone,
+// not by every cordon command.
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/mcpserver"
+	"github.com/cordon-sandbox/cordon/server/client"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("cordon mcp", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `usage: cordon mcp [flags]
+
+Serves cordon's sandboxes as MCP tools (create_sandbox, run_command,
+run_code, read_file, write_file, list_files, start_process,
+read_process_output, stop_process, expose_port, list_sandboxes,
+destroy_sandbox) and a sandbox's files as resources
+(cordon://sandboxes/ID/files/PATH), on stdio, or with --listen on
+streamable HTTP at /mcp.
+
+The tools act on a daemon: --host, else $CORDON_HOST (with
+$CORDON_API_KEY). Without either, cordon mcp starts a private daemon of
+its own, on the local tiers, whose sandboxes all end when it does.
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	host := fs.String("host", os.Getenv("CORDON_HOST"), "the daemon: unix:///path, tcp://host:port or https://host:port (default $CORDON_HOST; none: a private daemon)")
+	listen := fs.String("listen", "", "serve streamable HTTP on `HOST:PORT` (path /mcp) instead of stdio")
+	tier := fs.String("tier", "", "the tier of sandboxes whose create names none (default: the daemon's)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	var d *client.Client
+	if *host != "" {
+		var err error
+		if d, err = client.New(*host, os.Getenv("CORDON_API_KEY")); err != nil {
+			fmt.Fprintf(os.Stderr, "cordon mcp: %v\n", err)
+			return 2
+		}
+	} else {
+		pd, err := startPrivateDaemon(ctx)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "cordon mcp: the private daemon: %v\n", err)
+			return 1
+		}
+		defer pd.stop()
+		d = pd.client
+	}
+	srv := mcpserver.New(mcpserver.Config{Daemon: d, Tier: *tier, Version: "cordon"})
+	if *listen == "" {
+		if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil && !errors.Is(err, mcp.ErrConnectionClosed) {
+			log.Error("mcp", "err", err)
+			return 1
+		}
+		return 0
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon mcp: %v\n", err)
+		return 1
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Printf("cordon mcp listening on http://%s/mcp\n", ln.Addr())
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}()
+	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(os.Stderr, "cordon mcp: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// privateDaemon is a `cordon serve --ephemeral` of this process's own: its
+// state in a directory of its own, its sandboxes destroyed when it stops
+// (and it stops when this process ends, however: the kernel sends it
+// TERM). Exposed ports get a loopback address, proxied to its socket.
+type privateDaemon struct {
+	cmd    *exec.Cmd
+	dir    string
+	client *client.Client
+	ports  *http.Server
+}
+
+func startPrivateDaemon(ctx context.Context) (*privateDaemon, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cordon := cmp.Or(os.Getenv("CORDON_BIN"), filepath.Join(filepath.Dir(self), "cordon"))
+	dir, err := os.MkdirTemp("", "cordon-mcp-")
+	if err != nil {
+		return nil, err
+	}
+	// Sandboxes run as unprivileged users that must pass through it.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	sock := filepath.Join(dir, "cordon.sock")
+	cmd := exec.Command(cordon, "serve", "--ephemeral", "--prestart", "1", "--listen", "unix://"+sock, "--state-dir", filepath.Join(dir, "state"))
+	cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+filepath.Join(dir, "sandboxes"))
+	cmd.Stderr = os.Stderr // the daemon's log is the server's log
+	dieWithParent(cmd)
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	pd := &privateDaemon{cmd: cmd, dir: dir}
+	pd.client, _ = client.New("unix://"+sock, "")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := pd.client.List(ctx, client.ListOptions{}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			pd.stop()
+			return nil, errors.New("it did not answer within 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Exposed ports' URLs are the daemon's; this one listens on a socket,
+	// so a loopback listener carries /v1/ports/ to it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		pd.stop()
+		return nil, err
+	}
+	base := &url.URL{Scheme: "http", Host: "cordon"}
+	rp := httputil.NewSingleHostReverseProxy(base)
+	rp.Transport = pd.client.Transport()
+	pd.ports = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/v1/ports/") {
+			http.NotFound(w, r)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	})}
+	go pd.ports.Serve(ln)
+	pd.client = client.NewTransport("http://"+ln.Addr().String(), "", pd.client.Transport())
+	return pd, nil
+}
+
+func (pd *privateDaemon) stop() {
+	if pd.ports != nil {
+		pd.ports.Close()
+	}
+	_ = pd.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { pd.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		_ = pd.cmd.Process.Kill()
+		<-done
+	}
+	os.RemoveAll(pd.dir)
+}

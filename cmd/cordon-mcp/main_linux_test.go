@@ -1,0 +1,326 @@
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+var mcpBuild sync.Once
+
+// binaries builds cordon and cordon-mcp side by side, as setup.sh lays
+// them out, and returns cordon's path.
+func binaries(t *testing.T) string {
+	cordon := testutil.BuildCordon(t)
+	mcpBuild.Do(func() {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(filepath.Dir(cordon), "cordon-mcp"), "./cmd/cordon-mcp")
+		cmd.Dir = testutil.RepoRoot(t)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build cordon-mcp: %v\n%s", err, out)
+		}
+	})
+	return cordon
+}
+
+type caller struct {
+	t  *testing.T
+	cs *mcp.ClientSession
+}
+
+// call calls a tool and decodes its structured result into out; it fails
+// the test on a protocol error and returns the tool's own error flag and
+// text.
+func (c caller) call(name string, args map[string]any, out any) (bool, string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(c.t.Context(), 2*time.Minute)
+	defer cancel()
+	res, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		c.t.Fatalf("%s: %v", name, err)
+	}
+	var text strings.Builder
+	for _, ct := range res.Content {
+		if tc, ok := ct.(*mcp.TextContent); ok {
+			text.WriteString(tc.Text)
+		}
+	}
+	if out != nil && res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, out); err != nil {
+			c.t.Fatalf("%s: %v: %s", name, err, b)
+		}
+	}
+	return res.IsError, text.String()
+}
+
+func (c caller) must(name string, args map[string]any, out any) {
+	c.t.Helper()
+	if isErr, text := c.call(name, args, out); isErr {
+		c.t.Fatalf("%s: %s", name, text)
+	}
+}
+
+// TestMCPStdio: a real MCP client session (the SDK's) with `cordon mcp` on
+// stdio and its private daemon: every tool, the file resource, the
+// refusals, a command that times out, and no sandbox left when it ends.
+func TestMCPStdio(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.Requires(t, "python3", "deno")
+	cordon := binaries(t)
+	cmd := exec.Command(cordon, "mcp")
+	client := mcp.NewClient(&mcp.Implementation{Name: "cordon-test", Version: "1"}, nil)
+	cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	c := caller{t, cs}
+
+	tools, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+	}
+	for _, want := range []string{"create_sandbox", "run_command", "run_code", "read_file", "write_file", "list_files", "start_process", "read_process_output", "stop_process", "expose_port", "list_sandboxes", "destroy_sandbox"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("no tool %s in %v", want, names)
+		}
+	}
+
+	var sb struct{ ID, Tier string }
+	c.must("create_sandbox", map[string]any{}, &sb)
+	var out struct {
+		ExitCode       int
+		Stdout, Stderr string
+		TimedOut       bool
+	}
+	c.must("run_command", map[string]any{"sandbox": sb.ID, "command": "echo hi; echo err >&2; id -u; exit 3"}, &out)
+	if out.ExitCode != 3 || out.Stdout != "hi\n1000\n" || out.Stderr != "err\n" {
+		t.Errorf("run_command: %+v", out)
+	}
+	c.must("write_file", map[string]any{"sandbox": sb.ID, "path": "notes/a.txt", "content": "written\n"}, nil)
+	var file struct{ Content, Encoding string }
+	c.must("read_file", map[string]any{"sandbox": sb.ID, "path": "notes/a.txt"}, &file)
+	if file.Content != "written\n" || file.Encoding != "utf-8" {
+		t.Errorf("read_file: %+v", file)
+	}
+	c.must("write_file", map[string]any{"sandbox": sb.ID, "path": "bin.dat", "content": "AP8B", "encoding": "base64"}, nil)
+	c.must("read_file", map[string]any{"sandbox": sb.ID, "path": "bin.dat"}, &file)
+	if file.Content != "AP8B" || file.Encoding != "base64" {
+		t.Errorf("read_file of bytes: %+v", file)
+	}
+	var list struct{ Entries []struct{ Name, Type string } }
+	c.must("list_files", map[string]any{"sandbox": sb.ID, "path": "notes"}, &list)
+	if len(list.Entries) != 1 || list.Entries[0].Name != "a.txt" {
+		t.Errorf("list_files: %+v", list)
+	}
+	res, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "cordon://sandboxes/" + sb.ID + "/files/notes/a.txt"})
+	if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != "written\n" {
+		t.Errorf("resource: %+v %v", res, err)
+	}
+	if _, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "cordon://sandboxes/" + sb.ID + "/files/no/such"}); err == nil {
+		t.Error("a missing file read as a resource")
+	}
+
+	// A background program serving a port, reached through its URL.
+	var proc struct{ Process string }
+	c.must("start_process", map[string]any{"sandbox": sb.ID, "command": "echo serving; exec python3 -u -m http.server 8000 --bind 127.0.0.1"}, &proc)
+	var po struct {
+		Stdout, Stderr string
+		Next           int64
+		Running        bool
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(po.Stdout, "serving") || !strings.Contains(po.Stderr+po.Stdout, "Serving HTTP") {
+		var more struct {
+			Stdout, Stderr string
+			Next           int64
+			Running        bool
+		}
+		c.must("read_process_output", map[string]any{"sandbox": sb.ID, "process": proc.Process, "offset": po.Next}, &more)
+		po.Stdout += more.Stdout
+		po.Stderr += more.Stderr
+		po.Next, po.Running = more.Next, more.Running
+		if time.Now().After(deadline) {
+			t.Fatalf("the program said %q %q", po.Stdout, po.Stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !po.Running {
+		t.Error("the server is not running")
+	}
+	var port struct{ URL string }
+	c.must("expose_port", map[string]any{"sandbox": sb.ID, "port": 8000}, &port)
+	resp, err := http.Get(port.URL + "notes/a.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "written\n" {
+		t.Errorf("GET %s: %d %q", port.URL, resp.StatusCode, body)
+	}
+	var stopped struct{ State string }
+	c.must("stop_process", map[string]any{"sandbox": sb.ID, "process": proc.Process}, &stopped)
+	if stopped.State == "running" {
+		t.Errorf("stop_process: %+v", stopped)
+	}
+
+	// A command that runs past its timeout is ended and said to be.
+	start := time.Now()
+	isErr, text := c.call("run_command", map[string]any{"sandbox": sb.ID, "command": "echo before; sleep 30", "timeoutMs": 300}, &out)
+	if !isErr || !out.TimedOut || out.Stdout != "before\n" || !strings.Contains(text, "timed out") || time.Since(start) > 20*time.Second {
+		t.Errorf("timed-out command: error %v %q, %+v after %v", isErr, text, out, time.Since(start))
+	}
+	// Refusals are tool errors that say what is wrong.
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"run_command", map[string]any{"sandbox": "sbx_nope", "command": "true"}, "not_found"},
+		{"run_command", map[string]any{"sandbox": sb.ID, "command": "true", "timeoutMs": 700000}, "timeoutMs 700000"},
+		{"create_sandbox", map[string]any{"tier": "nope"}, "nope"},
+		{"create_sandbox", map[string]any{"allow": []string{"*"}}, "invalid"},
+		{"read_file", map[string]any{"sandbox": sb.ID, "path": "/no/such"}, "no such"},
+		{"run_code", map[string]any{"language": "ruby", "source": "1"}, "language"},
+		{"run_code", map[string]any{"language": "python", "source": "while True: pass", "timeoutMs": 200}, "timeout"},
+		{"run_command", map[string]any{"command": "true"}, "sandbox"},
+	} {
+		if isErr, text := c.call(tc.tool, tc.args, nil); !isErr || !strings.Contains(strings.ToLower(text), strings.ToLower(tc.want)) {
+			t.Errorf("%s %v: error %v %q, want one with %q", tc.tool, tc.args, isErr, text, tc.want)
+		}
+	}
+	var code struct {
+		OK     bool
+		Output json.RawMessage
+	}
+	c.must("run_code", map[string]any{"language": "python", "source": "sum(INPUT)", "input": []int{1, 2, 3}}, &code)
+	if !code.OK || string(code.Output) != "6" {
+		t.Errorf("run_code: %+v (%s)", code, code.Output)
+	}
+
+	// Closing the session ends cordon mcp, its daemon and every sandbox.
+	var listed struct{ Sandboxes []struct{ ID string } }
+	c.must("list_sandboxes", map[string]any{}, &listed)
+	if len(listed.Sandboxes) != 1 || listed.Sandboxes[0].ID != sb.ID {
+		t.Errorf("list_sandboxes: %+v", listed)
+	}
+	pids := processesWith(t, "cordon-mcp-")
+	if len(pids) == 0 {
+		t.Fatal("no private daemon seen")
+	}
+	cs.Close()
+	deadline = time.Now().Add(60 * time.Second)
+	for len(processesWith(t, "cordon-mcp-")) > 0 || len(processesWith(t, sb.ID)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("left running: %v %v", processesWith(t, "cordon-mcp-"), processesWith(t, sb.ID))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// processesWith lists the processes whose command line or environment
+// holds s.
+func processesWith(t *testing.T, s string) []string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if strings.Contains(string(b), s) {
+			out = append(out, e.Name()+":"+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}
+
+// TestMCPStreamableHTTP: the same tools over streamable HTTP against a
+// daemon the caller names (--host).
+func TestMCPStreamableHTTP(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.Requires(t, "deno")
+	cordon := binaries(t)
+	dir := testutil.StateDir(t)
+	sock := filepath.Join(dir, "cordon.sock")
+	serve := exec.Command(cordon, "serve", "--ephemeral", "--listen", "unix://"+sock, "--state-dir", filepath.Join(dir, "state"))
+	serve.Env = append(os.Environ(), "CORDON_STATE_DIR="+filepath.Join(dir, "sandboxes"))
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { serve.Process.Signal(os.Interrupt); serve.Wait() })
+	for i := 0; ; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if i > 300 {
+			t.Fatal("the daemon did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	m := exec.Command(cordon, "mcp", "--host", "unix://"+sock, "--listen", "127.0.0.1:0")
+	stdout, _ := m.StdoutPipe()
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Process.Signal(os.Interrupt); m.Wait() })
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	var endpoint string
+	fmt.Sscanf(line, "cordon mcp listening on %s", &endpoint)
+	if endpoint == "" {
+		t.Fatalf("cordon mcp said %q", line)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "cordon-test", Version: "1"}, nil)
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	c := caller{t, cs}
+	var sb struct{ ID string }
+	c.must("create_sandbox", map[string]any{}, &sb)
+	var out struct {
+		ExitCode int
+		Stdout   string
+	}
+	c.must("run_command", map[string]any{"sandbox": sb.ID, "command": "echo over http"}, &out)
+	if out.Stdout != "over http\n" {
+		t.Errorf("run_command: %+v", out)
+	}
+	var code struct {
+		OK     bool
+		Output json.RawMessage
+	}
+	c.must("run_code", map[string]any{"source": "export default (x) => x.map((n) => n * 2)", "input": []int{1, 2}}, &code)
+	if string(code.Output) != "[2,4]" {
+		t.Errorf("run_code: %s", code.Output)
+	}
+	isErr, text := c.call("run_command", map[string]any{"sandbox": sb.ID, "command": "sleep 30", "timeoutMs": 200}, nil)
+	if !isErr || !strings.Contains(text, "timed out") {
+		t.Errorf("timed-out command: %v %q", isErr, text)
+	}
+	c.must("destroy_sandbox", map[string]any{"sandbox": sb.ID}, nil)
+	if isErr, text := c.call("run_command", map[string]any{"sandbox": sb.ID, "command": "true"}, nil); !isErr || !strings.Contains(text, "destroyed") && !strings.Contains(text, "not_found") {
+		t.Errorf("a command in a destroyed sandbox: %v %q", isErr, text)
+	}
+}
