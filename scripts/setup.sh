@@ -8,7 +8,10 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v tini >/dev/null 2>&1 || need_apt+=(tini)          # subreaper for the reference worker
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)        # runs the reference worker
-command -v npm >/dev/null 2>&1 || need_apt+=(npm)             # fetches Deno, the run API's JavaScript runtime
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)             # fetches Deno, the run API's JavaScript runtime, and the TypeScript client's compiler
+/usr/bin/python3 -c 'import pytest' >/dev/null 2>&1 || need_apt+=(python3-pytest)        # the Python client's tests
+/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv) # ... installed with pip into a venv
+/usr/bin/python3 -c 'import setuptools' >/dev/null 2>&1 || need_apt+=(python3-setuptools)
 [ -x /usr/bin/python3 ] || need_apt+=(python3)                # the demo and the tests' workloads, inside sandboxes
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v busybox >/dev/null 2>&1 || need_apt+=(busybox-static)   # tiny root filesystems for tests

@@ -113,7 +113,11 @@ func RunDaemon(ctx context.Context, cfg DaemonConfig) error {
 	var failed error
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down; sandboxes stay running", "cause", context.Cause(ctx))
+		if cfg.Ephemeral {
+			log.Info("shutting down; destroying every sandbox (--ephemeral)", "cause", context.Cause(ctx))
+		} else {
+			log.Info("shutting down; sandboxes stay running", "cause", context.Cause(ctx))
+		}
 	case failed = <-errc:
 		log.Error("listener failed", "err", failed)
 	}

@@ -1,0 +1,31 @@
+"""Python client for cordon: sandboxes for AI agents' tool calls, on a cordon
+daemon (CORDON_HOST, CORDON_API_KEY). Shaped as E2B's SDK."""
+
+from .errors import (
+    AuthenticationException,
+    CommandExitException,
+    InvalidArgumentException,
+    NotFoundException,
+    RateLimitException,
+    SandboxException,
+    TimeoutException,
+)
+from .sandbox import (
+    CommandHandle,
+    CommandResult,
+    EntryInfo,
+    FilesystemEvent,
+    FilesystemEventType,
+    FileType,
+    Sandbox,
+    SandboxInfo,
+    WatchHandle,
+    WriteInfo,
+)
+
+__all__ = [
+    "Sandbox", "SandboxInfo", "CommandResult", "CommandHandle", "EntryInfo", "FileType", "WriteInfo",
+    "FilesystemEvent", "FilesystemEventType", "WatchHandle", "SandboxException", "TimeoutException",
+    "NotFoundException", "AuthenticationException", "InvalidArgumentException", "RateLimitException",
+    "CommandExitException",
+]

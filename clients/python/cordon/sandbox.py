@@ -1,0 +1,461 @@
+"""Sandbox, commands and files: shaped as E2B's Python SDK, so that moving
+an agent to cordon is a change of import and host."""
+
+import base64
+import enum
+import json
+import queue
+import threading
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterator, List, Optional, Union
+
+from ._http import Transport
+from .errors import CommandExitException, NotFoundException, SandboxException, TimeoutException
+
+DEFAULT_SANDBOX_TIMEOUT = 300  # seconds a sandbox lives unless told
+DEFAULT_COMMAND_TIMEOUT = 60  # seconds a command runs unless told
+
+
+def _q(sid, rest=""):
+    return "/v1/sandboxes/" + urllib.parse.quote(sid, safe="") + rest
+
+
+@dataclass
+class CommandResult:
+    stdout: str
+    stderr: str
+    exit_code: int
+    error: Optional[str] = None
+    signal: Optional[str] = None
+
+
+class CommandHandle:
+    """A command started with background=True: it runs in the sandbox on its
+    own (a session) until it exits or is killed."""
+
+    def __init__(self, sandbox, session):
+        self._sb = sandbox
+        self.id = session["id"]
+        self.pid = session.get("pid")
+
+    def _path(self, rest=""):
+        return _q(self._sb.sandbox_id, "/agent/sessions/" + urllib.parse.quote(self.id, safe="") + rest)
+
+    def wait(self, on_stdout: Optional[Callable[[str], None]] = None, on_stderr: Optional[Callable[[str], None]] = None) -> CommandResult:
+        """Follows the output (from the start) until the command ends, and
+        returns its result; a non-zero exit raises CommandExitException."""
+        out, err = [], []
+        resp = self._sb._t.open("GET", self._path("/output"), query={"from": 0, "follow": 1})
+        for ev in Transport.lines(resp):
+            if ev.get("type") == "output":
+                text = base64.b64decode(ev.get("data", "")).decode("utf-8", "replace")
+                if ev.get("stream") == "stderr":
+                    err.append(text)
+                    if on_stderr:
+                        on_stderr(text)
+                else:
+                    out.append(text)
+                    if on_stdout:
+                        on_stdout(text)
+            elif ev.get("type") == "end" and ev.get("done"):
+                break
+        s = self._sb._t.call("GET", self._path("/wait"), query={"timeoutMs": 60000})
+        code = s.get("exitCode")
+        result = CommandResult("".join(out), "".join(err), code if code is not None else -1, signal=s.get("signal") or None)
+        if result.exit_code != 0:
+            raise CommandExitException(result)
+        return result
+
+    def kill(self) -> bool:
+        """Stops it (KILL) and returns once it is gone."""
+        try:
+            self._sb._t.call("POST", self._path("/kill"), body={"signal": "KILL"})
+            return True
+        except NotFoundException:
+            return False
+
+    def disconnect(self):
+        """Nothing to do: the handle holds no connection while idle."""
+
+
+class Commands:
+    def __init__(self, sandbox):
+        self._sb = sandbox
+
+    def run(
+        self,
+        cmd: str,
+        background: bool = False,
+        envs: Optional[Dict[str, str]] = None,
+        user: Optional[str] = None,
+        cwd: Optional[str] = None,
+        on_stdout: Optional[Callable[[str], None]] = None,
+        on_stderr: Optional[Callable[[str], None]] = None,
+        stdin: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT_COMMAND_TIMEOUT,
+        request_timeout: Optional[float] = None,
+    ) -> Union[CommandResult, CommandHandle]:
+        """Runs cmd with sh -c. In the foreground it returns the result once
+        the command ends (raising CommandExitException on a non-zero exit and
+        TimeoutException past timeout seconds; 0 or None: no limit), calling
+        on_stdout and on_stderr with output as it comes. With background=True
+        it returns a CommandHandle at once."""
+        if user is not None:
+            raise SandboxException("user: commands run as the sandbox's own user; cordon takes no other per command", code="unsupported")
+        if background:
+            s = self._sb._t.call("POST", _q(self._sb.sandbox_id, "/agent/sessions"),
+                                 body={"command": "/bin/sh", "args": ["-c", cmd], "cwd": cwd or "", "env": envs or {}})
+            return CommandHandle(self._sb, s)
+        body = {"command": "/bin/sh", "args": ["-c", cmd]}
+        if cwd:
+            body["cwd"] = cwd
+        if envs:
+            body["env"] = envs
+        if stdin is not None:
+            body["stdin"] = stdin
+        if timeout:
+            body["timeoutMs"] = max(1, int(timeout * 1000))
+        resp = self._sb._t.open("POST", _q(self._sb.sandbox_id, "/exec"), body=body, timeout=request_timeout)
+        out, err, result = [], [], None
+        for ev in Transport.lines(resp):
+            t = ev.get("type")
+            if t == "stdout_delta":
+                out.append(ev.get("data", ""))
+                if on_stdout:
+                    on_stdout(ev.get("data", ""))
+            elif t == "stderr_delta":
+                err.append(ev.get("data", ""))
+                if on_stderr:
+                    on_stderr(ev.get("data", ""))
+            elif t == "result":
+                result = ev
+            elif t == "error":
+                raise SandboxException("the command could not run: %s" % ev.get("error"), code="exec")
+        if result is None:
+            raise SandboxException("the command's stream ended without a result")
+        res = CommandResult("".join(out), "".join(err), result.get("exitCode", -1), signal=result.get("signal") or None)
+        if result.get("timedOut"):
+            res.error = "timed out"
+            raise TimeoutException("the command ran past its timeout (%ss) and was ended" % timeout)
+        if res.exit_code != 0:
+            res.error = "exit status %d" % res.exit_code
+            raise CommandExitException(res)
+        return res
+
+    def list(self) -> List[dict]:
+        """The background commands the sandbox holds (running or exited)."""
+        return self._sb._t.call("GET", _q(self._sb.sandbox_id, "/agent/sessions")).get("sessions", [])
+
+    def kill(self, pid: Union[int, str]) -> bool:
+        """Kills a background command by its pid (or its id)."""
+        for s in self.list():
+            if s.get("pid") == pid or s.get("id") == pid:
+                return CommandHandle(self._sb, s).kill()
+        return False
+
+    def connect(self, pid: Union[int, str]) -> CommandHandle:
+        for s in self.list():
+            if s.get("pid") == pid or s.get("id") == pid:
+                return CommandHandle(self._sb, s)
+        raise NotFoundException("no background command %r" % (pid,))
+
+
+class FileType(enum.Enum):
+    FILE = "file"
+    DIR = "dir"
+    SYMLINK = "symlink"
+    OTHER = "other"
+
+
+@dataclass
+class EntryInfo:
+    name: str
+    type: FileType
+    path: str
+    size: int = 0
+    mode: int = 0
+    modified_time_ms: int = 0
+    symlink_target: Optional[str] = None
+
+
+@dataclass
+class WriteInfo:
+    name: str
+    path: str
+    type: FileType = FileType.FILE
+
+
+class FilesystemEventType(enum.Enum):
+    CREATE = "create"
+    WRITE = "write"
+    REMOVE = "remove"
+    RENAME = "rename"
+    OVERFLOW = "overflow"
+
+
+@dataclass
+class FilesystemEvent:
+    name: str
+    type: FilesystemEventType
+    old_name: Optional[str] = None
+    is_dir: bool = False
+
+
+class WatchHandle:
+    """A directory being watched: events queue up until read with
+    get_new_events (or go to on_event as they come)."""
+
+    def __init__(self, resp, on_event):
+        self._resp = resp
+        self._events = queue.Queue()
+        self._on_event = on_event
+        self._ready = threading.Event()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(30):
+            self.stop()
+            raise TimeoutException("the watch was not in place within 30 s")
+
+    def _read(self):
+        try:
+            for ev in Transport.lines(self._resp):
+                t = ev.get("type")
+                if t == "ready":
+                    self._ready.set()
+                    continue
+                try:
+                    kind = FilesystemEventType(t)
+                except ValueError:
+                    continue
+                fe = FilesystemEvent(ev.get("path", ""), kind, ev.get("from"), bool(ev.get("dir")))
+                if self._on_event:
+                    self._on_event(fe)
+                else:
+                    self._events.put(fe)
+        except Exception:  # the stream closed: stopped, or the sandbox went
+            pass
+        finally:
+            self._ready.set()
+
+    def get_new_events(self) -> List[FilesystemEvent]:
+        out = []
+        while True:
+            try:
+                out.append(self._events.get_nowait())
+            except queue.Empty:
+                return out
+
+    def stop(self):
+        if not self._stopped:
+            self._stopped = True
+            try:
+                self._resp._cordon_conn.sock.shutdown(2)
+            except OSError:
+                pass
+            self._resp._cordon_conn.close()
+
+
+class Files:
+    def __init__(self, sandbox):
+        self._sb = sandbox
+
+    def read(self, path: str, format: str = "text", request_timeout: Optional[float] = None) -> Union[str, bytes, Iterator[bytes]]:
+        """The file's content: text (the default), bytes (format="bytes") or
+        an iterator of chunks (format="stream")."""
+        resp = self._sb._t.open("GET", _q(self._sb.sandbox_id, "/files"), query={"path": path}, timeout=request_timeout)
+        if format == "stream":
+            def chunks():
+                try:
+                    while True:
+                        b = resp.read(64 << 10)
+                        if not b:
+                            return
+                        yield b
+                finally:
+                    resp._cordon_conn.close()
+            return chunks()
+        try:
+            data = resp.read()
+        finally:
+            resp._cordon_conn.close()
+        if format == "bytes":
+            return data
+        if format != "text":
+            raise SandboxException("format %r: want text, bytes or stream" % format, code="invalid_request")
+        return data.decode("utf-8")
+
+    def write(self, path, data=None, mode: Optional[int] = None, request_timeout: Optional[float] = None):
+        """Writes a file (str, bytes or a binary file object), making its
+        directories; or, given a list of {"path", "data"}, each of them."""
+        if isinstance(path, list):
+            return [self.write(f["path"], f["data"], mode=mode, request_timeout=request_timeout) for f in path]
+        if isinstance(data, str):
+            data = data.encode()
+        elif hasattr(data, "read"):
+            data = data.read()
+            if isinstance(data, str):
+                data = data.encode()
+        query = {"path": path}
+        if mode is not None:
+            query["mode"] = "%o" % (mode & 0o777)
+        self._sb._t.call("PUT", _q(self._sb.sandbox_id, "/files"), query=query, body=bytes(data or b""),
+                         timeout=request_timeout)
+        return WriteInfo(name=path.rstrip("/").rsplit("/", 1)[-1], path=path)
+
+    def list(self, path: str = ".", depth: int = 1) -> List[EntryInfo]:
+        if depth != 1:
+            raise SandboxException("depth: cordon lists one directory level at a time", code="invalid_request")
+        doc = self._sb._t.call("GET", _q(self._sb.sandbox_id, "/dir"), query={"path": path})
+        base = doc.get("path", path).rstrip("/")
+        return [EntryInfo(e["name"], FileType(e.get("type", "other")), base + "/" + e["name"], e.get("size", 0), e.get("mode", 0),
+                          e.get("mtimeMs", 0), e.get("target")) for e in doc.get("entries", [])]
+
+    def get_info(self, path: str) -> EntryInfo:
+        e = self._sb._t.call("GET", _q(self._sb.sandbox_id, "/stat"), query={"path": path})
+        return EntryInfo(e["name"], FileType(e.get("type", "other")), e.get("path", path), e.get("size", 0), e.get("mode", 0), e.get("mtimeMs", 0))
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.get_info(path)
+            return True
+        except NotFoundException:
+            return False
+
+    def make_dir(self, path: str) -> bool:
+        existed = self.exists(path)
+        self._sb._t.call("POST", _q(self._sb.sandbox_id, "/dir"), query={"path": path})
+        return not existed
+
+    def remove(self, path: str):
+        self._sb._t.call("DELETE", _q(self._sb.sandbox_id, "/files"), query={"path": path, "recursive": 1})
+
+    def watch_dir(self, path: str, on_event: Optional[Callable[[FilesystemEvent], None]] = None, recursive: bool = False) -> WatchHandle:
+        """Watches a directory; once it returns, every change is reported."""
+        q = {"path": path}
+        if recursive:
+            q["recursive"] = 1
+        resp = self._sb._t.open("GET", _q(self._sb.sandbox_id, "/agent/watch"), query=q, timeout=None)
+        return WatchHandle(resp, on_event)
+
+    watch = watch_dir
+
+
+@dataclass
+class SandboxInfo:
+    sandbox_id: str
+    state: str
+    tier: str
+    metadata: Dict[str, str] = field(default_factory=dict)
+    started_at: Optional[str] = None
+    end_at: Optional[str] = None
+
+
+class Sandbox:
+    """A sandbox on a cordon daemon. Sandbox() (or Sandbox.create()) makes
+    one; use it as a context manager to have it killed at the end."""
+
+    def __init__(
+        self,
+        template: Optional[str] = None,
+        timeout: Optional[int] = None,
+        metadata: Optional[Dict[str, str]] = None,
+        envs: Optional[Dict[str, str]] = None,
+        api_key: Optional[str] = None,
+        host: Optional[str] = None,
+        request_timeout: Optional[float] = None,
+        tier: Optional[str] = None,
+        memory_mb: Optional[int] = None,
+        allow: Optional[List[str]] = None,
+        pool: Optional[str] = None,
+        _sandbox_id: Optional[str] = None,
+        _transport: Optional[Transport] = None,
+    ):
+        self._t = _transport or Transport(host, api_key, request_timeout)
+        if _sandbox_id is None:
+            spec = {}
+            if template:
+                spec["image"] = template
+            if tier:
+                spec["tier"] = tier
+            if envs:
+                spec["env"] = envs
+            if memory_mb:
+                spec["limits"] = {"memoryBytes": int(memory_mb) << 20}
+            if allow:
+                spec["egress"] = {"mode": "static", "rules": [_rule(h) for h in allow]}
+            body = dict(spec)
+            body["ttlSeconds"] = int(timeout if timeout is not None else DEFAULT_SANDBOX_TIMEOUT)
+            if metadata:
+                body["labels"] = metadata
+            if pool:
+                body["pool"] = pool
+            _sandbox_id = self._t.call("POST", "/v1/sandboxes", body=body)["id"]
+        self.sandbox_id = _sandbox_id
+        self.commands = Commands(self)
+        self.files = Files(self)
+
+    @classmethod
+    def create(cls, template: Optional[str] = None, **kwargs) -> "Sandbox":
+        return cls(template, **kwargs)
+
+    @classmethod
+    def connect(cls, sandbox_id: str, api_key: Optional[str] = None, host: Optional[str] = None) -> "Sandbox":
+        t = Transport(host, api_key)
+        t.call("GET", _q(sandbox_id))  # NotFoundException when it is gone
+        return cls(_sandbox_id=sandbox_id, _transport=t)
+
+    @classmethod
+    def list(cls, api_key: Optional[str] = None, host: Optional[str] = None) -> List[SandboxInfo]:
+        t = Transport(host, api_key)
+        doc = t.call("GET", "/v1/sandboxes")
+        items = doc.get("sandboxes", doc) if isinstance(doc, dict) else doc
+        return [_info(s) for s in items if s.get("state") != "destroyed"]
+
+    @property
+    def id(self) -> str:
+        return self.sandbox_id
+
+    def get_info(self) -> SandboxInfo:
+        return _info(self._t.call("GET", _q(self.sandbox_id)))
+
+    def is_running(self) -> bool:
+        try:
+            return self.get_info().state in ("running", "paused")
+        except NotFoundException:
+            return False
+
+    def kill(self) -> bool:
+        """Destroys the sandbox; returns once its teardown is confirmed
+        (False if it was gone already)."""
+        try:
+            if self._t.call("GET", _q(self.sandbox_id)).get("state") == "destroyed":
+                return False
+            self._t.call("DELETE", _q(self.sandbox_id))
+            return True
+        except NotFoundException:
+            return False
+
+    def get_host(self, port: int) -> str:
+        """A URL for a port a program in the sandbox listens on."""
+        p = self._t.call("POST", _q(self.sandbox_id, "/ports"), body={"port": port})
+        url = p["url"]
+        return url if "://" in url else self._t.base + url
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.kill()
+
+
+def _rule(h):
+    host, _, port = h.rpartition(":") if h.count(":") == 1 else (h, "", "")
+    if host and port.isdigit():
+        return {"host": host, "ports": [int(port)]}
+    return {"host": h}
+
+
+def _info(s):
+    return SandboxInfo(s["id"], s.get("state", ""), (s.get("spec") or {}).get("tier", ""), s.get("labels") or {}, s.get("createdAt"), s.get("expiresAt"))

@@ -1,0 +1,126 @@
+import os
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from cordon import (
+    CommandExitException,
+    FilesystemEventType,
+    FileType,
+    InvalidArgumentException,
+    NotFoundException,
+    Sandbox,
+    SandboxException,
+    TimeoutException,
+)
+
+
+def test_commands_files_and_kill():
+    with Sandbox(timeout=120, metadata={"suite": "python"}) as sbx:
+        assert sbx.sandbox_id.startswith("sbx_")
+        r = sbx.commands.run("echo hello; echo oops >&2; id -u")
+        assert (r.stdout, r.stderr, r.exit_code) == ("hello\n1000\n", "oops\n", 0)
+
+        seen = []
+        r = sbx.commands.run("for i in 1 2 3; do echo $i; done", on_stdout=seen.append)
+        assert "".join(seen) == "1\n2\n3\n" and r.stdout == "1\n2\n3\n"
+        sbx.files.make_dir("sub")
+        assert sbx.commands.run("echo $A; pwd", envs={"A": "x"}, cwd="sub").stdout == "x\n/workspace/sub\n"
+        assert sbx.commands.run("cat", stdin="piped in").stdout == "piped in"
+
+        with pytest.raises(CommandExitException) as e:
+            sbx.commands.run("echo partial; exit 3")
+        assert e.value.exit_code == 3 and e.value.stdout == "partial\n"
+
+        start = time.time()
+        with pytest.raises(TimeoutException):
+            sbx.commands.run("sleep 30", timeout=0.3)
+        assert time.time() - start < 20
+
+        info = sbx.files.write("dir/a.txt", "text ✓\n")
+        assert info.name == "a.txt"
+        assert sbx.files.read("dir/a.txt") == "text ✓\n"
+        sbx.files.write("dir/b.bin", b"\x00\xff\x01")
+        assert sbx.files.read("dir/b.bin", format="bytes") == b"\x00\xff\x01"
+        assert b"".join(sbx.files.read("dir/b.bin", format="stream")) == b"\x00\xff\x01"
+        names = sorted((e.name, e.type) for e in sbx.files.list("dir"))
+        assert names == [("a.txt", FileType.FILE), ("b.bin", FileType.FILE)]
+        assert sbx.files.exists("dir/a.txt") and not sbx.files.exists("dir/none")
+        assert sbx.files.make_dir("dir/sub") is True
+        sbx.files.remove("dir/a.txt")
+        assert not sbx.files.exists("dir/a.txt")
+        with pytest.raises(NotFoundException):
+            sbx.files.read("dir/none")
+
+        again = Sandbox.connect(sbx.sandbox_id)
+        assert again.files.read("dir/b.bin", format="bytes") == b"\x00\xff\x01"
+        assert any(s.sandbox_id == sbx.sandbox_id and s.metadata == {"suite": "python"} for s in Sandbox.list())
+        assert sbx.is_running()
+    assert not sbx.is_running()
+    assert sbx.kill() is False
+
+
+def test_background_commands_and_ports():
+    with Sandbox() as sbx:
+        h = sbx.commands.run("echo starting; exec python3 -u -m http.server 8000 --bind 127.0.0.1", background=True)
+        assert h.pid
+        sbx.files.write("index.html", "served")
+        url = sbx.get_host(8000)
+        deadline = time.time() + 20
+        while True:
+            try:
+                with urllib.request.urlopen(url + "index.html", timeout=5) as resp:
+                    assert resp.read() == b"served"
+                break
+            except Exception:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.1)
+        assert any(c["id"] == h.id for c in sbx.commands.list())
+        assert h.kill()
+        with pytest.raises(CommandExitException) as e:
+            h.wait()
+        assert e.value.stdout.startswith("starting\n") and e.value.result.signal == "SIGKILL"
+
+        out = []
+        done = sbx.commands.run("echo one; sleep 0.2; echo two", background=True).wait(on_stdout=out.append)
+        assert done.exit_code == 0 and "".join(out) == "one\ntwo\n"
+
+
+def test_watch():
+    with Sandbox() as sbx:
+        sbx.files.make_dir("w")
+        handle = sbx.files.watch_dir("w")
+        sbx.files.write("w/new.txt", "x")
+        deadline = time.time() + 10
+        events = []
+        while not any(e.name == "new.txt" and e.type in (FilesystemEventType.CREATE, FilesystemEventType.WRITE, FilesystemEventType.RENAME) for e in events):
+            events += handle.get_new_events()
+            assert time.time() < deadline, events
+            time.sleep(0.05)
+        handle.stop()
+
+
+def test_refusals():
+    with pytest.raises(InvalidArgumentException):
+        Sandbox(timeout=-1)
+    with pytest.raises(SandboxException):
+        Sandbox(tier="no-such-tier")
+    with pytest.raises(NotFoundException):
+        Sandbox.connect("sbx_0000000000000000")
+    with pytest.raises(SandboxException):
+        Sandbox(host="ftp://nowhere")
+    with Sandbox() as sbx:
+        with pytest.raises(SandboxException):
+            sbx.commands.run("true", user="root")
+
+
+def test_attacker_cannot_reach_out():
+    """A sandbox made without allow has no network; the client says so as the
+    command's own failure."""
+    with Sandbox() as sbx:
+        with pytest.raises(CommandExitException) as e:
+            sbx.commands.run("python3 -c \"import urllib.request; urllib.request.urlopen('http://198.51.100.7/', timeout=5)\"")
+        assert "403" in e.value.stderr or "refused" in e.value.stderr.lower()

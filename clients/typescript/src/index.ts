@@ -1,0 +1,15 @@
+// The TypeScript client for cordon: sandboxes for AI agents' tool calls on a
+// cordon daemon (CORDON_HOST, CORDON_API_KEY). Shaped as E2B's SDK.
+export { Sandbox, Commands, CommandHandle, Files, WatchHandle } from "./sandbox.js";
+export type { SandboxOpts, SandboxInfo, RunOpts, EntryInfo, FileType, FilesystemEvent } from "./sandbox.js";
+export {
+  SandboxError,
+  TimeoutError,
+  NotFoundError,
+  AuthenticationError,
+  InvalidArgumentError,
+  RateLimitError,
+  CommandExitError,
+} from "./errors.js";
+export type { CommandResult } from "./errors.js";
+export type { ConnectionOpts } from "./transport.js";

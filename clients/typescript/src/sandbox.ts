@@ -1,0 +1,356 @@
+// Sandbox, commands and files, shaped as E2B's JavaScript SDK, so that
+// moving an agent to cordon is a change of import and host.
+import type http from "node:http";
+import { CommandExitError, CommandResult, NotFoundError, SandboxError, TimeoutError } from "./errors.js";
+import { ConnectionOpts, Transport, lines, readAll } from "./transport.js";
+
+const DEFAULT_SANDBOX_TIMEOUT_MS = 300_000;
+const DEFAULT_COMMAND_TIMEOUT_MS = 60_000;
+
+const sbPath = (id: string, rest = "") => "/v1/sandboxes/" + encodeURIComponent(id) + rest;
+
+export interface SandboxOpts extends ConnectionOpts {
+  /** An OCI image (E2B's template). */
+  template?: string;
+  /** How long the sandbox may live, in milliseconds (default 300000). */
+  timeoutMs?: number;
+  metadata?: Record<string, string>;
+  envs?: Record<string, string>;
+  tier?: string;
+  memoryMb?: number;
+  /** Hosts the sandbox may reach (host or host:port); none when empty. */
+  allow?: string[];
+  pool?: string;
+}
+
+export interface SandboxInfo {
+  sandboxId: string;
+  state: string;
+  tier: string;
+  metadata: Record<string, string>;
+  startedAt?: string;
+  endAt?: string;
+}
+
+export interface RunOpts {
+  background?: boolean;
+  envs?: Record<string, string>;
+  cwd?: string;
+  stdin?: string;
+  onStdout?: (data: string) => void;
+  onStderr?: (data: string) => void;
+  /** End the command after this long (default 60000; 0: no limit). */
+  timeoutMs?: number;
+  requestTimeoutMs?: number;
+}
+
+/** A command started with background: true; it runs on its own until it exits or is killed. */
+export class CommandHandle {
+  readonly id: string;
+  readonly pid: number;
+  constructor(private readonly sb: Sandbox, session: { id: string; pid: number }) {
+    this.id = session.id;
+    this.pid = session.pid;
+  }
+
+  private path(rest = "") {
+    return sbPath(this.sb.sandboxId, "/agent/sessions/" + encodeURIComponent(this.id) + rest);
+  }
+
+  /** Follows the output (from the start) until the command ends; a non-zero exit throws CommandExitError. */
+  async wait(opts: { onStdout?: (d: string) => void; onStderr?: (d: string) => void } = {}): Promise<CommandResult> {
+    let stdout = "";
+    let stderr = "";
+    const res = await this.sb.transport.open("GET", this.path("/output"), { query: { from: 0, follow: 1 } });
+    for await (const ev of lines(res)) {
+      if (ev.type === "output") {
+        const text = Buffer.from(ev.data ?? "", "base64").toString();
+        if (ev.stream === "stderr") {
+          stderr += text;
+          opts.onStderr?.(text);
+        } else {
+          stdout += text;
+          opts.onStdout?.(text);
+        }
+      } else if (ev.type === "end" && ev.done) {
+        res.destroy();
+        break;
+      }
+    }
+    const s = await this.sb.transport.call("GET", this.path("/wait"), { query: { timeoutMs: 60000 } });
+    const result: CommandResult = { stdout, stderr, exitCode: s.exitCode ?? -1, signal: s.signal || undefined };
+    if (result.exitCode !== 0) throw new CommandExitError(result);
+    return result;
+  }
+
+  /** Stops it (KILL) and resolves once it is gone. */
+  async kill(): Promise<boolean> {
+    try {
+      await this.sb.transport.call("POST", this.path("/kill"), { body: { signal: "KILL" } });
+      return true;
+    } catch (e) {
+      if (e instanceof NotFoundError) return false;
+      throw e;
+    }
+  }
+}
+
+export class Commands {
+  constructor(private readonly sb: Sandbox) {}
+
+  /** Runs cmd with sh -c: the result once it ends (CommandExitError on a non-zero exit, TimeoutError past timeoutMs), or a CommandHandle at once with background: true. */
+  run(cmd: string, opts: RunOpts & { background: true }): Promise<CommandHandle>;
+  run(cmd: string, opts?: RunOpts & { background?: false }): Promise<CommandResult>;
+  async run(cmd: string, opts: RunOpts = {}): Promise<CommandResult | CommandHandle> {
+    const t = this.sb.transport;
+    if (opts.background) {
+      const s = await t.call("POST", sbPath(this.sb.sandboxId, "/agent/sessions"), {
+        body: { command: "/bin/sh", args: ["-c", cmd], cwd: opts.cwd ?? "", env: opts.envs ?? {} },
+      });
+      return new CommandHandle(this.sb, s);
+    }
+    const body: Record<string, unknown> = { command: "/bin/sh", args: ["-c", cmd] };
+    if (opts.cwd) body.cwd = opts.cwd;
+    if (opts.envs) body.env = opts.envs;
+    if (opts.stdin !== undefined) body.stdin = opts.stdin;
+    const timeoutMs = opts.timeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
+    if (timeoutMs > 0) body.timeoutMs = Math.max(1, Math.round(timeoutMs));
+    const res = await t.open("POST", sbPath(this.sb.sandboxId, "/exec"), { body, timeoutMs: opts.requestTimeoutMs });
+    let stdout = "";
+    let stderr = "";
+    let result: any;
+    for await (const ev of lines(res)) {
+      if (ev.type === "stdout_delta") {
+        stdout += ev.data ?? "";
+        opts.onStdout?.(ev.data ?? "");
+      } else if (ev.type === "stderr_delta") {
+        stderr += ev.data ?? "";
+        opts.onStderr?.(ev.data ?? "");
+      } else if (ev.type === "result") {
+        result = ev;
+      } else if (ev.type === "error") {
+        throw new SandboxError(`the command could not run: ${ev.error}`, "exec");
+      }
+    }
+    if (!result) throw new SandboxError("the command's stream ended without a result");
+    const r: CommandResult = { stdout, stderr, exitCode: result.exitCode ?? -1, signal: result.signal || undefined };
+    if (result.timedOut) throw new TimeoutError(`the command ran past its timeout (${timeoutMs} ms) and was ended`, "timeout");
+    if (r.exitCode !== 0) {
+      r.error = `exit status ${r.exitCode}`;
+      throw new CommandExitError(r);
+    }
+    return r;
+  }
+
+  /** The background commands the sandbox holds. */
+  async list(): Promise<Array<{ id: string; pid: number; state: string; command: string }>> {
+    const doc = await this.sb.transport.call("GET", sbPath(this.sb.sandboxId, "/agent/sessions"));
+    return doc.sessions ?? [];
+  }
+
+  /** Kills a background command by its pid (or its id). */
+  async kill(pid: number | string): Promise<boolean> {
+    const s = (await this.list()).find((x) => x.pid === pid || x.id === pid);
+    return s ? new CommandHandle(this.sb, s).kill() : false;
+  }
+}
+
+export type FileType = "file" | "dir" | "symlink" | "other";
+
+export interface EntryInfo {
+  name: string;
+  type: FileType;
+  path: string;
+  size: number;
+  mode: number;
+  modifiedTimeMs: number;
+  symlinkTarget?: string;
+}
+
+export interface FilesystemEvent {
+  name: string;
+  type: "create" | "write" | "remove" | "rename" | "overflow";
+  oldName?: string;
+  isDir?: boolean;
+}
+
+/** A directory being watched; events go to onEvent as they come. */
+export class WatchHandle {
+  constructor(private readonly res: http.IncomingMessage) {}
+  async stop(): Promise<void> {
+    this.res.destroy();
+  }
+}
+
+export class Files {
+  constructor(private readonly sb: Sandbox) {}
+
+  /** The file's content: text (the default), bytes, or a stream. */
+  read(path: string, opts?: { format?: "text" }): Promise<string>;
+  read(path: string, opts: { format: "bytes" }): Promise<Uint8Array>;
+  read(path: string, opts: { format: "stream" }): Promise<AsyncIterable<Uint8Array>>;
+  async read(path: string, opts: { format?: "text" | "bytes" | "stream" } = {}): Promise<string | Uint8Array | AsyncIterable<Uint8Array>> {
+    const res = await this.sb.transport.open("GET", sbPath(this.sb.sandboxId, "/files"), { query: { path } });
+    if (opts.format === "stream") return res;
+    const buf = await readAll(res);
+    return opts.format === "bytes" ? new Uint8Array(buf) : buf.toString("utf8");
+  }
+
+  /** Writes a file (text or bytes), making its directories; or, given a list, each of them. */
+  write(path: string, data: string | Uint8Array | ArrayBuffer, opts?: { mode?: number }): Promise<{ name: string; path: string }>;
+  write(files: Array<{ path: string; data: string | Uint8Array | ArrayBuffer }>): Promise<Array<{ name: string; path: string }>>;
+  async write(pathOrFiles: any, data?: any, opts: { mode?: number } = {}): Promise<any> {
+    if (Array.isArray(pathOrFiles)) {
+      const out = [];
+      for (const f of pathOrFiles) out.push(await this.write(f.path, f.data));
+      return out;
+    }
+    const path: string = pathOrFiles;
+    const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data instanceof ArrayBuffer ? new Uint8Array(data) : data;
+    const query: Record<string, string> = { path };
+    if (opts.mode !== undefined) query.mode = (opts.mode & 0o777).toString(8);
+    await this.sb.transport.call("PUT", sbPath(this.sb.sandboxId, "/files"), { query, body: bytes ?? new Uint8Array() });
+    return { name: path.replace(/\/+$/, "").split("/").pop() ?? path, path };
+  }
+
+  async list(path = "."): Promise<EntryInfo[]> {
+    const doc = await this.sb.transport.call("GET", sbPath(this.sb.sandboxId, "/dir"), { query: { path } });
+    const base = String(doc.path ?? path).replace(/\/+$/, "");
+    return (doc.entries ?? []).map((e: any) => ({ name: e.name, type: e.type, path: base + "/" + e.name, size: e.size ?? 0, mode: e.mode ?? 0, modifiedTimeMs: e.mtimeMs ?? 0, symlinkTarget: e.target }));
+  }
+
+  async getInfo(path: string): Promise<EntryInfo> {
+    const e = await this.sb.transport.call("GET", sbPath(this.sb.sandboxId, "/stat"), { query: { path } });
+    return { name: e.name, type: e.type, path: e.path ?? path, size: e.size ?? 0, mode: e.mode ?? 0, modifiedTimeMs: e.mtimeMs ?? 0 };
+  }
+
+  async exists(path: string): Promise<boolean> {
+    try {
+      await this.getInfo(path);
+      return true;
+    } catch (e) {
+      if (e instanceof NotFoundError) return false;
+      throw e;
+    }
+  }
+
+  async makeDir(path: string): Promise<boolean> {
+    const existed = await this.exists(path);
+    await this.sb.transport.call("POST", sbPath(this.sb.sandboxId, "/dir"), { query: { path } });
+    return !existed;
+  }
+
+  async remove(path: string): Promise<void> {
+    await this.sb.transport.call("DELETE", sbPath(this.sb.sandboxId, "/files"), { query: { path, recursive: 1 } });
+  }
+
+  /** Watches a directory; once it resolves, every change is reported to onEvent. */
+  async watchDir(path: string, onEvent: (e: FilesystemEvent) => void, opts: { recursive?: boolean } = {}): Promise<WatchHandle> {
+    const query: Record<string, string | number> = { path };
+    if (opts.recursive) query.recursive = 1;
+    const res = await this.sb.transport.open("GET", sbPath(this.sb.sandboxId, "/agent/watch"), { query });
+    const events = lines(res);
+    // The first event says the watch is in place.
+    for (;;) {
+      const first = await events.next();
+      if (first.done) throw new SandboxError("the watch ended before it was in place");
+      if (first.value.type === "ready") break;
+    }
+    (async () => {
+      try {
+        for await (const ev of events) {
+          if (["create", "write", "remove", "rename", "overflow"].includes(ev.type)) {
+            onEvent({ name: ev.path ?? "", type: ev.type, oldName: ev.from, isDir: !!ev.dir });
+          }
+        }
+      } catch {
+        /* stopped, or the sandbox went */
+      }
+    })();
+    return new WatchHandle(res);
+  }
+}
+
+function rule(h: string) {
+  const m = /^([^:]+):(\d+)$/.exec(h);
+  return m ? { host: m[1], ports: [Number(m[2])] } : { host: h };
+}
+
+function info(s: any): SandboxInfo {
+  return { sandboxId: s.id, state: s.state ?? "", tier: s.spec?.tier ?? "", metadata: s.labels ?? {}, startedAt: s.createdAt, endAt: s.expiresAt };
+}
+
+/** A sandbox on a cordon daemon: Sandbox.create() makes one; `await using` kills it at the end of the scope. */
+export class Sandbox {
+  readonly commands: Commands;
+  readonly files: Files;
+
+  private constructor(readonly sandboxId: string, readonly transport: Transport) {
+    this.commands = new Commands(this);
+    this.files = new Files(this);
+  }
+
+  static async create(opts?: SandboxOpts): Promise<Sandbox>;
+  static async create(template: string, opts?: SandboxOpts): Promise<Sandbox>;
+  static async create(a?: string | SandboxOpts, b?: SandboxOpts): Promise<Sandbox> {
+    const opts: SandboxOpts = typeof a === "string" ? { ...b, template: a } : (a ?? {});
+    const t = new Transport(opts);
+    const body: Record<string, unknown> = { ttlSeconds: Math.ceil((opts.timeoutMs ?? DEFAULT_SANDBOX_TIMEOUT_MS) / 1000) };
+    if (opts.template) body.image = opts.template;
+    if (opts.tier) body.tier = opts.tier;
+    if (opts.envs) body.env = opts.envs;
+    if (opts.memoryMb) body.limits = { memoryBytes: opts.memoryMb * 1024 * 1024 };
+    if (opts.allow?.length) body.egress = { mode: "static", rules: opts.allow.map(rule) };
+    if (opts.metadata) body.labels = opts.metadata;
+    if (opts.pool) body.pool = opts.pool;
+    const sb = await t.call("POST", "/v1/sandboxes", { body });
+    return new Sandbox(sb.id, t);
+  }
+
+  static async connect(sandboxId: string, opts: ConnectionOpts = {}): Promise<Sandbox> {
+    const t = new Transport(opts);
+    await t.call("GET", sbPath(sandboxId));
+    return new Sandbox(sandboxId, t);
+  }
+
+  static async list(opts: ConnectionOpts = {}): Promise<SandboxInfo[]> {
+    const doc = await new Transport(opts).call("GET", "/v1/sandboxes");
+    return (doc.sandboxes ?? []).filter((s: any) => s.state !== "destroyed").map(info);
+  }
+
+  async getInfo(): Promise<SandboxInfo> {
+    return info(await this.transport.call("GET", sbPath(this.sandboxId)));
+  }
+
+  async isRunning(): Promise<boolean> {
+    try {
+      const s = await this.getInfo();
+      return s.state === "running" || s.state === "paused";
+    } catch (e) {
+      if (e instanceof NotFoundError) return false;
+      throw e;
+    }
+  }
+
+  /** Destroys the sandbox; resolves once its teardown is confirmed (false if it was gone already). */
+  async kill(): Promise<boolean> {
+    try {
+      if ((await this.getInfo()).state === "destroyed") return false;
+      await this.transport.call("DELETE", sbPath(this.sandboxId));
+      return true;
+    } catch (e) {
+      if (e instanceof NotFoundError) return false;
+      throw e;
+    }
+  }
+
+  /** A URL for a port a program in the sandbox listens on. */
+  async getHost(port: number): Promise<string> {
+    const p = await this.transport.call("POST", sbPath(this.sandboxId, "/ports"), { body: { port } });
+    return String(p.url).includes("://") ? p.url : this.transport.base + p.url;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.kill();
+  }
+}

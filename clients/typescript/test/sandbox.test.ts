@@ -1,0 +1,112 @@
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { CommandExitError, InvalidArgumentError, NotFoundError, Sandbox, SandboxError, TimeoutError, type FilesystemEvent } from "../src/index.js";
+import { startDaemon } from "./daemon.js";
+
+let stop: () => Promise<void>;
+before(async () => {
+  stop = await startDaemon();
+});
+after(async () => {
+  await stop();
+});
+
+test("commands, files and kill", async () => {
+  let id: string;
+  {
+    await using sbx = await Sandbox.create({ timeoutMs: 120_000, metadata: { suite: "node" } });
+    id = sbx.sandboxId;
+    assert.match(id, /^sbx_/);
+    const r = await sbx.commands.run("echo hello; echo oops >&2; id -u");
+    assert.deepEqual([r.stdout, r.stderr, r.exitCode], ["hello\n1000\n", "oops\n", 0]);
+
+    const seen: string[] = [];
+    await sbx.commands.run("for i in 1 2 3; do echo $i; done", { onStdout: (d) => seen.push(d) });
+    assert.equal(seen.join(""), "1\n2\n3\n");
+    await sbx.files.makeDir("sub");
+    assert.equal((await sbx.commands.run("echo $A; pwd", { envs: { A: "x" }, cwd: "sub" })).stdout, "x\n/workspace/sub\n");
+    assert.equal((await sbx.commands.run("cat", { stdin: "piped in" })).stdout, "piped in");
+
+    await assert.rejects(sbx.commands.run("echo partial; exit 3"), (e: unknown) => e instanceof CommandExitError && e.exitCode === 3 && e.stdout === "partial\n");
+    const start = Date.now();
+    await assert.rejects(sbx.commands.run("sleep 30", { timeoutMs: 300 }), TimeoutError);
+    assert.ok(Date.now() - start < 20_000);
+
+    await sbx.files.write("dir/a.txt", "text ✓\n");
+    assert.equal(await sbx.files.read("dir/a.txt"), "text ✓\n");
+    await sbx.files.write("dir/b.bin", new Uint8Array([0, 255, 1]));
+    assert.deepEqual(await sbx.files.read("dir/b.bin", { format: "bytes" }), new Uint8Array([0, 255, 1]));
+    const chunks: Uint8Array[] = [];
+    for await (const c of await sbx.files.read("dir/b.bin", { format: "stream" })) chunks.push(c);
+    assert.deepEqual(new Uint8Array(Buffer.concat(chunks)), new Uint8Array([0, 255, 1]));
+    assert.deepEqual((await sbx.files.list("dir")).map((e) => [e.name, e.type]).sort(), [["a.txt", "file"], ["b.bin", "file"]]);
+    assert.equal(await sbx.files.exists("dir/none"), false);
+    await sbx.files.remove("dir/a.txt");
+    assert.equal(await sbx.files.exists("dir/a.txt"), false);
+    await assert.rejects(sbx.files.read("dir/none"), NotFoundError);
+
+    const again = await Sandbox.connect(id);
+    assert.equal(await again.files.read("dir/b.bin"), "\u0000\ufffd\u0001");
+    assert.ok((await Sandbox.list()).some((s) => s.sandboxId === id && s.metadata.suite === "node"));
+    assert.equal(await sbx.isRunning(), true);
+  }
+  // await using killed it.
+  const gone = await Sandbox.connect(id);
+  assert.equal(await gone.isRunning(), false);
+  assert.equal(await gone.kill(), false);
+});
+
+test("background commands and ports", async () => {
+  await using sbx = await Sandbox.create();
+  const h = await sbx.commands.run("echo starting; exec python3 -u -m http.server 8000 --bind 127.0.0.1", { background: true });
+  assert.ok(h.pid > 0);
+  await sbx.files.write("index.html", "served");
+  const url = await sbx.getHost(8000);
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    try {
+      const res = await fetch(url + "index.html");
+      assert.equal(await res.text(), "served");
+      break;
+    } catch (e) {
+      if (Date.now() > deadline) throw e;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  assert.ok((await sbx.commands.list()).some((c) => c.id === h.id));
+  assert.equal(await h.kill(), true);
+  await assert.rejects(h.wait(), (e: unknown) => e instanceof CommandExitError && e.stdout.startsWith("starting\n") && e.signal === "SIGKILL");
+  const out: string[] = [];
+  const done = await (await sbx.commands.run("echo one; sleep 0.2; echo two", { background: true })).wait({ onStdout: (d) => out.push(d) });
+  assert.equal(done.exitCode, 0);
+  assert.equal(out.join(""), "one\ntwo\n");
+});
+
+test("watch", async () => {
+  await using sbx = await Sandbox.create();
+  await sbx.files.makeDir("w");
+  const events: FilesystemEvent[] = [];
+  const handle = await sbx.files.watchDir("w", (e) => events.push(e));
+  await sbx.files.write("w/new.txt", "x");
+  const deadline = Date.now() + 10_000;
+  while (!events.some((e) => e.name === "new.txt")) {
+    assert.ok(Date.now() < deadline, JSON.stringify(events));
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await handle.stop();
+});
+
+test("refusals", async () => {
+  await assert.rejects(Sandbox.create({ timeoutMs: -1000 }), InvalidArgumentError);
+  await assert.rejects(Sandbox.create({ tier: "no-such-tier" }), SandboxError);
+  await assert.rejects(Sandbox.connect("sbx_0000000000000000"), NotFoundError);
+  await assert.rejects(Sandbox.create({ host: "ftp://nowhere" }), SandboxError);
+});
+
+test("an attacker in the sandbox cannot reach out", async () => {
+  await using sbx = await Sandbox.create();
+  await assert.rejects(
+    sbx.commands.run(`python3 -c "import urllib.request; urllib.request.urlopen('http://198.51.100.7/', timeout=5)"`),
+    (e: unknown) => e instanceof CommandExitError && /403|refused/i.test(e.stderr),
+  );
+});
