@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -426,8 +428,11 @@ print(lat[len(lat)//2] * 1000, lat[len(lat)*99//100] * 1000)
 }
 
 // BenchmarkRuns: a run of 1+1 through POST /v1/runs, end to end, from one
-// client and from 8 clients at once, with a warm pool of the runs' sandboxes (cordon serve
-// --run-pool). Per-run latency percentiles and runs per second.
+// client and from 8 clients at once, with a warm pool of the runs'
+// sandboxes (cordon serve --run-pool). Per-run latency percentiles and
+// runs per second. With QUESTPIE_SRC naming a directory holding
+// @questpie/sandbox's sandbox-server.ts (and what it imports), the same
+// request goes to that server too, run here under Deno.
 func BenchmarkRuns(b *testing.B) {
 	for _, lang := range []struct{ name, body string }{
 		{"python", `{"language":"python","source":"1+1"}`},
@@ -438,43 +443,84 @@ func BenchmarkRuns(b *testing.B) {
 				testutil.Requires(b, "deno", "python3")
 				d := startDaemon(b, func(c *server.Config) { c.RunPool = 8 })
 				time.Sleep(2 * time.Second) // the pool fills
-				var mu sync.Mutex
-				var lat []time.Duration
-				work := make(chan struct{}, b.N)
-				for range b.N {
-					work <- struct{}{}
-				}
-				close(work)
-				b.ResetTimer()
-				start := time.Now()
-				var wg sync.WaitGroup
-				for range clients {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for range work {
-							t := time.Now()
-							resp, err := d.unixClient().Post("http://cordon/v1/runs", "application/json", strings.NewReader(lang.body))
-							if err != nil {
-								b.Error(err)
-								return
-							}
-							body, _ := io.ReadAll(resp.Body)
-							resp.Body.Close()
-							if !strings.Contains(string(body), `"output":2`) {
-								b.Errorf("run: %s", body)
-								return
-							}
-							mu.Lock()
-							lat = append(lat, time.Since(t))
-							mu.Unlock()
-						}
-					}()
-				}
-				wg.Wait()
-				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "runs/s")
-				testutil.ReportPercentiles(b, "", lat)
+				hc := d.unixClient()
+				benchClients(b, clients, func() error {
+					return postExpect(hc, "http://cordon/v1/runs", lang.body, `"output":2`)
+				})
 			})
 		}
 	}
+	src := os.Getenv("QUESTPIE_SRC")
+	for _, clients := range []int{1, 8} {
+		b.Run(fmt.Sprintf("questpie/clients=%d", clients), func(b *testing.B) {
+			if src == "" {
+				b.Skip("QUESTPIE_SRC names no @questpie/sandbox server source")
+			}
+			deno := testutil.Requires(b, "deno")[0]
+			cmd := exec.Command(deno, "run", "--allow-net", "--allow-env", "--allow-run", "--allow-read", filepath.Join(src, "sandbox-server.ts"))
+			cmd.Env = append(os.Environ(), "PORT=0")
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			line, _ := bufio.NewReader(out).ReadString('\n')
+			var port int
+			fmt.Sscanf(strings.TrimSpace(line), "sandbox-server listening on :%d", &port)
+			if port == 0 {
+				b.Fatalf("the questpie server said %q", line)
+			}
+			body := `{"source":"export default () => 1 + 1","input":null,"capabilities":{"net":[],"import":[],"timeoutMs":5000,"memoryMb":128}}`
+			benchClients(b, clients, func() error {
+				return postExpect(http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/run", port), body, `"output":2`)
+			})
+		})
+	}
+}
+
+func postExpect(hc *http.Client, url, body, want string) error {
+	resp, err := hc.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(got), want) {
+		return fmt.Errorf("run: %s", got)
+	}
+	return nil
+}
+
+// benchClients does b.N calls of do from clients goroutines at once and
+// reports runs per second and the calls' latency percentiles.
+func benchClients(b *testing.B, clients int, do func() error) {
+	var mu sync.Mutex
+	var lat []time.Duration
+	work := make(chan struct{}, b.N)
+	for range b.N {
+		work <- struct{}{}
+	}
+	close(work)
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				t := time.Now()
+				if err := do(); err != nil {
+					b.Error(err)
+					return
+				}
+				mu.Lock()
+				lat = append(lat, time.Since(t))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "runs/s")
+	testutil.ReportPercentiles(b, "", lat)
 }
