@@ -144,7 +144,6 @@ type Timings struct {
 	Sandbox float64 `json:"sandboxMs"` // taking a sandbox (from a pool when one matches)
 	Setup   float64 `json:"setupMs"`   // egress policy and files
 	Run     float64 `json:"runMs"`     // the program itself
-	Destroy float64 `json:"destroyMs,omitempty"`
 }
 
 // Invalid is a request refused before anything ran; Field names what is

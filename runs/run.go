@@ -65,8 +65,25 @@ type Config struct {
 
 // Runner runs requests in sandboxes it takes from a daemon.
 type Runner struct {
-	cfg Config
+	cfg       Config
+	teardowns sync.WaitGroup
 }
+
+// destroy tears a run's sandbox down in the background.
+func (rn *Runner) destroy(ctx context.Context, d *client.Client, id string) {
+	rn.teardowns.Add(1)
+	go func() {
+		defer rn.teardowns.Done()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := d.Delete(dctx, id); err != nil && !client.IsNotFound(err) {
+			rn.cfg.Log.Warn("a run's sandbox was not destroyed; its TTL ends it", "sandbox", id, "err", err)
+		}
+	}()
+}
+
+// Wait returns once the sandboxes of finished runs are torn down.
+func (rn *Runner) Wait() { rn.teardowns.Wait() }
 
 // NewRunner returns a runner.
 func NewRunner(cfg Config) *Runner {
@@ -153,15 +170,10 @@ func (rn *Runner) run(ctx context.Context, d *client.Client, p *plan, start time
 	}
 	res.Sandbox = sb.ID
 	res.Timings.Sandbox = ms(t)
-	defer func() {
-		t := time.Now()
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if err := d.Delete(dctx, sb.ID); err != nil && !client.IsNotFound(err) {
-			rn.cfg.Log.Warn("a run's sandbox was not destroyed; its TTL ends it", "sandbox", sb.ID, "err", err)
-		}
-		res.Timings.Destroy = ms(t)
-	}()
+	// The sandbox goes once the run is over, after the answer: its
+	// teardown is not the caller's wait. Its TTL ends it should this
+	// process end first.
+	defer rn.destroy(ctx, d, sb.ID)
 
 	t = time.Now()
 	if rules := append(rulesFor(direct, netRules), importRules...); len(rules) > 0 {

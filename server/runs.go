@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/cordon-sandbox/cordon/runs"
@@ -24,4 +25,15 @@ func (s *Server) runsServer() *runs.Server {
 
 func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 	s.runs.ServeRuns(w, r)
+}
+
+// settleRuns waits (within ctx) for finished runs' sandboxes to be torn
+// down, while the API still takes their deletes.
+func (s *Server) settleRuns(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { s.runs.Runner.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }

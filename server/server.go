@@ -320,6 +320,7 @@ func (s *Server) poolList() []*pool {
 // the registry. Sandboxes are left to the tier: the process tier's end with
 // the daemon's process. Call it after the HTTP servers have shut down.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.settleRuns(ctx)
 	s.closing.Store(true)
 	s.stopOnce.Do(func() { close(s.stop) })
 	s.events.close()
@@ -338,6 +339,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Close destroys every sandbox the daemon holds, then shuts down: for
 // tests and for `cordon serve` on a signal.
 func (s *Server) Close(ctx context.Context) error {
+	s.settleRuns(ctx)
 	s.closing.Store(true)
 	s.stopOnce.Do(func() { close(s.stop) })
 	s.mu.Lock()

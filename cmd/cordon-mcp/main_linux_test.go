@@ -24,7 +24,7 @@ var mcpBuild sync.Once
 
 // binaries builds cordon and cordon-mcp side by side, as setup.sh lays
 // them out, and returns cordon's path.
-func binaries(t *testing.T) string {
+func binaries(t testing.TB) string {
 	cordon := testutil.BuildCordon(t)
 	mcpBuild.Do(func() {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(filepath.Dir(cordon), "cordon-mcp"), "./cmd/cordon-mcp")
