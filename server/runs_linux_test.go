@@ -9,12 +9,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/backend/oci"
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/internal/testnet"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
@@ -546,5 +549,38 @@ func wantAudit(t *testing.T, audits <-chan string, want string) {
 		case <-timeout:
 			t.Fatalf("no audit line with %s", want)
 		}
+	}
+}
+
+// TestRunsOtherTiers: runs on the container tier work as on the process
+// tier; a tier that cannot hold a run's memory limit refuses with the
+// reason (422), never runs it unbounded.
+func TestRunsOtherTiers(t *testing.T) {
+	requireRuntimes(t)
+	testutil.Requires(t, "crun")
+	d := startDaemon(t)
+	dir := filepath.Join(d.processDir, "oci")
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	d.container = oci.New(oci.Config{Runtime: "crun", AgentPath: testutil.BuildAgent(t), StateDir: dir, Detached: true})
+	d.stop(t, true)
+	d.start(t, func(c *server.Config) { c.Runs = runs.NewRunner(runs.Config{Tier: "container"}) })
+	_, key := d.tenant(t, "runner")
+	for _, body := range []string{`{"source":"export default () => 1 + 1"}`, `{"language":"python","source":"1+1"}`} {
+		r := runResult(t, d, key, body)
+		if !r.OK || string(r.Output) != "2" {
+			t.Errorf("%s on the container tier: %+v", body, r)
+		}
+	}
+	r := runResult(t, d, key, `{"language":"shell","source":"cat /proc/1/comm"}`)
+	if r.Stdout != "cordon-agent\n" {
+		t.Errorf("not in a container: %q", r.Stdout)
+	}
+	d.stop(t, true)
+	d.start(t, func(c *server.Config) { c.Runs = runs.NewRunner(runs.Config{Tier: "passthrough-none"}) })
+	_, key = d.tenant(t, "runner2")
+	if status, b := postRun(t, d, key, `{"source":"export default () => 1"}`); status != http.StatusBadRequest && status != http.StatusUnprocessableEntity && status != http.StatusNotFound {
+		t.Errorf("a run on a tier the daemon has not: %d %s", status, b)
 	}
 }

@@ -45,6 +45,7 @@ flags:
 	port := cmp.Or(os.Getenv("PORT"), "8787")
 	listen := fs.String("listen", "127.0.0.1:"+port, "the `HOST:PORT` to serve (default port: $PORT, else 8787)")
 	tier := fs.String("tier", "", "the sandboxes' tier (default: the daemon's default)")
+	img := fs.String("image", "", "the sandboxes' image, holding deno and python3 on its PATH (default: the tier's root)")
 	broker := fs.String("broker-url", os.Getenv("SANDBOX_BROKER_URL"), "the one broker `URL` a run's bindings may name (default $SANDBOX_BROKER_URL; without it bindings are refused)")
 	d, rest, code := daemonClient(fs, args)
 	if d == nil {
@@ -66,7 +67,7 @@ flags:
 		return 2
 	}
 	srv := &runs.Server{
-		Runner:    runs.NewRunner(runs.Config{Tier: *tier, BrokerURL: strings.TrimSpace(*broker), Log: log}),
+		Runner:    runs.NewRunner(runs.Config{Tier: *tier, Image: *img, BrokerURL: strings.TrimSpace(*broker), Log: log}),
 		Daemon:    func(*http.Request) (*sclient.Client, error) { return d, nil },
 		Admission: adm, Audit: os.Stdout, Log: log,
 	}

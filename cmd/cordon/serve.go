@@ -73,6 +73,7 @@ func serveCmd(args []string) int {
 	runBroker := fs.String("run-broker-url", "", "the one broker URL a run's bindings may name (POST /v1/runs; without it bindings are refused)")
 	runPool := fs.Int("run-pool", 0, "sandboxes to keep ready for POST /v1/runs of the default memory (0: none)")
 	runTier := fs.String("run-tier", "", "the tier of POST /v1/runs' sandboxes (default: the daemon's default)")
+	runImage := fs.String("run-image", "", "the image of POST /v1/runs' sandboxes, holding deno and python3 on its PATH (default: the tier's root)")
 	prestart := fs.Int("prestart", 2, "process-tier inits to keep started and waiting for a create (a few MiB each; 0: none)")
 	kube := kubeConfig()
 	fs.StringVar(&kube.Kubeconfig, "kubeconfig", "", "the kubernetes tier's cluster: a kubeconfig `FILE` (default: KUBECONFIG, ~/.kube/config, then the pod's service account)")
@@ -159,7 +160,7 @@ func serveCmd(args []string) int {
 			DefaultTTL: *defTTL, MaxTTL: *maxTTL, DefaultIdleTimeout: *idle, MaxExecTimeout: *maxExec,
 			Limits:   server.Limits{MaxSandboxesPerTenant: *maxSandboxes},
 			Registry: reg, Log: log,
-			Runs:    runs.NewRunner(runs.Config{Tier: *runTier, BrokerURL: *runBroker, Egress: proxy, Log: log}),
+			Runs:    runs.NewRunner(runs.Config{Tier: *runTier, Image: *runImage, BrokerURL: *runBroker, Egress: proxy, Log: log}),
 			RunPool: *runPool,
 		},
 		Listen: listen, TLSCert: *tlsCert, TLSKey: *tlsKey, AdminKey: adminKey, Backends: tiers,
