@@ -99,6 +99,9 @@ type daemon struct {
 	local     *sclient.Client
 	// grace is the provider's sandbox.WithHostGrace (0: its default).
 	grace time.Duration
+	// netns is the network namespace the egress proxy dials from (a test
+	// network's; the host's when empty).
+	netns string
 }
 
 func stateDir(t testing.TB) string { return testutil.StateDir(t) }
@@ -149,7 +152,7 @@ func (d *daemon) start(t testing.TB, tune ...func(*server.Config)) *daemon {
 	// As cordon serve does: the egress proxy's metrics join the daemon's.
 	reg := metrics.NewRegistry()
 	var events atomic.Pointer[server.Server]
-	proxy := egress.New(egress.Config{Registry: reg, OnRecord: func(r egress.Record) {
+	proxy := egress.New(egress.Config{Registry: reg, NetNS: d.netns, OnRecord: func(r egress.Record) {
 		if srv := events.Load(); srv != nil {
 			srv.EgressRecord(r)
 		}

@@ -584,3 +584,33 @@ func TestRunsOtherTiers(t *testing.T) {
 		t.Errorf("a run on a tier the daemon has not: %d %s", status, b)
 	}
 }
+
+// TestRunsDirectNet: without bindings, a run reaches exactly its net hosts
+// itself, through the sandbox's egress proxy (here dialing from a test
+// network of documentation addresses).
+func TestRunsDirectNet(t *testing.T) {
+	requireRuntimes(t)
+	n := testnet.New(t, "203.0.113.7", "203.0.113.8")
+	for _, addr := range []string{"203.0.113.7:80", "203.0.113.8:80"} {
+		ln := n.Listen(t, addr)
+		go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello from %s", r.Host) }))
+	}
+	d := startDaemon(t)
+	d.stop(t, true)
+	d.netns = n.Path
+	d.start(t)
+	_, key := d.tenant(t, "runner")
+	caps := `"capabilities":{"net":["203.0.113.7:80"],"import":[],"timeoutMs":20000}`
+	for _, tc := range []struct{ name, body, want string }{
+		{"js allowed", `{"source":"export default async () => (await fetch('http://203.0.113.7/')).text()",` + caps + `}`, `"hello from 203.0.113.7"`},
+		{"python allowed", `{"language":"python","source":"import urllib.request\nurllib.request.urlopen('http://203.0.113.7/', timeout=10).read().decode()",` + caps + `}`, `"hello from 203.0.113.7"`},
+		{"python other host", `{"language":"python","source":"import urllib.request\ntry:\n  urllib.request.urlopen('http://203.0.113.8/', timeout=10).read()\n  r = 'reached'\nexcept Exception as e:\n  r = str(e)\nr",` + caps + `}`, `"HTTP Error 403: Forbidden"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runResult(t, d, key, tc.body)
+			if !r.OK || string(r.Output) != tc.want {
+				t.Fatalf("got %+v (output %s), want output %s", r, r.Output, tc.want)
+			}
+		})
+	}
+}
