@@ -192,7 +192,11 @@ func (wt *watcher) below(fd int, rel string, emit func(wire.WatchEvent)) {
 // or the descriptor closes.
 func (wt *watcher) read(f *os.File, emit func(wire.WatchEvent)) {
 	buf := make([]byte, 64<<10)
-	moves := map[uint32]string{} // rename cookie -> old path
+	type half struct {
+		path string
+		at   time.Time
+	}
+	moves := map[uint32]half{} // rename cookie -> old path
 	for {
 		n, err := f.Read(buf)
 		if err != nil {
@@ -234,9 +238,9 @@ func (wt *watcher) read(f *os.File, emit func(wire.WatchEvent)) {
 			case mask&unix.IN_DELETE != 0:
 				emit(wire.WatchEvent{Type: wire.WatchRemove, Path: p, Dir: isDir})
 			case mask&unix.IN_MOVED_FROM != 0:
-				moves[cookie] = p
+				moves[cookie] = half{p, time.Now()}
 			case mask&unix.IN_MOVED_TO != 0:
-				from := moves[cookie]
+				from := moves[cookie].path
 				delete(moves, cookie)
 				emit(wire.WatchEvent{Type: wire.WatchRename, Path: p, From: from, Dir: isDir})
 				if isDir && wt.recursive {
@@ -244,12 +248,43 @@ func (wt *watcher) read(f *os.File, emit func(wire.WatchEvent)) {
 				}
 			}
 		}
-		// A move out of the tree shows only its first half.
-		for c, p := range moves {
-			emit(wire.WatchEvent{Type: wire.WatchRemove, Path: p})
+		// A move out of the tree shows only its first half. A move within
+		// it may have its second half still to come (a read can end
+		// between the two): it is given a moment to.
+		if len(moves) > 0 && readable(f, moveGrace) {
+			// Halves older than that are flushed all the same, so that
+			// steady activity cannot hold them back.
+			for c, h := range moves {
+				if time.Since(h.at) > moveGrace {
+					emit(wire.WatchEvent{Type: wire.WatchRemove, Path: h.path})
+					delete(moves, c)
+				}
+			}
+			continue
+		}
+		for c, h := range moves {
+			emit(wire.WatchEvent{Type: wire.WatchRemove, Path: h.path})
 			delete(moves, c)
 		}
 	}
+}
+
+// moveGrace is how long a rename's first half waits for its second.
+const moveGrace = 20 * time.Millisecond
+
+// readable says whether f has something to read within d.
+func readable(f *os.File, d time.Duration) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ok := false
+	_ = rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, _ := unix.Poll(fds, int(d/time.Millisecond))
+		ok = n > 0 && fds[0].Revents&unix.POLLIN != 0
+	})
+	return ok
 }
 
 // follow watches a directory that appeared under the one watch wd follows
