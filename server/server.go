@@ -479,6 +479,7 @@ func (s *Server) baseRoutes() []route {
 		{method: "POST", pattern: "/v1/sandboxes/{id}/pause", h: s.handlePause},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/resume", h: s.handlePause},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/suspend", h: s.handleSuspend},
+		{method: "POST", pattern: "/v1/sandboxes/{id}/seed", h: s.handleSeed},
 		{method: "", pattern: "/v1/sandboxes/{id}/agent/{path...}", agent: true, h: s.handleAgent},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/sessions/{sid}/terminal", h: s.handleTerminalSocket},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/tcp/{port}", h: s.handleTCPSocket},

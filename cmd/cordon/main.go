@@ -36,13 +36,14 @@ var verbs = map[string]verb{
 	"pause":        {"pause sandboxes on the daemon", pauseCmd},
 	"resume":       {"resume paused or suspended sandboxes on the daemon", resumeCmd},
 	"suspend":      {"suspend sandboxes with a persistent workspace on the daemon", suspendCmd},
+	"seed":         {"make git repositories present in a sandbox on the daemon", seedCmd},
 	"policy":       {"replace a sandbox's network policy on the daemon", policyCmd},
 	"key":          {"manage the daemon's API keys (admin)", keyCmd},
 	"pool":         {"manage the daemon's warm pools (admin)", poolCmd},
 	"version":      {"print version information", versionCmd},
 }
 
-var verbOrder = []string{"run", "serve", "run-server", "mcp", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "pause", "resume", "suspend", "policy", "events", "image", "key", "pool", "version"}
+var verbOrder = []string{"run", "serve", "run-server", "mcp", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "pause", "resume", "suspend", "seed", "policy", "events", "image", "key", "pool", "version"}
 
 func main() {
 	if len(os.Args) < 2 {

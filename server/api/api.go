@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/seeds"
 )
 
 // Sandbox states.
@@ -179,6 +180,7 @@ const (
 	EventReaped        = "reaped"
 	EventDestroyed     = "destroyed"
 	EventLost          = "lost"
+	EventSeeded        = "seeded"
 )
 
 // Error is every refusal's body: a stable code and a sentence.
@@ -244,3 +246,29 @@ type PortList struct {
 
 // MaxPorts bounds the ports one sandbox exposes.
 const MaxPorts = 16
+
+// SeedRequest is the body of POST /v1/sandboxes/{id}/seed: a seed's
+// repositories made present under Root (relative paths are the
+// workspace's).
+type SeedRequest struct {
+	seeds.Seed
+	Root string `json:"root"`
+}
+
+// SeedResult is what a seed found or did, a repository each.
+type SeedResult struct {
+	Repositories []seeds.Outcome `json:"repositories"`
+}
+
+// SeedDrift is the 409 refusal of a seed whose repositories drifted.
+type SeedDrift struct {
+	Code    string        `json:"error"`
+	Message string        `json:"message"`
+	Drift   []seeds.Drift `json:"drift"`
+}
+
+// Codes of a seed's refusals.
+const (
+	CodeSeedDrift  = "seed_drift"
+	CodeSeedFailed = "seed_failed"
+)

@@ -167,6 +167,14 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 	return json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out)
 }
 
+// Seed makes a seed's git repositories present in a sandbox, cloning only
+// what is missing; drift is an *api.Error with code seed_drift (409), and
+// nothing was touched.
+func (c *Client) Seed(ctx context.Context, id string, req api.SeedRequest) (*api.SeedResult, error) {
+	var out api.SeedResult
+	return &out, c.call(ctx, http.MethodPost, sbPath(id, "/seed"), req, &out)
+}
+
 // Call sends in as JSON to a route of the daemon's API (method and path,
 // for example POST /v1/runs) and decodes its answer into out; a refusal is
 // an *api.Error.
