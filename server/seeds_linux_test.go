@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/cgi"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/internal/testnet"
@@ -20,7 +22,7 @@ import (
 // gitHost serves bare repositories over git's smart HTTP (git
 // http-backend) at http://203.0.113.9/NAME.git in a test network, and
 // returns the network and a function that runs git on the host side.
-func gitHost(t *testing.T) (*testnet.Net, string, func(dir string, args ...string) string) {
+func gitHost(t testing.TB) (*testnet.Net, string, func(dir string, args ...string) string) {
 	testutil.Requires(t, "git")
 	backend := "/usr/lib/git-core/git-http-backend"
 	if _, err := os.Stat(backend); err != nil {
@@ -46,7 +48,7 @@ func gitHost(t *testing.T) (*testnet.Net, string, func(dir string, args ...strin
 
 // newRepo makes ROOT/NAME.git with the given commits on main (and dev,
 // one more) and returns the commits' ids, oldest first.
-func newRepo(t *testing.T, root, name string, git func(string, ...string) string, commits int) []string {
+func newRepo(t testing.TB, root, name string, git func(string, ...string) string, commits int) []string {
 	work := t.TempDir()
 	git(work, "init", "-q")
 	var ids []string
@@ -165,4 +167,46 @@ func TestSeedRefusals(t *testing.T) {
 	if got := sh(t, c, sb.ID, "ls -A repos"); got != "" {
 		t.Errorf("left behind: %q", got)
 	}
+}
+
+// BenchmarkSeed: a seed of one small repository over git's smart HTTP in a
+// test network: its clone into a fresh directory, and an ensure that
+// finds it present (the checks alone).
+func BenchmarkSeed(b *testing.B) {
+	n, root, git := gitHost(b)
+	newRepo(b, root, "app", git, 3)
+	d := startDaemon(b)
+	d.stop(b, true)
+	d.netns = n.Path
+	d.start(b)
+	c := d.local
+	sb, err := c.Create(b.Context(), api.CreateRequest{Spec: api.Spec{Egress: &api.Egress{Mode: "static", Rules: []egress.Rule{{Host: "203.0.113.9", Ports: []int{80}}}}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := func(dir string) api.SeedRequest {
+		return api.SeedRequest{Root: "repos", Seed: seeds.Seed{Name: "s", Repositories: []seeds.Repository{{URL: "http://203.0.113.9/app.git", Dir: dir}}}}
+	}
+	b.Run("clone", func(b *testing.B) {
+		lat := make([]time.Duration, 0, b.N)
+		for i := range b.N {
+			t := time.Now()
+			if _, err := c.Seed(b.Context(), sb.ID, req(fmt.Sprint("c", i))); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t))
+		}
+		testutil.ReportPercentiles(b, "", lat)
+	})
+	b.Run("present", func(b *testing.B) {
+		lat := make([]time.Duration, 0, b.N)
+		for range b.N {
+			t := time.Now()
+			if _, err := c.Seed(b.Context(), sb.ID, req("c0")); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t))
+		}
+		testutil.ReportPercentiles(b, "", lat)
+	})
 }
