@@ -439,7 +439,9 @@ func (t *tools) list(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*
 	l, err := t.d.List(ctx, client.ListOptions{})
 	var live []api.Sandbox
 	for _, s := range l {
-		if s.State != api.StateDestroyed {
+		// run_code's own sandboxes are not the caller's to use (and
+		// go once the run is over).
+		if _, run := s.Labels[runs.Label]; s.State != api.StateDestroyed && !run {
 			live = append(live, s)
 		}
 	}

@@ -41,6 +41,9 @@ const (
 	denoDefaultImportHosts = "deno.land:443,jsr.io:443,esm.sh:443,raw.esm.sh:443,cdn.jsdelivr.net:443,raw.githubusercontent.com:443,gist.githubusercontent.com:443"
 )
 
+// Label marks a run's sandbox (its value is the run's language).
+const Label = "cordon.run"
+
 // Config shapes the runs a Runner makes.
 type Config struct {
 	// Tier is the sandboxes' tier (the daemon's default when empty).
@@ -164,7 +167,7 @@ func (rn *Runner) run(ctx context.Context, d *client.Client, p *plan, start time
 
 	t = time.Now()
 	sb, err := d.Create(ctx, api.CreateRequest{Spec: rn.Spec(p.memoryMb), TTLSeconds: int64(sandboxTTL / time.Second),
-		IdleTimeoutSeconds: -1, Labels: map[string]string{"cordon.run": p.Language}})
+		IdleTimeoutSeconds: -1, Labels: map[string]string{Label: p.Language}})
 	if err != nil {
 		return nil, fmt.Errorf("no sandbox for the run: %w", err)
 	}
