@@ -193,6 +193,18 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, s.cfg.Limits.MaxBodyBytes, &req) {
 		return
 	}
+	var from *api.Snapshot
+	if req.FromSnapshot != "" {
+		sn, err := s.snapshotFor(c, req.FromSnapshot)
+		if err != nil {
+			writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
+			return
+		}
+		from = &sn
+		if isZeroSpec(req.Spec) && req.Pool == "" {
+			req.Spec = sn.Spec
+		}
+	}
 	spec, err := s.toSpec(req.Spec)
 	if err != nil {
 		writeErr(w, err)
@@ -280,6 +292,13 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	if sb == nil {
 		if sb, err = s.cfg.Provider.Create(r.Context(), spec); err != nil {
 			writeErr(w, err)
+			return
+		}
+	}
+	if from != nil {
+		if err := s.restore(r.Context(), sb, from.Digest); err != nil {
+			_ = sb.Destroy(context.WithoutCancel(r.Context()))
+			writeError(w, http.StatusUnprocessableEntity, api.CodeSnapshotFailed, "snapshot "+from.ID+" could not be restored: "+err.Error())
 			return
 		}
 	}
@@ -604,6 +623,7 @@ func (s *Server) reaper() {
 
 func (s *Server) reapOnce() {
 	now := time.Now()
+	s.reapSnapshots(now)
 	s.mu.Lock()
 	var es []*entry
 	for _, e := range s.live {

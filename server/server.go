@@ -110,6 +110,7 @@ type Server struct {
 	streams map[string]int      // open streams by tenant
 
 	runs     *runs.Server
+	snapMu   sync.Mutex // snapshot deletes and their artifacts
 	closing  atomic.Bool
 	stop     chan struct{}
 	bg       sync.WaitGroup
@@ -480,6 +481,13 @@ func (s *Server) baseRoutes() []route {
 		{method: "POST", pattern: "/v1/sandboxes/{id}/resume", h: s.handlePause},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/suspend", h: s.handleSuspend},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/seed", h: s.handleSeed},
+		{method: "POST", pattern: "/v1/sandboxes/{id}/snapshot", h: s.handleSnapshot},
+		{method: "POST", pattern: "/v1/sandboxes/{id}/fork", h: s.handleFork},
+		{method: "GET", pattern: "/v1/snapshots", h: s.handleListSnapshots},
+		{method: "POST", pattern: "/v1/snapshots/import", h: s.handleImportSnapshot},
+		{method: "GET", pattern: "/v1/snapshots/{sid}", h: s.handleGetSnapshot},
+		{method: "DELETE", pattern: "/v1/snapshots/{sid}", h: s.handleDeleteSnapshot},
+		{method: "GET", pattern: "/v1/snapshots/{sid}/export", h: s.handleExportSnapshot},
 		{method: "", pattern: "/v1/sandboxes/{id}/agent/{path...}", agent: true, h: s.handleAgent},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/sessions/{sid}/terminal", h: s.handleTerminalSocket},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/tcp/{port}", h: s.handleTCPSocket},

@@ -26,6 +26,7 @@ var (
 	bucketIDs       = []byte("ids")       // every id ever issued, so none is reused
 	bucketKeys      = []byte("keys")      // hex sha256 of the secret → key (JSON)
 	bucketPools     = []byte("pools")     // name → pool (JSON)
+	bucketSnapshots = []byte("snapshots") // id → snapshot (JSON)
 )
 
 // record is a sandbox's entry in the registry.
@@ -66,7 +67,7 @@ func openStore(dir string) (*store, error) {
 		return nil, err
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketIDs, bucketKeys, bucketPools} {
+		for _, b := range [][]byte{bucketSandboxes, bucketIDs, bucketKeys, bucketPools, bucketSnapshots} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -354,6 +355,29 @@ func (s *store) pools() ([]api.Pool, error) {
 				return err
 			}
 			out = append(out, p)
+			return nil
+		})
+	})
+	return out, err
+}
+
+func (s *store) putSnapshot(sn api.Snapshot) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return put(tx, bucketSnapshots, sn.ID, sn) })
+}
+
+func (s *store) deleteSnapshot(id string) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketSnapshots).Delete([]byte(id)) })
+}
+
+func (s *store) snapshots() ([]api.Snapshot, error) {
+	var out []api.Snapshot
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSnapshots).ForEach(func(_, v []byte) error {
+			var sn api.Snapshot
+			if err := json.Unmarshal(v, &sn); err != nil {
+				return err
+			}
+			out = append(out, sn)
 			return nil
 		})
 	})

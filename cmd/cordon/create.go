@@ -14,6 +14,7 @@ func createCmd(args []string) int {
 	ttl := fs.Duration("ttl", 0, "destroy the sandbox after this long, whatever it is doing (0: the daemon's default)")
 	idle := fs.Duration("idle", 0, "destroy it after this long without activity inside (0: the daemon's default; -1s: never)")
 	pool := fs.String("pool", "", "claim from the warm pool `NAME`")
+	from := fs.String("from", "", "restore the snapshot `ID` into it (and take the snapshot's spec unless flags give one)")
 	output := fs.String("o", "", "output format: json (the sandbox, rather than its id)")
 	maxTimeout := fs.Duration("max-timeout", 0, "the longest timeout its commands may be given (0: 30m; at most the daemon's --max-exec-timeout)")
 	persistent := fs.Bool("persistent-workspace", false, "keep the workspace on storage of its own, so that the sandbox can be suspended (cordon suspend) and resumed on it (the kubernetes tier)")
@@ -33,7 +34,7 @@ func createCmd(args []string) int {
 		return 2
 	}
 	spec.MaxTimeout, spec.PersistentWorkspace = *maxTimeout, *persistent
-	req := api.CreateRequest{Spec: toAPISpec(spec), TTLSeconds: int64(ttl.Seconds()), Labels: labels, Pool: *pool}
+	req := api.CreateRequest{Spec: toAPISpec(spec), TTLSeconds: int64(ttl.Seconds()), Labels: labels, Pool: *pool, FromSnapshot: *from}
 	if *idle < 0 {
 		req.IdleTimeoutSeconds = -1
 	} else {

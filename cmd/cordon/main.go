@@ -36,6 +36,9 @@ var verbs = map[string]verb{
 	"pause":        {"pause sandboxes on the daemon", pauseCmd},
 	"resume":       {"resume paused or suspended sandboxes on the daemon", resumeCmd},
 	"suspend":      {"suspend sandboxes with a persistent workspace on the daemon", suspendCmd},
+	"snapshot":     {"capture a sandbox's writable state; rm, export, import snapshots", snapshotCmd},
+	"snapshots":    {"list your snapshots on the daemon", snapshotsCmd},
+	"fork":         {"make N sandboxes from a sandbox's current state", forkCmd},
 	"seed":         {"make git repositories present in a sandbox on the daemon", seedCmd},
 	"policy":       {"replace a sandbox's network policy on the daemon", policyCmd},
 	"key":          {"manage the daemon's API keys (admin)", keyCmd},
@@ -43,7 +46,7 @@ var verbs = map[string]verb{
 	"version":      {"print version information", versionCmd},
 }
 
-var verbOrder = []string{"run", "serve", "run-server", "mcp", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "pause", "resume", "suspend", "seed", "policy", "events", "image", "key", "pool", "version"}
+var verbOrder = []string{"run", "serve", "run-server", "mcp", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "pause", "resume", "suspend", "snapshot", "snapshots", "fork", "seed", "policy", "events", "image", "key", "pool", "version"}
 
 func main() {
 	if len(os.Args) < 2 {

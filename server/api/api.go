@@ -103,6 +103,9 @@ type CreateRequest struct {
 	// Pool names a warm pool to claim from; a create whose spec equals a
 	// pool's claims from it without naming it.
 	Pool string `json:"pool,omitempty"`
+	// FromSnapshot restores a snapshot into the new sandbox (its spec is
+	// the snapshot's unless the request gives one).
+	FromSnapshot string `json:"fromSnapshot,omitempty"`
 }
 
 // Sandbox describes one sandbox.
@@ -181,6 +184,7 @@ const (
 	EventDestroyed     = "destroyed"
 	EventLost          = "lost"
 	EventSeeded        = "seeded"
+	EventSnapshot      = "snapshot"
 )
 
 // Error is every refusal's body: a stable code and a sentence.
@@ -271,4 +275,56 @@ type SeedDrift struct {
 const (
 	CodeSeedDrift  = "seed_drift"
 	CodeSeedFailed = "seed_failed"
+	// CodeSnapshotFailed: a capture or a restore did not complete.
+	CodeSnapshotFailed = "snapshot_failed"
 )
+
+// Snapshot is a sandbox's writable state (its workspace and its user's
+// home) captured as a compressed tar in the daemon's store. Running
+// processes are not captured.
+type Snapshot struct {
+	ID     string `json:"id"`
+	Tenant string `json:"tenant,omitempty"`
+	// Source is the sandbox it was taken from.
+	Source string `json:"source"`
+	Spec   Spec   `json:"spec"`
+	// Paths are the directories captured, as the sandbox saw them.
+	Paths []string `json:"paths"`
+	// Digest is the sha256 of the artifact (a gzip-compressed tar); equal
+	// states share one artifact.
+	Digest    string     `json:"digest"`
+	Size      int64      `json:"size"`
+	Files     int        `json:"files"`
+	CreatedAt time.Time  `json:"createdAt"`
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// SnapshotRequest is the body of POST /v1/sandboxes/{id}/snapshot.
+type SnapshotRequest struct {
+	// TTLSeconds bounds the snapshot's life (zero: the daemon's default,
+	// none unless configured).
+	TTLSeconds int64 `json:"ttlSeconds,omitempty"`
+}
+
+// SnapshotList is GET /v1/snapshots's answer.
+type SnapshotList struct {
+	Snapshots []Snapshot `json:"snapshots"`
+}
+
+// ForkRequest is the body of POST /v1/sandboxes/{id}/fork.
+type ForkRequest struct {
+	Count int `json:"count"`
+	// TTLSeconds, IdleTimeoutSeconds and Labels are the forks' (as a
+	// create's).
+	TTLSeconds         int64             `json:"ttlSeconds,omitempty"`
+	IdleTimeoutSeconds int64             `json:"idleTimeoutSeconds,omitempty"`
+	Labels             map[string]string `json:"labels,omitempty"`
+}
+
+// ForkResult lists the forks.
+type ForkResult struct {
+	Sandboxes []Sandbox `json:"sandboxes"`
+}
+
+// MaxForks bounds one fork request.
+const MaxForks = 32

@@ -175,6 +175,66 @@ func (c *Client) Seed(ctx context.Context, id string, req api.SeedRequest) (*api
 	return &out, c.call(ctx, http.MethodPost, sbPath(id, "/seed"), req, &out)
 }
 
+// Snapshot captures a sandbox's writable state (ttl zero: none).
+func (c *Client) Snapshot(ctx context.Context, id string, ttl time.Duration) (*api.Snapshot, error) {
+	var out api.Snapshot
+	return &out, c.call(ctx, http.MethodPost, sbPath(id, "/snapshot"), api.SnapshotRequest{TTLSeconds: int64(ttl / time.Second)}, &out)
+}
+
+// Snapshots lists the caller's snapshots.
+func (c *Client) Snapshots(ctx context.Context) ([]api.Snapshot, error) {
+	var out api.SnapshotList
+	return out.Snapshots, c.call(ctx, http.MethodGet, "/v1/snapshots", nil, &out)
+}
+
+// GetSnapshot describes a snapshot.
+func (c *Client) GetSnapshot(ctx context.Context, sid string) (*api.Snapshot, error) {
+	var out api.Snapshot
+	return &out, c.call(ctx, http.MethodGet, "/v1/snapshots/"+url.PathEscape(sid), nil, &out)
+}
+
+// DeleteSnapshot deletes a snapshot.
+func (c *Client) DeleteSnapshot(ctx context.Context, sid string) error {
+	return c.call(ctx, http.MethodDelete, "/v1/snapshots/"+url.PathEscape(sid), nil, nil)
+}
+
+// Fork makes n sandboxes from a sandbox's current state.
+func (c *Client) Fork(ctx context.Context, id string, req api.ForkRequest) ([]api.Sandbox, error) {
+	var out api.ForkResult
+	return out.Sandboxes, c.call(ctx, http.MethodPost, sbPath(id, "/fork"), req, &out)
+}
+
+// ExportSnapshot writes a snapshot's export (a tar) to w.
+func (c *Client) ExportSnapshot(ctx context.Context, sid string, w io.Writer) error {
+	req, err := c.request(ctx, http.MethodGet, "/v1/snapshots/"+url.PathEscape(sid)+"/export", nil, 0)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// ImportSnapshot makes an exported snapshot (read from r) the caller's.
+func (c *Client) ImportSnapshot(ctx context.Context, r io.Reader) (*api.Snapshot, error) {
+	req, err := c.request(ctx, http.MethodPost, "/v1/snapshots/import", r, -1)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-tar")
+	resp, err := c.do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out api.Snapshot
+	return &out, json.NewDecoder(resp.Body).Decode(&out)
+}
+
 // Call sends in as JSON to a route of the daemon's API (method and path,
 // for example POST /v1/runs) and decodes its answer into out; a refusal is
 // an *api.Error.

@@ -1,0 +1,536 @@
+package server
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	agentclient "github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/server/api"
+	"github.com/cordon-sandbox/cordon/server/client"
+)
+
+// A snapshot is taken through the sandbox's agent, on every tier alike: a
+// shell in the sandbox stops every workload process (SIGSTOP to all the
+// sandbox user may signal: the agent runs as another identity and is not
+// among them), syncs, and writes a tar of the workspace and the user's
+// home to its stdout; the processes go on when it ends. The daemon reads
+// that tar as it comes, clears set-id bits, leaves out devices and
+// fifos, refuses names that leave the tree, and stores it compressed
+// under its own digest.
+const captureScript = `kill -STOP -1 2>/dev/null; kill -STOP -1 2>/dev/null
+trap 'kill -CONT -1 2>/dev/null' EXIT
+sync
+ws=$(pwd)
+set -- "${ws#/}"
+if [ -n "${HOME:-}" ] && [ "$HOME" != / ] && [ -d "$HOME" ]; then
+	case "$HOME/" in "$ws"/*) ;; *) set -- "$@" "${HOME#/}" ;; esac
+fi
+tar -C / -cf - --numeric-owner "$@"
+`
+
+// thawScript lets the workload go on should a capture have ended before
+// its own trap ran (a cancelled or timed-out capture).
+const thawScript = `kill -CONT -1 2>/dev/null; true`
+
+// restoreScript unpacks a snapshot's tar from stdin at /, as the sandbox
+// user (modes kept, owners the user's).
+const restoreScript = `tar -C / -xpf - --no-same-owner`
+
+// snapshotTimeout bounds a capture or a restore.
+const snapshotTimeout = 30 * time.Minute
+
+func (s *Server) snapshotDir() string { return filepath.Join(s.cfg.StateDir, "snapshots") }
+
+func (s *Server) artifact(digest string) string {
+	return filepath.Join(s.snapshotDir(), digest+".tar.gz")
+}
+
+func newSnapshotID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "snap_" + hex.EncodeToString(b[:])
+}
+
+// errBadArchive marks a tar that cannot be taken as a snapshot.
+var errBadArchive = errors.New("not a snapshot archive")
+
+// capture takes e's writable state into the store and returns the
+// artifact's digest, size, file count and root paths.
+func (s *Server) capture(ctx context.Context, e *entry) (string, int64, int, []string, error) {
+	ac := e.sb.Client()
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_, _ = ac.Exec(tctx, "/bin/sh", agentclient.ExecOptions{Args: []string{"-c", thawScript}, Timeout: 5 * time.Second})
+	}()
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	go func() {
+		res, err := ac.Exec(ctx, "/bin/sh", agentclient.ExecOptions{Args: []string{"-c", captureScript}, Timeout: snapshotTimeout,
+			MaxOutputBytes: 1 << 50, RawOutput: true, Stdout: pw, Stderr: &limitedWriter{w: &stderr, n: 4096}})
+		switch {
+		case err != nil:
+			pw.CloseWithError(err)
+		case res.ExitCode != 0 || res.TimedOut:
+			pw.CloseWithError(fmt.Errorf("the capture's tar exited %d: %s", res.ExitCode, strings.TrimSpace(stderr.String())))
+		default:
+			pw.Close()
+		}
+	}()
+	digest, size, files, roots, err := s.store_(pr, func(h *tar.Header) (*tar.Header, bool, error) {
+		return cleanHeader(h)
+	})
+	pr.CloseWithError(errors.New("capture over"))
+	return digest, size, files, roots, err
+}
+
+// store_ writes the tar read from r, each header passed through filter,
+// compressed into the store under its digest.
+func (s *Server) store_(r io.Reader, filter func(*tar.Header) (*tar.Header, bool, error)) (string, int64, int, []string, error) {
+	if err := os.MkdirAll(s.snapshotDir(), 0o700); err != nil {
+		return "", 0, 0, nil, err
+	}
+	f, err := os.CreateTemp(s.snapshotDir(), ".partial-*")
+	if err != nil {
+		return "", 0, 0, nil, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	h := sha256.New()
+	cw := &countingWriter{w: io.MultiWriter(f, h)}
+	gz, _ := gzip.NewWriterLevel(cw, gzip.BestSpeed)
+	tw := tar.NewWriter(gz)
+	tr := tar.NewReader(r)
+	files := 0
+	var roots []string
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", 0, 0, nil, err
+		}
+		hdr, keep, err := filter(hdr)
+		if err != nil {
+			return "", 0, 0, nil, err
+		}
+		if !keep {
+			continue
+		}
+		name := strings.TrimSuffix(hdr.Name, "/")
+		if !slices.ContainsFunc(roots, func(r string) bool { return name == r || strings.HasPrefix(name, r+"/") }) {
+			roots = append(roots, name)
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return "", 0, 0, nil, err
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			if _, err := io.Copy(tw, tr); err != nil {
+				return "", 0, 0, nil, err
+			}
+		}
+		files++
+	}
+	if err := tw.Close(); err != nil {
+		return "", 0, 0, nil, err
+	}
+	if err := gz.Close(); err != nil {
+		return "", 0, 0, nil, err
+	}
+	if err := f.Sync(); err != nil {
+		return "", 0, 0, nil, err
+	}
+	digest := "sha256-" + hex.EncodeToString(h.Sum(nil))
+	if _, err := os.Stat(s.artifact(digest)); err == nil {
+		return digest, cw.n, files, roots, nil // the same state is stored already
+	}
+	if err := os.Rename(f.Name(), s.artifact(digest)); err != nil {
+		return "", 0, 0, nil, err
+	}
+	return digest, cw.n, files, roots, nil
+}
+
+// cleanHeader keeps what a snapshot may hold: regular files, directories
+// and symlinks, under relative names that stay in the tree, without
+// set-id bits, owned by no one in particular.
+func cleanHeader(h *tar.Header) (*tar.Header, bool, error) {
+	name := path.Clean(strings.TrimSuffix(h.Name, "/"))
+	if path.IsAbs(h.Name) || name == ".." || strings.HasPrefix(name, "../") || name == "." {
+		return nil, false, fmt.Errorf("%w: entry %q leaves the tree", errBadArchive, h.Name)
+	}
+	switch h.Typeflag {
+	case tar.TypeReg, tar.TypeDir, tar.TypeSymlink:
+	case tar.TypeLink:
+		t := path.Clean(h.Linkname)
+		if path.IsAbs(h.Linkname) || t == ".." || strings.HasPrefix(t, "../") {
+			return nil, false, fmt.Errorf("%w: hard link %q leaves the tree", errBadArchive, h.Name)
+		}
+	default:
+		return nil, false, nil // devices, fifos, sockets: not state a sandbox may carry
+	}
+	out := &tar.Header{Typeflag: h.Typeflag, Name: h.Name, Linkname: h.Linkname, Size: h.Size, Mode: h.Mode &^ 0o7000,
+		ModTime: h.ModTime, Format: tar.FormatPAX}
+	if h.Typeflag == tar.TypeDir && !strings.HasSuffix(out.Name, "/") {
+		out.Name += "/"
+	}
+	return out, true, nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+type limitedWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitedWriter) Write(b []byte) (int, error) {
+	if l.n > 0 {
+		k := min(len(b), l.n)
+		l.w.Write(b[:k])
+		l.n -= k
+	}
+	return len(b), nil
+}
+
+// restore unpacks a stored snapshot into sb.
+func (s *Server) restore(ctx context.Context, sb *sandbox.Sandbox, digest string) error {
+	f, err := os.Open(s.artifact(digest))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	res, err := sb.Client().Exec(ctx, "/bin/sh", agentclient.ExecOptions{Args: []string{"-c", restoreScript}, StdinStream: gz,
+		Timeout: snapshotTimeout, Stderr: &limitedWriter{w: &stderr, n: 4096}})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("unpacking the snapshot: tar exited %d: %s", res.ExitCode, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// handleSnapshot is POST /v1/sandboxes/{id}/snapshot.
+func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
+	e, ok := s.usable(w, r)
+	if !ok {
+		return
+	}
+	var req api.SnapshotRequest
+	if r.ContentLength != 0 && !readJSON(w, r, s.cfg.Limits.MaxBodyBytes, &req) {
+		return
+	}
+	if req.TTLSeconds < 0 || req.TTLSeconds > maxDurationSeconds {
+		writeError(w, http.StatusBadRequest, api.CodeInvalid, fmt.Sprintf("ttlSeconds %d: want 0 (none) to %d", req.TTLSeconds, int64(maxDurationSeconds)))
+		return
+	}
+	done, ok := s.stream(w, r, e)
+	if !ok {
+		return
+	}
+	defer done()
+	sn, err := s.takeSnapshot(r.Context(), e, req.TTLSeconds)
+	if err != nil {
+		writeError(w, http.StatusUnprocessableEntity, api.CodeSnapshotFailed, "the snapshot could not be taken: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusCreated, sn)
+}
+
+func (s *Server) takeSnapshot(ctx context.Context, e *entry, ttlSeconds int64) (api.Snapshot, error) {
+	rec := s.recordOf(e)
+	digest, size, files, roots, err := s.capture(ctx, e)
+	if err != nil {
+		return api.Snapshot{}, err
+	}
+	sn := api.Snapshot{ID: newSnapshotID(), Tenant: rec.Tenant, Source: rec.ID, Spec: rec.Spec, Paths: rootsAbs(roots),
+		Digest: digest, Size: size, Files: files, CreatedAt: time.Now().UTC()}
+	if ttlSeconds > 0 {
+		exp := sn.CreatedAt.Add(time.Duration(ttlSeconds) * time.Second)
+		sn.ExpiresAt = &exp
+	}
+	if err := s.store.putSnapshot(sn); err != nil {
+		return api.Snapshot{}, err
+	}
+	s.emit(api.EventSnapshot, rec, map[string]any{"snapshot": sn.ID, "digest": digest, "size": size})
+	return sn, nil
+}
+
+func rootsAbs(roots []string) []string {
+	out := make([]string, len(roots))
+	for i, r := range roots {
+		out[i] = "/" + r
+	}
+	return out
+}
+
+// snapshotFor finds the caller's snapshot id.
+func (s *Server) snapshotFor(c *caller, id string) (api.Snapshot, error) {
+	all, err := s.store.snapshots()
+	if err != nil {
+		return api.Snapshot{}, err
+	}
+	for _, sn := range all {
+		if sn.ID == id && (sn.Tenant == c.tenant || c.admin && c.tenant == LocalTenant) && !expired(sn, time.Now()) {
+			return sn, nil
+		}
+	}
+	return api.Snapshot{}, fmt.Errorf("%w: no snapshot %s", errNoSnapshot, id)
+}
+
+var errNoSnapshot = errors.New("no such snapshot")
+
+func expired(sn api.Snapshot, now time.Time) bool { return sn.ExpiresAt != nil && now.After(*sn.ExpiresAt) }
+
+func (s *Server) handleListSnapshots(w http.ResponseWriter, r *http.Request) {
+	c := callerOf(r)
+	all, err := s.store.snapshots()
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := api.SnapshotList{Snapshots: []api.Snapshot{}}
+	now := time.Now()
+	for _, sn := range all {
+		if sn.Tenant == c.tenant && !expired(sn, now) {
+			out.Snapshots = append(out.Snapshots, sn)
+		}
+	}
+	slices.SortFunc(out.Snapshots, func(a, b api.Snapshot) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleGetSnapshot(w http.ResponseWriter, r *http.Request) {
+	sn, err := s.snapshotFor(callerOf(r), r.PathValue("sid"))
+	if err != nil {
+		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, sn)
+}
+
+func (s *Server) handleDeleteSnapshot(w http.ResponseWriter, r *http.Request) {
+	sn, err := s.snapshotFor(callerOf(r), r.PathValue("sid"))
+	if err != nil {
+		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
+		return
+	}
+	if err := s.dropSnapshot(sn); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// dropSnapshot removes a snapshot, and its artifact when no other
+// snapshot shares it.
+func (s *Server) dropSnapshot(sn api.Snapshot) error {
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	if err := s.store.deleteSnapshot(sn.ID); err != nil {
+		return err
+	}
+	all, err := s.store.snapshots()
+	if err != nil {
+		return err
+	}
+	for _, o := range all {
+		if o.Digest == sn.Digest {
+			return nil
+		}
+	}
+	if err := os.Remove(s.artifact(sn.Digest)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// reapSnapshots drops the snapshots past their TTL.
+func (s *Server) reapSnapshots(now time.Time) {
+	all, err := s.store.snapshots()
+	if err != nil {
+		return
+	}
+	for _, sn := range all {
+		if expired(sn, now) {
+			if err := s.dropSnapshot(sn); err != nil {
+				s.log.Warn("an expired snapshot could not be removed; will retry", "snapshot", sn.ID, "err", err)
+			}
+		}
+	}
+}
+
+// handleExportSnapshot streams a snapshot as a tar: snapshot.json, then
+// the artifact (data.tar.gz), for POST /v1/snapshots/import elsewhere.
+func (s *Server) handleExportSnapshot(w http.ResponseWriter, r *http.Request) {
+	sn, err := s.snapshotFor(callerOf(r), r.PathValue("sid"))
+	if err != nil {
+		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
+		return
+	}
+	f, err := os.Open(s.artifact(sn.Digest))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	meta, _ := json.Marshal(sn)
+	w.Header().Set("Content-Type", "application/x-tar")
+	tw := tar.NewWriter(w)
+	_ = tw.WriteHeader(&tar.Header{Name: "snapshot.json", Mode: 0o644, Size: int64(len(meta)), ModTime: sn.CreatedAt})
+	_, _ = tw.Write(meta)
+	_ = tw.WriteHeader(&tar.Header{Name: "data.tar.gz", Mode: 0o644, Size: st.Size(), ModTime: sn.CreatedAt})
+	if _, err := io.Copy(tw, f); err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	_ = tw.Close()
+}
+
+// handleImportSnapshot is POST /v1/snapshots/import: an exported snapshot
+// becomes the caller's, under a new id; its data is checked as a capture
+// is.
+func (s *Server) handleImportSnapshot(w http.ResponseWriter, r *http.Request) {
+	c := callerOf(r)
+	tr := tar.NewReader(r.Body)
+	var meta api.Snapshot
+	seenMeta := false
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			writeError(w, http.StatusBadRequest, api.CodeInvalid, "the body is not an exported snapshot (want snapshot.json, then data.tar.gz)")
+			return
+		}
+		if err != nil {
+			writeError(w, http.StatusBadRequest, api.CodeInvalid, "the body is not a tar: "+err.Error())
+			return
+		}
+		switch h.Name {
+		case "snapshot.json":
+			if h.Size > 1<<20 || json.NewDecoder(io.LimitReader(tr, 1<<20)).Decode(&meta) != nil {
+				writeError(w, http.StatusBadRequest, api.CodeInvalid, "snapshot.json is not a snapshot's description")
+				return
+			}
+			seenMeta = true
+			continue
+		case "data.tar.gz":
+		default:
+			continue
+		}
+		if !seenMeta {
+			writeError(w, http.StatusBadRequest, api.CodeInvalid, "snapshot.json must come before data.tar.gz")
+			return
+		}
+		gz, err := gzip.NewReader(tr)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, api.CodeInvalid, "data.tar.gz is not gzip: "+err.Error())
+			return
+		}
+		digest, size, files, roots, err := s.store_(gz, cleanHeader)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, api.CodeInvalid, "data.tar.gz: "+err.Error())
+			return
+		}
+		spec := meta.Spec
+		if _, err := s.toSpec(spec); err != nil {
+			spec = api.Spec{} // a spec this daemon cannot honour gives way to its defaults
+		}
+		sn := api.Snapshot{ID: newSnapshotID(), Tenant: c.tenant, Source: meta.Source, Spec: spec, Paths: rootsAbs(roots),
+			Digest: digest, Size: size, Files: files, CreatedAt: time.Now().UTC(), ExpiresAt: meta.ExpiresAt}
+		if err := s.store.putSnapshot(sn); err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, sn)
+		return
+	}
+}
+
+// handleFork is POST /v1/sandboxes/{id}/fork: count new sandboxes, each
+// with the source's spec and its writable state as it is now (taken once,
+// with its processes stopped for the capture), each with an identity of
+// its own (id, agent token, boot id, hostname).
+func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
+	e, ok := s.usable(w, r)
+	if !ok {
+		return
+	}
+	var req api.ForkRequest
+	if !readJSON(w, r, s.cfg.Limits.MaxBodyBytes, &req) {
+		return
+	}
+	if req.Count < 1 || req.Count > api.MaxForks {
+		writeError(w, http.StatusBadRequest, api.CodeInvalid, fmt.Sprintf("count %d: want 1 to %d", req.Count, api.MaxForks))
+		return
+	}
+	done, ok := s.stream(w, r, e)
+	if !ok {
+		return
+	}
+	defer done()
+	sn, err := s.takeSnapshot(r.Context(), e, 3600)
+	if err != nil {
+		writeError(w, http.StatusUnprocessableEntity, api.CodeSnapshotFailed, "the source's state could not be taken: "+err.Error())
+		return
+	}
+	defer s.dropSnapshot(sn)
+	// Each fork is an ordinary create from that snapshot, as the caller:
+	// its quotas and pools apply.
+	key, _ := bearerSecret(r.Header.Get("Authorization"))
+	cl := client.NewTransport("http://cordon", key, inproc{s.Handler()})
+	out := api.ForkResult{Sandboxes: []api.Sandbox{}}
+	for range req.Count {
+		sb, err := cl.Create(r.Context(), api.CreateRequest{FromSnapshot: sn.ID, TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds, Labels: req.Labels})
+		if err != nil {
+			// The forks made so far go: a fork is all or nothing.
+			for _, f := range out.Sandboxes {
+				_ = cl.Delete(context.WithoutCancel(r.Context()), f.ID)
+			}
+			var ae *api.Error
+			if errors.As(err, &ae) {
+				writeError(w, ae.Status, ae.Code, "fork: "+ae.Message)
+				return
+			}
+			writeErr(w, err)
+			return
+		}
+		out.Sandboxes = append(out.Sandboxes, *sb)
+	}
+	writeJSON(w, http.StatusCreated, out)
+}

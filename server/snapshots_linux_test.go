@@ -1,0 +1,264 @@
+package server_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/server/api"
+)
+
+// manifest lists a tree in a sandbox: every entry's path, type, mode, and
+// for files their size and digest, sorted; the home directory's too.
+const manifest = `cd && find . ~ -mindepth 1 \( -type f -printf '%p f %m %s ' -exec sh -c 'sha256sum < "$1" | cut -c1-16' sh {} \; \) -o \( ! -type f -printf '%p %y %m %l\n' \) | sort`
+
+
+// TestSnapshots: a sandbox's workspace and home are captured with their
+// bytes, modes and links while its processes are stopped (and go on
+// after), restored into new sandboxes, forked 8 ways that diverge, kept
+// per tenant, exported and imported, expired and collected.
+func TestSnapshots(t *testing.T) {
+	d := startDaemon(t)
+	c := d.local
+	ctx := t.Context()
+	// Sandboxes here go with the daemon (it restarts midway).
+	mk := func(req api.CreateRequest) *api.Sandbox {
+		t.Helper()
+		sb, err := c.Create(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb
+	}
+	src := mk(api.CreateRequest{})
+	sh(t, c, src.ID, `mkdir -p tree/empty tree/sub && printf 'hello\n' > tree/a.txt && chmod 640 tree/a.txt &&
+head -c 300000 /dev/urandom > tree/sub/blob && chmod 700 tree/sub && ln -s a.txt tree/link && ln tree/a.txt tree/hard &&
+printf 'x' > tree/exec && chmod 755 tree/exec && echo home > ~/.profile-note && touch -d 2001-01-01 tree/a.txt`)
+	// A program that runs through the capture: stopped for it, going on after.
+	ac := c.Agent(src.ID)
+	defer ac.Close()
+	if _, err := ac.StartSession(ctx, wire.SessionRequest{Command: "sh", Args: []string{"-c", "while :; do date +%s%N >> ticks; sleep 0.01; done"}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	before := sh(t, c, src.ID, manifest)
+	sn, err := c.Snapshot(ctx, src.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sn.Source != src.ID || sn.Files < 8 || !strings.HasPrefix(sn.Digest, "sha256-") || len(sn.Paths) != 2 {
+		t.Fatalf("snapshot: %+v", sn)
+	}
+	n1 := sh(t, c, src.ID, "wc -l < ticks")
+	time.Sleep(200 * time.Millisecond)
+	if n2 := sh(t, c, src.ID, "wc -l < ticks"); n2 == n1 {
+		t.Errorf("the source's program did not go on after the capture (%s ticks)", n1)
+	}
+	// The source changes; the snapshot does not.
+	sh(t, c, src.ID, "rm -r tree/sub && echo changed > tree/a.txt")
+	restored := mk(api.CreateRequest{FromSnapshot: sn.ID})
+	got := sh(t, c, restored.ID, manifest)
+	// ticks grew between the listing and the capture: compare the rest.
+	if strip(got) != strip(before) {
+		t.Errorf("restored tree differs:\n%s\nwant\n%s", got, before)
+	}
+	if out := sh(t, c, restored.ID, "ls tree/a.txt -l --time-style=+%Y | cut -d' ' -f6; pgrep -c -f 'date +%s' || true"); out != "2001\n0\n" {
+		t.Errorf("mtime or processes after restore: %q", out)
+	}
+
+	// Fork 8 ways: each its own sandbox and identity, each diverging.
+	forks, err := c.Fork(ctx, src.ID, api.ForkRequest{Count: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(forks) != 8 {
+		t.Fatalf("%d forks", len(forks))
+	}
+	ids := map[string]bool{src.ID: true}
+	boots := map[string]bool{}
+	for i, f := range forks {
+		if ids[f.ID] {
+			t.Fatalf("fork %d reuses id %s", i, f.ID)
+		}
+		ids[f.ID] = true
+		boots[sh(t, c, f.ID, "cat tree/a.txt; cat /proc/sys/kernel/random/boot_id 2>/dev/null || hostname")] = true
+		sh(t, c, f.ID, "echo "+f.ID+" > mine")
+	}
+	for _, f := range forks {
+		if got := sh(t, c, f.ID, "cat mine; ls tree"); got != f.ID+"\na.txt\nempty\nexec\nhard\nlink\n" {
+			t.Errorf("fork %s: %q", f.ID, got)
+		}
+	}
+	if sh(t, c, src.ID, "ls mine 2>/dev/null || echo none") != "none\n" {
+		t.Error("a fork's write reached its source")
+	}
+	// Forks made no snapshot of their own that outlives them.
+	if l, _ := c.Snapshots(ctx); len(l) != 1 {
+		t.Errorf("snapshots after forks: %+v", l)
+	}
+
+	// Per tenant: another tenant sees nothing of it.
+	other, _ := d.tenant(t, "other")
+	if _, err := other.GetSnapshot(ctx, sn.ID); !isAPIStatus(err, http.StatusNotFound) {
+		t.Errorf("another tenant's get: %v", err)
+	}
+	if _, err := other.Create(ctx, api.CreateRequest{FromSnapshot: sn.ID}); !isAPIStatus(err, http.StatusNotFound) {
+		t.Errorf("another tenant's restore: %v", err)
+	}
+	if err := other.DeleteSnapshot(ctx, sn.ID); !isAPIStatus(err, http.StatusNotFound) {
+		t.Errorf("another tenant's delete: %v", err)
+	}
+
+	// Export, import on another daemon, restore there.
+	var exp bytes.Buffer
+	if err := c.ExportSnapshot(ctx, sn.ID, &exp); err != nil {
+		t.Fatal(err)
+	}
+	d2 := startDaemon(t)
+	imp, err := d2.local.ImportSnapshot(ctx, bytes.NewReader(exp.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if imp.ID == sn.ID || imp.Digest != sn.Digest {
+		t.Errorf("imported: %+v, exported %+v", imp, sn)
+	}
+	there := create(t, d2.local, api.CreateRequest{FromSnapshot: imp.ID})
+	if got := sh(t, d2.local, there.ID, manifest); strip(got) != strip(before) {
+		t.Errorf("tree restored on another daemon differs:\n%s", got)
+	}
+
+	// Equal states share an artifact, which goes with the last of them;
+	// a restart keeps them.
+	twin1, err := c.Snapshot(ctx, restored.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin2, err := c.Snapshot(ctx, restored.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if twin1.Digest != twin2.Digest || twin1.ID == twin2.ID {
+		t.Fatalf("two snapshots of one unchanged state: %s %s", twin1.Digest, twin2.Digest)
+	}
+	art := filepath.Join(d.stateDir, "snapshots", twin1.Digest+".tar.gz")
+	d.stop(t, false)
+	d.start(t)
+	c = d.local
+	if _, err := c.GetSnapshot(ctx, sn.ID); err != nil {
+		t.Fatalf("after a restart: %v", err)
+	}
+	if err := c.DeleteSnapshot(ctx, twin1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(art); err != nil {
+		t.Errorf("artifact of a remaining snapshot: %v", err)
+	}
+	if err := c.DeleteSnapshot(ctx, twin2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(art); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("artifact after the last snapshot went: %v", err)
+	}
+
+	// A TTL ends one, artifact and all.
+	short, err := c.Snapshot(ctx, src.ID, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(d.stateDir, "snapshots", short.Digest+".tar.gz")); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("an expired snapshot's artifact stayed")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := c.GetSnapshot(ctx, short.ID); !isAPIStatus(err, http.StatusNotFound) {
+		t.Errorf("an expired snapshot: %v", err)
+	}
+}
+
+// strip drops the ticks file's line (it grows while the tree is listed).
+func strip(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(l, "./ticks") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func isAPIStatus(err error, status int) bool {
+	var ae *api.Error
+	return errors.As(err, &ae) && ae.Status == status
+}
+
+// TestSnapshotImportAttacks: an imported snapshot is held to what a
+// capture may carry: set-id bits cleared, devices and fifos left out,
+// names and links that leave the tree refused.
+func TestSnapshotImportAttacks(t *testing.T) {
+	d := startDaemon(t)
+	c := d.local
+	ctx := t.Context()
+	export := func(entries ...*tar.Header) []byte {
+		var data bytes.Buffer
+		gz := gzip.NewWriter(&data)
+		tw := tar.NewWriter(gz)
+		for _, h := range entries {
+			tw.WriteHeader(h)
+			if h.Typeflag == tar.TypeReg {
+				tw.Write(make([]byte, h.Size))
+			}
+		}
+		tw.Close()
+		gz.Close()
+		var out bytes.Buffer
+		ow := tar.NewWriter(&out)
+		meta, _ := json.Marshal(api.Snapshot{ID: "snap_x", Source: "sbx_x"})
+		ow.WriteHeader(&tar.Header{Name: "snapshot.json", Mode: 0o644, Size: int64(len(meta))})
+		ow.Write(meta)
+		ow.WriteHeader(&tar.Header{Name: "data.tar.gz", Mode: 0o644, Size: int64(data.Len())})
+		ow.Write(data.Bytes())
+		ow.Close()
+		return out.Bytes()
+	}
+	ws := func(name string) string { return "workspace/" + name }
+	sn, err := c.ImportSnapshot(ctx, bytes.NewReader(export(
+		&tar.Header{Typeflag: tar.TypeDir, Name: "workspace/", Mode: 0o755},
+		&tar.Header{Typeflag: tar.TypeReg, Name: ws("suid"), Mode: 0o4755, Size: 4},
+		&tar.Header{Typeflag: tar.TypeReg, Name: ws("sgid"), Mode: 0o2755, Size: 4},
+		&tar.Header{Typeflag: tar.TypeChar, Name: ws("null"), Mode: 0o666, Devmajor: 1, Devminor: 3},
+		&tar.Header{Typeflag: tar.TypeFifo, Name: ws("fifo"), Mode: 0o666},
+	)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := create(t, c, api.CreateRequest{FromSnapshot: sn.ID})
+	if got := sh(t, c, sb.ID, "stat -c '%n %a' suid sgid; ls null fifo 2>&1 | wc -l"); got != "suid 755\nsgid 755\n2\n" {
+		t.Errorf("restored: %q", got)
+	}
+	for _, bad := range []*tar.Header{
+		{Typeflag: tar.TypeReg, Name: "/etc/passwd", Mode: 0o644},
+		{Typeflag: tar.TypeReg, Name: "workspace/../../etc/x", Mode: 0o644},
+		{Typeflag: tar.TypeLink, Name: ws("h"), Linkname: "/etc/shadow"},
+	} {
+		if _, err := c.ImportSnapshot(ctx, bytes.NewReader(export(bad))); !isAPIStatus(err, http.StatusBadRequest) {
+			t.Errorf("%s: %v", bad.Name, err)
+		}
+	}
+	if _, err := c.ImportSnapshot(ctx, strings.NewReader("not a tar")); !isAPIStatus(err, http.StatusBadRequest) {
+		t.Errorf("garbage: %v", err)
+	}
+}
