@@ -312,7 +312,9 @@ func (s *Server) snapshotFor(c *caller, id string) (api.Snapshot, error) {
 
 var errNoSnapshot = errors.New("no such snapshot")
 
-func expired(sn api.Snapshot, now time.Time) bool { return sn.ExpiresAt != nil && now.After(*sn.ExpiresAt) }
+func expired(sn api.Snapshot, now time.Time) bool {
+	return sn.ExpiresAt != nil && now.After(*sn.ExpiresAt)
+}
 
 func (s *Server) handleListSnapshots(w http.ResponseWriter, r *http.Request) {
 	c := callerOf(r)

@@ -21,7 +21,6 @@ import (
 // for files their size and digest, sorted; the home directory's too.
 const manifest = `cd && find . ~ -mindepth 1 \( -type f -printf '%p f %m %s ' -exec sh -c 'sha256sum < "$1" | cut -c1-16' sh {} \; \) -o \( ! -type f -printf '%p %y %m %l\n' \) | sort`
 
-
 // TestSnapshots: a sandbox's workspace and home are captured with their
 // bytes, modes and links while its processes are stopped (and go on
 // after), restored into new sandboxes, forked 8 ways that diverge, kept
