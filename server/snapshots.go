@@ -94,16 +94,16 @@ func (s *Server) capture(ctx context.Context, e *entry) (string, int64, int, []s
 			pw.Close()
 		}
 	}()
-	digest, size, files, roots, err := s.store_(pr, func(h *tar.Header) (*tar.Header, bool, error) {
+	digest, size, files, roots, err := s.storeArchive(pr, func(h *tar.Header) (*tar.Header, bool, error) {
 		return cleanHeader(h)
 	})
 	pr.CloseWithError(errors.New("capture over"))
 	return digest, size, files, roots, err
 }
 
-// store_ writes the tar read from r, each header passed through filter,
+// storeArchive writes the tar read from r, each header passed through filter,
 // compressed into the store under its digest.
-func (s *Server) store_(r io.Reader, filter func(*tar.Header) (*tar.Header, bool, error)) (string, int64, int, []string, error) {
+func (s *Server) storeArchive(r io.Reader, filter func(*tar.Header) (*tar.Header, bool, error)) (string, int64, int, []string, error) {
 	if err := os.MkdirAll(s.snapshotDir(), 0o700); err != nil {
 		return "", 0, 0, nil, err
 	}
@@ -464,7 +464,7 @@ func (s *Server) handleImportSnapshot(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, api.CodeInvalid, "data.tar.gz is not gzip: "+err.Error())
 			return
 		}
-		digest, size, files, roots, err := s.store_(gz, cleanHeader)
+		digest, size, files, roots, err := s.storeArchive(gz, cleanHeader)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, api.CodeInvalid, "data.tar.gz: "+err.Error())
 			return

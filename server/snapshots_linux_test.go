@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/backend/oci"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/server/api"
 )
 
@@ -259,5 +261,59 @@ func TestSnapshotImportAttacks(t *testing.T) {
 	}
 	if _, err := c.ImportSnapshot(ctx, strings.NewReader("not a tar")); !isAPIStatus(err, http.StatusBadRequest) {
 		t.Errorf("garbage: %v", err)
+	}
+}
+
+// TestSnapshotsOtherTiers: the container and gVisor tiers snapshot,
+// restore and fork as the process tier does.
+func TestSnapshotsOtherTiers(t *testing.T) {
+	for _, tc := range []struct{ tier, runtime string }{{oci.Name, "crun"}, {oci.GVisor, oci.CurrentRunsc}} {
+		t.Run(tc.tier, func(t *testing.T) {
+			testutil.Requires(t, tc.runtime)
+			d := startDaemon(t)
+			dir := filepath.Join(d.processDir, "oci-"+tc.tier)
+			if err := os.MkdirAll(dir, 0o711); err != nil {
+				t.Fatal(err)
+			}
+			b := oci.New(oci.Config{Tier: tc.tier, Runtime: tc.runtime, AgentPath: testutil.BuildAgent(t), StateDir: dir, Detached: true})
+			if err := b.Probe(t.Context()); err != nil {
+				testutil.Missing(t, "%s tier unavailable: %v", tc.tier, err)
+			}
+			d.container = b
+			d.stop(t, true)
+			d.start(t)
+			c := d.local
+			ctx := t.Context()
+			src, err := c.Create(ctx, api.CreateRequest{Spec: api.Spec{Tier: tc.tier}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sh(t, c, src.ID, "mkdir -p t/d && printf 'one\\n' > t/a && chmod 600 t/a && ln -s a t/l && head -c 100000 /dev/urandom > t/d/b")
+			before := sh(t, c, src.ID, manifest)
+			sn, err := c.Snapshot(ctx, src.ID, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sh(t, c, src.ID, "rm -r t")
+			r, err := c.Create(ctx, api.CreateRequest{FromSnapshot: sn.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Spec.Tier != tc.tier {
+				t.Errorf("restored on tier %s", r.Spec.Tier)
+			}
+			if got := sh(t, c, r.ID, manifest); got != before {
+				t.Errorf("restored:\n%s\nwant\n%s", got, before)
+			}
+			forks, err := c.Fork(ctx, r.ID, api.ForkRequest{Count: 2})
+			if err != nil || len(forks) != 2 {
+				t.Fatalf("fork: %v %v", forks, err)
+			}
+			for _, f := range forks {
+				if got := sh(t, c, f.ID, manifest); got != before {
+					t.Errorf("fork %s:\n%s", f.ID, got)
+				}
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,15 +16,26 @@ import (
 // snapshotCmd captures a sandbox's writable state, or with a subcommand
 // removes, exports or imports snapshots.
 func snapshotCmd(args []string) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "rm":
-			return snapshotRm(args[1:])
-		case "export":
-			return snapshotExport(args[1:])
-		case "import":
-			return snapshotImport(args[1:])
+	// The subcommand is the first word that is not a flag (or a flag's
+	// value), wherever the flags stand.
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") {
+			if n := strings.TrimLeft(a, "-"); (n == "host" || n == "ttl") && i+1 < len(args) {
+				i++
+			}
+			continue
 		}
+		rest := append(append([]string{}, args[:i]...), args[i+1:]...)
+		switch a {
+		case "rm":
+			return snapshotRm(rest)
+		case "export":
+			return snapshotExport(rest)
+		case "import":
+			return snapshotImport(rest)
+		}
+		break
 	}
 	fs := newFlagSet("snapshot", `usage: cordon snapshot [flags] ID
        cordon snapshot rm SNAPSHOT...
