@@ -49,9 +49,10 @@ tar -C / -cf - --numeric-owner "$@"
 // its own trap ran (a cancelled or timed-out capture).
 const thawScript = `kill -CONT -1 2>/dev/null; true`
 
-// restoreScript unpacks a snapshot's tar from stdin at /, as the sandbox
-// user (modes kept, owners the user's).
-const restoreScript = `tar -C / -xpf - --no-same-owner`
+// restoreScript unpacks a snapshot's artifact, uploaded to $1, at /, as
+// the sandbox user (modes kept, owners the user's), and removes it.
+const restoreScript = `trap 'rm -f "$1"' EXIT
+tar -C / -xzpf "$1" --no-same-owner`
 
 // snapshotTimeout bounds a capture or a restore.
 const snapshotTimeout = 30 * time.Minute
@@ -219,19 +220,27 @@ func (l *limitedWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// restore unpacks a stored snapshot into sb.
+// restore unpacks a stored snapshot into sb: its artifact is uploaded
+// whole (compressed) and unpacked inside.
 func (s *Server) restore(ctx context.Context, sb *sandbox.Sandbox, digest string) error {
 	f, err := os.Open(s.artifact(digest))
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	gz, err := gzip.NewReader(f)
+	st, err := f.Stat()
 	if err != nil {
 		return err
 	}
+	ac := sb.Client()
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	tmp := ".cordon-restore-" + hex.EncodeToString(b[:]) + ".tar.gz"
+	if err := ac.Upload(ctx, tmp, f, st.Size()); err != nil {
+		return fmt.Errorf("uploading the snapshot: %w", err)
+	}
 	var stderr bytes.Buffer
-	res, err := sb.Client().Exec(ctx, "/bin/sh", agentclient.ExecOptions{Args: []string{"-c", restoreScript}, StdinStream: gz,
+	res, err := ac.Exec(ctx, "/bin/sh", agentclient.ExecOptions{Args: []string{"-c", restoreScript, "sh", tmp},
 		Timeout: snapshotTimeout, Stderr: &limitedWriter{w: &stderr, n: 4096}})
 	if err != nil {
 		return err

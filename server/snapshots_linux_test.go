@@ -16,7 +16,9 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/backend/oci"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/cordon-sandbox/cordon/server"
 	"github.com/cordon-sandbox/cordon/server/api"
+	sclient "github.com/cordon-sandbox/cordon/server/client"
 )
 
 // manifest lists a tree in a sandbox: every entry's path, type, mode, and
@@ -315,5 +317,82 @@ func TestSnapshotsOtherTiers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkSnapshots: snapshot and restore of a workspace of 10,000 small
+// files and of one 1 GiB file, and a fork of the 1 GiB workspace 8 ways,
+// on the process tier; beside them, in the same run, tar of the same tree
+// and cp --reflink=auto of it inside the sandbox.
+func BenchmarkSnapshots(b *testing.B) {
+	d := startDaemon(b, func(c *server.Config) { c.Limits.MaxSandboxesPerTenant = 200 })
+	c := d.local
+	ctx := b.Context()
+	for _, w := range []struct{ name, make string }{
+		{"10k-files", `mkdir -p t && cd t && i=0; while [ $i -lt 100 ]; do mkdir d$i; j=0; while [ $j -lt 100 ]; do echo $i-$j > d$i/f$j; j=$((j+1)); done; i=$((i+1)); done`},
+		{"1GiB-file", `mkdir -p t && head -c 1073741824 /dev/urandom > t/big`},
+	} {
+		src, err := c.Create(ctx, api.CreateRequest{Spec: api.Spec{Limits: api.Limits{DiskBytes: 4 << 30}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		shb(b, c, src.ID, w.make)
+		var sn *api.Snapshot
+		b.Run(w.name+"/snapshot", func(b *testing.B) {
+			for range b.N {
+				if sn, err = c.Snapshot(ctx, src.ID, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(sn.Size)/(1<<20), "MiB-stored")
+		})
+		b.Run(w.name+"/restore", func(b *testing.B) {
+			for range b.N {
+				r, err := c.Create(ctx, api.CreateRequest{FromSnapshot: sn.ID, Spec: api.Spec{Limits: api.Limits{DiskBytes: 4 << 30}}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				c.Delete(ctx, r.ID)
+				b.StartTimer()
+			}
+		})
+		b.Run(w.name+"/tar-in-sandbox", func(b *testing.B) {
+			for range b.N {
+				shb(b, c, src.ID, "tar -cf - t | tar -C /tmp -xf - && rm -rf /tmp/t")
+			}
+		})
+		b.Run(w.name+"/cp-reflink-in-sandbox", func(b *testing.B) {
+			for range b.N {
+				shb(b, c, src.ID, "cp -a --reflink=auto t t2 && rm -rf t2")
+			}
+		})
+		if w.name == "1GiB-file" {
+			b.Run(w.name+"/fork-8", func(b *testing.B) {
+				for range b.N {
+					t0 := time.Now()
+					forks, err := c.Fork(ctx, src.ID, api.ForkRequest{Count: 8, Labels: map[string]string{"bench": "fork"}})
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(float64(time.Since(t0).Milliseconds())/8, "ms/fork")
+					b.StopTimer()
+					for _, f := range forks {
+						c.Delete(ctx, f.ID)
+					}
+					b.StartTimer()
+				}
+			})
+		}
+		c.Delete(ctx, src.ID)
+	}
+}
+
+func shb(b *testing.B, c *sclient.Client, id, script string) {
+	b.Helper()
+	var stderr bytes.Buffer
+	res, err := c.Exec(b.Context(), id, "sh", sclient.ExecOptions{Args: []string{"-c", script}, Stderr: &stderr, Timeout: 20 * time.Minute})
+	if err != nil || res.ExitCode != 0 {
+		b.Fatalf("%s: %v %+v %s", script, err, res, stderr.String())
 	}
 }
