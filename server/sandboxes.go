@@ -17,6 +17,7 @@ import (
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/image"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/seeds"
 	"github.com/cordon-sandbox/cordon/server/api"
 )
 
@@ -194,6 +195,25 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var from *api.Snapshot
+	var tmpl *api.Template
+	if req.Template != "" {
+		t, err := s.templateFor(c.tenant, req.Template)
+		if err != nil {
+			writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
+			return
+		}
+		tmpl = t
+		if isZeroSpec(req.Spec) && req.Pool == "" {
+			req.Spec = t.Spec
+		}
+		if t.Snapshot != "" {
+			if req.FromSnapshot != "" {
+				writeError(w, http.StatusBadRequest, api.CodeInvalid, "template "+t.Name+" has a snapshot of its own: give fromSnapshot or template, not both")
+				return
+			}
+			req.FromSnapshot = t.Snapshot
+		}
+	}
 	if req.FromSnapshot != "" {
 		sn, err := s.snapshotFor(c, req.FromSnapshot)
 		if err != nil {
@@ -201,7 +221,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		from = &sn
-		if isZeroSpec(req.Spec) && req.Pool == "" {
+		if isZeroSpec(req.Spec) && req.Pool == "" && tmpl == nil {
 			req.Spec = sn.Spec
 		}
 	}
@@ -301,6 +321,24 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusUnprocessableEntity, api.CodeSnapshotFailed, "snapshot "+from.ID+" could not be restored: "+err.Error())
 			return
 		}
+	}
+	if tmpl != nil {
+		if err := s.applyTemplate(r.Context(), sb, tmpl); err != nil {
+			_ = sb.Destroy(context.WithoutCancel(r.Context()))
+			var drift *seeds.DriftError
+			if errors.As(err, &drift) || errors.Is(err, seeds.ErrInvalid) {
+				writeError(w, http.StatusConflict, api.CodeTemplateFailed, "template "+tmpl.Name+": "+err.Error())
+				return
+			}
+			writeError(w, http.StatusUnprocessableEntity, api.CodeTemplateFailed, "template "+tmpl.Name+": "+err.Error())
+			return
+		}
+	}
+	if tmpl != nil {
+		if rec.Labels == nil {
+			rec.Labels = map[string]string{}
+		}
+		rec.Labels["cordon.template"] = tmpl.Name
 	}
 	e, err := s.admit(r.Context(), sb, rec, req.Spec)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	agentclient "github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/seeds"
 	"github.com/cordon-sandbox/cordon/server/api"
 )
@@ -32,21 +33,7 @@ func (s *Server) handleSeed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
-	sh := func(ctx context.Context, script string, args ...string) (string, string, int, error) {
-		var stdout, stderr bytes.Buffer
-		res, err := e.sb.Client().Exec(ctx, "/bin/sh", agentclient.ExecOptions{Args: append([]string{"-c", script, "sh"}, args...),
-			Timeout: seedTimeout, MaxOutputBytes: 1 << 20, Stdout: &stdout, Stderr: &stderr})
-		if err != nil {
-			return "", "", 0, err
-		}
-		code := res.ExitCode
-		if res.TimedOut {
-			code = -1
-			stderr.WriteString("\ntimed out")
-		}
-		return stdout.String(), stderr.String(), code, nil
-	}
-	out, err := seeds.Ensure(r.Context(), sh, req.Seed, req.Root)
+	out, err := seeds.Ensure(r.Context(), seedShell(e.sb), req.Seed, req.Root)
 	var drift *seeds.DriftError
 	switch {
 	case errors.As(err, &drift):
@@ -61,4 +48,22 @@ func (s *Server) handleSeed(w http.ResponseWriter, r *http.Request) {
 	}
 	s.emit(api.EventSeeded, s.recordOf(e), map[string]any{"seed": req.Name, "repositories": out})
 	writeJSON(w, http.StatusOK, api.SeedResult{Repositories: out})
+}
+
+// seedShell runs a seed's scripts in sb through its agent.
+func seedShell(sb *sandbox.Sandbox) seeds.Shell {
+	return func(ctx context.Context, script string, args ...string) (string, string, int, error) {
+		var stdout, stderr bytes.Buffer
+		res, err := sb.Client().Exec(ctx, "/bin/sh", agentclient.ExecOptions{Args: append([]string{"-c", script, "sh"}, args...),
+			Timeout: seedTimeout, MaxOutputBytes: 1 << 20, Stdout: &stdout, Stderr: &stderr})
+		if err != nil {
+			return "", "", 0, err
+		}
+		code := res.ExitCode
+		if res.TimedOut {
+			code = -1
+			stderr.WriteString("\ntimed out")
+		}
+		return stdout.String(), stderr.String(), code, nil
+	}
 }

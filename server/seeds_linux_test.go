@@ -210,3 +210,63 @@ func BenchmarkSeed(b *testing.B) {
 		testutil.ReportPercentiles(b, "", lat)
 	})
 }
+
+// TestTemplates: a template's snapshot, repositories and start program
+// are applied to each sandbox made from it; it keeps its own copy of the
+// snapshot, belongs to its tenant, and takes its snapshot with it when it
+// goes.
+func TestTemplates(t *testing.T) {
+	n, root, git := gitHost(t)
+	app := newRepo(t, root, "app", git, 1)
+	d := startDaemon(t)
+	d.stop(t, true)
+	d.netns = n.Path
+	d.start(t)
+	c := d.local
+	ctx := t.Context()
+	spec := api.Spec{Egress: &api.Egress{Mode: "static", Rules: []egress.Rule{{Host: "203.0.113.9", Ports: []int{80}}}}}
+	src := create(t, c, api.CreateRequest{Spec: spec})
+	sh(t, c, src.ID, "echo from-snapshot > state.txt")
+	sn, err := c.Snapshot(ctx, src.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := c.PutTemplate(ctx, "web", api.Template{FromSnapshot: sn.ID, Start: "echo started > started.txt; exec sleep 300",
+		Seed: &api.SeedRequest{Root: "repos", Seed: seeds.Seed{Name: "web", Repositories: []seeds.Repository{{URL: "http://203.0.113.9/app.git", Dir: "app"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tmpl.Snapshot == "" || tmpl.Snapshot == sn.ID || tmpl.Spec.Egress == nil {
+		t.Fatalf("template: %+v", tmpl)
+	}
+	// The snapshot it came from may go; the template kept its own.
+	if err := c.DeleteSnapshot(ctx, sn.ID); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		sb := create(t, c, api.CreateRequest{Template: "web"})
+		if sb.Labels["cordon.template"] != "web" {
+			t.Errorf("labels: %v", sb.Labels)
+		}
+		got := sh(t, c, sb.ID, "cat state.txt; git -C repos/app rev-parse HEAD; for i in $(seq 50); do [ -s started.txt ] && break; sleep 0.05; done; cat started.txt; pgrep -x sleep >/dev/null && echo running")
+		if got != "from-snapshot\n"+app[0]+"\nstarted\nrunning\n" {
+			t.Errorf("a sandbox from the template: %q", got)
+		}
+	}
+	other, _ := d.tenant(t, "other")
+	if _, err := other.Create(ctx, api.CreateRequest{Template: "web"}); !isAPIStatus(err, http.StatusNotFound) {
+		t.Errorf("another tenant's create: %v", err)
+	}
+	if _, err := c.PutTemplate(ctx, "bad", api.Template{Seed: &api.SeedRequest{Root: "r", Seed: seeds.Seed{Name: "s", Repositories: []seeds.Repository{{URL: "git@203.0.113.9:x.git", Dir: "x"}}}}}); !isAPIStatus(err, http.StatusBadRequest) {
+		t.Errorf("a template with an ssh seed: %v", err)
+	}
+	if err := c.DeleteTemplate(ctx, "web"); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := c.Snapshots(ctx); len(l) != 0 {
+		t.Errorf("snapshots after the template went: %+v", l)
+	}
+	if _, err := c.Create(ctx, api.CreateRequest{Template: "web"}); !isAPIStatus(err, http.StatusNotFound) {
+		t.Errorf("create from a deleted template: %v", err)
+	}
+}

@@ -27,6 +27,7 @@ var (
 	bucketKeys      = []byte("keys")      // hex sha256 of the secret → key (JSON)
 	bucketPools     = []byte("pools")     // name → pool (JSON)
 	bucketSnapshots = []byte("snapshots") // id → snapshot (JSON)
+	bucketTemplates = []byte("templates") // tenant/name → template (JSON)
 )
 
 // record is a sandbox's entry in the registry.
@@ -67,7 +68,7 @@ func openStore(dir string) (*store, error) {
 		return nil, err
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketIDs, bucketKeys, bucketPools, bucketSnapshots} {
+		for _, b := range [][]byte{bucketSandboxes, bucketIDs, bucketKeys, bucketPools, bucketSnapshots, bucketTemplates} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -378,6 +379,31 @@ func (s *store) snapshots() ([]api.Snapshot, error) {
 				return err
 			}
 			out = append(out, sn)
+			return nil
+		})
+	})
+	return out, err
+}
+
+func templateKey(tenant, name string) string { return tenant + "/" + name }
+
+func (s *store) putTemplate(t api.Template) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return put(tx, bucketTemplates, templateKey(t.Tenant, t.Name), t) })
+}
+
+func (s *store) deleteTemplate(tenant, name string) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketTemplates).Delete([]byte(templateKey(tenant, name))) })
+}
+
+func (s *store) templates() ([]api.Template, error) {
+	var out []api.Template
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketTemplates).ForEach(func(_, v []byte) error {
+			var t api.Template
+			if err := json.Unmarshal(v, &t); err != nil {
+				return err
+			}
+			out = append(out, t)
 			return nil
 		})
 	})

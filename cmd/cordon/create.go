@@ -15,6 +15,7 @@ func createCmd(args []string) int {
 	idle := fs.Duration("idle", 0, "destroy it after this long without activity inside (0: the daemon's default; -1s: never)")
 	pool := fs.String("pool", "", "claim from the warm pool `NAME`")
 	from := fs.String("from", "", "restore the snapshot `ID` into it (and take the snapshot's spec unless flags give one)")
+	tmpl := fs.String("template", "", "make it from the template `NAME` (cordon template save)")
 	output := fs.String("o", "", "output format: json (the sandbox, rather than its id)")
 	maxTimeout := fs.Duration("max-timeout", 0, "the longest timeout its commands may be given (0: 30m; at most the daemon's --max-exec-timeout)")
 	persistent := fs.Bool("persistent-workspace", false, "keep the workspace on storage of its own, so that the sandbox can be suspended (cordon suspend) and resumed on it (the kubernetes tier)")
@@ -34,7 +35,7 @@ func createCmd(args []string) int {
 		return 2
 	}
 	spec.MaxTimeout, spec.PersistentWorkspace = *maxTimeout, *persistent
-	req := api.CreateRequest{Spec: toAPISpec(spec), TTLSeconds: int64(ttl.Seconds()), Labels: labels, Pool: *pool, FromSnapshot: *from}
+	req := api.CreateRequest{Spec: toAPISpec(spec), TTLSeconds: int64(ttl.Seconds()), Labels: labels, Pool: *pool, FromSnapshot: *from, Template: *tmpl}
 	if *idle < 0 {
 		req.IdleTimeoutSeconds = -1
 	} else {

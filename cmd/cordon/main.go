@@ -39,6 +39,8 @@ var verbs = map[string]verb{
 	"snapshot":     {"capture a sandbox's writable state; rm, export, import snapshots", snapshotCmd},
 	"snapshots":    {"list your snapshots on the daemon", snapshotsCmd},
 	"fork":         {"make N sandboxes from a sandbox's current state", forkCmd},
+	"template":     {"save or remove a template (a spec with a snapshot, repositories, a start program)", templateCmd},
+	"templates":    {"list your templates on the daemon", templatesCmd},
 	"seed":         {"make git repositories present in a sandbox on the daemon", seedCmd},
 	"policy":       {"replace a sandbox's network policy on the daemon", policyCmd},
 	"key":          {"manage the daemon's API keys (admin)", keyCmd},
@@ -46,7 +48,7 @@ var verbs = map[string]verb{
 	"version":      {"print version information", versionCmd},
 }
 
-var verbOrder = []string{"run", "serve", "run-server", "mcp", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "pause", "resume", "suspend", "snapshot", "snapshots", "fork", "seed", "policy", "events", "image", "key", "pool", "version"}
+var verbOrder = []string{"run", "serve", "run-server", "mcp", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "pause", "resume", "suspend", "snapshot", "snapshots", "fork", "template", "templates", "seed", "policy", "events", "image", "key", "pool", "version"}
 
 func main() {
 	if len(os.Args) < 2 {

@@ -47,19 +47,10 @@ Prints each repository's dir, state (cloned or present) and commit.`)
 		}
 	}
 	for _, a := range rest[1:] {
-		dir, u, ok := strings.Cut(a, "=")
+		r, ok := repoArg(a)
 		if !ok {
 			fmt.Fprintf(os.Stderr, "cordon seed: %q: want DIR=URL[#REF]\n", a)
 			return 2
-		}
-		r := seeds.Repository{Dir: dir, URL: u}
-		if i := strings.LastIndexByte(u, '#'); i >= 0 {
-			r.URL = u[:i]
-			if ref := u[i+1:]; isHexCommit(ref) {
-				r.Commit = ref
-			} else {
-				r.Branch = ref
-			}
 		}
 		seed.Repositories = append(seed.Repositories, r)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -16,26 +17,13 @@ import (
 // snapshotCmd captures a sandbox's writable state, or with a subcommand
 // removes, exports or imports snapshots.
 func snapshotCmd(args []string) int {
-	// The subcommand is the first word that is not a flag (or a flag's
-	// value), wherever the flags stand.
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if strings.HasPrefix(a, "-") {
-			if n := strings.TrimLeft(a, "-"); (n == "host" || n == "ttl") && i+1 < len(args) {
-				i++
-			}
-			continue
-		}
-		rest := append(append([]string{}, args[:i]...), args[i+1:]...)
-		switch a {
-		case "rm":
-			return snapshotRm(rest)
-		case "export":
-			return snapshotExport(rest)
-		case "import":
-			return snapshotImport(rest)
-		}
-		break
+	switch sub, rest := subcommand(args, "host", "ttl"); sub {
+	case "rm":
+		return snapshotRm(rest)
+	case "export":
+		return snapshotExport(rest)
+	case "import":
+		return snapshotImport(rest)
 	}
 	fs := newFlagSet("snapshot", `usage: cordon snapshot [flags] ID
        cordon snapshot rm SNAPSHOT...
@@ -175,4 +163,21 @@ func forkCmd(args []string) int {
 		fmt.Println(f.ID)
 	}
 	return 0
+}
+
+// subcommand finds a verb's subcommand: the first word that is not a flag
+// or the value of one of the flags named (given as -flag VALUE), wherever
+// the flags stand; it returns the word and the other arguments.
+func subcommand(args []string, valued ...string) (string, []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") {
+			if n := strings.TrimLeft(a, "-"); !strings.Contains(n, "=") && slices.Contains(valued, n) {
+				i++
+			}
+			continue
+		}
+		return a, append(append([]string{}, args[:i]...), args[i+1:]...)
+	}
+	return "", args
 }

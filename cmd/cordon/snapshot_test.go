@@ -64,3 +64,41 @@ func TestSnapshotVerbs(t *testing.T) {
 		t.Errorf("create from a removed snapshot: %d %s", code, errOut)
 	}
 }
+
+// TestTemplateVerbs: template save (from a snapshot, with a start
+// program), templates, create --template, template rm.
+func TestTemplateVerbs(t *testing.T) {
+	testutil.RequiresRoot(t)
+	_, sock, d := serveInTemp(t)
+	defer d.stop(t, sock)
+	host := "--host=unix://" + sock
+	run := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := cordon(t, append(args[:1:1], append([]string{host}, args[1:]...)...)...)
+		if code != 0 {
+			t.Fatalf("cordon %v: exit %d: %s", args, code, errOut)
+		}
+		return out
+	}
+	id := strings.TrimSpace(run("create"))
+	run("exec", id, "--", "sh", "-c", "echo base > base.txt")
+	snap := strings.TrimSpace(run("snapshot", id))
+	out, errOut, code := cordon(t, "template", host, "save", "--from", snap, "--start", "echo up > up.txt; exec sleep 300", "base")
+	if code != 0 {
+		t.Fatalf("template save: %d %s %s", code, out, errOut)
+	}
+	if out := run("templates"); !strings.Contains(out, "base") || !strings.Contains(out, "snap_") {
+		t.Errorf("templates: %q", out)
+	}
+	sb := strings.TrimSpace(run("create", "--template", "base"))
+	if out := run("exec", sb, "--", "sh", "-c", "cat base.txt; for i in $(seq 50); do [ -s up.txt ] && break; sleep 0.05; done; cat up.txt"); out != "base\nup\n" {
+		t.Errorf("from the template: %q", out)
+	}
+	if out := run("sessions", sb); !strings.Contains(out, "start") {
+		t.Errorf("sessions: %q", out)
+	}
+	run("template", "rm", "base")
+	if _, errOut, code := cordon(t, "create", host, "--template", "base"); code == 0 || !strings.Contains(errOut, "no such template") {
+		t.Errorf("create from a removed template: %d %s", code, errOut)
+	}
+}

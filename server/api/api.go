@@ -106,6 +106,9 @@ type CreateRequest struct {
 	// FromSnapshot restores a snapshot into the new sandbox (its spec is
 	// the snapshot's unless the request gives one).
 	FromSnapshot string `json:"fromSnapshot,omitempty"`
+	// Template makes the sandbox from a saved template (its spec unless
+	// the request gives one).
+	Template string `json:"template,omitempty"`
 }
 
 // Sandbox describes one sandbox.
@@ -277,6 +280,9 @@ const (
 	CodeSeedFailed = "seed_failed"
 	// CodeSnapshotFailed: a capture or a restore did not complete.
 	CodeSnapshotFailed = "snapshot_failed"
+	// CodeTemplateFailed: a template's seed or start did not complete in
+	// a new sandbox (which was destroyed).
+	CodeTemplateFailed = "template_failed"
 )
 
 // Snapshot is a sandbox's writable state (its workspace and its user's
@@ -328,3 +334,27 @@ type ForkResult struct {
 
 // MaxForks bounds one fork request.
 const MaxForks = 32
+
+// Template is a named recipe for sandboxes: a spec, and optionally a
+// snapshot's state, a seed's repositories and a program to start, each
+// applied to every sandbox created from it (POST /v1/sandboxes with
+// template).
+type Template struct {
+	Name   string `json:"name"`
+	Tenant string `json:"tenant,omitempty"`
+	Spec   Spec   `json:"spec"`
+	// FromSnapshot, when the template is saved, is the snapshot whose
+	// state it keeps (as a snapshot of its own, Snapshot).
+	FromSnapshot string `json:"fromSnapshot,omitempty"`
+	Snapshot     string `json:"snapshot,omitempty"`
+	// Seed's repositories are made present in each new sandbox.
+	Seed *SeedRequest `json:"seed,omitempty"`
+	// Start is run (sh -c) as a session of each new sandbox.
+	Start     string    `json:"start,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// TemplateList is GET /v1/templates's answer.
+type TemplateList struct {
+	Templates []Template `json:"templates"`
+}

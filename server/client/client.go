@@ -235,6 +235,23 @@ func (c *Client) ImportSnapshot(ctx context.Context, r io.Reader) (*api.Snapshot
 	return &out, json.NewDecoder(resp.Body).Decode(&out)
 }
 
+// PutTemplate saves a template under name.
+func (c *Client) PutTemplate(ctx context.Context, name string, t api.Template) (*api.Template, error) {
+	var out api.Template
+	return &out, c.call(ctx, http.MethodPut, "/v1/templates/"+url.PathEscape(name), t, &out)
+}
+
+// Templates lists the caller's templates.
+func (c *Client) Templates(ctx context.Context) ([]api.Template, error) {
+	var out api.TemplateList
+	return out.Templates, c.call(ctx, http.MethodGet, "/v1/templates", nil, &out)
+}
+
+// DeleteTemplate deletes a template.
+func (c *Client) DeleteTemplate(ctx context.Context, name string) error {
+	return c.call(ctx, http.MethodDelete, "/v1/templates/"+url.PathEscape(name), nil, nil)
+}
+
 // Call sends in as JSON to a route of the daemon's API (method and path,
 // for example POST /v1/runs) and decodes its answer into out; a refusal is
 // an *api.Error.

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/cordon-sandbox/cordon/seeds"
+	"github.com/cordon-sandbox/cordon/server/api"
+)
+
+// templateCmd saves or removes templates; templatesCmd lists them.
+func templateCmd(all []string) int {
+	sub, args := subcommand(all, "host", "from", "start", "seed-root", "tier", "image", "rootfs", "memory", "cpus", "pids", "disk", "user", "env", "allow", "egress-profile", "mount", "mount-owner", "runtime-class")
+	args = append([]string{sub}, args...)
+	if sub == "rm" {
+		fs := newFlagSet("template rm", "usage: cordon template rm NAME...\n\nDeletes templates (and the snapshots they kept).")
+		c, rest, code := daemonClient(fs, args[1:])
+		if c == nil {
+			return code
+		}
+		if len(rest) == 0 {
+			fs.Usage()
+			return 2
+		}
+		for _, n := range rest {
+			if err := c.DeleteTemplate(context.Background(), n); err != nil {
+				return apiFail(err)
+			}
+		}
+		return 0
+	}
+	if len(args) == 0 || args[0] != "save" {
+		fmt.Fprintln(os.Stderr, "usage: cordon template save [flags] NAME [DIR=URL[#REF]...]\n       cordon template rm NAME...")
+		return 2
+	}
+	fs := newFlagSet("template save", `usage: cordon template save [flags] NAME [DIR=URL[#REF]...]
+
+Saves a template: a spec (the flags), and optionally a snapshot's state
+(--from), git repositories (DIR=URL[#REF], under --seed-root) and a
+program to start (--start). cordon create --template NAME makes a sandbox
+from it: the snapshot restored, the repositories made present, the
+program started as a session ("start").`)
+	sf := addSpecFlags(fs, false)
+	from := fs.String("from", "", "keep the state of snapshot `ID`")
+	start := fs.String("start", "", "start `COMMAND` (sh -c) in each new sandbox, as a session")
+	seedRoot := fs.String("seed-root", "repos", "the `DIR` the repositories go under")
+	c, rest, code := daemonClient(fs, args[1:])
+	if c == nil {
+		return code
+	}
+	if len(rest) < 1 {
+		fs.Usage()
+		return 2
+	}
+	spec, err := sf.spec()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+		return 2
+	}
+	t := api.Template{Spec: toAPISpec(spec), FromSnapshot: *from, Start: *start}
+	if len(rest) > 1 {
+		seed := seeds.Seed{Name: rest[0]}
+		for _, a := range rest[1:] {
+			r, ok := repoArg(a)
+			if !ok {
+				fmt.Fprintf(os.Stderr, "cordon template: %q: want DIR=URL[#REF]\n", a)
+				return 2
+			}
+			seed.Repositories = append(seed.Repositories, r)
+		}
+		t.Seed = &api.SeedRequest{Seed: seed, Root: *seedRoot}
+	}
+	if _, err := c.PutTemplate(context.Background(), rest[0], t); err != nil {
+		return apiFail(err)
+	}
+	return 0
+}
+
+func templatesCmd(args []string) int {
+	fs := newFlagSet("templates", "usage: cordon templates [flags]\n\nLists your templates on the daemon.")
+	output := fs.String("o", "", "output format: json")
+	c, _, code := daemonClient(fs, args)
+	if c == nil {
+		return code
+	}
+	list, err := c.Templates(context.Background())
+	if err != nil {
+		return apiFail(err)
+	}
+	if *output == "json" {
+		return printJSON(list)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tTIER\tSNAPSHOT\tREPOSITORIES\tSTART")
+	for _, t := range list {
+		n := 0
+		if t.Seed != nil {
+			n = len(t.Seed.Repositories)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", t.Name, or(t.Spec.Tier, "-"), or(t.Snapshot, "-"), n, or(t.Start, "-"))
+	}
+	tw.Flush()
+	return 0
+}
+
+func or(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// repoArg reads DIR=URL[#REF]: REF a commit (hex) or a branch.
+func repoArg(a string) (seeds.Repository, bool) {
+	dir, u, ok := strings.Cut(a, "=")
+	if !ok || dir == "" || u == "" {
+		return seeds.Repository{}, false
+	}
+	r := seeds.Repository{Dir: dir, URL: u}
+	if i := strings.LastIndexByte(u, '#'); i >= 0 {
+		r.URL = u[:i]
+		if ref := u[i+1:]; isHexCommit(ref) {
+			r.Commit = ref
+		} else {
+			r.Branch = ref
+		}
+	}
+	return r, true
+}
