@@ -595,10 +595,7 @@ func TestRunsDirectNet(t *testing.T) {
 		ln := n.Listen(t, addr)
 		go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello from %s", r.Host) }))
 	}
-	d := startDaemon(t)
-	d.stop(t, true)
-	d.netns = n.Path
-	d.start(t)
+	d := startDaemonIn(t, n)
 	_, key := d.tenant(t, "runner")
 	caps := `"capabilities":{"net":["203.0.113.7:80"],"import":[],"timeoutMs":20000}`
 	for _, tc := range []struct{ name, body, want string }{

@@ -46,6 +46,19 @@ func gitHost(t testing.TB) (*testnet.Net, string, func(dir string, args ...strin
 	return n, root, git
 }
 
+// startDaemonIn is startDaemon with the egress proxy dialing from the test
+// network n.
+func startDaemonIn(t testing.TB, n *testnet.Net) *daemon {
+	t.Helper()
+	d := startDaemon(t)
+	d.stop(t, true)
+	d.netns = n.Path
+	return d.start(t)
+}
+
+// gitSpec lets a sandbox reach the git host.
+var gitSpec = api.Spec{Egress: &api.Egress{Mode: "static", Rules: []egress.Rule{{Host: "203.0.113.9", Ports: []int{80}}}}}
+
 // newRepo makes ROOT/NAME.git with the given commits on main (and dev,
 // one more) and returns the commits' ids, oldest first.
 func newRepo(t testing.TB, root, name string, git func(string, ...string) string, commits int) []string {
@@ -72,13 +85,10 @@ func TestSeeds(t *testing.T) {
 	n, root, git := gitHost(t)
 	app := newRepo(t, root, "app", git, 2)
 	newRepo(t, root, "lib", git, 1)
-	d := startDaemon(t)
-	d.stop(t, true)
-	d.netns = n.Path
-	d.start(t)
+	d := startDaemonIn(t, n)
 	c := d.local
 	ctx := t.Context()
-	sb := create(t, c, api.CreateRequest{Spec: api.Spec{Egress: &api.Egress{Mode: "static", Rules: []egress.Rule{{Host: "203.0.113.9", Ports: []int{80}}}}}})
+	sb := create(t, c, api.CreateRequest{Spec: gitSpec})
 	url := func(name string) string { return "http://203.0.113.9/" + name + ".git" }
 	seed := seeds.Seed{Name: "work", Repositories: []seeds.Repository{
 		{URL: url("app"), Dir: "app"},
@@ -139,10 +149,7 @@ func TestSeeds(t *testing.T) {
 func TestSeedRefusals(t *testing.T) {
 	n, root, git := gitHost(t)
 	newRepo(t, root, "app", git, 1)
-	d := startDaemon(t)
-	d.stop(t, true)
-	d.netns = n.Path
-	d.start(t)
+	d := startDaemonIn(t, n)
 	c := d.local
 	sb := create(t, c, api.CreateRequest{}) // deny-all egress
 	for _, u := range []string{"http://user:secret@203.0.113.9/app.git", "ssh://203.0.113.9/app.git", "git@203.0.113.9:app.git", "file:///etc", "ftp://203.0.113.9/x"} {
@@ -175,12 +182,9 @@ func TestSeedRefusals(t *testing.T) {
 func BenchmarkSeed(b *testing.B) {
 	n, root, git := gitHost(b)
 	newRepo(b, root, "app", git, 3)
-	d := startDaemon(b)
-	d.stop(b, true)
-	d.netns = n.Path
-	d.start(b)
+	d := startDaemonIn(b, n)
 	c := d.local
-	sb, err := c.Create(b.Context(), api.CreateRequest{Spec: api.Spec{Egress: &api.Egress{Mode: "static", Rules: []egress.Rule{{Host: "203.0.113.9", Ports: []int{80}}}}}})
+	sb, err := c.Create(b.Context(), api.CreateRequest{Spec: gitSpec})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -218,14 +222,10 @@ func BenchmarkSeed(b *testing.B) {
 func TestTemplates(t *testing.T) {
 	n, root, git := gitHost(t)
 	app := newRepo(t, root, "app", git, 1)
-	d := startDaemon(t)
-	d.stop(t, true)
-	d.netns = n.Path
-	d.start(t)
+	d := startDaemonIn(t, n)
 	c := d.local
 	ctx := t.Context()
-	spec := api.Spec{Egress: &api.Egress{Mode: "static", Rules: []egress.Rule{{Host: "203.0.113.9", Ports: []int{80}}}}}
-	src := create(t, c, api.CreateRequest{Spec: spec})
+	src := create(t, c, api.CreateRequest{Spec: gitSpec})
 	sh(t, c, src.ID, "echo from-snapshot > state.txt")
 	sn, err := c.Snapshot(ctx, src.ID, 0)
 	if err != nil {

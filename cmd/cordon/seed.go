@@ -46,14 +46,11 @@ Prints each repository's dir, state (cloned or present) and commit.`)
 			return 2
 		}
 	}
-	for _, a := range rest[1:] {
-		r, ok := repoArg(a)
-		if !ok {
-			fmt.Fprintf(os.Stderr, "cordon seed: %q: want DIR=URL[#REF]\n", a)
-			return 2
-		}
-		seed.Repositories = append(seed.Repositories, r)
+	repos, ok := repoArgs("seed", rest[1:])
+	if !ok {
+		return 2
 	}
+	seed.Repositories = append(seed.Repositories, repos...)
 	res, err := c.Seed(context.Background(), rest[0], api.SeedRequest{Seed: seed, Root: *root})
 	if err != nil {
 		return apiFail(err)

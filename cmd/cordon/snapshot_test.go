@@ -16,14 +16,7 @@ func TestSnapshotVerbs(t *testing.T) {
 	dir, sock, d := serveInTemp(t)
 	defer d.stop(t, sock)
 	host := "--host=unix://" + sock
-	run := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := cordon(t, append(args[:1:1], append([]string{host}, args[1:]...)...)...)
-		if code != 0 {
-			t.Fatalf("cordon %v: exit %d: %s", args, code, errOut)
-		}
-		return out
-	}
+	run := mustCordon(t, host)
 	id := strings.TrimSpace(run("create"))
 	run("exec", id, "--", "sh", "-c", "echo kept > f && chmod 600 f")
 	snap := strings.TrimSpace(run("snapshot", id))
@@ -72,14 +65,7 @@ func TestTemplateVerbs(t *testing.T) {
 	_, sock, d := serveInTemp(t)
 	defer d.stop(t, sock)
 	host := "--host=unix://" + sock
-	run := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := cordon(t, append(args[:1:1], append([]string{host}, args[1:]...)...)...)
-		if code != 0 {
-			t.Fatalf("cordon %v: exit %d: %s", args, code, errOut)
-		}
-		return out
-	}
+	run := mustCordon(t, host)
 	id := strings.TrimSpace(run("create"))
 	run("exec", id, "--", "sh", "-c", "echo base > base.txt")
 	snap := strings.TrimSpace(run("snapshot", id))
@@ -100,5 +86,19 @@ func TestTemplateVerbs(t *testing.T) {
 	run("template", "rm", "base")
 	if _, errOut, code := cordon(t, "create", host, "--template", "base"); code == 0 || !strings.Contains(errOut, "no such template") {
 		t.Errorf("create from a removed template: %d %s", code, errOut)
+	}
+}
+
+// mustCordon returns a runner of cordon verbs against host (--host=…, put
+// after the verb) that fails the test on a non-zero exit and returns
+// stdout.
+func mustCordon(t *testing.T, host string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		out, errOut, code := cordon(t, append(args[:1:1], append([]string{host}, args[1:]...)...)...)
+		if code != 0 {
+			t.Fatalf("cordon %v: exit %d: %s", args, code, errOut)
+		}
+		return out
 	}
 }

@@ -62,16 +62,11 @@ program started as a session ("start").`)
 	}
 	t := api.Template{Spec: toAPISpec(spec), FromSnapshot: *from, Start: *start}
 	if len(rest) > 1 {
-		seed := seeds.Seed{Name: rest[0]}
-		for _, a := range rest[1:] {
-			r, ok := repoArg(a)
-			if !ok {
-				fmt.Fprintf(os.Stderr, "cordon template: %q: want DIR=URL[#REF]\n", a)
-				return 2
-			}
-			seed.Repositories = append(seed.Repositories, r)
+		repos, ok := repoArgs("template", rest[1:])
+		if !ok {
+			return 2
 		}
-		t.Seed = &api.SeedRequest{Seed: seed, Root: *seedRoot}
+		t.Seed = &api.SeedRequest{Seed: seeds.Seed{Name: rest[0], Repositories: repos}, Root: *seedRoot}
 	}
 	if _, err := c.PutTemplate(context.Background(), rest[0], t); err != nil {
 		return apiFail(err)
@@ -111,6 +106,20 @@ func or(s, d string) string {
 		return d
 	}
 	return s
+}
+
+// repoArgs reads DIR=URL[#REF] arguments, saying which one is wrong.
+func repoArgs(verb string, args []string) ([]seeds.Repository, bool) {
+	var out []seeds.Repository
+	for _, a := range args {
+		r, ok := repoArg(a)
+		if !ok {
+			fmt.Fprintf(os.Stderr, "cordon %s: %q: want DIR=URL[#REF]\n", verb, a)
+			return nil, false
+		}
+		out = append(out, r)
+	}
+	return out, true
 }
 
 // repoArg reads DIR=URL[#REF]: REF a commit (hex) or a branch.
