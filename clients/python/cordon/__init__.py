@@ -19,12 +19,13 @@ from .sandbox import (
     FileType,
     Sandbox,
     SandboxInfo,
+    SnapshotInfo,
     WatchHandle,
     WriteInfo,
 )
 
 __all__ = [
-    "Sandbox", "SandboxInfo", "CommandResult", "CommandHandle", "EntryInfo", "FileType", "WriteInfo",
+    "Sandbox", "SandboxInfo", "SnapshotInfo", "CommandResult", "CommandHandle", "EntryInfo", "FileType", "WriteInfo",
     "FilesystemEvent", "FilesystemEventType", "WatchHandle", "SandboxException", "TimeoutException",
     "NotFoundException", "AuthenticationException", "InvalidArgumentException", "RateLimitException",
     "CommandExitException",

@@ -369,6 +369,8 @@ class Sandbox:
         memory_mb: Optional[int] = None,
         allow: Optional[List[str]] = None,
         pool: Optional[str] = None,
+        snapshot: Optional[str] = None,
+        template_name: Optional[str] = None,
         _sandbox_id: Optional[str] = None,
         _transport: Optional[Transport] = None,
     ):
@@ -391,6 +393,10 @@ class Sandbox:
                 body["labels"] = metadata
             if pool:
                 body["pool"] = pool
+            if snapshot:
+                body["fromSnapshot"] = snapshot
+            if template_name:
+                body["template"] = template_name
             _sandbox_id = self._t.call("POST", "/v1/sandboxes", body=body)["id"]
         self.sandbox_id = _sandbox_id
         self.commands = Commands(self)
@@ -437,6 +443,30 @@ class Sandbox:
         except NotFoundException:
             return False
 
+    def snapshot(self, ttl: Optional[int] = None) -> "SnapshotInfo":
+        """Captures the sandbox's writable state (workspace and home; not its
+        processes, which are stopped for the capture and go on after).
+        Sandbox(snapshot=info.snapshot_id) restores it."""
+        body = {"ttlSeconds": int(ttl)} if ttl else {}
+        return _snapshot(self._t.call("POST", _q(self.sandbox_id, "/snapshot"), body=body))
+
+    def fork(self, count: int = 1) -> List["Sandbox"]:
+        """New sandboxes (1 to 32) from this one's state as it is now."""
+        doc = self._t.call("POST", _q(self.sandbox_id, "/fork"), body={"count": int(count)})
+        return [Sandbox(_sandbox_id=s["id"], _transport=self._t) for s in doc.get("sandboxes", [])]
+
+    @classmethod
+    def list_snapshots(cls, api_key: Optional[str] = None, host: Optional[str] = None) -> List["SnapshotInfo"]:
+        return [_snapshot(s) for s in Transport(host, api_key).call("GET", "/v1/snapshots").get("snapshots", [])]
+
+    @classmethod
+    def delete_snapshot(cls, snapshot_id: str, api_key: Optional[str] = None, host: Optional[str] = None) -> bool:
+        try:
+            Transport(host, api_key).call("DELETE", "/v1/snapshots/" + urllib.parse.quote(snapshot_id, safe=""))
+            return True
+        except NotFoundException:
+            return False
+
     def get_host(self, port: int) -> str:
         """A URL for a port a program in the sandbox listens on."""
         p = self._t.call("POST", _q(self.sandbox_id, "/ports"), body={"port": port})
@@ -448,6 +478,21 @@ class Sandbox:
 
     def __exit__(self, *exc):
         self.kill()
+
+
+@dataclass
+class SnapshotInfo:
+    snapshot_id: str
+    source: str
+    size: int
+    files: int
+    paths: List[str]
+    created_at: Optional[str] = None
+    expires_at: Optional[str] = None
+
+
+def _snapshot(s):
+    return SnapshotInfo(s["id"], s.get("source", ""), s.get("size", 0), s.get("files", 0), s.get("paths") or [], s.get("createdAt"), s.get("expiresAt"))
 
 
 def _rule(h):

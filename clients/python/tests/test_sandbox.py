@@ -124,3 +124,26 @@ def test_attacker_cannot_reach_out():
         with pytest.raises(CommandExitException) as e:
             sbx.commands.run("python3 -c \"import urllib.request; urllib.request.urlopen('http://198.51.100.7/', timeout=5)\"")
         assert "403" in e.value.stderr or "refused" in e.value.stderr.lower()
+
+
+def test_snapshot_and_fork():
+    with Sandbox() as sbx:
+        sbx.files.write("state.txt", "v1")
+        snap = sbx.snapshot()
+        assert snap.snapshot_id.startswith("snap_") and snap.source == sbx.sandbox_id and snap.files >= 1
+        sbx.files.write("state.txt", "v2")
+        with Sandbox(snapshot=snap.snapshot_id) as restored:
+            assert restored.files.read("state.txt") == "v1"
+        forks = sbx.fork(2)
+        try:
+            assert len(forks) == 2 and len({f.sandbox_id for f in forks} | {sbx.sandbox_id}) == 3
+            forks[0].files.write("state.txt", "mine")
+            assert forks[1].files.read("state.txt") == "v2" and sbx.files.read("state.txt") == "v2"
+        finally:
+            for f in forks:
+                f.kill()
+        assert any(s.snapshot_id == snap.snapshot_id for s in Sandbox.list_snapshots())
+        assert Sandbox.delete_snapshot(snap.snapshot_id) is True
+        assert Sandbox.delete_snapshot(snap.snapshot_id) is False
+        with pytest.raises(NotFoundException):
+            Sandbox(snapshot=snap.snapshot_id)

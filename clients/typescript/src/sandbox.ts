@@ -21,6 +21,24 @@ export interface SandboxOpts extends ConnectionOpts {
   /** Hosts the sandbox may reach (host or host:port); none when empty. */
   allow?: string[];
   pool?: string;
+  /** Restore this snapshot's state into the new sandbox (its spec too, unless given). */
+  snapshot?: string;
+  /** Make it from a saved template. */
+  templateName?: string;
+}
+
+export interface SnapshotInfo {
+  snapshotId: string;
+  source: string;
+  size: number;
+  files: number;
+  paths: string[];
+  createdAt?: string;
+  expiresAt?: string;
+}
+
+function snapshotInfo(s: any): SnapshotInfo {
+  return { snapshotId: s.id, source: s.source ?? "", size: s.size ?? 0, files: s.files ?? 0, paths: s.paths ?? [], createdAt: s.createdAt, expiresAt: s.expiresAt };
 }
 
 export interface SandboxInfo {
@@ -303,6 +321,8 @@ export class Sandbox {
     if (opts.allow?.length) body.egress = { mode: "static", rules: opts.allow.map(rule) };
     if (opts.metadata) body.labels = opts.metadata;
     if (opts.pool) body.pool = opts.pool;
+    if (opts.snapshot) body.fromSnapshot = opts.snapshot;
+    if (opts.templateName) body.template = opts.templateName;
     const sb = await t.call("POST", "/v1/sandboxes", { body });
     return new Sandbox(sb.id, t);
   }
@@ -337,6 +357,33 @@ export class Sandbox {
     try {
       if ((await this.getInfo()).state === "destroyed") return false;
       await this.transport.call("DELETE", sbPath(this.sandboxId));
+      return true;
+    } catch (e) {
+      if (e instanceof NotFoundError) return false;
+      throw e;
+    }
+  }
+
+  /** Captures the sandbox's writable state (workspace and home; not its processes, which are stopped for the capture and go on after). */
+  async snapshot(opts: { ttlMs?: number } = {}): Promise<SnapshotInfo> {
+    const body = opts.ttlMs ? { ttlSeconds: Math.ceil(opts.ttlMs / 1000) } : {};
+    return snapshotInfo(await this.transport.call("POST", sbPath(this.sandboxId, "/snapshot"), { body }));
+  }
+
+  /** New sandboxes (1 to 32) from this one's state as it is now. */
+  async fork(count = 1): Promise<Sandbox[]> {
+    const doc = await this.transport.call("POST", sbPath(this.sandboxId, "/fork"), { body: { count } });
+    return (doc.sandboxes ?? []).map((s: any) => new Sandbox(s.id, this.transport));
+  }
+
+  static async listSnapshots(opts: ConnectionOpts = {}): Promise<SnapshotInfo[]> {
+    const doc = await new Transport(opts).call("GET", "/v1/snapshots");
+    return (doc.snapshots ?? []).map(snapshotInfo);
+  }
+
+  static async deleteSnapshot(snapshotId: string, opts: ConnectionOpts = {}): Promise<boolean> {
+    try {
+      await new Transport(opts).call("DELETE", "/v1/snapshots/" + encodeURIComponent(snapshotId));
       return true;
     } catch (e) {
       if (e instanceof NotFoundError) return false;

@@ -110,3 +110,29 @@ test("an attacker in the sandbox cannot reach out", async () => {
     (e: unknown) => e instanceof CommandExitError && /403|refused/i.test(e.stderr),
   );
 });
+
+test("snapshot and fork", async () => {
+  await using sbx = await Sandbox.create();
+  await sbx.files.write("state.txt", "v1");
+  const snap = await sbx.snapshot();
+  assert.match(snap.snapshotId, /^snap_/);
+  assert.equal(snap.source, sbx.sandboxId);
+  await sbx.files.write("state.txt", "v2");
+  {
+    await using restored = await Sandbox.create({ snapshot: snap.snapshotId });
+    assert.equal(await restored.files.read("state.txt"), "v1");
+  }
+  const forks = await sbx.fork(2);
+  try {
+    assert.equal(new Set([sbx.sandboxId, ...forks.map((f) => f.sandboxId)]).size, 3);
+    await forks[0].files.write("state.txt", "mine");
+    assert.equal(await forks[1].files.read("state.txt"), "v2");
+    assert.equal(await sbx.files.read("state.txt"), "v2");
+  } finally {
+    for (const f of forks) await f.kill();
+  }
+  assert.ok((await Sandbox.listSnapshots()).some((s) => s.snapshotId === snap.snapshotId));
+  assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true);
+  assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false);
+  await assert.rejects(Sandbox.create({ snapshot: snap.snapshotId }), NotFoundError);
+});
