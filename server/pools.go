@@ -24,6 +24,9 @@ type pool struct {
 	sdkSpec sandbox.Spec
 	key     string
 
+	// tmpl is the template whose sandboxes the pool keeps, or nil.
+	tmpl *api.Template
+
 	mu      sync.Mutex
 	ready   []*sandbox.Sandbox
 	closed  bool
@@ -50,11 +53,20 @@ func (s *Server) specKey(sp api.Spec) string {
 }
 
 func (s *Server) startPool(spec api.Pool) error {
+	key := s.specKey(spec.Spec)
+	var tmpl *api.Template
+	if spec.Template != "" {
+		t, err := s.templateFor(spec.Tenant, spec.Template)
+		if err != nil {
+			return err
+		}
+		tmpl, spec.Spec, key = t, t.Spec, templatePoolKey(spec.Tenant, spec.Template)
+	}
 	sdk, err := s.toSpec(spec.Spec)
 	if err != nil {
 		return err
 	}
-	p := &pool{s: s, spec: spec, sdkSpec: sdk, key: s.specKey(spec.Spec), wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	p := &pool{s: s, spec: spec, sdkSpec: sdk, key: key, tmpl: tmpl, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.mu.Lock()
 	old := s.pools[spec.Name]
 	s.pools[spec.Name] = p
@@ -66,13 +78,27 @@ func (s *Server) startPool(spec api.Pool) error {
 	return nil
 }
 
-// poolFor finds the pool a create should claim from, or nil.
-func (s *Server) poolFor(req api.CreateRequest) (*pool, error) {
+// templatePoolKey is the key of a template's pool: no plain create's
+// spec key, so only creates from the template claim from it.
+func templatePoolKey(tenant, name string) string { return "template " + tenant + "/" + name }
+
+// poolFor finds the pool a create should claim from, or nil; a create
+// from a template claims only from that template's pool.
+func (s *Server) poolFor(req api.CreateRequest, tenant string) (*pool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if req.Template != "" {
+		key := templatePoolKey(tenant, req.Template)
+		for _, p := range s.pools {
+			if p.key == key && (req.Pool == "" || req.Pool == p.spec.Name) {
+				return p, nil
+			}
+		}
+		return nil, nil
+	}
 	if req.Pool != "" {
 		p := s.pools[req.Pool]
-		if p == nil {
+		if p == nil || p.tmpl != nil {
 			return nil, fmt.Errorf("%w %q", errNoPool, req.Pool)
 		}
 		if !isZeroSpec(req.Spec) && s.specKey(req.Spec) != p.key {
@@ -85,7 +111,7 @@ func (s *Server) poolFor(req api.CreateRequest) (*pool, error) {
 	}
 	key := s.specKey(req.Spec)
 	for _, p := range s.pools {
-		if p.key == key {
+		if p.key == key && p.tmpl == nil {
 			return p, nil
 		}
 	}
@@ -151,7 +177,10 @@ func (p *pool) fill() {
 		if err == nil {
 			// A warm sandbox has run a command: the agent's spawn path is
 			// paged in and its connection open before a caller waits on it.
-			if _, err = sb.Exec(ctx, "true", sandbox.ExecOptions{}); err != nil {
+			if _, err = sb.Exec(ctx, "true", sandbox.ExecOptions{}); err == nil && p.tmpl != nil {
+				err = p.s.prepare(ctx, sb, p.tmpl)
+			}
+			if err != nil {
 				err = errors.Join(err, sb.Destroy(context.WithoutCancel(ctx)))
 			}
 		}
@@ -218,7 +247,19 @@ func (s *Server) handlePutPool(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.CodeInvalid, fmt.Sprintf("a pool's size is 0-%d", s.cfg.Limits.MaxPoolSize))
 		return
 	}
-	if _, err := s.toSpec(in.Spec); err != nil {
+	if in.Template != "" {
+		if !isZeroSpec(in.Spec) {
+			writeError(w, http.StatusBadRequest, api.CodeInvalid, "a template's pool takes the template's spec: give template or spec, not both")
+			return
+		}
+		if in.Tenant == "" {
+			in.Tenant = callerOf(r).tenant
+		}
+		if _, err := s.templateFor(in.Tenant, in.Template); err != nil {
+			writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error()+" of tenant "+in.Tenant)
+			return
+		}
+	} else if _, err := s.toSpec(in.Spec); err != nil {
 		writeErr(w, err)
 		return
 	}

@@ -297,7 +297,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	source := "cold"
 	var sb *sandbox.Sandbox
-	p, err := s.poolFor(req)
+	p, err := s.poolFor(req, c.tenant)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -314,6 +314,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, err)
 			return
 		}
+	}
+	if source == "pool" && p.tmpl != nil {
+		from, tmpl, rec.Labels = nil, nil, withLabel(rec.Labels, "cordon.template", p.tmpl.Name)
 	}
 	if from != nil {
 		if err := s.restore(r.Context(), sb, from.Digest); err != nil {
@@ -335,10 +338,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if tmpl != nil {
-		if rec.Labels == nil {
-			rec.Labels = map[string]string{}
-		}
-		rec.Labels["cordon.template"] = tmpl.Name
+		rec.Labels = withLabel(rec.Labels, "cordon.template", tmpl.Name)
 	}
 	e, err := s.admit(r.Context(), sb, rec, req.Spec)
 	if err != nil {
@@ -347,6 +347,14 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.create.With(source).Observe(time.Since(start).Seconds())
 	writeJSON(w, http.StatusCreated, s.describe(e))
+}
+
+func withLabel(l map[string]string, k, v string) map[string]string {
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[k] = v
+	return l
 }
 
 // maxExecTimeout is the ceiling a sandbox's commands' timeouts may be given

@@ -396,3 +396,77 @@ func shb(b *testing.B, c *sclient.Client, id, script string) {
 		b.Fatalf("%s: %v %+v %s", script, err, res, stderr.String())
 	}
 }
+
+// TestTemplatePool: a pool of a template keeps sandboxes made from it
+// ready, which the tenant's creates from the template claim (and no
+// other create does); saving the template again refills the pool from
+// what it is now.
+func TestTemplatePool(t *testing.T) {
+	d := startDaemon(t)
+	c := d.local
+	ctx := t.Context()
+	src := create(t, c, api.CreateRequest{})
+	sh(t, c, src.ID, "echo one > state.txt")
+	sn1, err := c.Snapshot(ctx, src.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutTemplate(ctx, "warm", api.Template{FromSnapshot: sn1.ID, Start: "exec sleep 300"}); err != nil {
+		t.Fatal(err)
+	}
+	var pool api.Pool
+	if err := c.Call(ctx, http.MethodPut, "/v1/pools/warm-pool", api.Pool{Template: "warm", Size: 2}, &pool); err != nil {
+		t.Fatal(err)
+	}
+	waitReady := func() {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			ps, err := c.Pools(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range ps {
+				if p.Name == "warm-pool" && p.Ready == 2 {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the template's pool did not fill: %+v", ps)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitReady()
+	// A plain create does not take a template's sandbox.
+	plain := create(t, c, api.CreateRequest{})
+	if plain.Pool != "" || sh(t, c, plain.ID, "ls state.txt 2>/dev/null || echo none") != "none\n" {
+		t.Fatalf("a plain create claimed from the template's pool: %+v", plain)
+	}
+	sb := create(t, c, api.CreateRequest{Template: "warm"})
+	if sb.Pool != "warm-pool" || sb.Labels["cordon.template"] != "warm" {
+		t.Fatalf("not from the pool: %+v", sb)
+	}
+	if got := sh(t, c, sb.ID, "cat state.txt; pgrep -x sleep >/dev/null && echo started"); got != "one\nstarted\n" {
+		t.Errorf("from the pool: %q", got)
+	}
+	// Saved again from another state: the pool is made again from it.
+	sh(t, c, src.ID, "echo two > state.txt")
+	sn2, err := c.Snapshot(ctx, src.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutTemplate(ctx, "warm", api.Template{FromSnapshot: sn2.ID, Start: "exec sleep 300"}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady()
+	sb2 := create(t, c, api.CreateRequest{Template: "warm"})
+	if got := sh(t, c, sb2.ID, "cat state.txt"); sb2.Pool != "warm-pool" || got != "two\n" {
+		t.Errorf("after the template changed: pool %q, %q", sb2.Pool, got)
+	}
+	// Another tenant's create from its own (absent) template claims nothing.
+	other, _ := d.tenant(t, "other")
+	if _, err := other.Create(ctx, api.CreateRequest{Template: "warm"}); !isAPIStatus(err, http.StatusNotFound) {
+		t.Errorf("another tenant: %v", err)
+	}
+}

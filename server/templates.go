@@ -66,6 +66,7 @@ func (s *Server) handlePutTemplate(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	s.restartTemplatePools(c.tenant, name)
 	if old != nil && old.Snapshot != "" {
 		s.dropTemplateSnapshot(c.tenant, old.Snapshot)
 	}
@@ -142,10 +143,46 @@ func (s *Server) handleDeleteTemplate(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	s.restartTemplatePools(c.tenant, t.Name)
 	if t.Snapshot != "" {
 		s.dropTemplateSnapshot(c.tenant, t.Snapshot)
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// prepare makes sb what template t makes a new sandbox: its snapshot
+// restored, its seed present, its start program running (a template
+// pool's refill).
+func (s *Server) prepare(ctx context.Context, sb *sandbox.Sandbox, t *api.Template) error {
+	if t.Snapshot != "" {
+		sn, err := s.snapshotFor(&caller{tenant: t.Tenant}, t.Snapshot)
+		if err != nil {
+			return err
+		}
+		if err := s.restore(ctx, sb, sn.Digest); err != nil {
+			return err
+		}
+	}
+	return s.applyTemplate(ctx, sb, t)
+}
+
+// restartTemplatePools starts again the pools of a template that changed
+// (their ready sandboxes were made from what it was), and stops refilling
+// those of one deleted.
+func (s *Server) restartTemplatePools(tenant, name string) {
+	for _, p := range s.poolList() {
+		if p.spec.Template == name && p.spec.Tenant == tenant {
+			if err := s.startPool(p.spec); err != nil {
+				s.log.Warn("a template's pool stopped", "pool", p.spec.Name, "err", err)
+				s.mu.Lock()
+				if s.pools[p.spec.Name] == p {
+					delete(s.pools, p.spec.Name)
+				}
+				s.mu.Unlock()
+				p.close(context.Background())
+			}
+		}
+	}
 }
 
 // applyTemplate brings a new sandbox to what its template says, after its

@@ -159,6 +159,12 @@ type Pool struct {
 	Spec  Spec   `json:"spec"`
 	Size  int    `json:"size"`
 	Ready int    `json:"ready"`
+	// Template, with its Tenant, keeps sandboxes made from that tenant's
+	// template ready (its snapshot restored, its seed present, its start
+	// program running) for that tenant's creates that name it; the spec
+	// is the template's.
+	Template string `json:"template,omitempty"`
+	Tenant   string `json:"tenant,omitempty"`
 }
 
 // Event is one lifecycle event of GET /v1/events.
