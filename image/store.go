@@ -75,6 +75,23 @@ type Record struct {
 	Bytes    int64     `json:"bytes"`
 	Created  time.Time `json:"created"`
 	LastUsed time.Time `json:"lastUsed"`
+	// Env, User and WorkingDir are the image config's own: a sandbox of
+	// the image takes Env and User unless its spec says otherwise.
+	Env        []string `json:"env,omitempty"`
+	User       string   `json:"user,omitempty"`
+	WorkingDir string   `json:"workingDir,omitempty"`
+	// Configured says Env, User and WorkingDir were read (records older
+	// than them lack them).
+	Configured bool `json:"configured,omitempty"`
+}
+
+// configure reads the image config's defaults into r.
+func (r *Record) configure(img v1.Image) {
+	cf, err := img.ConfigFile()
+	if err != nil || cf == nil {
+		return
+	}
+	r.Env, r.User, r.WorkingDir, r.Configured = cf.Config.Env, cf.Config.User, cf.Config.WorkingDir, true
 }
 
 // ErrNotFound: no cached image by that name or digest.
@@ -264,6 +281,12 @@ func (s *Store) add(ctx context.Context, img v1.Image, ref string) (*Record, err
 	if err != nil {
 		return nil, err
 	}
+	if !rec.Configured {
+		rec.configure(img)
+		if err := s.writeRecord(rec); err != nil {
+			return nil, err
+		}
+	}
 	if ref != "" && !contains(rec.Names, ref) {
 		// A name points at one image: take it from any other.
 		if err := s.untag(ref); err != nil {
@@ -366,6 +389,7 @@ func (s *Store) unpack(ctx context.Context, img v1.Image, digest, dir string) (*
 		return nil, err
 	}
 	rec := &Record{Digest: digest, Bytes: u.bytes, Created: time.Now().UTC(), LastUsed: time.Now().UTC()}
+	rec.configure(img)
 	b, _ := json.Marshal(rec)
 	if err := os.WriteFile(filepath.Join(tmp, "image.json"), b, 0o644); err != nil {
 		return nil, err

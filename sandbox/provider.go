@@ -187,6 +187,14 @@ func (p *Provider) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 			return nil, fmt.Errorf("image %s: %w", spec.Image, err)
 		}
 		spec.RootFS, release = root, rel
+		if st, err := p.imageStore(); err == nil {
+			if rec, err := st.Resolve(spec.Image); err == nil {
+				if spec, err = withImageDefaults(spec, rec, root); err != nil {
+					release()
+					return nil, err
+				}
+			}
+		}
 	}
 	s, err := p.start(ctx, b, spec)
 	if err != nil {

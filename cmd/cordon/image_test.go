@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -20,7 +21,11 @@ import (
 
 // busyboxTarball writes a `docker save` tarball of a one-layer image: a
 // static busybox, its applets, and a marker file.
-func busyboxTarball(t *testing.T) string {
+func busyboxTarball(t *testing.T) string { return busyboxImage(t, nil) }
+
+// busyboxImage is busyboxTarball with the image config cfg (none when nil)
+// and an /etc/passwd naming user "app" (uid 4343).
+func busyboxImage(t *testing.T, cfg *v1.Config) string {
 	bb := testutil.Requires(t, "busybox")[0]
 	data, err := os.ReadFile(bb)
 	if err != nil {
@@ -39,6 +44,9 @@ func busyboxTarball(t *testing.T) string {
 		add(&tar.Header{Name: "bin/" + a, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777}, nil)
 	}
 	add(&tar.Header{Name: "etc/marker", Typeflag: tar.TypeReg, Mode: 0o644}, []byte("from the image\n"))
+	if cfg != nil {
+		add(&tar.Header{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644}, []byte("root:x:0:0::/root:/bin/sh\napp:x:4343:4343::/home/app:/bin/sh\n"))
+	}
 	tw.Close()
 	b := buf.Bytes()
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
@@ -49,8 +57,16 @@ func busyboxTarball(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if cfg != nil {
+		if img, err = mutate.Config(img, *cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
 	path := filepath.Join(t.TempDir(), "busybox.tar")
 	tag, _ := name.NewTag("cordon.test/busybox:1")
+	if cfg != nil {
+		tag, _ = name.NewTag("cordon.test/configured:1")
+	}
 	if err := tarball.WriteToFile(path, tag, img); err != nil {
 		t.Fatal(err)
 	}
@@ -117,5 +133,49 @@ func TestImages(t *testing.T) {
 	}
 	if out, _, _ := run("image", "ls"); strings.Contains(out, "bb") {
 		t.Fatalf("ls after rm: %q", out)
+	}
+}
+
+// TestImageDefaults: a sandbox of an image takes the image config's Env
+// and User (a uid, or a name from the image's /etc/passwd) unless its own
+// flags say otherwise; the image's root user is not taken.
+func TestImageDefaults(t *testing.T) {
+	testutil.RequiresRoot(t)
+	bin := buildCLI(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755)
+	run := func(args ...string) (string, string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "CORDON_IMAGE_DIR="+dir)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		_ = cmd.Run()
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+	for _, tc := range []struct {
+		user, want string
+	}{{"app", "4343"}, {"4242:4242", "4242"}, {"root", "1000"}, {"", "1000"}} {
+		t.Run("user="+tc.user, func(t *testing.T) {
+			img := busyboxImage(t, &v1.Config{Env: []string{"GREETING=from-image", "PATH=/bin"}, User: tc.user})
+			if _, errOut, code := run("image", "import", img, "--name", "configured"); code != 0 {
+				t.Fatalf("import: %s", errOut)
+			}
+			out, errOut, code := run("run", "--image", "configured", "--", "sh", "-c", "echo $GREETING $PATH; id -u")
+			if code != 0 || out != "from-image /bin\n"+tc.want+"\n" {
+				t.Fatalf("run: %q %q %d", out, errOut, code)
+			}
+			out, errOut, code = run("run", "--image", "configured", "--env", "GREETING=mine", "--user", "1234", "--", "sh", "-c", "echo $GREETING; id -u")
+			if code != 0 || out != "mine\n1234\n" {
+				t.Fatalf("run with flags: %q %q %d", out, errOut, code)
+			}
+		})
+	}
+	img := busyboxImage(t, &v1.Config{User: "nobody-here"})
+	if _, errOut, code := run("image", "import", img, "--name", "unknown-user"); code != 0 {
+		t.Fatalf("import: %s", errOut)
+	}
+	if _, errOut, code := run("run", "--image", "unknown-user", "--", "true"); code == 0 || !strings.Contains(errOut, "nobody-here") {
+		t.Fatalf("an image user not in its passwd: %q %d", errOut, code)
 	}
 }
