@@ -53,6 +53,9 @@ func (s *Server) handleSeed(w http.ResponseWriter, r *http.Request) {
 // seedShell runs a seed's scripts in sb through its agent.
 func seedShell(sb *sandbox.Sandbox) seeds.Shell {
 	return func(ctx context.Context, script string, args ...string) (string, string, int, error) {
+		// The daemon holds the deadline, not only the agent.
+		ctx, cancel := context.WithTimeout(ctx, seedTimeout+hostGrace)
+		defer cancel()
 		var stdout, stderr bytes.Buffer
 		res, err := sb.Client().Exec(ctx, "/bin/sh", agentclient.ExecOptions{Args: append([]string{"-c", script, "sh"}, args...),
 			Timeout: seedTimeout, MaxOutputBytes: 1 << 20, Stdout: &stdout, Stderr: &stderr})

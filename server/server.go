@@ -70,6 +70,12 @@ type Limits struct {
 	MaxStreamsPerTenant     int   // open exec, file, agent and event streams (default 64)
 	MaxSubscribersPerTenant int   // open event streams (default 8)
 	MaxPoolSize             int   // one pool's size (default 64)
+	MaxSnapshotsPerTenant   int   // snapshots kept (default 100)
+	MaxTemplatesPerTenant   int   // templates kept (default 100)
+	// MaxSnapshotBytes bounds one snapshot's content, uncompressed
+	// (default 16 GiB): what a sandbox, or an import, may make the daemon
+	// read and store.
+	MaxSnapshotBytes int64
 }
 
 func (l *Limits) defaults() {
@@ -89,6 +95,9 @@ func (l *Limits) defaults() {
 	defi(&l.MaxStreamsPerTenant, 64)
 	defi(&l.MaxSubscribersPerTenant, 8)
 	defi(&l.MaxPoolSize, 64)
+	defi(&l.MaxSnapshotsPerTenant, 100)
+	defi(&l.MaxTemplatesPerTenant, 100)
+	def(&l.MaxSnapshotBytes, 16<<30)
 }
 
 // Server is the daemon. Build one with New, serve Handler on listeners,

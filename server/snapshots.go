@@ -72,9 +72,16 @@ func newSnapshotID() string {
 // errBadArchive marks a tar that cannot be taken as a snapshot.
 var errBadArchive = errors.New("not a snapshot archive")
 
-// capture takes e's writable state into the store and returns the
-// artifact's digest, size, file count and root paths.
-func (s *Server) capture(ctx context.Context, e *entry) (string, int64, int, []string, error) {
+// hostGrace is how long past a capture's or restore's own timeout the
+// daemon waits before it gives up on the agent: the host holds the
+// deadline, not only the agent.
+const hostGrace = 30 * time.Second
+
+// capture reads e's writable state into a compressed archive in the store
+// (not yet named by its digest: addSnapshot does that).
+func (s *Server) capture(ctx context.Context, e *entry) (archived, error) {
+	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout+hostGrace)
+	defer cancel()
 	ac := e.sb.Client()
 	defer func() {
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -95,25 +102,42 @@ func (s *Server) capture(ctx context.Context, e *entry) (string, int64, int, []s
 			pw.Close()
 		}
 	}()
-	digest, size, files, roots, err := s.storeArchive(pr, func(h *tar.Header) (*tar.Header, bool, error) {
-		return cleanHeader(h)
-	})
+	a, err := s.storeArchive(pr)
 	pr.CloseWithError(errors.New("capture over"))
-	return digest, size, files, roots, err
+	return a, err
 }
 
-// storeArchive writes the tar read from r, each header passed through filter,
-// compressed into the store under its digest.
-func (s *Server) storeArchive(r io.Reader, filter func(*tar.Header) (*tar.Header, bool, error)) (string, int64, int, []string, error) {
+// archived is a checked, compressed archive in the store, under a
+// temporary name until addSnapshot names it by its digest.
+type archived struct {
+	tmp, digest string
+	size        int64
+	files       int
+	roots       []string
+}
+
+// errTooLarge marks a snapshot past Limits.MaxSnapshotBytes.
+var errTooLarge = errors.New("snapshot too large")
+
+// storeArchive writes the tar read from r, each header cleaned
+// (cleanHeader), compressed into a temporary file of the store; at most
+// Limits.MaxSnapshotBytes of content (headers counted) is read.
+func (s *Server) storeArchive(r io.Reader) (a archived, err error) {
 	if err := os.MkdirAll(s.snapshotDir(), 0o700); err != nil {
-		return "", 0, 0, nil, err
+		return a, err
 	}
 	f, err := os.CreateTemp(s.snapshotDir(), ".partial-*")
 	if err != nil {
-		return "", 0, 0, nil, err
+		return a, err
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
+	defer func() {
+		f.Close()
+		if err != nil {
+			os.Remove(f.Name())
+		}
+	}()
+	limit := s.cfg.Limits.MaxSnapshotBytes
+	r = &io.LimitedReader{R: r, N: limit + 1}
 	h := sha256.New()
 	cw := &countingWriter{w: io.MultiWriter(f, h)}
 	gz, _ := gzip.NewWriterLevel(cw, gzip.BestSpeed)
@@ -121,17 +145,25 @@ func (s *Server) storeArchive(r io.Reader, filter func(*tar.Header) (*tar.Header
 	tr := tar.NewReader(r)
 	files := 0
 	var roots []string
+	var content int64
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return "", 0, 0, nil, err
+			if r.(*io.LimitedReader).N <= 0 {
+				return a, fmt.Errorf("%w: more than %d bytes", errTooLarge, limit)
+			}
+			return a, err
 		}
-		hdr, keep, err := filter(hdr)
+		// A sparse file's apparent size counts: that is what is stored.
+		if content += hdr.Size + 512; content > limit {
+			return a, fmt.Errorf("%w: more than %d bytes", errTooLarge, limit)
+		}
+		hdr, keep, err := cleanHeader(hdr)
 		if err != nil {
-			return "", 0, 0, nil, err
+			return a, err
 		}
 		if !keep {
 			continue
@@ -141,32 +173,76 @@ func (s *Server) storeArchive(r io.Reader, filter func(*tar.Header) (*tar.Header
 			roots = append(roots, name)
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
-			return "", 0, 0, nil, err
+			return a, err
 		}
 		if hdr.Typeflag == tar.TypeReg {
 			if _, err := io.Copy(tw, tr); err != nil {
-				return "", 0, 0, nil, err
+				return a, err
 			}
 		}
 		files++
 	}
 	if err := tw.Close(); err != nil {
-		return "", 0, 0, nil, err
+		return a, err
 	}
 	if err := gz.Close(); err != nil {
-		return "", 0, 0, nil, err
+		return a, err
 	}
 	if err := f.Sync(); err != nil {
-		return "", 0, 0, nil, err
+		return a, err
 	}
-	digest := "sha256-" + hex.EncodeToString(h.Sum(nil))
-	if _, err := os.Stat(s.artifact(digest)); err == nil {
-		return digest, cw.n, files, roots, nil // the same state is stored already
+	return archived{tmp: f.Name(), digest: "sha256-" + hex.EncodeToString(h.Sum(nil)), size: cw.n, files: files, roots: roots}, nil
+}
+
+// errSnapshotQuota: the tenant holds Limits.MaxSnapshotsPerTenant.
+var errSnapshotQuota = errors.New("snapshot quota")
+
+// addSnapshot records sn, its artifact named by its digest: tmp, a new
+// archive (removed when an equal one is stored already), or "" for a
+// snapshot sharing a stored artifact. Under snapMu, so that a delete
+// cannot take an artifact away between the check and the record.
+func (s *Server) addSnapshot(sn api.Snapshot, tmp string) error {
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	if tmp != "" {
+		defer os.Remove(tmp)
 	}
-	if err := os.Rename(f.Name(), s.artifact(digest)); err != nil {
-		return "", 0, 0, nil, err
+	all, err := s.store.snapshots()
+	if err != nil {
+		return err
 	}
-	return digest, cw.n, files, roots, nil
+	n := 0
+	for _, o := range all {
+		if o.Tenant == sn.Tenant {
+			n++
+		}
+	}
+	if n >= s.cfg.Limits.MaxSnapshotsPerTenant {
+		return fmt.Errorf("%w: a tenant may keep at most %d snapshots", errSnapshotQuota, s.cfg.Limits.MaxSnapshotsPerTenant)
+	}
+	if _, err := os.Stat(s.artifact(sn.Digest)); err != nil {
+		if tmp == "" {
+			return fmt.Errorf("%w: its stored state is gone", errNoSnapshot)
+		}
+		if err := os.Rename(tmp, s.artifact(sn.Digest)); err != nil {
+			return err
+		}
+	}
+	return s.store.putSnapshot(sn)
+}
+
+// snapshotError answers a snapshot's refusal.
+func snapshotError(w http.ResponseWriter, what string, err error) {
+	switch {
+	case errors.Is(err, errSnapshotQuota):
+		writeError(w, http.StatusTooManyRequests, api.CodeQuota, err.Error())
+	case errors.Is(err, errTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, what+": "+err.Error())
+	case errors.Is(err, errNoSnapshot):
+		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
+	default:
+		writeError(w, http.StatusUnprocessableEntity, api.CodeSnapshotFailed, what+": "+err.Error())
+	}
 }
 
 // cleanHeader keeps what a snapshot may hold: regular files, directories
@@ -223,6 +299,8 @@ func (l *limitedWriter) Write(b []byte) (int, error) {
 // restore unpacks a stored snapshot into sb: its artifact is uploaded
 // whole (compressed) and unpacked inside.
 func (s *Server) restore(ctx context.Context, sb *sandbox.Sandbox, digest string) error {
+	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout+hostGrace)
+	defer cancel()
 	f, err := os.Open(s.artifact(digest))
 	if err != nil {
 		return err
@@ -272,7 +350,7 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 	defer done()
 	sn, err := s.takeSnapshot(r.Context(), e, req.TTLSeconds)
 	if err != nil {
-		writeError(w, http.StatusUnprocessableEntity, api.CodeSnapshotFailed, "the snapshot could not be taken: "+err.Error())
+		snapshotError(w, "the snapshot could not be taken", err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, sn)
@@ -280,43 +358,43 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) takeSnapshot(ctx context.Context, e *entry, ttlSeconds int64) (api.Snapshot, error) {
 	rec := s.recordOf(e)
-	digest, size, files, roots, err := s.capture(ctx, e)
+	a, err := s.capture(ctx, e)
 	if err != nil {
 		return api.Snapshot{}, err
 	}
-	sn := api.Snapshot{ID: newSnapshotID(), Tenant: rec.Tenant, Source: rec.ID, Spec: rec.Spec, Paths: rootsAbs(roots),
-		Digest: digest, Size: size, Files: files, CreatedAt: time.Now().UTC()}
+	sn := a.snapshot(rec.Tenant, rec.ID, rec.Spec)
 	if ttlSeconds > 0 {
 		exp := sn.CreatedAt.Add(time.Duration(ttlSeconds) * time.Second)
 		sn.ExpiresAt = &exp
 	}
-	if err := s.store.putSnapshot(sn); err != nil {
+	if err := s.addSnapshot(sn, a.tmp); err != nil {
 		return api.Snapshot{}, err
 	}
-	s.emit(api.EventSnapshot, rec, map[string]any{"snapshot": sn.ID, "digest": digest, "size": size})
+	s.emit(api.EventSnapshot, rec, map[string]any{"snapshot": sn.ID, "digest": sn.Digest, "size": sn.Size})
 	return sn, nil
 }
 
-func rootsAbs(roots []string) []string {
-	out := make([]string, len(roots))
-	for i, r := range roots {
-		out[i] = "/" + r
+// snapshot describes a, as tenant's, taken from source of spec.
+func (a archived) snapshot(tenant, source string, spec api.Spec) api.Snapshot {
+	paths := make([]string, len(a.roots))
+	for i, r := range a.roots {
+		paths[i] = "/" + r
 	}
-	return out
+	return api.Snapshot{ID: newSnapshotID(), Tenant: tenant, Source: source, Spec: spec, Paths: paths,
+		Digest: a.digest, Size: a.size, Files: a.files, CreatedAt: time.Now().UTC()}
 }
 
 // snapshotFor finds the caller's snapshot id.
 func (s *Server) snapshotFor(c *caller, id string) (api.Snapshot, error) {
-	all, err := s.store.snapshots()
+	var sn api.Snapshot
+	found, err := s.store.get(bucketSnapshots, id, &sn)
 	if err != nil {
 		return api.Snapshot{}, err
 	}
-	for _, sn := range all {
-		if sn.ID == id && (sn.Tenant == c.tenant || c.admin && c.tenant == LocalTenant) && !expired(sn, time.Now()) {
-			return sn, nil
-		}
+	if !found || !(sn.Tenant == c.tenant || c.admin && c.tenant == LocalTenant) || expired(sn, time.Now()) {
+		return api.Snapshot{}, fmt.Errorf("%w: no snapshot %s", errNoSnapshot, id)
 	}
-	return api.Snapshot{}, fmt.Errorf("%w: no snapshot %s", errNoSnapshot, id)
+	return sn, nil
 }
 
 var errNoSnapshot = errors.New("no such snapshot")
@@ -473,7 +551,11 @@ func (s *Server) handleImportSnapshot(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, api.CodeInvalid, "data.tar.gz is not gzip: "+err.Error())
 			return
 		}
-		digest, size, files, roots, err := s.storeArchive(gz, cleanHeader)
+		a, err := s.storeArchive(gz)
+		if errors.Is(err, errTooLarge) {
+			snapshotError(w, "data.tar.gz", err)
+			return
+		}
 		if err != nil {
 			writeError(w, http.StatusBadRequest, api.CodeInvalid, "data.tar.gz: "+err.Error())
 			return
@@ -482,10 +564,10 @@ func (s *Server) handleImportSnapshot(w http.ResponseWriter, r *http.Request) {
 		if _, err := s.toSpec(spec); err != nil {
 			spec = api.Spec{} // a spec this daemon cannot honour gives way to its defaults
 		}
-		sn := api.Snapshot{ID: newSnapshotID(), Tenant: c.tenant, Source: meta.Source, Spec: spec, Paths: rootsAbs(roots),
-			Digest: digest, Size: size, Files: files, CreatedAt: time.Now().UTC(), ExpiresAt: meta.ExpiresAt}
-		if err := s.store.putSnapshot(sn); err != nil {
-			writeErr(w, err)
+		sn := a.snapshot(c.tenant, meta.Source, spec)
+		sn.ExpiresAt = meta.ExpiresAt
+		if err := s.addSnapshot(sn, a.tmp); err != nil {
+			snapshotError(w, "the import", err)
 			return
 		}
 		writeJSON(w, http.StatusCreated, sn)
@@ -517,7 +599,7 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 	defer done()
 	sn, err := s.takeSnapshot(r.Context(), e, 3600)
 	if err != nil {
-		writeError(w, http.StatusUnprocessableEntity, api.CodeSnapshotFailed, "the source's state could not be taken: "+err.Error())
+		snapshotError(w, "the source's state could not be taken", err)
 		return
 	}
 	defer s.dropSnapshot(sn)

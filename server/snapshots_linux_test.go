@@ -470,3 +470,67 @@ func TestTemplatePool(t *testing.T) {
 		t.Errorf("another tenant: %v", err)
 	}
 }
+
+// TestSnapshotLimits: what a sandbox (or an import) may make the daemon
+// read and keep is bounded: a snapshot's content (a sparse file counts at
+// its apparent size), snapshots and templates per tenant; a refused
+// capture leaves nothing in the store.
+func TestSnapshotLimits(t *testing.T) {
+	d := startDaemon(t, func(c *server.Config) {
+		c.Limits.MaxSnapshotBytes = 1 << 20
+		c.Limits.MaxSnapshotsPerTenant = 2
+		c.Limits.MaxTemplatesPerTenant = 1
+	})
+	c := d.local
+	ctx := t.Context()
+	sb := create(t, c, api.CreateRequest{})
+	sh(t, c, sb.ID, "truncate -s 1G sparse")
+	if _, err := c.Snapshot(ctx, sb.ID, 0); !isAPIStatus(err, http.StatusRequestEntityTooLarge) {
+		t.Fatalf("a sparse 1 GiB file under a 1 MiB limit: %v", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(d.stateDir, "snapshots")); len(ents) != 0 {
+		t.Errorf("left in the store: %v", ents)
+	}
+	sh(t, c, sb.ID, "rm sparse && echo small > f")
+	sn, err := c.Snapshot(ctx, sb.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Snapshot(ctx, sb.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Snapshot(ctx, sb.ID, 0); !isAPIStatus(err, http.StatusTooManyRequests) {
+		t.Errorf("a third snapshot of two allowed: %v", err)
+	}
+	// An import past the size limit is refused as a capture is.
+	var big bytes.Buffer
+	gz := gzip.NewWriter(&big)
+	tw := tar.NewWriter(gz)
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "workspace/zeros", Mode: 0o644, Size: 2 << 20})
+	tw.Write(make([]byte, 2<<20))
+	tw.Close()
+	gz.Close()
+	var exp bytes.Buffer
+	ow := tar.NewWriter(&exp)
+	meta, _ := json.Marshal(api.Snapshot{ID: "snap_x"})
+	ow.WriteHeader(&tar.Header{Name: "snapshot.json", Mode: 0o644, Size: int64(len(meta))})
+	ow.Write(meta)
+	ow.WriteHeader(&tar.Header{Name: "data.tar.gz", Mode: 0o644, Size: int64(big.Len())})
+	ow.Write(big.Bytes())
+	ow.Close()
+	if err := c.DeleteSnapshot(ctx, sn.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ImportSnapshot(ctx, &exp); !isAPIStatus(err, http.StatusRequestEntityTooLarge) {
+		t.Errorf("an import past the limit: %v", err)
+	}
+	if _, err := c.PutTemplate(ctx, "one", api.Template{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutTemplate(ctx, "one", api.Template{Start: "true"}); err != nil {
+		t.Errorf("saving a template again is no new one: %v", err)
+	}
+	if _, err := c.PutTemplate(ctx, "two", api.Template{}); !isAPIStatus(err, http.StatusTooManyRequests) {
+		t.Errorf("a second template of one allowed: %v", err)
+	}
+}

@@ -366,6 +366,20 @@ func (s *store) putSnapshot(sn api.Snapshot) error {
 	return s.db.Update(func(tx *bolt.Tx) error { return put(tx, bucketSnapshots, sn.ID, sn) })
 }
 
+// get reads one JSON value of a bucket into v; false when there is none.
+func (s *store) get(bucket []byte, key string, v any) (bool, error) {
+	found := false
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket).Get([]byte(key))
+		if b == nil {
+			return nil
+		}
+		found = true
+		return json.Unmarshal(b, v)
+	})
+	return found, err
+}
+
 func (s *store) deleteSnapshot(id string) error {
 	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketSnapshots).Delete([]byte(id)) })
 }

@@ -44,6 +44,24 @@ func (s *Server) handlePutTemplate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.CodeInvalid, "start: at most 64 KiB")
 		return
 	}
+	old, _ := s.templateFor(c.tenant, name)
+	if old == nil {
+		all, err := s.store.templates()
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		n := 0
+		for _, o := range all {
+			if o.Tenant == c.tenant {
+				n++
+			}
+		}
+		if n >= s.cfg.Limits.MaxTemplatesPerTenant {
+			writeError(w, http.StatusTooManyRequests, api.CodeQuota, fmt.Sprintf("a tenant may keep at most %d templates", s.cfg.Limits.MaxTemplatesPerTenant))
+			return
+		}
+	}
 	if t.FromSnapshot != "" {
 		from, err := s.snapshotFor(c, t.FromSnapshot)
 		if err != nil {
@@ -52,8 +70,8 @@ func (s *Server) handlePutTemplate(w http.ResponseWriter, r *http.Request) {
 		}
 		own := from
 		own.ID, own.Source, own.ExpiresAt, own.CreatedAt = newSnapshotID(), "template "+name, nil, t.CreatedAt
-		if err := s.store.putSnapshot(own); err != nil {
-			writeErr(w, err)
+		if err := s.addSnapshot(own, ""); err != nil {
+			snapshotError(w, "the template's snapshot", err)
 			return
 		}
 		t.Snapshot = own.ID
@@ -61,7 +79,6 @@ func (s *Server) handlePutTemplate(w http.ResponseWriter, r *http.Request) {
 			t.Spec = from.Spec
 		}
 	}
-	old, _ := s.templateFor(c.tenant, name)
 	if err := s.store.putTemplate(t); err != nil {
 		writeErr(w, err)
 		return
@@ -84,16 +101,15 @@ func (s *Server) dropTemplateSnapshot(tenant, id string) {
 var errNoTemplate = errors.New("no such template")
 
 func (s *Server) templateFor(tenant, name string) (*api.Template, error) {
-	all, err := s.store.templates()
+	var t api.Template
+	found, err := s.store.get(bucketTemplates, templateKey(tenant, name), &t)
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range all {
-		if t.Tenant == tenant && t.Name == name {
-			return &t, nil
-		}
+	if !found {
+		return nil, fmt.Errorf("%w %q", errNoTemplate, name)
 	}
-	return nil, fmt.Errorf("%w %q", errNoTemplate, name)
+	return &t, nil
 }
 
 func (s *Server) handleListTemplates(w http.ResponseWriter, r *http.Request) {
