@@ -75,36 +75,6 @@ func WithImageStore(s *image.Store) Option { return func(p *Provider) { p.images
 // its leftovers.
 func WithImageDir(dir string) Option { return func(p *Provider) { p.imageDir = dir } }
 
-func (p *Provider) imageStore() (*image.Store, error) {
-	p.imagesOnce.Do(func() {
-		if p.images == nil {
-			dir := p.imageDir
-			if dir == "" {
-				dir = image.DefaultDir()
-			}
-			p.images, p.imagesErr = image.Open(dir, image.DefaultLimits)
-		}
-	})
-	return p.images, p.imagesErr
-}
-
-// rootFromImage resolves spec.Image to a cached root filesystem (pulling it
-// when it is not cached) and holds it until release is called.
-func (p *Provider) rootFromImage(ctx context.Context, ref string) (string, func(), error) {
-	st, err := p.imageStore()
-	if err != nil {
-		return "", nil, err
-	}
-	root, release, err := st.Acquire(ref)
-	if errors.Is(err, image.ErrNotFound) {
-		if _, err = st.Pull(ctx, ref); err != nil {
-			return "", nil, err
-		}
-		root, release, err = st.Acquire(ref)
-	}
-	return root, release, err
-}
-
 // WithHostGrace sets how long past a command's timeout the host waits for
 // its end before tearing the sandbox down (default HostGrace).
 func WithHostGrace(d time.Duration) Option { return func(p *Provider) { p.hostGrace = d } }
@@ -182,18 +152,9 @@ func (p *Provider) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	release := func() {}
 	if spec.Image != "" && !b.Capabilities().EngineImages {
-		root, rel, err := p.rootFromImage(ctx, spec.Image)
-		if err != nil {
-			return nil, fmt.Errorf("image %s: %w", spec.Image, err)
-		}
-		spec.RootFS, release = root, rel
-		if st, err := p.imageStore(); err == nil {
-			if rec, err := st.Resolve(spec.Image); err == nil {
-				if spec, err = withImageDefaults(spec, rec, root); err != nil {
-					release()
-					return nil, err
-				}
-			}
+		var err error
+		if spec, release, err = p.imageRoot(ctx, spec); err != nil {
+			return nil, err
 		}
 	}
 	s, err := p.start(ctx, b, spec)

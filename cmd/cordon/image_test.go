@@ -76,18 +76,7 @@ func busyboxImage(t *testing.T, cfg *v1.Config) string {
 func TestImages(t *testing.T) {
 	testutil.RequiresRoot(t)
 	bin := buildCLI(t)
-	dir := t.TempDir()
-	// Sandboxes read image roots as unprivileged mapped users.
-	os.Chmod(dir, 0o755)
-	os.Chmod(filepath.Dir(dir), 0o755)
-	run := func(args ...string) (string, string, int) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "CORDON_IMAGE_DIR="+dir)
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		_ = cmd.Run()
-		return o.String(), e.String(), cmd.ProcessState.ExitCode()
-	}
+	run := imageCLI(t)
 	// A sandbox without an image leaves the cache alone: not even opened.
 	unused := filepath.Join(t.TempDir(), "unused")
 	cmd := exec.Command(bin, "run", "--", "true")
@@ -141,18 +130,7 @@ func TestImages(t *testing.T) {
 // flags say otherwise; the image's root user is not taken.
 func TestImageDefaults(t *testing.T) {
 	testutil.RequiresRoot(t)
-	bin := buildCLI(t)
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	os.Chmod(filepath.Dir(dir), 0o755)
-	run := func(args ...string) (string, string, int) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "CORDON_IMAGE_DIR="+dir)
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		_ = cmd.Run()
-		return o.String(), e.String(), cmd.ProcessState.ExitCode()
-	}
+	run := imageCLI(t)
 	for _, tc := range []struct {
 		user, want string
 	}{{"app", "4343"}, {"4242:4242", "4242"}, {"root", "1000"}, {"", "1000"}} {
@@ -177,5 +155,23 @@ func TestImageDefaults(t *testing.T) {
 	}
 	if _, errOut, code := run("run", "--image", "unknown-user", "--", "true"); code == 0 || !strings.Contains(errOut, "nobody-here") {
 		t.Fatalf("an image user not in its passwd: %q %d", errOut, code)
+	}
+}
+
+// imageCLI runs cordon with an image cache of the test's own, and returns
+// stdout, stderr and the exit code.
+func imageCLI(t *testing.T) func(args ...string) (string, string, int) {
+	bin := buildCLI(t)
+	dir := t.TempDir()
+	// Sandboxes read image roots as unprivileged mapped users.
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755)
+	return func(args ...string) (string, string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "CORDON_IMAGE_DIR="+dir)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		_ = cmd.Run()
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
 	}
 }

@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -11,6 +13,55 @@ import (
 
 	"github.com/cordon-sandbox/cordon/image"
 )
+
+func (p *Provider) imageStore() (*image.Store, error) {
+	p.imagesOnce.Do(func() {
+		if p.images == nil {
+			dir := p.imageDir
+			if dir == "" {
+				dir = image.DefaultDir()
+			}
+			p.images, p.imagesErr = image.Open(dir, image.DefaultLimits)
+		}
+	})
+	return p.images, p.imagesErr
+}
+
+// rootFromImage resolves spec.Image to a cached root filesystem (pulling it
+// when it is not cached) and holds it until release is called.
+func (p *Provider) rootFromImage(ctx context.Context, ref string) (string, func(), error) {
+	st, err := p.imageStore()
+	if err != nil {
+		return "", nil, err
+	}
+	root, release, err := st.Acquire(ref)
+	if errors.Is(err, image.ErrNotFound) {
+		if _, err = st.Pull(ctx, ref); err != nil {
+			return "", nil, err
+		}
+		root, release, err = st.Acquire(ref)
+	}
+	return root, release, err
+}
+
+// imageRoot gives spec its image's root filesystem (held until release)
+// and the image's defaults.
+func (p *Provider) imageRoot(ctx context.Context, spec Spec) (Spec, func(), error) {
+	root, release, err := p.rootFromImage(ctx, spec.Image)
+	if err != nil {
+		return spec, nil, fmt.Errorf("image %s: %w", spec.Image, err)
+	}
+	spec.RootFS = root
+	if st, err := p.imageStore(); err == nil {
+		if rec, err := st.Resolve(spec.Image); err == nil {
+			if spec, err = withImageDefaults(spec, rec, root); err != nil {
+				release()
+				return spec, nil, err
+			}
+		}
+	}
+	return spec, release, nil
+}
 
 // withImageDefaults gives spec what its image's config sets and the spec
 // does not: each variable of the image's Env, and its User (a uid, or a
