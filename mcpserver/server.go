@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/runs"
 	"github.com/cordon-sandbox/cordon/server/api"
 	"github.com/cordon-sandbox/cordon/server/client"
@@ -102,7 +104,7 @@ func (t *tools) create(ctx context.Context, _ *mcp.CallToolRequest, in CreateIn)
 	if len(in.Allow) > 0 {
 		eg := &api.Egress{Mode: "static"}
 		for _, h := range in.Allow {
-			r, err := parseRule(h)
+			r, err := egress.ParseRule(h)
 			if err != nil {
 				return nil, CreateOut{}, err
 			}
@@ -191,7 +193,7 @@ type CodeIn struct {
 func (t *tools) runCode(ctx context.Context, _ *mcp.CallToolRequest, in CodeIn) (*mcp.CallToolResult, any, error) {
 	req := runs.Request{Language: in.Language, Source: in.Source, Capabilities: &runs.Capabilities{Net: in.Net, Import: []string{}}}
 	if in.Input != nil {
-		b, err := jsonMarshal(in.Input)
+		b, err := json.Marshal(in.Input)
 		if err != nil {
 			return nil, nil, err
 		}

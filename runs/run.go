@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -179,13 +180,17 @@ func (rn *Runner) run(ctx context.Context, d *client.Client, p *plan, start time
 	defer rn.destroy(ctx, d, sb.ID)
 
 	t = time.Now()
-	if rules := append(rulesFor(direct, netRules), importRules...); len(rules) > 0 {
+	rules := importRules
+	if len(direct) > 0 {
+		rules = append(slices.Clone(netRules), importRules...)
+	}
+	if len(rules) > 0 {
 		if _, err := d.SetNetworkPolicy(ctx, sb.ID, api.Egress{Mode: string(egress.Static), Rules: rules}); err != nil {
 			return rn.failed(res, start, ReasonSandbox, "the run's egress policy could not be set: "+err.Error()), nil
 		}
 	}
 	for _, f := range p.files {
-		if err := d.UploadMode(ctx, sb.ID, f.path, bytes.NewReader(f.data), int64(len(f.data)), cmpMode(f.mode)); err != nil {
+		if err := d.UploadMode(ctx, sb.ID, f.path, bytes.NewReader(f.data), int64(len(f.data)), fileMode(f.mode)); err != nil {
 			return rn.failed(res, start, ReasonSandbox, fmt.Sprintf("file %s could not be placed: %v", f.path, err)), nil
 		}
 	}
@@ -198,14 +203,8 @@ func (rn *Runner) run(ctx context.Context, d *client.Client, p *plan, start time
 	return res, nil
 }
 
-func rulesFor(hosts []string, rules []egress.Rule) []egress.Rule {
-	if len(hosts) == 0 {
-		return nil
-	}
-	return rules
-}
-
-func cmpMode(m int) int {
+// fileMode is a placed file's mode: 0644 unless the request gives one.
+func fileMode(m int) int {
 	if m == 0 {
 		return 0o644
 	}

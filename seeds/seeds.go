@@ -87,7 +87,7 @@ func (s Seed) Validate(root string) error {
 	seen := map[string]bool{}
 	for i, r := range s.Repositories {
 		field := fmt.Sprintf("repositories[%d]", i)
-		if strings.HasPrefix(r.URL, "git@") || strings.Contains(r.URL, "://") && strings.HasPrefix(strings.ToLower(r.URL), "ssh://") {
+		if strings.HasPrefix(r.URL, "git@") || strings.HasPrefix(strings.ToLower(r.URL), "ssh://") {
 			return invalid("%s.url: ssh and git@ URLs are refused (no key enters the sandbox); use https", field)
 		}
 		u, err := url.Parse(r.URL)

@@ -118,12 +118,14 @@ type Server struct {
 	ports   map[string]*exposed // exposed ports by token
 	streams map[string]int      // open streams by tenant
 
-	runs     *runs.Server
-	snapMu   sync.Mutex // snapshot deletes and their artifacts
-	closing  atomic.Bool
-	stop     chan struct{}
-	bg       sync.WaitGroup
-	stopOnce sync.Once
+	runs   *runs.Server
+	snapMu sync.Mutex // snapshot deletes and their artifacts
+	// snapReaped is when the reaper last looked for expired snapshots.
+	snapReaped atomic.Int64
+	closing    atomic.Bool
+	stop       chan struct{}
+	bg         sync.WaitGroup
+	stopOnce   sync.Once
 }
 
 // New opens the registry, settles what a previous run left, starts the

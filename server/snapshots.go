@@ -466,8 +466,13 @@ func (s *Server) dropSnapshot(sn api.Snapshot) error {
 	return nil
 }
 
-// reapSnapshots drops the snapshots past their TTL.
+// reapSnapshots drops the snapshots past their TTL, looking (a scan of
+// them all) at every tenth of the reaper's rounds.
 func (s *Server) reapSnapshots(now time.Time) {
+	if last := s.snapReaped.Load(); now.UnixNano()-last < int64(10*s.cfg.ReapInterval) {
+		return
+	}
+	s.snapReaped.Store(now.UnixNano())
 	all, err := s.store.snapshots()
 	if err != nil {
 		return
