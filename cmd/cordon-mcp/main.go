@@ -7,6 +7,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
@@ -40,7 +41,9 @@ run_code, read_file, write_file, list_files, start_process,
 read_process_output, stop_process, expose_port, list_sandboxes,
 destroy_sandbox) and a sandbox's files as resources
 (cordon://sandboxes/ID/files/PATH), on stdio, or with --listen on
-streamable HTTP at /mcp.
+streamable HTTP at /mcp. Over HTTP every request must carry the token
+read from --token-file (Authorization: Bearer TOKEN): whoever reaches the
+port would otherwise act with cordon mcp's own daemon key.
 
 The tools act on a daemon: --host, else $CORDON_HOST (with
 $CORDON_API_KEY). Without either, cordon mcp starts a private daemon of
@@ -52,6 +55,7 @@ flags:
 	}
 	host := fs.String("host", os.Getenv("CORDON_HOST"), "the daemon: unix:///path, tcp://host:port or https://host:port (default $CORDON_HOST; none: a private daemon)")
 	listen := fs.String("listen", "", "serve streamable HTTP on `HOST:PORT` (path /mcp) instead of stdio")
+	tokenFile := fs.String("token-file", "", "with --listen: the `FILE` holding the bearer token HTTP clients must send (at least 32 characters)")
 	tier := fs.String("tier", "", "the tier of sandboxes whose create names none (default: the daemon's)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -87,13 +91,18 @@ flags:
 		}
 		return 0
 	}
+	token, err := readToken(*tokenFile)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon mcp: --listen needs --token-file: %v\n", err)
+		return 2
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cordon mcp: %v\n", err)
 		return 1
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	mux.Handle("/mcp", requireToken(token, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Printf("cordon mcp listening on http://%s/mcp\n", ln.Addr())
 	go func() {
@@ -107,6 +116,35 @@ flags:
 		return 1
 	}
 	return 0
+}
+
+// readToken reads the HTTP clients' bearer token.
+func readToken(file string) (string, error) {
+	if file == "" {
+		return "", errors.New("no token file")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	t := strings.TrimSpace(string(b))
+	if len(t) < 32 {
+		return "", fmt.Errorf("the token in %s is shorter than 32 characters", file)
+	}
+	return t, nil
+}
+
+// requireToken admits requests bearing token, compared in constant time.
+func requireToken(token string, h http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="cordon mcp"`)
+			http.Error(w, "a valid token is needed (Authorization: Bearer TOKEN)", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // privateDaemon is a `cordon serve --ephemeral` of this process's own: its

@@ -278,7 +278,15 @@ func TestMCPStreamableHTTP(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	m := exec.Command(cordon, "mcp", "--host", "unix://"+sock, "--listen", "127.0.0.1:0")
+	token := "mcp-test-token-0123456789abcdef0123456789"
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cordon, "mcp", "--host", "unix://"+sock, "--listen", "127.0.0.1:0").CombinedOutput(); err == nil || !strings.Contains(string(out), "--token-file") {
+		t.Fatalf("--listen without a token: %v %s", err, out)
+	}
+	m := exec.Command(cordon, "mcp", "--host", "unix://"+sock, "--listen", "127.0.0.1:0", "--token-file", tokenFile)
 	stdout, _ := m.StdoutPipe()
 	if err := m.Start(); err != nil {
 		t.Fatal(err)
@@ -290,8 +298,18 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	if endpoint == "" {
 		t.Fatalf("cordon mcp said %q", line)
 	}
+	// Without the token, nothing.
+	resp, err := http.Post(endpoint, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without the token: %d", resp.StatusCode)
+	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "cordon-test", Version: "1"}, nil)
-	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
+	hc := &http.Client{Transport: bearer{token, http.DefaultTransport}}
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,4 +341,16 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	if isErr, text := c.call("run_command", map[string]any{"sandbox": sb.ID, "command": "true"}, nil); !isErr || !strings.Contains(text, "destroyed") && !strings.Contains(text, "not_found") {
 		t.Errorf("a command in a destroyed sandbox: %v %q", isErr, text)
 	}
+}
+
+// bearer adds a bearer token to each request.
+type bearer struct {
+	token string
+	rt    http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.rt.RoundTrip(r)
 }
