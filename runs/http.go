@@ -2,6 +2,7 @@ package runs
 
 import (
 	"bytes"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
@@ -23,6 +24,10 @@ type Server struct {
 	Daemon func(r *http.Request) (*client.Client, error)
 	// Admission admits the questpie-shaped /run requests.
 	Admission *Admission
+	// Token, when set, is the bearer token Handler's POST /v1/runs takes
+	// (Authorization: Bearer TOKEN); without it Handler refuses that
+	// route: each run acts with the daemon key behind the server.
+	Token string
 	// Audit receives one JSON line per admission decision.
 	Audit io.Writer
 	Log   *slog.Logger
@@ -34,7 +39,14 @@ type Server struct {
 // GET /health.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/runs", s.ServeRuns)
+	mux.HandleFunc("POST /v1/runs", func(w http.ResponseWriter, r *http.Request) {
+		if s.Token == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+s.Token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="cordon run-server"`)
+			writeJSON(w, http.StatusUnauthorized, apiError{api.CodeUnauthorized, "POST /v1/runs needs the server's token (Authorization: Bearer TOKEN; cordon run-server --token-file)", ""})
+			return
+		}
+		s.ServeRuns(w, r)
+	})
 	mux.HandleFunc("POST /run", s.serveCompat)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "runtime": "deno", "server": "cordon"})

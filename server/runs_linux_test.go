@@ -408,7 +408,12 @@ func TestRunsQuestpieCompatible(t *testing.T) {
 		workloadSecret = "questpie-sandbox-workload-admission-secret-32-bytes"
 		instance       = "sandbox_instance_test"
 	)
-	cmd := exec.Command(testutil.BuildCordon(t), "run-server", "--host", "unix://"+d.sock, "--listen", "127.0.0.1:0")
+	runToken := "run-server-token-0123456789abcdef01234567"
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(runToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testutil.BuildCordon(t), "run-server", "--host", "unix://"+d.sock, "--listen", "127.0.0.1:0", "--token-file", tokenFile)
 	cmd.Env = append(cmd.Environ(), "SANDBOX_HOST_ADMISSION_SECRET="+hostSecret, "SANDBOX_WORKLOAD_ADMISSION_SECRET="+workloadSecret,
 		"SANDBOX_WORKLOAD_ADMISSION_KEY_ID=sandbox-workload-v1", "SANDBOX_INSTANCE_ID="+instance)
 	out, _ := cmd.StdoutPipe()
@@ -448,6 +453,27 @@ func TestRunsQuestpieCompatible(t *testing.T) {
 		var m map[string]any
 		_ = json.NewDecoder(resp.Body).Decode(&m)
 		return resp.StatusCode, m
+	}
+	// Its /v1/runs takes the server's token, and nothing else.
+	for _, auth := range []string{"", "Bearer wrong-token", "Bearer " + runToken} {
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/runs", strings.NewReader(`{"language":"shell","source":"echo via run-server"}`))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r runs.Result
+		json.NewDecoder(resp.Body).Decode(&r)
+		resp.Body.Close()
+		want := http.StatusUnauthorized
+		if auth == "Bearer "+runToken {
+			want = http.StatusOK
+		}
+		if resp.StatusCode != want || (want == http.StatusOK && r.Stdout != "via run-server\n") {
+			t.Errorf("/v1/runs with %q: %d %+v", auth, resp.StatusCode, r)
+		}
 	}
 	host := map[string]string{"x-questpie-sandbox-host-admission": hostSecret}
 	hostRun := `{"mode":"host","source":"export default async (input: {n: number}) => { console.log('got', input.n); return input.n + 1 }","input":{"n":41},"capabilities":{"net":[],"import":[],"timeoutMs":5000,"memoryMb":128},"secrets":{}}`

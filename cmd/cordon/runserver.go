@@ -29,8 +29,8 @@ func runServerCmd(args []string) int {
 		fmt.Fprintf(fs.Output(), `usage: cordon run-server [flags]
 
 Serves the one-shot run API (docs/runs.md) in front of a daemon: POST
-/v1/runs, and POST /run and GET /health as @questpie/sandbox's server
-answers them. Admission of /run requests is configured as that server's:
+/v1/runs (to callers bearing the --token-file token), and POST /run and
+GET /health as @questpie/sandbox's server answers them. Admission of /run requests is configured as that server's:
 SANDBOX_HOST_ADMISSION_SECRET, SANDBOX_WORKLOAD_ADMISSION_SECRET,
 SANDBOX_WORKLOAD_ADMISSION_KEY_ID, SANDBOX_INSTANCE_ID, and the one broker
 URL bindings may name, SANDBOX_BROKER_URL. Every run takes a fresh sandbox
@@ -46,6 +46,7 @@ flags:
 	listen := fs.String("listen", "127.0.0.1:"+port, "the `HOST:PORT` to serve (default port: $PORT, else 8787)")
 	tier := fs.String("tier", "", "the sandboxes' tier (default: the daemon's default)")
 	img := fs.String("image", "", "the sandboxes' image, holding deno and python3 on its PATH (default: the tier's root)")
+	tokenFile := fs.String("token-file", "", "serve POST /v1/runs to callers bearing the token in `FILE` (at least 32 characters; without it that route is refused)")
 	broker := fs.String("broker-url", os.Getenv("SANDBOX_BROKER_URL"), "the one broker `URL` a run's bindings may name (default $SANDBOX_BROKER_URL; without it bindings are refused)")
 	d, rest, code := daemonClient(fs, args)
 	if d == nil {
@@ -66,7 +67,19 @@ flags:
 		fmt.Fprintf(os.Stderr, "cordon run-server: %v\n", err)
 		return 2
 	}
-	srv := &runs.Server{
+	token := ""
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "cordon run-server: %v\n", err)
+			return 2
+		}
+		if token = strings.TrimSpace(string(b)); len(token) < 32 {
+			fmt.Fprintf(os.Stderr, "cordon run-server: the token in %s is shorter than 32 characters\n", *tokenFile)
+			return 2
+		}
+	}
+	srv := &runs.Server{Token: token,
 		Runner:    runs.NewRunner(runs.Config{Tier: *tier, Image: *img, BrokerURL: strings.TrimSpace(*broker), Log: log}),
 		Daemon:    func(*http.Request) (*sclient.Client, error) { return d, nil },
 		Admission: adm, Audit: os.Stdout, Log: log,
