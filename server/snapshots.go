@@ -522,7 +522,8 @@ func (s *Server) handleExportSnapshot(w http.ResponseWriter, r *http.Request) {
 // is.
 func (s *Server) handleImportSnapshot(w http.ResponseWriter, r *http.Request) {
 	c := callerOf(r)
-	tr := tar.NewReader(r.Body)
+	// The whole body is bounded too, the entries import skips included.
+	tr := tar.NewReader(http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxSnapshotBytes+2<<20))
 	var meta api.Snapshot
 	seenMeta := false
 	for {
