@@ -151,16 +151,6 @@ func ContainerOptions(env []string) (startup.Options, error) {
 				return startup.Options{}, err
 			}
 		}
-		// Without a socket the agent serves TCP (a cluster's pod, reached
-		// on the pod network): it listens itself, on an unprivileged port,
-		// once it is the agent.
-		if socket != "" {
-			ln, err := ownSocket(socket)
-			if err != nil {
-				return startup.Options{}, err
-			}
-			opts.Listener = ln
-		}
 	}
 	commands, tid, err := startup.NewCommandThread(func() error {
 		// The host finds the thread by its name (CommandThreadName), or
@@ -192,19 +182,26 @@ func ContainerOptions(env []string) (startup.Options, error) {
 		return ClearInheritable()
 	})
 	if err != nil {
-		if opts.Listener != nil {
-			opts.Listener.Close()
-		}
 		return startup.Options{}, err
 	}
 	opts.CommandThread, opts.CommandThreadID = commands, tid
 	if pids != "" {
 		if err := holdCommandPids(pids, tid); err != nil {
-			if opts.Listener != nil {
-				opts.Listener.Close()
-			}
 			return startup.Options{}, err
 		}
+	}
+	// The socket comes after the command thread has its name: a host
+	// that waits for the socket and then moves that thread into the
+	// workload's pids cgroup (host.HoldCommands) must find it. Without a
+	// socket the agent serves TCP (a cluster's pod, reached on the pod
+	// network): it listens itself, on an unprivileged port, once it is
+	// the agent.
+	if uid >= 0 && socket != "" {
+		ln, err := ownSocket(socket)
+		if err != nil {
+			return startup.Options{}, err
+		}
+		opts.Listener = ln
 	}
 	if uid >= 0 {
 		keep := uint32(agentCaps)
