@@ -64,6 +64,14 @@ var ScratchDirs = []Scratch{
 	{Path: Home, Mode: 0o700, Owned: true, Share: 8},
 }
 
+// ScratchName is the name of scratch directory path's directory on the
+// file system that holds them all ("/var/tmp": "var-tmp"): the same on
+// every tier, so that a persistent workspace's disk finds its
+// directories again.
+func ScratchName(path string) string {
+	return strings.ReplaceAll(strings.Trim(path, "/"), "/", "-")
+}
+
 // SystemDirs are the top-level directories of the host's root that a
 // sandbox on the host's root sees, read-only. Everything else at the top
 // (home directories, /root, /mnt, /srv, /run, unknown directories) is left

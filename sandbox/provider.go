@@ -38,6 +38,8 @@ type Provider struct {
 	imagesErr   error
 	backends    map[string]Backend
 	defaultTier string
+	disks       string // WithDisks
+	diskDefault int64
 	log         *slog.Logger
 	readyWait   time.Duration
 	hostGrace   time.Duration
@@ -147,7 +149,8 @@ func (p *Provider) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		return nil, err
 	}
 	spec.Tier = b.Name()
-	if err := b.Capabilities().Check(spec.Tier, &spec); err != nil {
+	caps, _ := p.Capabilities(spec.Tier)
+	if err := caps.Check(spec.Tier, &spec); err != nil {
 		return nil, err
 	}
 	release := func() {}
@@ -167,9 +170,26 @@ func (p *Provider) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 }
 
 func (p *Provider) start(ctx context.Context, b Backend, spec Spec) (*Sandbox, error) {
-	token, err := NewToken()
+	if spec.PersistentWorkspace && p.ownDisks(b.Capabilities()) {
+		return p.startOnDisk(ctx, b, spec)
+	}
+	l, err := p.launch(spec)
 	if err != nil {
 		return nil, err
+	}
+	inst, err := b.Start(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	return p.admit(ctx, newID(), spec, inst)
+}
+
+// launch is what a backend is given to start spec's instance, with a new
+// token.
+func (p *Provider) launch(spec Spec) (Launch, error) {
+	token, err := NewToken()
+	if err != nil {
+		return Launch{}, err
 	}
 	agentEnv := map[string]string{
 		"IDLE_TIMEOUT_MS": strconv.FormatInt(spec.IdleTimeout.Milliseconds(), 10),
@@ -184,10 +204,12 @@ func (p *Provider) start(ctx context.Context, b Backend, spec Spec) (*Sandbox, e
 		// making them costs every first command.
 		agentEnv["SPARE_THREADS"] = "0"
 	}
-	inst, err := b.Start(ctx, Launch{Spec: spec, Token: token, AgentEnv: agentEnv})
-	if err != nil {
-		return nil, err
-	}
+	return Launch{Spec: spec, Token: token, AgentEnv: agentEnv}, nil
+}
+
+// admit waits for inst's agent, and makes it sandbox id with its egress
+// boundary; an instance whose agent does not become ready is destroyed.
+func (p *Provider) admit(ctx context.Context, id string, spec Spec, inst Instance) (*Sandbox, error) {
 	c := client.New(inst.Endpoint())
 	readyCtx, cancel := context.WithTimeout(ctx, p.readyWait)
 	defer cancel()
@@ -202,22 +224,35 @@ func (p *Provider) start(ctx context.Context, b Backend, spec Spec) (*Sandbox, e
 		}
 		return nil, errors.Join(err, derr)
 	}
-	s := newSandbox(newID(), spec, inst, c, health)
-	s.grace = cmp.Or(p.hostGrace, HostGrace)
-	if port, ok := inst.(EgressPort); ok {
-		policy := egress.Policy{Mode: egress.DenyAll}
-		if spec.Egress != nil {
-			policy = *spec.Egress
-		}
-		b, err := p.egressProxy().Attach(ctx, s.id, port.EgressListener(), policy)
-		if err != nil {
-			c.Close()
-			return nil, errors.Join(err, inst.Destroy(context.WithoutCancel(ctx)))
-		}
-		s.egress = b
+	s := newSandbox(id, spec, inst, c, health)
+	s.grace = p.grace()
+	if err := p.attachEgress(ctx, s, inst, spec); err != nil {
+		c.Close()
+		return nil, errors.Join(err, inst.Destroy(context.WithoutCancel(ctx)))
 	}
 	p.log.Debug("sandbox created", "id", s.id, "tier", spec.Tier)
 	return s, nil
+}
+
+func (p *Provider) grace() time.Duration { return cmp.Or(p.hostGrace, HostGrace) }
+
+// attachEgress serves inst's egress listener, if it has one, with the
+// egress proxy under spec's policy.
+func (p *Provider) attachEgress(ctx context.Context, s *Sandbox, inst Instance, spec Spec) error {
+	port, ok := inst.(EgressPort)
+	if !ok {
+		return nil
+	}
+	policy := egress.Policy{Mode: egress.DenyAll}
+	if spec.Egress != nil {
+		policy = *spec.Egress
+	}
+	b, err := p.egressProxy().Attach(ctx, s.id, port.EgressListener(), policy)
+	if err != nil {
+		return err
+	}
+	s.egress = b
+	return nil
 }
 
 // Readier is an Instance that signals when its agent listens, so that
@@ -624,6 +659,10 @@ type Adoption struct {
 	// Suspended: the sandbox was suspended (Sandbox.Suspend); it is taken
 	// back suspended, its agent not asked, until it resumes.
 	Suspended bool `json:"suspended,omitempty"`
+	// Disk: the sandbox's persistent workspace is a disk of the
+	// provider's (WithDisks); State is then the provider's, naming the
+	// disk and the backend's state of its running instance.
+	Disk bool `json:"disk,omitempty"`
 }
 
 // Persist describes the sandbox for a later Provider.Adopt; it fails for a
@@ -637,7 +676,8 @@ func (s *Sandbox) Persist() (*Adoption, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Adoption{ID: s.id, Tier: s.Tier(), Token: s.agent().Endpoint().Token, BootID: s.admitted().BootID, State: st, Suspended: s.Suspended()}, nil
+	_, onDisk := s.inst.(*diskInstance)
+	return &Adoption{ID: s.id, Tier: s.Tier(), Token: s.agent().Endpoint().Token, BootID: s.admitted().BootID, State: st, Suspended: s.Suspended(), Disk: onDisk}, nil
 }
 
 // Adopt takes over a sandbox a previous process created (see Persist): the
@@ -651,41 +691,73 @@ func (p *Provider) Adopt(ctx context.Context, a Adoption, spec Spec) (*Sandbox, 
 		return nil, err
 	}
 	ad, ok := b.(Adopter)
-	if !ok {
+	if !ok && !a.Disk {
 		return nil, &UnsupportedError{Tier: a.Tier, What: "adopting sandboxes"}
+	}
+	if a.Disk {
+		if p.disks == "" {
+			return nil, fmt.Errorf("%w: the sandbox's persistent workspace is a disk, and this provider keeps none (WithDisks)", ErrUnavailable)
+		}
+		return p.adoptOnDisk(ctx, b, a, spec)
 	}
 	inst, err := ad.Adopt(ctx, a.State, a.Token)
 	if err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*Sandbox, error) {
-		return nil, errors.Join(err, inst.Destroy(context.WithoutCancel(ctx)))
-	}
+	spec.Tier = b.Name()
 	if a.Suspended {
 		// Taken back as it was left: its compute given back (again, where
 		// a suspension was cut short), its agent not asked until it
 		// resumes.
 		sp, ok := inst.(Suspender)
 		if !ok {
-			return fail(&UnsupportedError{Tier: a.Tier, What: "suspended sandboxes"})
+			return nil, errors.Join(&UnsupportedError{Tier: a.Tier, What: "suspended sandboxes"}, inst.Destroy(context.WithoutCancel(ctx)))
 		}
 		if err := sp.Suspend(ctx); err != nil {
-			return fail(err)
+			return nil, errors.Join(err, inst.Destroy(context.WithoutCancel(ctx)))
 		}
-		spec.Tier = b.Name()
 		s := newSandbox(a.ID, spec, inst, client.New(inst.Endpoint()), &wire.Health{BootID: a.BootID})
-		s.grace, s.suspended = cmp.Or(p.hostGrace, HostGrace), true
+		s.grace, s.suspended = p.grace(), true
 		return s, nil
 	}
-	if pz, ok := inst.(Pauser); ok && pz.CanPause() {
-		if err := pz.Resume(ctx); err != nil {
-			return fail(err)
-		}
+	return p.takeBack(ctx, a, spec, inst)
+}
+
+// takeBack makes an adopted running instance sandbox a.ID again (see
+// readmit), its egress boundary attached under spec's policy. One that
+// cannot be is torn down.
+func (p *Provider) takeBack(ctx context.Context, a Adoption, spec Spec, inst Instance) (*Sandbox, error) {
+	fail := func(err error) (*Sandbox, error) {
+		return nil, errors.Join(err, inst.Destroy(context.WithoutCancel(ctx)))
 	}
 	release := func() {}
+	var err error
 	if spec.Image != "" {
 		if _, release, err = p.rootFromImage(ctx, spec.Image); err != nil {
 			return fail(fmt.Errorf("image %s: %w", spec.Image, err))
+		}
+	}
+	c, health, err := readmit(ctx, a, inst)
+	if err != nil {
+		release()
+		return fail(err)
+	}
+	s := newSandbox(a.ID, spec, inst, c, health)
+	s.releaseImage, s.grace = release, p.grace()
+	if err := p.attachEgress(ctx, s, inst, spec); err != nil {
+		c.Close()
+		release()
+		return fail(err)
+	}
+	return s, nil
+}
+
+// readmit thaws an adopted instance if it was paused and admits its agent
+// only if it answers with the recorded boot identity.
+func readmit(ctx context.Context, a Adoption, inst Instance) (*client.Client, *wire.Health, error) {
+	if pz, ok := inst.(Pauser); ok && pz.CanPause() {
+		if err := pz.Resume(ctx); err != nil {
+			return nil, nil, err
 		}
 	}
 	c := client.New(inst.Endpoint())
@@ -697,26 +769,9 @@ func (p *Provider) Adopt(ctx context.Context, a Adoption, spec Spec) (*Sandbox, 
 	}
 	if err != nil {
 		c.Close()
-		release()
-		return fail(fmt.Errorf("%w: %w", ErrAgent, err))
+		return nil, nil, fmt.Errorf("%w: %w", ErrAgent, err)
 	}
-	spec.Tier = b.Name()
-	s := newSandbox(a.ID, spec, inst, c, health)
-	s.releaseImage, s.grace = release, cmp.Or(p.hostGrace, HostGrace)
-	if port, ok := inst.(EgressPort); ok {
-		policy := egress.Policy{Mode: egress.DenyAll}
-		if spec.Egress != nil {
-			policy = *spec.Egress
-		}
-		bd, err := p.egressProxy().Attach(ctx, s.id, port.EgressListener(), policy)
-		if err != nil {
-			c.Close()
-			release()
-			return fail(err)
-		}
-		s.egress = bd
-	}
-	return s, nil
+	return c, health, nil
 }
 
 // Sweep asks every backend that can adopt to tear down its sandboxes that
@@ -731,8 +786,8 @@ func (p *Provider) Sweep(ctx context.Context, keep []*Sandbox) error {
 		}
 		var insts []Instance
 		for _, s := range keep {
-			if s.Tier() == name {
-				insts = append(insts, s.inst)
+			if inst := unwrap(s.inst); inst != nil && s.Tier() == name {
+				insts = append(insts, inst)
 			}
 		}
 		err := ad.Sweep(ctx, insts)

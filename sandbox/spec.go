@@ -129,7 +129,7 @@ func (s *Spec) Validate() error {
 	case l.CPUs != 0 && !(l.CPUs >= minCPUs && l.CPUs <= maxCPUs): // (NaN fails both)
 		return fmt.Errorf("%w: limits.cpus (--cpus) %v: want 0 (none) or %v to %v", ErrInvalidSpec, l.CPUs, minCPUs, maxCPUs)
 	}
-	if s.Limits.MemoryBytes > 0 && s.Limits.DiskBytes > s.Limits.MemoryBytes {
+	if s.Limits.MemoryBytes > 0 && s.Limits.DiskBytes > s.Limits.MemoryBytes && !s.PersistentWorkspace {
 		return fmt.Errorf("%w: limits.diskBytes %d is above limits.memoryBytes %d: the writable space is memory, and one fuller than the memory limit would end in an OOM kill, not ENOSPC; give at most the memory limit", ErrInvalidSpec, s.Limits.DiskBytes, s.Limits.MemoryBytes)
 	}
 	if s.Image != "" && s.RootFS != "" {
@@ -201,6 +201,10 @@ type Capabilities struct {
 	// PersistentWorkspace: the backend keeps a workspace that outlives
 	// the sandbox's processes, and its instances implement Suspender.
 	PersistentWorkspace bool
+	// Disk: the backend starts an instance on Launch.Disk, the sandbox's
+	// writable space kept by the provider (WithDisks), which then offers
+	// persistent workspaces on this tier.
+	Disk bool
 	// Egress: instances implement EgressPort (the egress proxy is their
 	// way out) or EgressEnforcer (the platform enforces the policy), so
 	// the egress boundary can be enforced.
@@ -249,6 +253,12 @@ type Launch struct {
 	// AgentEnv holds CORDON_AGENT_* settings beyond the token, socket and
 	// workspace, which the backend chooses.
 	AgentEnv map[string]string
+	// Disk, for a backend with Capabilities.Disk, is an ext4 image file:
+	// the sandbox's writable space (workspace, home directory, /tmp and
+	// /var/tmp) lives on it, not in memory, mounted nosuid and nodev. It
+	// outlives the instance; the instance mounts it at Start and lets it
+	// go at Destroy.
+	Disk string
 }
 
 // Backend starts isolated environments that run cordon-agent. Exec, files

@@ -97,7 +97,13 @@ func (s *Sandbox) resumeSuspended(ctx context.Context) error {
 	health, err := waitReady(rctx, c, s.inst)
 	if err != nil {
 		c.Close()
-		return fmt.Errorf("%w: after resuming: %w", ErrAgent, err)
+		// Given back again: the sandbox stays suspended, and may be
+		// resumed once more.
+		err = fmt.Errorf("%w: after resuming: %w", ErrAgent, err)
+		if d := s.inst.Diagnostics(); d != "" {
+			err = fmt.Errorf("%w; agent said: %s", err, d)
+		}
+		return errors.Join(err, inst.Suspend(context.WithoutCancel(ctx)))
 	}
 	s.client.Store(c)
 	s.health.Store(health)

@@ -27,6 +27,8 @@ command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)        # the docker 
 command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)         # the test cluster's store (scripts/k8s-cluster)
 [ -x /usr/lib/cni/bridge ] || need_apt+=(containernetworking-plugins)  # the test cluster's pod network
 command -v ipset >/dev/null 2>&1 || need_apt+=(ipset)               # the test cluster's NetworkPolicy (kube-router)
+command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /sbin/mkfs.ext4 ] || need_apt+=(e2fsprogs)  # persistent workspaces' disks
+command -v losetup >/dev/null 2>&1 || [ -x /sbin/losetup ] || need_apt+=(mount)
 if [ "${#need_apt[@]}" -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "setup: need root to install: ${need_apt[*]}" >&2

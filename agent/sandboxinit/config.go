@@ -68,6 +68,11 @@ type Config struct {
 	// the root is entered, rather than by an unmount of its own (each
 	// unmount waits for an RCU grace period: 0.1–1.3 ms here).
 	ScratchMount string `json:"scratchMount,omitempty"`
+	// ScratchOnDisk: ScratchMount is a file system the host mounted
+	// there already (a persistent workspace's disk), which the scratch
+	// directories are made on, or found on from an earlier start, in
+	// place of the tmpfs.
+	ScratchOnDisk bool `json:"scratchOnDisk,omitempty"`
 	// Binds are host directories bound into the sandbox.
 	Binds []Bind `json:"binds"`
 	// UID and GID every command runs as, inside.

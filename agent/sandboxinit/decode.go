@@ -76,6 +76,8 @@ func scanConfig(s *wire.Scanner, c *Config) bool {
 			return s.Int64(&c.ScratchBytes, 64)
 		case "scratchMount":
 			return s.String(&c.ScratchMount)
+		case "scratchOnDisk":
+			return s.Bool(&c.ScratchOnDisk)
 		case "binds":
 			c.Binds = nil
 			return s.Array(func() { c.Binds = []Bind{} }, func() bool {

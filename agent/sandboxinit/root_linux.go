@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"unsafe"
 
@@ -458,14 +457,18 @@ func (p *rootPlan) scratch() error {
 	if pool == "" {
 		return fmt.Errorf("scratch directories and no scratchMount to hold them")
 	}
-	data := "mode=0700"
-	if cfg.ScratchBytes > 0 {
-		data += fmt.Sprintf(",size=%d", cfg.ScratchBytes)
+	if !cfg.ScratchOnDisk {
+		data := "mode=0700"
+		if cfg.ScratchBytes > 0 {
+			data += fmt.Sprintf(",size=%d", cfg.ScratchBytes)
+		}
+		p.mount("tmpfs", pool, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data)
 	}
-	p.mount("tmpfs", pool, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data)
-	for i, t := range cfg.Tmpfs {
-		src, dst := filepath.Join(pool, strconv.Itoa(i)), filepath.Join(cfg.Stage, t.Path)
-		p.mkdir(src, 0, false)
+	for _, t := range cfg.Tmpfs {
+		// Named by path, so that a disk's directories are found again
+		// whatever the list's order.
+		src, dst := filepath.Join(pool, baseline.ScratchName(t.Path)), filepath.Join(cfg.Stage, t.Path)
+		p.mkdir(src, 0, cfg.ScratchOnDisk)
 		// mkdir's mode passes the umask and drops the sticky bit.
 		p.call("chmod "+src, unix.SYS_FCHMODAT, atFDCWD, p.str(src), uintptr(t.Mode), 0)
 		if t.Owned {

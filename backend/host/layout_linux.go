@@ -171,6 +171,12 @@ var (
 )
 
 func newUserns(agent string, m idmap) (*os.File, error) {
+	return newMappedUserns(agent, m.uids(), m.gids())
+}
+
+// newMappedUserns holds a user namespace of these mappings, for the
+// id-mapped mounts it describes.
+func newMappedUserns(agent string, uids, gids []syscall.SysProcIDMap) (*os.File, error) {
 	cmd := exec.Command(agent, sandboxinit.HoldArg)
 	cmd.Args[0] = "cordon-agent"
 	cmd.Env = []string{}
@@ -180,8 +186,8 @@ func newUserns(agent string, m idmap) (*os.File, error) {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  syscall.CLONE_NEWUSER,
-		UidMappings: m.uids(),
-		GidMappings: m.gids(),
+		UidMappings: uids,
+		GidMappings: gids,
 		Pdeathsig:   syscall.SIGKILL,
 	}
 	if spawnthread.Do(func() { err = cmd.Start() }); err != nil {

@@ -147,8 +147,9 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{
 		Isolated: true, MemoryLimit: lim, PidsLimit: lim, CPULimit: lim, DiskLimit: true,
 		Landlock: b.landlock >= 1, RootFS: true, User: true, Egress: true,
-		// Layout directories are id-mapped mounts, which need root.
-		Layout: os.Geteuid() == 0,
+		// Layout directories are id-mapped mounts, and a disk a loop
+		// mount: both need root.
+		Layout: os.Geteuid() == 0, Disk: os.Geteuid() == 0,
 	}
 }
 
@@ -259,7 +260,11 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 			f.Close()
 		}
 	}()
-	sl := b.takeSlot(agent)
+	var sl *slot
+	if l.Disk == "" {
+		// (A pool's inits started before their disks were mounted.)
+		sl = b.takeSlot(agent)
+	}
 	if sl == nil {
 		attr, _ := b.sysProcAttr()
 		if trees, err = host.IdmappedTrees(agent, layout, attr.UidMappings[0].HostID+uid, attr.GidMappings[0].HostID+gid); err != nil {
@@ -290,7 +295,7 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []host.LayoutMoun
 	// The agent (the mapped sandbox user) connects to the egress socket
 	// here.
 	hu, hg := sl.uidBase+uid, sl.gidBase+gid
-	inst.state = instanceState{ID: sl.id, Dir: sl.dir, Pid: sl.proc.Pid(), Start: procid.StartTime(sl.proc.Pid()), SocketUID: hu, SocketGID: hg}
+	inst.state = instanceState{ID: sl.id, Dir: sl.dir, Pid: sl.proc.Pid(), Start: procid.StartTime(sl.proc.Pid()), SocketUID: hu, SocketGID: hg, Disk: sl.onDisk}
 	egressPath := filepath.Join(sl.sock, "egress.sock")
 	for _, p := range []string{sl.sock, egressPath} {
 		if err := os.Chown(p, hu, hg); err != nil {
@@ -376,7 +381,7 @@ func (b *Backend) initConfig(sl *slot, l sandbox.Launch, layout []host.LayoutMou
 		landlock = "require"
 	}
 	icfg := sandboxinit.Config{
-		Stage: sl.stage, RootFS: rootfs, HostRoot: hostRoot, ScratchMount: sl.scratch,
+		Stage: sl.stage, RootFS: rootfs, HostRoot: hostRoot, ScratchMount: sl.scratch, ScratchOnDisk: sl.onDisk,
 		Tmpfs: scratchDirs(),
 		// The host's sockets (the agent's, egress): nothing the sandbox
 		// makes there lands on the host's disk.
@@ -401,7 +406,10 @@ func (b *Backend) initConfig(sl *slot, l sandbox.Launch, layout []host.LayoutMou
 	// Scratch space is memory charged to the sandbox, bounded apart
 	// (Limits.Disk): full, it is ENOSPC for the workload, below its memory
 	// limit, and the agent serves on.
-	icfg.ScratchBytes = spec.Limits.Disk()
+	// On a disk, the disk's size is the bound.
+	if !sl.onDisk {
+		icfg.ScratchBytes = spec.Limits.Disk()
+	}
 	// The identity files are the same for every sandbox of a kind: bound
 	// from one shared copy, not written into each sandbox's root.
 	identity, err := host.IdentityFiles(b.cfg.StateDir, uid, hostRoot)
@@ -597,6 +605,11 @@ func (i *instance) Destroy(ctx context.Context) error {
 	}
 	if err := os.RemoveAll(i.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%w: remove %s: %v", sandbox.ErrTeardown, i.dir, err)
+	}
+	if i.state.Disk {
+		if err := host.UnmountDisk(i.dir + diskSuffix); err != nil {
+			return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
+		}
 	}
 	i.gone = true
 	return nil

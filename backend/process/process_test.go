@@ -720,3 +720,12 @@ func TestStateDirRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestPersistentDisk: a persistent workspace on a disk of the provider's
+// (sandbox.WithDisks), suspended and resumed.
+func TestPersistentDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a disk is a loop mount: root only")
+	}
+	sandboxtest.PersistentDisk(t, backend(t))
+}

@@ -31,6 +31,7 @@ import (
 type slot struct {
 	id, dir, stage, sock string
 	scratch              string // where the init mounts the scratch tmpfs (sandboxinit.Config.ScratchMount)
+	onDisk               bool   // scratch is the sandbox's disk (sandbox.Launch.Disk), mounted here
 	uidBase, gidBase     int    // host ids of the sandbox's ids 0
 	egress               net.Listener
 	proc                 *agentproc.Proc
@@ -73,6 +74,11 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, spec *forSpec
 	id := "sb-" + hex.EncodeToString(rnd[:])
 	sl := &slot{id: id, dir: filepath.Join(b.cfg.StateDir, id), uidBase: attr.UidMappings[0].HostID, gidBase: attr.GidMappings[0].HostID}
 	sl.stage, sl.sock, sl.scratch = filepath.Join(sl.dir, "root"), filepath.Join(sl.dir, "sock"), filepath.Join(sl.dir, "scratch")
+	if spec != nil && spec.l.Disk != "" {
+		// Beside the sandbox's directory, never in it: removing that
+		// directory must not reach into the disk.
+		sl.scratch, sl.onDisk = sl.dir+diskSuffix, true
+	}
 	if spec != nil && b.clones(attr) {
 		// The root is planned from here on, while this makes the slot and
 		// the clone makes the init, and built by the init's helper while
@@ -100,8 +106,22 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, spec *forSpec
 	if err := os.Mkdir(sl.dir, 0o711); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{sl.stage, sl.sock, sl.scratch} {
+	dirs := []string{sl.stage, sl.sock}
+	if !sl.onDisk {
+		dirs = append(dirs, sl.scratch)
+	}
+	for _, d := range dirs {
 		if err := os.Mkdir(d, 0o700); err != nil {
+			sl.discard()
+			return nil, err
+		}
+	}
+	if sl.onDisk {
+		// Mounted before the init starts, whose mount namespace is a copy
+		// of this one; its root, the sandbox's root inside, makes the
+		// scratch directories on it.
+		_, size := b.sysProcAttr()
+		if err := host.MountDisk(agent, spec.l.Disk, sl.scratch, sl.uidBase, sl.gidBase, size); err != nil {
 			sl.discard()
 			return nil, err
 		}
@@ -283,4 +303,11 @@ func (sl *slot) discard() {
 		sl.egress.Close()
 	}
 	os.RemoveAll(sl.dir)
+	if sl.onDisk {
+		_ = host.UnmountDisk(sl.scratch)
+	}
 }
+
+// diskSuffix names the mount point of a sandbox's disk, beside its
+// directory.
+const diskSuffix = ".disk"

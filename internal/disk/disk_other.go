@@ -1,0 +1,15 @@
+//go:build !linux
+
+package disk
+
+import (
+	"context"
+	"errors"
+)
+
+var errUnsupported = errors.New("persistent disks need Linux")
+
+func Create(ctx context.Context, path string, size int64) error { return errUnsupported }
+func Mount(ctx context.Context, image, dir string) error        { return errUnsupported }
+func Unmount(dir string) error                                  { return errUnsupported }
+func Available() error                                          { return errUnsupported }

@@ -1,0 +1,438 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/internal/disk"
+)
+
+// Persistent workspaces on a host's own tiers: the provider keeps each
+// such sandbox's writable space (workspace, home, /tmp, /var/tmp) in an
+// ext4 image of its own under a directory it was given (WithDisks), whose
+// size is the sandbox's disk quota. A backend that can mount one
+// (Capabilities.Disk) starts its instance on it; suspending the sandbox
+// destroys the instance and keeps the image; resuming starts a new
+// instance, with a new boot identity, on the same image. A sandbox whose
+// instance is found gone when a later process adopts it (the host
+// rebooted, its processes were killed) is taken back suspended.
+
+// DefaultDiskBytes is a persistent workspace's quota when its spec gives
+// none and WithDisks names no other.
+const DefaultDiskBytes = 4 << 30
+
+// WithDisks keeps persistent workspaces for tiers whose backends mount a
+// disk (Capabilities.Disk) as images under dir, each of its spec's
+// Limits.DiskBytes or, without one, defaultBytes (0: DefaultDiskBytes).
+// Without it, only tiers that keep persistent workspaces themselves
+// (Capabilities.PersistentWorkspace) take them.
+func WithDisks(dir string, defaultBytes int64) Option {
+	return func(p *Provider) {
+		p.disks, p.diskDefault = dir, defaultBytes
+		if p.diskDefault <= 0 {
+			p.diskDefault = DefaultDiskBytes
+		}
+	}
+}
+
+// ownDisks reports whether the provider keeps the persistent workspaces
+// of a tier with caps.
+func (p *Provider) ownDisks(caps Capabilities) bool {
+	return p.disks != "" && caps.Disk && !caps.PersistentWorkspace
+}
+
+// Capabilities is what the named tier offers through this provider: its
+// backend's, with persistent workspaces where the provider keeps them.
+func (p *Provider) Capabilities(tier string) (Capabilities, error) {
+	b, err := p.Backend(tier)
+	if err != nil {
+		return Capabilities{}, err
+	}
+	caps := b.Capabilities()
+	if p.ownDisks(caps) {
+		caps.PersistentWorkspace = true
+	}
+	return caps, nil
+}
+
+// diskImage is where sandbox id's image is kept.
+func (p *Provider) diskImage(id string) string {
+	return filepath.Join(p.disks, id+".img")
+}
+
+// startOnDisk starts a sandbox whose writable space is a new image.
+func (p *Provider) startOnDisk(ctx context.Context, b Backend, spec Spec) (*Sandbox, error) {
+	if err := disk.Available(); err != nil {
+		return nil, &UnsupportedError{Tier: b.Name(), What: "a persistent workspace here (" + err.Error() + ")"}
+	}
+	if err := os.MkdirAll(p.disks, 0o700); err != nil {
+		return nil, fmt.Errorf("%w: the disks' directory: %v", ErrUnavailable, err)
+	}
+	id := newID()
+	image := p.diskImage(id)
+	size := spec.Limits.DiskBytes
+	if size == 0 {
+		size = p.diskDefault
+	}
+	if err := disk.Create(ctx, image, size); err != nil {
+		return nil, fmt.Errorf("%w: the sandbox's disk: %v", ErrUnavailable, err)
+	}
+	l, err := p.launch(spec)
+	if err != nil {
+		os.Remove(image)
+		return nil, err
+	}
+	l.Disk = image
+	di := &diskInstance{b: b, launch: l, image: image, exited: make(chan struct{})}
+	if err := di.wake(ctx); err != nil {
+		os.Remove(image)
+		return nil, err
+	}
+	s, err := p.admit(ctx, id, spec, di)
+	if err != nil {
+		return nil, err // the instance's Destroy removed the image
+	}
+	return s, nil
+}
+
+// adoptOnDisk takes back a sandbox on a disk: its running instance from
+// the backend, or, where that is gone or its agent is not the one
+// recorded, the sandbox suspended on its disk.
+func (p *Provider) adoptOnDisk(ctx context.Context, b Backend, a Adoption, spec Spec) (*Sandbox, error) {
+	var st diskState
+	if err := json.Unmarshal(a.State, &st); err != nil {
+		return nil, fmt.Errorf("%w: the sandbox's recorded state: %v", ErrAgent, err)
+	}
+	image := p.diskImage(a.ID)
+	if st.Image != image {
+		return nil, fmt.Errorf("%w: the sandbox's disk %s is not this provider's (%s)", ErrAgent, st.Image, image)
+	}
+	if _, err := os.Stat(image); err != nil {
+		return nil, fmt.Errorf("%w: the sandbox's disk: %v", ErrAgent, err)
+	}
+	spec.Tier = b.Name()
+	release := func() {}
+	launchSpec := spec
+	if spec.Image != "" && !b.Capabilities().EngineImages {
+		var err error
+		if launchSpec, release, err = p.imageRoot(ctx, spec); err != nil {
+			return nil, err
+		}
+	}
+	l, err := p.launch(launchSpec)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	l.Token, l.Disk = a.Token, image
+	di := &diskInstance{b: b, launch: l, image: image, exited: make(chan struct{})}
+	c, health := client.New(di.Endpoint()), &wire.Health{BootID: a.BootID}
+	suspended := true
+	if ad, ok := b.(Adopter); ok && st.Instance != nil && !a.Suspended {
+		if inst, err := ad.Adopt(ctx, st.Instance, a.Token); err == nil {
+			if c2, h2, err := readmit(ctx, a, inst); err == nil {
+				di.attach(inst)
+				c.Close()
+				c, health, suspended = c2, h2, false
+			} else if err := inst.Destroy(context.WithoutCancel(ctx)); err != nil {
+				release()
+				return nil, err
+			}
+		} else if !errors.Is(err, ErrAgent) {
+			release()
+			return nil, err
+		}
+		// An instance that is gone left what the backend's Sweep removes.
+	}
+	s := newSandbox(a.ID, launchSpec, di, c, health)
+	s.releaseImage, s.grace, s.suspended = release, p.grace(), suspended
+	if err := p.attachEgress(ctx, s, di, spec); err != nil {
+		c.Close()
+		release()
+		return nil, errors.Join(err, di.Suspend(context.WithoutCancel(ctx)))
+	}
+	return s, nil
+}
+
+// diskState is a disk-backed instance's description for Adopt: its
+// image, and its backend's description of the running instance (none
+// while suspended).
+type diskState struct {
+	Image    string          `json:"image"`
+	Instance json.RawMessage `json:"instance,omitempty"`
+}
+
+// diskInstance is a sandbox on a disk of the provider's: a backend's
+// instance while it runs, none while it is suspended.
+type diskInstance struct {
+	b      Backend
+	launch Launch
+	image  string
+	// exited closes when the sandbox's instance exits on its own (not
+	// when it is suspended or destroyed).
+	exited chan struct{}
+	relay  relayListener
+
+	mu    sync.Mutex
+	cur   Instance // nil while suspended
+	gen   int      // counts instances, so an old one's exit is not the new one's
+	ep    client.Endpoint
+	diag  string
+	ended bool
+}
+
+var (
+	_ Suspender  = (*diskInstance)(nil)
+	_ Persistent = (*diskInstance)(nil)
+	_ EgressPort = (*diskInstance)(nil)
+	_ Pauser     = (*diskInstance)(nil)
+	_ OOMCounter = (*diskInstance)(nil)
+	_ Readier    = (*diskInstance)(nil)
+)
+
+// wake starts an instance on the disk.
+func (d *diskInstance) wake(ctx context.Context) error {
+	inst, err := d.b.Start(ctx, d.launch)
+	if err != nil {
+		return err
+	}
+	d.attach(inst)
+	return nil
+}
+
+// attach makes inst the sandbox's running instance.
+func (d *diskInstance) attach(inst Instance) {
+	d.mu.Lock()
+	d.cur, d.ep = inst, inst.Endpoint()
+	d.gen++
+	gen := d.gen
+	d.mu.Unlock()
+	if port, ok := inst.(EgressPort); ok {
+		d.relay.serve(port.EgressListener())
+	}
+	go func() {
+		<-inst.Exited()
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.gen == gen && d.cur != nil && !d.ended {
+			d.ended = true
+			d.diag = inst.Diagnostics()
+			close(d.exited)
+		}
+	}()
+}
+
+func (d *diskInstance) current() Instance {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cur
+}
+
+func (d *diskInstance) Endpoint() client.Endpoint {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cur != nil {
+		return d.cur.Endpoint()
+	}
+	return d.ep
+}
+
+func (d *diskInstance) Exited() <-chan struct{} { return d.exited }
+
+func (d *diskInstance) Diagnostics() string {
+	if cur := d.current(); cur != nil {
+		return cur.Diagnostics()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.diag
+}
+
+// Suspend destroys the running instance; the image stays.
+func (d *diskInstance) Suspend(ctx context.Context) error {
+	d.mu.Lock()
+	cur := d.cur
+	d.gen++ // its exit now is the suspension's
+	d.mu.Unlock()
+	if cur == nil {
+		return nil
+	}
+	if err := cur.Destroy(ctx); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.cur = nil
+	d.mu.Unlock()
+	return nil
+}
+
+// Wake starts a new instance on the image.
+func (d *diskInstance) Wake(ctx context.Context) error {
+	if cur := d.current(); cur != nil {
+		return fmt.Errorf("%w: the sandbox is running", ErrAgent)
+	}
+	return d.wake(ctx)
+}
+
+// Destroy tears the running instance down, then removes the image.
+func (d *diskInstance) Destroy(ctx context.Context) error {
+	if err := d.Suspend(ctx); err != nil {
+		return err
+	}
+	d.relay.Close()
+	if err := os.Remove(d.image); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: the sandbox's disk: %v", ErrTeardown, err)
+	}
+	return nil
+}
+
+func (d *diskInstance) State() ([]byte, error) {
+	st := diskState{Image: d.image}
+	if cur := d.current(); cur != nil {
+		ps, ok := cur.(Persistent)
+		if !ok {
+			return nil, &UnsupportedError{Tier: d.b.Name(), What: "sandboxes that outlive their creator"}
+		}
+		b, err := ps.State()
+		if err != nil {
+			return nil, err
+		}
+		st.Instance = b
+	}
+	return json.Marshal(st)
+}
+
+func (d *diskInstance) EgressListener() net.Listener { return &d.relay }
+
+func (d *diskInstance) CanPause() bool {
+	p, ok := d.current().(Pauser)
+	return ok && p.CanPause()
+}
+
+func (d *diskInstance) Pause(ctx context.Context) error {
+	if p, ok := d.current().(Pauser); ok {
+		return p.Pause(ctx)
+	}
+	return ErrNotPausable
+}
+
+func (d *diskInstance) Resume(ctx context.Context) error {
+	if p, ok := d.current().(Pauser); ok {
+		return p.Resume(ctx)
+	}
+	return ErrNotPausable
+}
+
+func (d *diskInstance) OOMKills() uint64 {
+	if c, ok := d.current().(OOMCounter); ok {
+		return c.OOMKills()
+	}
+	return 0
+}
+
+func (d *diskInstance) Ready() <-chan struct{} {
+	if r, ok := d.current().(Readier); ok {
+		return r.Ready()
+	}
+	return nil
+}
+
+// unwrap is the backend's own instance, for its Sweep: nil while the
+// sandbox is suspended.
+func unwrap(inst Instance) Instance {
+	if d, ok := inst.(*diskInstance); ok {
+		return d.current()
+	}
+	return inst
+}
+
+// relayListener is the egress listener of a sandbox whose instances come
+// and go: it hands out the connections of whichever instance runs, so
+// the egress proxy's binding, and its policy, outlive a suspension.
+type relayListener struct {
+	once   sync.Once
+	conns  chan net.Conn
+	done   chan struct{}
+	mu     sync.Mutex
+	inner  net.Listener
+	closed bool
+}
+
+func (r *relayListener) init() {
+	r.once.Do(func() {
+		r.conns = make(chan net.Conn)
+		r.done = make(chan struct{})
+	})
+}
+
+// serve relays ln's connections until ln is closed (its instance gone).
+func (r *relayListener) serve(ln net.Listener) {
+	r.init()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		ln.Close()
+		return
+	}
+	r.inner = ln
+	r.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					continue
+				}
+				return
+			}
+			select {
+			case r.conns <- c:
+			case <-r.done:
+				c.Close()
+				return
+			}
+		}
+	}()
+}
+
+func (r *relayListener) Accept() (net.Conn, error) {
+	r.init()
+	select {
+	case c := <-r.conns:
+		return c, nil
+	case <-r.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (r *relayListener) Close() error {
+	r.init()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.closed = true
+		close(r.done)
+		if r.inner != nil {
+			r.inner.Close()
+		}
+	}
+	return nil
+}
+
+func (r *relayListener) Addr() net.Addr {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inner != nil {
+		return r.inner.Addr()
+	}
+	return &net.UnixAddr{Name: "suspended", Net: "unix"}
+}
