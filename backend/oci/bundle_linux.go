@@ -71,6 +71,10 @@ type bundleInput struct {
 	// their own (Backend.commandsApart), so the agent needs no spare
 	// threads.
 	CommandsApart bool
+	// Disk, when set, is the sandbox's disk as mounted on the host
+	// (host.MountDisk): the scratch directories are its directories, not
+	// memory.
+	Disk string
 }
 
 // ScratchBudget is what the scratch space of a sandbox without a memory
@@ -179,6 +183,10 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 	}, mounts...)
 	for _, d := range baseline.ScratchDirs {
 		if d.Path == "/var/tmp" && !isDir(filepath.Join(in.RootSrc, "var", "tmp")) {
+			continue
+		}
+		if in.Disk != "" {
+			mounts = append(mounts, specs.Mount{Destination: d.Path, Type: "bind", Source: filepath.Join(in.Disk, baseline.ScratchName(d.Path)), Options: []string{"rbind", "rw", "nosuid", "nodev"}})
 			continue
 		}
 		opts := []string{"nosuid", "nodev", fmt.Sprintf("mode=%o", d.Mode)}

@@ -136,6 +136,9 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 		Isolated: true, MemoryLimit: !userKernel, PidsLimit: true, CPULimit: true, DiskLimit: true,
 		RootFS: true, User: true, Egress: true, Layout: !userKernel,
 		Landlock: !userKernel && landlockABI() >= 1,
+		// A disk is a loop mount (id-mapped but under gVisor, whose
+		// gofer's own ids such a mount does not map).
+		Disk: os.Geteuid() == 0,
 	}
 }
 
@@ -246,6 +249,11 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		uid = *spec.User
 	}
 	base, size := host.IDRange()
+	if l.Disk != "" && b.gvisor() {
+		// gVisor's gofer writes the disk with the sandbox's host ids:
+		// they must be the same at every start.
+		base = host.DiskIDBase(l.Disk)
+	}
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	id := "cordon-" + hex.EncodeToString(rnd[:])
@@ -311,8 +319,31 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	if err != nil {
 		return fail(err)
 	}
+	var diskMount string
+	if l.Disk != "" {
+		// Apart from the sandbox's directory, which a sweep removes whole.
+		if diskMount, err = host.DiskMountPoint(b.cfg.StateDir, id); err != nil {
+			return fail(err)
+		}
+		var dirs []host.DiskDir
+		for _, d := range baseline.ScratchDirs {
+			dd := host.DiskDir{Name: baseline.ScratchName(d.Path), Mode: d.Mode}
+			if d.Owned {
+				dd.UID, dd.GID = uid, uid
+			}
+			dirs = append(dirs, dd)
+		}
+		mapper := agentPath
+		if b.gvisor() {
+			mapper = "" // mounted as it is (host.DiskIDBase)
+		}
+		if err := host.MountDisk(mapper, l.Disk, diskMount, base, base, size, dirs); err != nil {
+			return fail(err)
+		}
+	}
 	bundle := filepath.Join(inst.dir, "bundle")
 	bs, err := buildSpec(bundleInput{
+		Disk: diskMount,
 		Bundle: bundle, Skeletons: b.cfg.StateDir, RootSrc: rootSrc, HostRoot: hostRoot, SocketDir: sock, AgentPath: agentPath,
 		Identity: idFiles, Layout: binds, Env: host.AgentEnv(l, uid, layout, host.AgentEnvOptions{TokenOnFD: true, TokenFD: b.tokenFD(), OwnKernel: b.gvisor()}), UID: uid, IDBase: base, IDSize: size,
 		Limits: spec.Limits, ScratchBudget: ScratchBudget(), CgroupsPath: inst.cgroup, UserSpaceKernel: b.gvisor(), OwnCgroups: b.ownCgroups, Landlock: b.landlock(spec),
@@ -591,6 +622,15 @@ func (i *instance) Destroy(ctx context.Context) error {
 	if err := os.RemoveAll(i.dir); err != nil {
 		return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
 	}
+	// The disk's mount, if it has one, once nothing of it runs; the disk
+	// itself is its keeper's.
+	if mnt, err := host.DiskMountPoint(i.b.cfg.StateDir, i.id); err == nil {
+		if _, err := os.Lstat(mnt); err == nil {
+			if err := host.UnmountDisk(mnt); err != nil {
+				return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
+			}
+		}
+	}
 	if i.lifeline != nil {
 		i.lifeline.Close()
 	}
@@ -692,6 +732,10 @@ func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 		}
 		errs = append(errs, inst.Destroy(ctx))
 	}
+	errs = append(errs, host.SweepDisks(b.cfg.StateDir, func(id string) bool {
+		_, err := os.Stat(filepath.Join(b.cfg.StateDir, id))
+		return kept[id] || err == nil
+	}))
 	return errors.Join(errs...)
 }
 

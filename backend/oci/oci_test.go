@@ -391,3 +391,20 @@ func TestGVisorDebianBuild(t *testing.T) {
 func TestHostDeadline(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, b *oci.Backend) { adversarial.HostDeadline(t, b) })
 }
+
+// TestPersistentDisk: persistent workspaces on a disk of the provider's
+// (sandbox.WithDisks) under every runtime (gVisor's disk is mounted as it
+// is, its gofer's ids the same at every start: host.DiskIDBase); a tier
+// that cannot keep one refuses it.
+func TestPersistentDisk(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, b *oci.Backend) {
+		if !b.Capabilities().Disk {
+			p := sandbox.NewProvider([]sandbox.Backend{b}, sandbox.WithDisks(t.TempDir(), 0))
+			if _, err := p.Create(t.Context(), sandbox.Spec{PersistentWorkspace: true}); !errors.Is(err, sandbox.ErrUnsupported) {
+				t.Fatalf("a persistent workspace on %s: %v, want a refusal", b.Name(), err)
+			}
+			return
+		}
+		sandboxtest.PersistentDisk(t, b)
+	})
+}

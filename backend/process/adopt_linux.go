@@ -33,7 +33,7 @@ type instanceState struct {
 	Start     string `json:"start"`
 	SocketUID int    `json:"socketUid"`
 	SocketGID int    `json:"socketGid"`
-	// Disk: the sandbox's scratch is its disk, mounted at Dir+diskSuffix.
+	// Disk: the sandbox's scratch is its disk (host.DiskMountPoint).
 	Disk bool `json:"disk,omitempty"`
 }
 
@@ -120,7 +120,7 @@ func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 	}
 	var errs []error
 	for _, e := range ents {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), "sb-") || strings.HasSuffix(e.Name(), diskSuffix) || kept[e.Name()] {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "sb-") || kept[e.Name()] {
 			continue
 		}
 		if err := b.removeSandbox(ctx, e.Name()); err != nil {
@@ -129,18 +129,10 @@ func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 	}
 	// A disk outlives its sandbox: only its mount goes, once nothing of
 	// the sandbox runs.
-	for _, e := range ents {
-		id, ok := strings.CutSuffix(e.Name(), diskSuffix)
-		if !e.IsDir() || !ok || !strings.HasPrefix(id, "sb-") || kept[id] {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(b.cfg.StateDir, id)); err == nil {
-			continue // its sandbox was not removed
-		}
-		if err := host.UnmountDisk(filepath.Join(b.cfg.StateDir, e.Name())); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs = append(errs, host.SweepDisks(b.cfg.StateDir, func(id string) bool {
+		_, err := os.Stat(filepath.Join(b.cfg.StateDir, id))
+		return kept[id] || err == nil
+	}))
 	return errors.Join(errs...)
 }
 

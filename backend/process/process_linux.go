@@ -607,7 +607,8 @@ func (i *instance) Destroy(ctx context.Context) error {
 		return fmt.Errorf("%w: remove %s: %v", sandbox.ErrTeardown, i.dir, err)
 	}
 	if i.state.Disk {
-		if err := host.UnmountDisk(i.dir + diskSuffix); err != nil {
+		mnt, _ := host.DiskMountPoint(filepath.Dir(i.dir), filepath.Base(i.dir))
+		if err := host.UnmountDisk(mnt); err != nil {
 			return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
 		}
 	}

@@ -75,9 +75,13 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, spec *forSpec
 	sl := &slot{id: id, dir: filepath.Join(b.cfg.StateDir, id), uidBase: attr.UidMappings[0].HostID, gidBase: attr.GidMappings[0].HostID}
 	sl.stage, sl.sock, sl.scratch = filepath.Join(sl.dir, "root"), filepath.Join(sl.dir, "sock"), filepath.Join(sl.dir, "scratch")
 	if spec != nil && spec.l.Disk != "" {
-		// Beside the sandbox's directory, never in it: removing that
+		// Apart from the sandbox's directory, never in it: removing that
 		// directory must not reach into the disk.
-		sl.scratch, sl.onDisk = sl.dir+diskSuffix, true
+		var err error
+		if sl.scratch, err = host.DiskMountPoint(b.cfg.StateDir, id); err != nil {
+			return nil, err
+		}
+		sl.onDisk = true
 	}
 	if spec != nil && b.clones(attr) {
 		// The root is planned from here on, while this makes the slot and
@@ -121,7 +125,7 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, spec *forSpec
 		// of this one; its root, the sandbox's root inside, makes the
 		// scratch directories on it.
 		_, size := b.sysProcAttr()
-		if err := host.MountDisk(agent, spec.l.Disk, sl.scratch, sl.uidBase, sl.gidBase, size); err != nil {
+		if err := host.MountDisk(agent, spec.l.Disk, sl.scratch, sl.uidBase, sl.gidBase, size, nil); err != nil {
 			sl.discard()
 			return nil, err
 		}
@@ -307,7 +311,3 @@ func (sl *slot) discard() {
 		_ = host.UnmountDisk(sl.scratch)
 	}
 }
-
-// diskSuffix names the mount point of a sandbox's disk, beside its
-// directory.
-const diskSuffix = ".disk"
