@@ -343,7 +343,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	}
 	bundle := filepath.Join(inst.dir, "bundle")
 	bs, err := buildSpec(bundleInput{
-		Disk: diskMount,
+		Disk:   diskMount,
 		Bundle: bundle, Skeletons: b.cfg.StateDir, RootSrc: rootSrc, HostRoot: hostRoot, SocketDir: sock, AgentPath: agentPath,
 		Identity: idFiles, Layout: binds, Env: host.AgentEnv(l, uid, layout, host.AgentEnvOptions{TokenOnFD: true, TokenFD: b.tokenFD(), OwnKernel: b.gvisor()}), UID: uid, IDBase: base, IDSize: size,
 		Limits: spec.Limits, ScratchBudget: ScratchBudget(), CgroupsPath: inst.cgroup, UserSpaceKernel: b.gvisor(), OwnCgroups: b.ownCgroups, Landlock: b.landlock(spec),
