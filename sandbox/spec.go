@@ -9,6 +9,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/internal/disk"
 	"os"
 )
 
@@ -95,7 +96,8 @@ type Limits struct {
 	// and the home directory together): a full one is ENOSPC for the
 	// workload. It is memory (tmpfs), charged to the sandbox's memory
 	// limit: with one it may be at most that limit, and it is half of it
-	// when not given (Disk).
+	// when not given (Disk). A persistent workspace's writable space is a
+	// disk instead (WithDisks), of DiskBytes or the provider's default.
 	DiskBytes int64
 }
 
@@ -131,6 +133,9 @@ func (s *Spec) Validate() error {
 	}
 	if s.Limits.MemoryBytes > 0 && s.Limits.DiskBytes > s.Limits.MemoryBytes && !s.PersistentWorkspace {
 		return fmt.Errorf("%w: limits.diskBytes %d is above limits.memoryBytes %d: the writable space is memory, and one fuller than the memory limit would end in an OOM kill, not ENOSPC; give at most the memory limit", ErrInvalidSpec, s.Limits.DiskBytes, s.Limits.MemoryBytes)
+	}
+	if s.PersistentWorkspace && l.DiskBytes != 0 && l.DiskBytes < disk.MinBytes {
+		return fmt.Errorf("%w: limits.diskBytes (--disk) %d: a persistent workspace's disk is at least %d (16 MiB)", ErrInvalidSpec, l.DiskBytes, disk.MinBytes)
 	}
 	if s.Image != "" && s.RootFS != "" {
 		return fmt.Errorf("%w: give an image or a root filesystem directory, not both", ErrInvalidSpec)

@@ -39,6 +39,9 @@ func (e *entry) touch() { e.lastAPI.Store(time.Now().UnixNano()) }
 
 // toSpec checks an API spec and turns it into the SDK's.
 func (s *Server) toSpec(in api.Spec) (sandbox.Spec, error) {
+	if in.Autostart && !in.PersistentWorkspace {
+		return sandbox.Spec{}, fmt.Errorf("%w: autostart: a sandbox starts again only on a persistent workspace (persistentWorkspace)", sandbox.ErrInvalidSpec)
+	}
 	if in.MaxTimeoutMs < 0 || in.MaxTimeoutMs > s.maxExecTimeout().Milliseconds() {
 		return sandbox.Spec{}, fmt.Errorf("%w: maxTimeoutMs %d: want 0 (the default, 30 minutes) to %d, this daemon's most", sandbox.ErrInvalidSpec, in.MaxTimeoutMs, s.maxExecTimeout().Milliseconds())
 	}
@@ -444,6 +447,9 @@ func (s *Server) describe(e *entry) api.Sandbox {
 	defer s.mu.Unlock()
 	out := e.rec.Sandbox
 	out.Labels = maps.Clone(out.Labels)
+	if e.sb != nil && (out.State == api.StateRunning || out.State == api.StatePaused) {
+		out.BootID = e.sb.BootID()
+	}
 	if t := time.Unix(0, e.lastAPI.Load()).UTC(); t.After(out.LastActivity) {
 		out.LastActivity = t
 	}

@@ -212,6 +212,7 @@ func (s *Server) recover() error {
 	defer cancel()
 	now := time.Now().UTC()
 	var kept []*sandbox.Sandbox
+	var restart []*entry
 	for _, r := range recs {
 		if r.State == api.StateDestroyed {
 			continue
@@ -233,13 +234,60 @@ func (s *Server) recover() error {
 		kept = append(kept, sb)
 		e := &entry{rec: r, sb: sb, agent: newAgentProxy(sb.Client), portConns: make(chan struct{}, maxPortConns)}
 		e.touch()
+		if r.State != api.StateSuspended && sb.Suspended() {
+			// Its host went down under it (or its processes were
+			// killed): its persistent workspace is all that is left.
+			if r.Spec.Autostart {
+				restart = append(restart, e)
+			} else if err := s.stopped(e, "the sandbox's processes were gone when the daemon started; its workspace is kept"); err != nil {
+				return err
+			}
+		}
 		s.live[r.ID] = e
 		s.watch(e)
 	}
+	// What is swept first (a dead sandbox's mount of its disk among it),
+	// so that a restart finds its disk free.
 	if err := s.cfg.Provider.Sweep(ctx, kept); err != nil {
 		s.log.Error("sweeping unrecorded sandboxes", "err", err)
 	}
+	for _, e := range restart {
+		if err := e.sb.Resume(ctx); err != nil {
+			s.log.Warn("persistent sandbox not started again", "sandbox", e.rec.ID, "err", err)
+			if err := s.stopped(e, "the sandbox's processes were gone when the daemon started, and it did not start again: "+err.Error()); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.settle(e, api.StateRunning, api.EventResumed, map[string]any{"reason": "autostart"}); err != nil {
+			return err
+		}
+	}
 	return s.store.pruneDestroyed(now.Add(-24 * time.Hour))
+}
+
+// stopped records a persistent sandbox found without its processes as
+// suspended, with why.
+func (s *Server) stopped(e *entry, why string) error {
+	return s.settle(e, api.StateSuspended, api.EventSuspended, map[string]any{"reason": why})
+}
+
+// settle records e in state (with its adoption as it now is) and emits
+// ev with data.
+func (s *Server) settle(e *entry, state, ev string, data map[string]any) error {
+	ad, aerr := e.sb.Persist()
+	s.mu.Lock()
+	e.rec.State = state
+	if aerr == nil {
+		e.rec.Adoption = ad
+	}
+	rec := *e.rec
+	s.mu.Unlock()
+	if err := s.store.putSandbox(&rec); err != nil {
+		return err
+	}
+	s.emit(ev, &rec, data)
+	return nil
 }
 
 func (s *Server) adopt(ctx context.Context, r *record) (*sandbox.Sandbox, error) {

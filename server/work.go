@@ -605,7 +605,7 @@ func (s *Server) handleSuspend(w http.ResponseWriter, r *http.Request) {
 // suspension suspends a running sandbox, or resumes a suspended one.
 func (s *Server) suspension(w http.ResponseWriter, r *http.Request, e *entry, suspend bool) {
 	if !e.sb.CanSuspend() {
-		writeError(w, http.StatusNotImplemented, api.CodeUnsupported, "this sandbox cannot be suspended: it needs a tier that keeps a persistent workspace (kubernetes) and spec.persistentWorkspace at create")
+		writeError(w, http.StatusNotImplemented, api.CodeUnsupported, "this sandbox cannot be suspended: it needs spec.persistentWorkspace at create, on a tier that keeps one (process, container, gvisor on a daemon as root; kubernetes)")
 		return
 	}
 	if suspend {

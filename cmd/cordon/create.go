@@ -18,7 +18,8 @@ func createCmd(args []string) int {
 	tmpl := fs.String("template", "", "make it from the template `NAME` (cordon template save)")
 	output := fs.String("o", "", "output format: json (the sandbox, rather than its id)")
 	maxTimeout := fs.Duration("max-timeout", 0, "the longest timeout its commands may be given (0: 30m; at most the daemon's --max-exec-timeout)")
-	persistent := fs.Bool("persistent-workspace", false, "keep the workspace on storage of its own, so that the sandbox can be suspended (cordon suspend) and resumed on it (the kubernetes tier)")
+	persistent := fs.Bool("persistent-workspace", false, "keep its writable space (workspace, home, /tmp) on storage of its own, of --disk bytes (the daemon's --disk-size without), so that it can be stopped (cordon stop) and started (cordon start) on it, across daemon restarts and host reboots")
+	autostart := fs.Bool("autostart", false, "with --persistent-workspace: start it again when the daemon starts and finds it stopped though it was running (a reboot); without, it is left stopped")
 	labels := labelFlag{}
 	fs.Var(labels, "label", "attach a label `KEY=VALUE`; repeatable")
 	c, rest, code := daemonClient(fs, args)
@@ -35,7 +36,9 @@ func createCmd(args []string) int {
 		return 2
 	}
 	spec.MaxTimeout, spec.PersistentWorkspace = *maxTimeout, *persistent
-	req := api.CreateRequest{Spec: toAPISpec(spec), TTLSeconds: int64(ttl.Seconds()), Labels: labels, Pool: *pool, FromSnapshot: *from, Template: *tmpl}
+	aspec := toAPISpec(spec)
+	aspec.Autostart = *autostart
+	req := api.CreateRequest{Spec: aspec, TTLSeconds: int64(ttl.Seconds()), Labels: labels, Pool: *pool, FromSnapshot: *from, Template: *tmpl}
 	if *idle < 0 {
 		req.IdleTimeoutSeconds = -1
 	} else {

@@ -4,28 +4,33 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
 )
 
 func lsCmd(args []string) int {
-	fs := newFlagSet("ls", "usage: cordon ls [flags]\n\nLists the caller's sandboxes on the daemon.")
+	fs := newFlagSet("ls", "usage: cordon ls [flags] [ID...]\n\nLists the caller's sandboxes on the daemon (those named, if any are).")
 	state := fs.String("state", "", "only sandboxes in this state (running, paused, destroying)")
 	labels := labelFlag{}
 	fs.Var(labels, "label", "only sandboxes with label `KEY=VALUE`; repeatable")
 	quiet := fs.Bool("q", false, "print ids only")
 	output := fs.String("o", "", "output format: json")
-	c, _, code := daemonClient(fs, args)
+	c, ids, code := daemonClient(fs, args)
 	if c == nil {
 		return code
 	}
 	list, err := c.List(context.Background(), sclient.ListOptions{State: *state, Labels: labels})
 	if err != nil {
 		return apiFail(err)
+	}
+	if len(ids) > 0 {
+		list = slices.DeleteFunc(list, func(sb api.Sandbox) bool { return !slices.Contains(ids, sb.ID) })
 	}
 	if *output == "json" {
 		return printJSON(list)

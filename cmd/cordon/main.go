@@ -36,6 +36,8 @@ var verbs = map[string]verb{
 	"pause":        {"pause sandboxes on the daemon", pauseCmd},
 	"resume":       {"resume paused or suspended sandboxes on the daemon", resumeCmd},
 	"suspend":      {"suspend sandboxes with a persistent workspace on the daemon", suspendCmd},
+	"stop":         {"stop sandboxes with a persistent workspace on the daemon, keeping their files", stopCmd},
+	"start":        {"start stopped sandboxes again on their persistent workspace", startCmd},
 	"snapshot":     {"capture a sandbox's writable state; rm, export, import snapshots", snapshotCmd},
 	"snapshots":    {"list your snapshots on the daemon", snapshotsCmd},
 	"fork":         {"make N sandboxes from a sandbox's current state", forkCmd},
@@ -48,7 +50,7 @@ var verbs = map[string]verb{
 	"version":      {"print version information", versionCmd},
 }
 
-var verbOrder = []string{"run", "serve", "run-server", "mcp", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "pause", "resume", "suspend", "snapshot", "snapshots", "fork", "template", "templates", "seed", "policy", "events", "image", "key", "pool", "version"}
+var verbOrder = []string{"run", "serve", "run-server", "mcp", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "pause", "resume", "suspend", "stop", "start", "snapshot", "snapshots", "fork", "template", "templates", "seed", "policy", "events", "image", "key", "pool", "version"}
 
 func main() {
 	if len(os.Args) < 2 {

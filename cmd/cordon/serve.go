@@ -16,6 +16,7 @@ import (
 	"github.com/cordon-sandbox/cordon/backend/kubernetes"
 	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/internal/disk"
 	"github.com/cordon-sandbox/cordon/metrics"
 	"github.com/cordon-sandbox/cordon/runs"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -74,6 +75,7 @@ func serveCmd(args []string) int {
 	runPool := fs.Int("run-pool", 0, "sandboxes to keep ready for POST /v1/runs of the default memory (0: none)")
 	runTier := fs.String("run-tier", "", "the tier of POST /v1/runs' sandboxes (default: the daemon's default)")
 	runImage := fs.String("run-image", "", "the image of POST /v1/runs' sandboxes, holding deno and python3 on its PATH (default: the tier's root)")
+	diskSize := fs.Int64("disk-size", sandbox.DefaultDiskBytes, "the disk quota, in `BYTES`, of a persistent workspace whose spec gives no limits.diskBytes (process, container and gvisor tiers; a sparse image under --state-dir/disks)")
 	prestart := fs.Int("prestart", 2, "process-tier inits to keep started and waiting for a create (a few MiB each; 0: none)")
 	kube := kubeConfig()
 	fs.StringVar(&kube.Kubeconfig, "kubeconfig", "", "the kubernetes tier's cluster: a kubeconfig `FILE` (default: KUBECONFIG, ~/.kube/config, then the pod's service account)")
@@ -139,11 +141,15 @@ func serveCmd(args []string) int {
 	if m := process.SlowCgroupMoves(); m != "" && os.Geteuid() == 0 {
 		log.Warn("cgroup2 is mounted without favordynmods: every sandbox create waits for an RCU grace period (about 10 ms on small VMs); systemd 253+ sets it, or: mount -o remount,favordynmods "+m, "mount", m)
 	}
+	if *diskSize < disk.MinBytes {
+		return fail("--disk-size %d: at least %d (16 MiB)", *diskSize, disk.MinBytes)
+	}
 	if *prestart < 0 || *prestart > 64 {
 		return fail("--prestart %d: 0 to 64", *prestart)
 	}
 	tiers := backends(processDir, &daemonTiers{prestart: *prestart, kube: kube})
-	provider := sandbox.NewProvider(tiers, sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()), sandbox.WithEgressProxy(proxy), sandbox.WithLogger(log))
+	provider := sandbox.NewProvider(tiers, sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()), sandbox.WithEgressProxy(proxy), sandbox.WithLogger(log),
+		sandbox.WithDisks(filepath.Join(*stateDir, "disks"), *diskSize))
 	var adminKey string
 	if *adminKeyFile != "" {
 		b, err := os.ReadFile(*adminKeyFile)

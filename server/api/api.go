@@ -83,10 +83,17 @@ type Spec struct {
 	// RuntimeClass names the cluster's RuntimeClass for the sandbox's pod
 	// (the kubernetes tier; others refuse it).
 	RuntimeClass string `json:"runtimeClass,omitempty"`
-	// PersistentWorkspace keeps the workspace on storage of its own, so
-	// that the sandbox can be suspended and resumed on it (the kubernetes
-	// tier; others refuse it).
+	// PersistentWorkspace keeps the sandbox's writable space on storage
+	// of its own, so that it can be suspended (stopped) and resumed
+	// (started) on it, across daemon restarts and host reboots: a disk
+	// image of limits.diskBytes (the daemon's default without one) on the
+	// process, container and gvisor tiers, a claim on the kubernetes tier.
 	PersistentWorkspace bool `json:"persistentWorkspace,omitempty"`
+	// Autostart starts a persistent sandbox again when the daemon starts
+	// and finds it stopped though it was running (its host rebooted, its
+	// processes killed); without it, such a sandbox is left suspended.
+	// A sandbox suspended on purpose stays suspended either way.
+	Autostart bool `json:"autostart,omitempty"`
 }
 
 // CreateRequest is the body of POST /v1/sandboxes.
@@ -125,6 +132,9 @@ type Sandbox struct {
 	LastActivity time.Time         `json:"lastActivity"`
 	Features     []string          `json:"features,omitempty"`
 	Pausable     bool              `json:"pausable"`
+	// BootID is the running agent's boot identity: a new one each time
+	// the sandbox starts (a suspended sandbox resumed, a new instance).
+	BootID string `json:"bootId,omitempty"`
 	// Reason says why a destroyed sandbox ended: deleted, ttl, idle,
 	// lost (its agent stopped answering) or restart.
 	Reason string `json:"reason,omitempty"`
