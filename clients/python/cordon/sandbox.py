@@ -350,6 +350,7 @@ class SandboxInfo:
     metadata: Dict[str, str] = field(default_factory=dict)
     started_at: Optional[str] = None
     end_at: Optional[str] = None
+    boot_id: Optional[str] = None
 
 
 class Sandbox:
@@ -371,6 +372,9 @@ class Sandbox:
         pool: Optional[str] = None,
         snapshot: Optional[str] = None,
         template_name: Optional[str] = None,
+        persistent: bool = False,
+        disk_mb: Optional[int] = None,
+        autostart: bool = False,
         _sandbox_id: Optional[str] = None,
         _transport: Optional[Transport] = None,
     ):
@@ -383,8 +387,17 @@ class Sandbox:
                 spec["tier"] = tier
             if envs:
                 spec["env"] = envs
+            limits = {}
             if memory_mb:
-                spec["limits"] = {"memoryBytes": int(memory_mb) << 20}
+                limits["memoryBytes"] = int(memory_mb) << 20
+            if disk_mb:
+                limits["diskBytes"] = int(disk_mb) << 20
+            if limits:
+                spec["limits"] = limits
+            if persistent:
+                spec["persistentWorkspace"] = True
+            if autostart:
+                spec["autostart"] = True
             if allow:
                 spec["egress"] = {"mode": "static", "rules": [_rule(h) for h in allow]}
             body = dict(spec)
@@ -450,6 +463,16 @@ class Sandbox:
         body = {"ttlSeconds": int(ttl)} if ttl else {}
         return _snapshot(self._t.call("POST", _q(self.sandbox_id, "/snapshot"), body=body))
 
+    def stop(self) -> None:
+        """Stops everything a persistent sandbox (persistent=True) runs,
+        keeping its files, until start()."""
+        self._t.call("POST", _q(self.sandbox_id, "/suspend"))
+
+    def start(self) -> None:
+        """Starts a stopped persistent sandbox again on its files (a new
+        boot id, nothing of before running)."""
+        self._t.call("POST", _q(self.sandbox_id, "/resume"))
+
     def fork(self, count: int = 1) -> List["Sandbox"]:
         """New sandboxes (1 to 32) from this one's state as it is now."""
         doc = self._t.call("POST", _q(self.sandbox_id, "/fork"), body={"count": int(count)})
@@ -503,4 +526,4 @@ def _rule(h):
 
 
 def _info(s):
-    return SandboxInfo(s["id"], s.get("state", ""), (s.get("spec") or {}).get("tier", ""), s.get("labels") or {}, s.get("createdAt"), s.get("expiresAt"))
+    return SandboxInfo(s["id"], s.get("state", ""), (s.get("spec") or {}).get("tier", ""), s.get("labels") or {}, s.get("createdAt"), s.get("expiresAt"), s.get("bootId"))

@@ -147,3 +147,18 @@ def test_snapshot_and_fork():
         assert Sandbox.delete_snapshot(snap.snapshot_id) is False
         with pytest.raises(NotFoundException):
             Sandbox(snapshot=snap.snapshot_id)
+
+
+def test_persistent_stop_and_start():
+    with Sandbox(persistent=True, disk_mb=64) as sbx:
+        sbx.files.write("kept.txt", "v1")
+        boot = sbx.get_info().boot_id
+        assert boot
+        sbx.stop()
+        assert sbx.get_info().state == "suspended"
+        sbx.start()
+        info = sbx.get_info()
+        assert info.state == "running" and info.boot_id and info.boot_id != boot
+        assert sbx.files.read("kept.txt") == "v1"
+        r = sbx.commands.run("dd if=/dev/zero of=big bs=1M count=100 2>&1 || true")
+        assert "No space left" in r.stdout

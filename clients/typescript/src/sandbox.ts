@@ -25,6 +25,12 @@ export interface SandboxOpts extends ConnectionOpts {
   snapshot?: string;
   /** Make it from a saved template. */
   templateName?: string;
+  /** Keep its files (workspace, home, /tmp) on a disk of its own, so that stop() and start() keep them, across daemon restarts and host reboots. */
+  persistent?: boolean;
+  /** The persistent disk's size (its quota), in MiB; the daemon's default without. */
+  diskMb?: number;
+  /** With persistent: start it again when the daemon starts and finds it stopped though it was running (a reboot). */
+  autostart?: boolean;
 }
 
 export interface SnapshotInfo {
@@ -48,6 +54,8 @@ export interface SandboxInfo {
   metadata: Record<string, string>;
   startedAt?: string;
   endAt?: string;
+  /** The running agent's boot identity: a new one each time the sandbox starts. */
+  bootId?: string;
 }
 
 export interface RunOpts {
@@ -295,7 +303,7 @@ function rule(h: string) {
 }
 
 function info(s: any): SandboxInfo {
-  return { sandboxId: s.id, state: s.state ?? "", tier: s.spec?.tier ?? "", metadata: s.labels ?? {}, startedAt: s.createdAt, endAt: s.expiresAt };
+  return { sandboxId: s.id, state: s.state ?? "", tier: s.spec?.tier ?? "", metadata: s.labels ?? {}, startedAt: s.createdAt, endAt: s.expiresAt, bootId: s.bootId };
 }
 
 /** A sandbox on a cordon daemon: Sandbox.create() makes one; `await using` kills it at the end of the scope. */
@@ -317,7 +325,12 @@ export class Sandbox {
     if (opts.template) body.image = opts.template;
     if (opts.tier) body.tier = opts.tier;
     if (opts.envs) body.env = opts.envs;
-    if (opts.memoryMb) body.limits = { memoryBytes: opts.memoryMb * 1024 * 1024 };
+    const limits: Record<string, number> = {};
+    if (opts.memoryMb) limits.memoryBytes = opts.memoryMb * 1024 * 1024;
+    if (opts.diskMb) limits.diskBytes = opts.diskMb * 1024 * 1024;
+    if (Object.keys(limits).length) body.limits = limits;
+    if (opts.persistent) body.persistentWorkspace = true;
+    if (opts.autostart) body.autostart = true;
     if (opts.allow?.length) body.egress = { mode: "static", rules: opts.allow.map(rule) };
     if (opts.metadata) body.labels = opts.metadata;
     if (opts.pool) body.pool = opts.pool;
@@ -368,6 +381,16 @@ export class Sandbox {
   async snapshot(opts: { ttlMs?: number } = {}): Promise<SnapshotInfo> {
     const body = opts.ttlMs ? { ttlSeconds: Math.ceil(opts.ttlMs / 1000) } : {};
     return snapshotInfo(await this.transport.call("POST", sbPath(this.sandboxId, "/snapshot"), { body }));
+  }
+
+  /** Stops everything a persistent sandbox runs, keeping its files, until start(). */
+  async stop(): Promise<void> {
+    await this.transport.call("POST", sbPath(this.sandboxId, "/suspend"));
+  }
+
+  /** Starts a stopped persistent sandbox again on its files (a new boot id, nothing of before running). */
+  async start(): Promise<void> {
+    await this.transport.call("POST", sbPath(this.sandboxId, "/resume"));
   }
 
   /** New sandboxes (1 to 32) from this one's state as it is now. */

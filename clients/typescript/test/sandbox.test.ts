@@ -136,3 +136,19 @@ test("snapshot and fork", async () => {
   assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false);
   await assert.rejects(Sandbox.create({ snapshot: snap.snapshotId }), NotFoundError);
 });
+
+test("a persistent sandbox stopped and started keeps its files", async () => {
+  await using sbx = await Sandbox.create({ persistent: true, diskMb: 64 });
+  await sbx.files.write("kept.txt", "v1");
+  const boot = (await sbx.getInfo()).bootId;
+  assert.ok(boot);
+  await sbx.stop();
+  assert.equal((await sbx.getInfo()).state, "suspended");
+  await sbx.start();
+  const info = await sbx.getInfo();
+  assert.equal(info.state, "running");
+  assert.ok(info.bootId && info.bootId !== boot);
+  assert.equal(await sbx.files.read("kept.txt"), "v1");
+  const r = await sbx.commands.run("dd if=/dev/zero of=big bs=1M count=100 2>&1 || true");
+  assert.match(r.stdout, /No space left/);
+});
