@@ -91,7 +91,7 @@ func (p *Provider) startOnDisk(ctx context.Context, b Backend, spec Spec) (*Sand
 		return nil, err
 	}
 	l.Disk = image
-	di := &diskInstance{b: b, launch: l, image: image, exited: make(chan struct{})}
+	di := &diskInstance{b: b, launch: l, image: image}
 	if err := di.wake(ctx); err != nil {
 		os.Remove(image)
 		return nil, err
@@ -133,7 +133,7 @@ func (p *Provider) adoptOnDisk(ctx context.Context, b Backend, a Adoption, spec 
 		return nil, err
 	}
 	l.Token, l.Disk = a.Token, image
-	di := &diskInstance{b: b, launch: l, image: image, exited: make(chan struct{})}
+	di := &diskInstance{b: b, launch: l, image: image}
 	c, health := client.New(di.Endpoint()), &wire.Health{BootID: a.BootID}
 	suspended := true
 	if ad, ok := b.(Adopter); ok && st.Instance != nil && !a.Suspended {
@@ -176,17 +176,16 @@ type diskInstance struct {
 	b      Backend
 	launch Launch
 	image  string
-	// exited closes when the sandbox's instance exits on its own (not
-	// when it is suspended or destroyed).
-	exited chan struct{}
-	relay  relayListener
+	relay relayListener
 
-	mu    sync.Mutex
-	cur   Instance // nil while suspended
-	gen   int      // counts instances, so an old one's exit is not the new one's
-	ep    client.Endpoint
-	diag  string
-	ended bool
+	mu  sync.Mutex
+	cur Instance // nil while suspended
+	gen int      // counts instances, so an old one's exit is not the new one's
+	// exited closes when the running instance exits on its own (not when
+	// it is suspended or destroyed); each instance has its own.
+	exited chan struct{}
+	ep     client.Endpoint
+	diag   string
 }
 
 var (
@@ -213,7 +212,8 @@ func (d *diskInstance) attach(inst Instance) {
 	d.mu.Lock()
 	d.cur, d.ep = inst, inst.Endpoint()
 	d.gen++
-	gen := d.gen
+	gen, exited := d.gen, make(chan struct{})
+	d.exited = exited
 	d.mu.Unlock()
 	if port, ok := inst.(EgressPort); ok {
 		d.relay.serve(port.EgressListener())
@@ -222,10 +222,9 @@ func (d *diskInstance) attach(inst Instance) {
 		<-inst.Exited()
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		if d.gen == gen && d.cur != nil && !d.ended {
-			d.ended = true
+		if d.gen == gen && d.cur != nil {
 			d.diag = inst.Diagnostics()
-			close(d.exited)
+			close(exited)
 		}
 	}()
 }
@@ -245,7 +244,16 @@ func (d *diskInstance) Endpoint() client.Endpoint {
 	return d.ep
 }
 
-func (d *diskInstance) Exited() <-chan struct{} { return d.exited }
+// Exited is the running instance's: it closes if that exits on its own.
+// While suspended, it is a channel that never closes.
+func (d *diskInstance) Exited() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.exited == nil {
+		d.exited = make(chan struct{})
+	}
+	return d.exited
+}
 
 func (d *diskInstance) Diagnostics() string {
 	if cur := d.current(); cur != nil {
@@ -261,6 +269,9 @@ func (d *diskInstance) Suspend(ctx context.Context) error {
 	d.mu.Lock()
 	cur := d.cur
 	d.gen++ // its exit now is the suspension's
+	if cur != nil {
+		d.exited = make(chan struct{})
+	}
 	d.mu.Unlock()
 	if cur == nil {
 		return nil

@@ -84,6 +84,37 @@ func (s *Sandbox) Suspend(ctx context.Context) error {
 	return nil
 }
 
+// OnDisk reports whether the sandbox's persistent workspace is a disk of
+// its provider's (WithDisks): then it outlives every instance of the
+// sandbox, and one that exits on its own can be given back (GiveBack)
+// rather than lost.
+func (s *Sandbox) OnDisk() bool {
+	_, ok := s.inst.(*diskInstance)
+	return ok
+}
+
+// GiveBack suspends a sandbox on a disk whose instance exited on its own
+// (its agent killed, or crashed): what is left of the instance is torn
+// down, the disk kept, and Resume starts it again. Nothing is asked of
+// the agent, which is gone.
+func (s *Sandbox) GiveBack(ctx context.Context) error {
+	if !s.OnDisk() {
+		return &UnsupportedError{Tier: s.Tier(), What: "giving a sandbox back without its agent (a persistent workspace on a disk)"}
+	}
+	s.mu.Lock()
+	if s.suspended || s.destroyed {
+		s.mu.Unlock()
+		return s.live()
+	}
+	s.suspended = true
+	s.mu.Unlock()
+	if err := s.inst.(Suspender).Suspend(ctx); err != nil {
+		return err
+	}
+	s.agent().Close()
+	return nil
+}
+
 // resumeSuspended starts a suspended sandbox again: its instance wakes on
 // the same workspace, and the new agent is admitted.
 func (s *Sandbox) resumeSuspended(ctx context.Context) error {

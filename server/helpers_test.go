@@ -162,7 +162,7 @@ func (d *daemon) start(t testing.TB, tune ...func(*server.Config)) *daemon {
 		backends = append(backends, d.container)
 	}
 	cfg := server.Config{
-		Provider:     sandbox.NewProvider(backends, sandbox.WithEgressProxy(proxy), sandbox.WithHostGrace(d.grace)),
+		Provider:     sandbox.NewProvider(backends, sandbox.WithEgressProxy(proxy), sandbox.WithHostGrace(d.grace), sandbox.WithDisks(filepath.Join(d.stateDir, "disks"), 64<<20)),
 		Registry:     reg,
 		StateDir:     d.stateDir,
 		HostPaths:    []string{d.hosts},

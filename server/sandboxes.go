@@ -33,6 +33,9 @@ type entry struct {
 	misses  int          // consecutive failed activity checks (reaper only)
 	// portConns holds a slot per connection open to the exposed ports.
 	portConns chan struct{}
+	// rewatch wakes the entry's watch when the sandbox resumes on a new
+	// instance, whose exit is another.
+	rewatch chan struct{}
 }
 
 func (e *entry) touch() { e.lastAPI.Store(time.Now().UnixNano()) }
@@ -382,7 +385,7 @@ func (s *Server) admit(ctx context.Context, sb *sandbox.Sandbox, rec *record, sp
 	if a, err := sb.Persist(); err == nil {
 		rec.Adoption = a
 	}
-	e := &entry{rec: rec, sb: sb, agent: newAgentProxy(sb.Client), portConns: make(chan struct{}, maxPortConns)}
+	e := newEntry(rec, sb)
 	e.touch()
 	// The caller's first command will want a reservation: it is taken
 	// while the record is written to disk.
@@ -405,10 +408,36 @@ func (s *Server) watch(e *entry) {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		select {
-		case <-e.sb.Exited():
-		case <-s.stop:
-			return
+		for {
+			select {
+			case <-e.sb.Exited():
+			case <-e.rewatch:
+				continue // a new instance: its own exit
+			case <-s.stop:
+				return
+			}
+			s.mu.Lock()
+			st := e.rec.State
+			s.mu.Unlock()
+			if st != api.StateRunning && st != api.StatePaused && st != api.StateSuspended {
+				return
+			}
+			if st == api.StateSuspended {
+				continue
+			}
+			if !e.sb.OnDisk() {
+				break
+			}
+			// A sandbox on a disk is given back, its files kept, and
+			// watched again once it resumes.
+			why := "the sandbox's agent exited; its workspace is kept"
+			if d := e.sb.Diagnostics(); d != "" {
+				why += ": " + lastLine(d)
+			}
+			if s.giveBack(e, why) == nil {
+				continue
+			}
+			break
 		}
 		s.mu.Lock()
 		if st := e.rec.State; st != api.StateRunning && st != api.StatePaused && st != api.StateSuspended {
@@ -427,6 +456,63 @@ func (s *Server) watch(e *entry) {
 		s.metrics.reaped.With("lost").Inc()
 		s.emit(api.EventLost, &rec, map[string]any{"reason": rec.Reason})
 	}()
+}
+
+// newEntry is a live sandbox's entry.
+func newEntry(rec *record, sb *sandbox.Sandbox) *entry {
+	return &entry{rec: rec, sb: sb, agent: newAgentProxy(sb.Client), portConns: make(chan struct{}, maxPortConns), rewatch: make(chan struct{}, 1)}
+}
+
+// resumed tells the entry's watch that the sandbox runs on a new
+// instance.
+func (e *entry) resumed() {
+	select {
+	case e.rewatch <- struct{}{}:
+	default:
+	}
+}
+
+// giveBack suspends a sandbox on a disk whose instance is gone (exited,
+// or not answering), keeping its files, and records why.
+func (s *Server) giveBack(e *entry, why string) error {
+	s.mu.Lock()
+	st := e.rec.State
+	s.mu.Unlock()
+	if st != api.StateRunning && st != api.StatePaused {
+		return fmt.Errorf("the sandbox is %s", st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := e.sb.GiveBack(ctx); err != nil {
+		s.log.Warn("a persistent sandbox without its agent not given back", "sandbox", e.rec.ID, "err", err)
+		return err
+	}
+	return s.stopped(e, why)
+}
+
+// stopIdle suspends a persistent sandbox the reaper found idle (its
+// agent asked to quiesce and flush first) or, on a disk, without an
+// agent that answers.
+func (s *Server) stopIdle(e *entry, reason string) {
+	if reason == "lost" {
+		_ = s.giveBack(e, "the sandbox's agent stopped answering; its workspace is kept")
+		return
+	}
+	s.mu.Lock()
+	st := e.rec.State
+	s.mu.Unlock()
+	if st != api.StateRunning {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := e.sb.Suspend(ctx); err != nil {
+		s.log.Warn("an idle persistent sandbox not stopped; will retry", "sandbox", e.rec.ID, "err", err)
+		return
+	}
+	if err := s.stopped(e, "idle"); err != nil {
+		s.log.Error("registry write failed", "sandbox", e.rec.ID, "err", err)
+	}
 }
 
 // lastLine is the last non-empty line of s, bounded.
@@ -694,10 +780,17 @@ func (s *Server) reapOnce() {
 			reason = "retry"
 		case exp != nil && now.After(*exp):
 			reason = "ttl"
-		case idle > 0:
+		case idle > 0 && state != api.StateSuspended:
+			// (A suspended sandbox is kept until its TTL, or its rm.)
 			reason = s.idleCheck(e, state, idle, now)
 		}
 		if reason == "" {
+			continue
+		}
+		if e.sb.CanSuspend() && (reason == "idle" || reason == "lost" && e.sb.OnDisk()) {
+			// A persistent sandbox is stopped, not destroyed: its files
+			// are kept until it starts again.
+			s.stopIdle(e, reason)
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -232,7 +232,7 @@ func (s *Server) recover() error {
 			continue
 		}
 		kept = append(kept, sb)
-		e := &entry{rec: r, sb: sb, agent: newAgentProxy(sb.Client), portConns: make(chan struct{}, maxPortConns)}
+		e := newEntry(r, sb)
 		e.touch()
 		if r.State != api.StateSuspended && sb.Suspended() {
 			// Its host went down under it (or its processes were
@@ -262,6 +262,7 @@ func (s *Server) recover() error {
 		if err := s.settle(e, api.StateRunning, api.EventResumed, map[string]any{"reason": "autostart"}); err != nil {
 			return err
 		}
+		e.resumed()
 	}
 	return s.store.pruneDestroyed(now.Add(-24 * time.Hour))
 }

@@ -611,7 +611,13 @@ func (s *Server) suspension(w http.ResponseWriter, r *http.Request, e *entry, su
 	if suspend {
 		s.transition(w, e, api.StateRunning, api.StateSuspended, api.EventSuspended, func() error { return e.sb.Suspend(r.Context()) })
 	} else {
-		s.transition(w, e, api.StateSuspended, api.StateRunning, api.EventResumed, func() error { return e.sb.Resume(r.Context()) })
+		s.transition(w, e, api.StateSuspended, api.StateRunning, api.EventResumed, func() error {
+			if err := e.sb.Resume(r.Context()); err != nil {
+				return err
+			}
+			e.resumed()
+			return nil
+		})
 	}
 }
 

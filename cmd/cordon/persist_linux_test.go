@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/server/api"
@@ -107,6 +108,17 @@ func persistentWorkspace(t *testing.T, tier string) {
 	if b := describe(id).BootID; b == boot {
 		t.Errorf("the same boot id %s after a reboot", b)
 	}
+
+	// Its processes killed under a running daemon (an OOM kill of its
+	// agent, say): it is stopped, not lost, and starts again.
+	killSandboxes(t, processDir)
+	for deadline := time.Now().Add(30 * time.Second); describe(id).State != api.StateSuspended; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a persistent sandbox whose processes were killed is %s", describe(id).State)
+		}
+	}
+	run("start", id)
+	check(id, "after its processes were killed, started")
 
 	// The quota.
 	out, errOut, _ := cordon(t, "exec", host, id, "--", "sh", "-c", "dd if=/dev/zero of=/workspace/big bs=1M count=100 2>&1; rm -f /workspace/big")
