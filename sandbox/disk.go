@@ -176,7 +176,7 @@ type diskInstance struct {
 	b      Backend
 	launch Launch
 	image  string
-	relay relayListener
+	relay  relayListener
 
 	mu  sync.Mutex
 	cur Instance // nil while suspended
