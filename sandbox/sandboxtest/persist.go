@@ -70,6 +70,11 @@ echo ok`
 	if want := strings.Replace(before, "\n1\n", "\n0\n", 1); after != want || before != "741 4\nkepthometmp\n../a.txt\n1\n" {
 		t.Fatalf("before suspending:\n%s\nafter resuming:\n%s", before, after)
 	}
+	// The egress boundary holds across instances: the new agent's way out
+	// is the same proxy, under the same (deny-all) policy.
+	if out := egressAnswer(t, sb); !strings.HasPrefix(out, "HTTP/1.1 403") {
+		t.Fatalf("the egress proxy after resuming answered %q, want a refusal", out)
+	}
 	// The quota is the workload's ENOSPC; the agent serves on.
 	out, res := Sh(t, sb, "dd if=/dev/zero of=/workspace/big bs=1M count=100 2>&1; df -k /workspace | tail -1")
 	if res.ExitCode != 0 || !strings.Contains(out, "No space left") {
@@ -99,4 +104,17 @@ echo ok`
 	if st, err := os.Stat(imgs[0]); err != nil || st.Size() != 64<<20 || st.Mode().Perm() != 0o600 {
 		t.Fatalf("disk image: %v %v", st, err)
 	}
+}
+
+// egressAnswer is the first line the egress proxy answers a CONNECT to a
+// documentation address with, from inside sb.
+func egressAnswer(t *testing.T, sb *sandbox.Sandbox) string {
+	t.Helper()
+	out, _ := Sh(t, sb, `exec python3 -c '
+import socket
+s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+s.sendall(b"CONNECT 203.0.113.7:443 HTTP/1.1\r\nHost: 203.0.113.7:443\r\n\r\n")
+print(s.recv(200).decode(errors="replace").splitlines()[0])
+'`)
+	return out
 }
