@@ -15,17 +15,31 @@ import (
 func TestPersistentIdleStops(t *testing.T) {
 	d := startDaemon(t)
 	c := d.local
-	ctx, evs := subscribe(t, c)
+	_, evs := subscribe(t, c)
 	sb := create(t, c, api.CreateRequest{Spec: api.Spec{PersistentWorkspace: true}, IdleTimeoutSeconds: 1})
 	plain := create(t, c, api.CreateRequest{IdleTimeoutSeconds: 1})
 	if out := sh(t, c, sb.ID, "echo kept > f && cat f"); out != "kept\n" {
 		t.Fatalf("write: %q", out)
 	}
-	ev := waitEvent(t, ctx, evs, api.EventSuspended, sb.ID)
-	if ev.Data["reason"] != "idle" {
-		t.Fatalf("suspended for %v, want idle", ev.Data["reason"])
+	// (In either order.)
+	for stopped, destroyed := false, false; !stopped || !destroyed; {
+		select {
+		case ev := <-evs:
+			switch {
+			case ev.Type == api.EventSuspended && ev.Sandbox == sb.ID:
+				if ev.Data["reason"] != "idle" {
+					t.Fatalf("suspended for %v, want idle", ev.Data["reason"])
+				}
+				stopped = true
+			case ev.Type == api.EventDestroyed && ev.Sandbox == sb.ID:
+				t.Fatal("an idle persistent sandbox was destroyed")
+			case ev.Type == api.EventDestroyed && ev.Sandbox == plain.ID:
+				destroyed = true
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("stopped %v, plain destroyed %v", stopped, destroyed)
+		}
 	}
-	waitEvent(t, ctx, evs, api.EventDestroyed, plain.ID)
 	// Stopped, it stays (the reaper runs every 100 ms here).
 	time.Sleep(1500 * time.Millisecond)
 	got, err := c.Get(t.Context(), sb.ID)

@@ -32,6 +32,9 @@ type DiskDir struct {
 // with its mode and owner whatever an earlier instance left; the mount is
 // nosuid and nodev. UnmountDisk lets it go.
 func MountDisk(agent, image, dir string, uidBase, gidBase, size int, dirs []DiskDir) error {
+	if err := os.Mkdir(filepath.Dir(dir), 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
 	if agent == "" {
 		return mountPlain(image, dir, uidBase, gidBase, dirs)
 	}
@@ -129,21 +132,24 @@ func keepDirs(root string, uid, gid int, dirs []DiskDir) error {
 
 // UnmountDisk unmounts a disk MountDisk mounted on dir, removes dir, and
 // returns once the image is free to be mounted again.
-func UnmountDisk(dir string) error { return disk.Unmount(dir) }
+func UnmountDisk(dir string) error {
+	if err := disk.Unmount(dir); err != nil {
+		return err
+	}
+	_ = os.Remove(filepath.Dir(dir)) // the last one's
+	return nil
+}
 
 // disksDir holds, under a tier's state directory, the mount points of
 // its sandboxes' disks: apart from the sandboxes' own directories, which
 // a sweep removes whole and must never reach into a disk through.
 const disksDir = "disks"
 
-// DiskMountPoint is where sandbox id's disk is mounted under stateDir; its
-// parent is made, traversable by a sandbox's init.
-func DiskMountPoint(stateDir, id string) (string, error) {
-	dir := filepath.Join(stateDir, disksDir)
-	if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
-		return "", err
-	}
-	return filepath.Join(dir, id), nil
+// DiskMountPoint is where sandbox id's disk is mounted under stateDir
+// (MountDisk makes its parent, traversable by a sandbox's init, and
+// UnmountDisk removes that once it is empty).
+func DiskMountPoint(stateDir, id string) string {
+	return filepath.Join(stateDir, disksDir, id)
 }
 
 // SweepDisks unmounts the disks under stateDir whose sandbox live does

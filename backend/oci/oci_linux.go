@@ -322,9 +322,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	var diskMount string
 	if l.Disk != "" {
 		// Apart from the sandbox's directory, which a sweep removes whole.
-		if diskMount, err = host.DiskMountPoint(b.cfg.StateDir, id); err != nil {
-			return fail(err)
-		}
+		diskMount = host.DiskMountPoint(b.cfg.StateDir, id)
 		var dirs []host.DiskDir
 		for _, d := range baseline.ScratchDirs {
 			dd := host.DiskDir{Name: baseline.ScratchName(d.Path), Mode: d.Mode}
@@ -624,11 +622,9 @@ func (i *instance) Destroy(ctx context.Context) error {
 	}
 	// The disk's mount, if it has one, once nothing of it runs; the disk
 	// itself is its keeper's.
-	if mnt, err := host.DiskMountPoint(i.b.cfg.StateDir, i.id); err == nil {
-		if _, err := os.Lstat(mnt); err == nil {
-			if err := host.UnmountDisk(mnt); err != nil {
-				return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
-			}
+	if mnt := host.DiskMountPoint(i.b.cfg.StateDir, i.id); isDir(mnt) {
+		if err := host.UnmountDisk(mnt); err != nil {
+			return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
 		}
 	}
 	if i.lifeline != nil {

@@ -607,8 +607,7 @@ func (i *instance) Destroy(ctx context.Context) error {
 		return fmt.Errorf("%w: remove %s: %v", sandbox.ErrTeardown, i.dir, err)
 	}
 	if i.state.Disk {
-		mnt, _ := host.DiskMountPoint(filepath.Dir(i.dir), filepath.Base(i.dir))
-		if err := host.UnmountDisk(mnt); err != nil {
+		if err := host.UnmountDisk(host.DiskMountPoint(filepath.Dir(i.dir), filepath.Base(i.dir))); err != nil {
 			return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
 		}
 	}

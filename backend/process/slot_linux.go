@@ -77,11 +77,7 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, spec *forSpec
 	if spec != nil && spec.l.Disk != "" {
 		// Apart from the sandbox's directory, never in it: removing that
 		// directory must not reach into the disk.
-		var err error
-		if sl.scratch, err = host.DiskMountPoint(b.cfg.StateDir, id); err != nil {
-			return nil, err
-		}
-		sl.onDisk = true
+		sl.scratch, sl.onDisk = host.DiskMountPoint(b.cfg.StateDir, id), true
 	}
 	if spec != nil && b.clones(attr) {
 		// The root is planned from here on, while this makes the slot and
