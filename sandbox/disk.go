@@ -70,11 +70,8 @@ func (p *Provider) diskImage(id string) string {
 
 // startOnDisk starts a sandbox whose writable space is a new image.
 func (p *Provider) startOnDisk(ctx context.Context, b Backend, spec Spec) (*Sandbox, error) {
-	if err := disk.Available(); err != nil {
-		return nil, &UnsupportedError{Tier: b.Name(), What: "a persistent workspace here (" + err.Error() + ")"}
-	}
-	if err := os.MkdirAll(p.disks, 0o700); err != nil {
-		return nil, fmt.Errorf("%w: the disks' directory: %v", ErrUnavailable, err)
+	if err := p.disksReady(b); err != nil {
+		return nil, err
 	}
 	id := newID()
 	image := p.diskImage(id)
@@ -85,6 +82,24 @@ func (p *Provider) startOnDisk(ctx context.Context, b Backend, spec Spec) (*Sand
 	if err := disk.Create(ctx, image, size); err != nil {
 		return nil, fmt.Errorf("%w: the sandbox's disk: %v", ErrUnavailable, err)
 	}
+	return p.startOnImage(ctx, b, spec, id)
+}
+
+// disksReady says why b's sandboxes cannot have disks here, or nil.
+func (p *Provider) disksReady(b Backend) error {
+	if err := disk.Available(); err != nil {
+		return &UnsupportedError{Tier: b.Name(), What: "a persistent workspace here (" + err.Error() + ")"}
+	}
+	if err := os.MkdirAll(p.disks, 0o700); err != nil {
+		return fmt.Errorf("%w: the disks' directory: %v", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// startOnImage starts sandbox id on its image, which it then owns: a
+// start that fails removes it.
+func (p *Provider) startOnImage(ctx context.Context, b Backend, spec Spec, id string) (*Sandbox, error) {
+	image := p.diskImage(id)
 	l, err := p.launch(spec)
 	if err != nil {
 		os.Remove(image)
@@ -96,10 +111,96 @@ func (p *Provider) startOnDisk(ctx context.Context, b Backend, spec Spec) (*Sand
 		os.Remove(image)
 		return nil, err
 	}
-	s, err := p.admit(ctx, id, spec, di)
-	if err != nil {
-		return nil, err // the instance's Destroy removed the image
+	return p.admit(ctx, id, spec, di) // (a failed one's Destroy removes the image)
+}
+
+// DiskClone is a copy-on-write copy of a sandbox's disk (CloneDisks),
+// for CreateOnDisk; Discard removes one not used.
+type DiskClone struct {
+	id    string
+	image string
+}
+
+// Discard removes a clone no sandbox took.
+func (c *DiskClone) Discard() { os.Remove(c.image) }
+
+// CloneDisks makes n copy-on-write copies of the disk of s, a sandbox on
+// a disk (OnDisk), each in time independent of its size: its file system
+// is frozen for the copies (its writes wait), so each holds what a crash
+// at that moment would leave, the journal replayed at its first mount.
+// It fails with ErrUnsupported where the disks' file system has no
+// reflinks (ext4); then a fork copies the files instead.
+func (p *Provider) CloneDisks(ctx context.Context, s *Sandbox, n int) ([]*DiskClone, error) {
+	d, ok := s.inst.(*diskInstance)
+	if !ok {
+		return nil, &UnsupportedError{Tier: s.Tier(), What: "copying a sandbox's disk (a persistent workspace on a disk)"}
 	}
+	if !disk.Reflinks(p.disks) {
+		return nil, fmt.Errorf("%w: copy-on-write copies of a disk: %v", ErrUnsupported, disk.ErrNoReflinks)
+	}
+	thaw, err := disk.Freeze(d.image)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrAgent, err)
+	}
+	var out []*DiskClone
+	for range n {
+		c := &DiskClone{id: newID()}
+		c.image = p.diskImage(c.id)
+		if err = disk.Clone(d.image, c.image); err != nil {
+			break
+		}
+		out = append(out, c)
+	}
+	if terr := thaw(); err == nil {
+		err = terr
+	}
+	if err != nil {
+		for _, c := range out {
+			c.Discard()
+		}
+		return nil, fmt.Errorf("%w: copy the sandbox's disk: %v", ErrUnavailable, err)
+	}
+	return out, nil
+}
+
+// CreateOnDisk creates a sandbox of spec (a persistent workspace) on a
+// clone of another's disk, which it takes: whatever happens, the clone is
+// the new sandbox's or gone.
+func (p *Provider) CreateOnDisk(ctx context.Context, spec Spec, c *DiskClone) (*Sandbox, error) {
+	fail := func(err error) (*Sandbox, error) {
+		c.Discard()
+		return nil, err
+	}
+	spec.PersistentWorkspace = true
+	if err := spec.Validate(); err != nil {
+		return fail(err)
+	}
+	b, err := p.Backend(spec.Tier)
+	if err != nil {
+		return fail(err)
+	}
+	spec.Tier = b.Name()
+	if !p.ownDisks(b.Capabilities()) {
+		return fail(&UnsupportedError{Tier: spec.Tier, What: "a sandbox on a disk of the provider's"})
+	}
+	if caps, _ := p.Capabilities(spec.Tier); caps.Check(spec.Tier, &spec) != nil {
+		return fail(caps.Check(spec.Tier, &spec))
+	}
+	if err := p.disksReady(b); err != nil {
+		return fail(err)
+	}
+	release := func() {}
+	if spec.Image != "" && !b.Capabilities().EngineImages {
+		if spec, release, err = p.imageRoot(ctx, spec); err != nil {
+			return fail(err)
+		}
+	}
+	s, err := p.startOnImage(ctx, b, spec, c.id)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	s.releaseImage = release
 	return s, nil
 }
 

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -102,6 +103,9 @@ type daemon struct {
 	// netns is the network namespace the egress proxy dials from (a test
 	// network's; the host's when empty).
 	netns string
+	// disks is where persistent workspaces' disks are kept (default:
+	// under stateDir).
+	disks string
 }
 
 func stateDir(t testing.TB) string { return testutil.StateDir(t) }
@@ -114,6 +118,13 @@ func startDaemon(t testing.TB, tune ...func(*server.Config)) *daemon {
 // startDaemonGrace is startDaemon with the host's grace past a command's
 // timeout set (sandbox.WithHostGrace).
 func startDaemonGrace(t testing.TB, grace time.Duration, tune ...func(*server.Config)) *daemon {
+	t.Helper()
+	return newDaemon(t, grace).start(t, tune...)
+}
+
+// newDaemon is a daemon not yet started, with a process-tier state
+// directory of its own.
+func newDaemon(t testing.TB, grace time.Duration) *daemon {
 	t.Helper()
 	testutil.RequiresRoot(t)
 	// Each daemon has a process-tier state directory of its own (a daemon
@@ -143,8 +154,7 @@ func startDaemonGrace(t testing.TB, grace time.Duration, tune ...func(*server.Co
 	if err := pb.Probe(t.Context()); err != nil {
 		testutil.Missing(t, "process tier unavailable: %v", err)
 	}
-	d := &daemon{backend: &testBackend{Backend: pb, insts: map[string]sandbox.Instance{}}, processDir: dir, stateDir: t.TempDir(), hosts: t.TempDir(), grace: grace}
-	return d.start(t, tune...)
+	return &daemon{backend: &testBackend{Backend: pb, insts: map[string]sandbox.Instance{}}, processDir: dir, stateDir: t.TempDir(), hosts: t.TempDir(), grace: grace}
 }
 
 func (d *daemon) start(t testing.TB, tune ...func(*server.Config)) *daemon {
@@ -162,7 +172,7 @@ func (d *daemon) start(t testing.TB, tune ...func(*server.Config)) *daemon {
 		backends = append(backends, d.container)
 	}
 	cfg := server.Config{
-		Provider:     sandbox.NewProvider(backends, sandbox.WithEgressProxy(proxy), sandbox.WithHostGrace(d.grace), sandbox.WithDisks(filepath.Join(d.stateDir, "disks"), 64<<20)),
+		Provider:     sandbox.NewProvider(backends, sandbox.WithEgressProxy(proxy), sandbox.WithHostGrace(d.grace), sandbox.WithDisks(cmp.Or(d.disks, filepath.Join(d.stateDir, "disks")), 64<<20)),
 		Registry:     reg,
 		StateDir:     d.stateDir,
 		HostPaths:    []string{d.hosts},

@@ -1,10 +1,16 @@
 package server_test
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/server/api"
+	"golang.org/x/sys/unix"
 )
 
 // TestPersistentIdleStops: a persistent sandbox idle past its idle
@@ -56,4 +62,97 @@ func TestPersistentIdleStops(t *testing.T) {
 	// mistake.
 	_, err = c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{Autostart: true}})
 	wantCode(t, err, 400, api.CodeInvalid)
+}
+
+// TestForkOnDiskIsCopyOnWrite: where the disks' file system has reflinks
+// (XFS here, made on a loop device), a persistent sandbox's forks are
+// copy-on-write copies of its disk: each has its files, each diverges,
+// and 8 forks of 256 MiB of files take far less than 8 × 256 MiB of the
+// host's disk. Where it has none (ext4), forks copy the files.
+func TestForkOnDiskIsCopyOnWrite(t *testing.T) {
+	testutil.Requires(t, "mkfs.xfs")
+	d := newDaemon(t, 0)
+	d.disks = xfsDir(t, 4<<30)
+	d.start(t)
+	c := d.local
+	src := create(t, c, api.CreateRequest{Spec: api.Spec{PersistentWorkspace: true, Limits: api.Limits{DiskBytes: 1 << 30}}})
+	if out := sh(t, c, src.ID, "head -c 268435456 /dev/urandom > big && sha256sum big | cut -c1-16 && echo mine > who"); len(out) != 17 {
+		t.Fatalf("write: %q", out)
+	}
+	sum := sh(t, c, src.ID, "sha256sum big | cut -c1-16")
+	// What the source wrote reaches its image first, so that only the
+	// forks are counted.
+	sh(t, c, src.ID, "sync")
+	unix.Sync()
+	before := freeBytes(t, d.disks)
+	forks, err := c.Fork(t.Context(), src.ID, api.ForkRequest{Count: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Sync()
+	if used := before - freeBytes(t, d.disks); used > 64<<20 {
+		t.Errorf("8 forks of a 256 MiB disk took %d MiB of the host's disk: not copy-on-write", used>>20)
+	}
+	for i, f := range forks {
+		if !f.Spec.PersistentWorkspace || f.ID == src.ID {
+			t.Fatalf("fork %d: %+v", i, f)
+		}
+		if out := sh(t, c, f.ID, "sha256sum big | cut -c1-16; cat who; echo fork"+strconv.Itoa(i)+" > who"); out != sum+"mine\n" {
+			t.Fatalf("fork %d holds %q, want %q", i, out, sum+"mine\n")
+		}
+	}
+	for i, f := range forks {
+		if out := sh(t, c, f.ID, "cat who"); out != "fork"+strconv.Itoa(i)+"\n" {
+			t.Fatalf("fork %d diverged to %q", i, out)
+		}
+	}
+	if out := sh(t, c, src.ID, "cat who"); out != "mine\n" {
+		t.Fatalf("the source after its forks wrote: %q", out)
+	}
+	// Stopped and started, a fork keeps what it wrote.
+	f := forks[3].ID
+	if _, err := c.Suspend(t.Context(), f); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Resume(t.Context(), f); err != nil {
+		t.Fatal(err)
+	}
+	if out := sh(t, c, f, "cat who"); out != "fork3\n" {
+		t.Fatalf("a fork after a stop and start: %q", out)
+	}
+}
+
+// xfsDir is a directory on an XFS file system of its own (reflinks on), of
+// size bytes, on a loop device, unmounted when the test ends.
+func xfsDir(t *testing.T, size int64) string {
+	t.Helper()
+	img := filepath.Join(t.TempDir(), "xfs.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, size); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.xfs", "-q", "-m", "reflink=1", img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.xfs: %v: %s", err, out)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount the disks' file system: %v", err)
+		}
+	})
+	return dir
+}
+
+func freeBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bavail) * st.Bsize
 }

@@ -303,16 +303,26 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	source := "cold"
 	var sb *sandbox.Sandbox
-	p, err := s.poolFor(req, c.tenant)
-	if err != nil {
-		writeErr(w, err)
-		return
+	clone, forked := r.Context().Value(diskCloneKey{}).(*sandbox.DiskClone)
+	var p *pool
+	if !forked {
+		if p, err = s.poolFor(req, c.tenant); err != nil {
+			writeErr(w, err)
+			return
+		}
 	}
 	if p != nil {
 		rec.Pool = p.spec.Name
 		spec = p.sdkSpec
 		if sb = p.claim(); sb != nil {
 			source = "pool"
+		}
+	}
+	if forked {
+		// A fork on a copy of its source's disk (handleFork).
+		if sb, err = s.cfg.Provider.CreateOnDisk(r.Context(), spec, clone); err != nil {
+			writeErr(w, err)
+			return
 		}
 	}
 	if sb == nil {

@@ -603,6 +603,22 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
+	key, _ := bearerSecret(r.Header.Get("Authorization"))
+	cl := client.NewTransport("http://cordon", key, inproc{s.Handler()})
+	if e.sb.OnDisk() {
+		// A sandbox on a disk is forked by copy-on-write copies of its
+		// disk where the disks' file system has reflinks; elsewhere its
+		// files are copied as a snapshot's are.
+		clones, err := s.cfg.Provider.CloneDisks(r.Context(), e.sb, req.Count)
+		if err == nil {
+			s.forkFrom(w, r, cl, req, s.recordOf(e).Spec, clones)
+			return
+		}
+		if !errors.Is(err, sandbox.ErrUnsupported) {
+			writeErr(w, err)
+			return
+		}
+	}
 	sn, err := s.takeSnapshot(r.Context(), e, 3600)
 	if err != nil {
 		snapshotError(w, "the source's state could not be taken", err)
@@ -611,11 +627,40 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 	defer s.dropSnapshot(sn)
 	// Each fork is an ordinary create from that snapshot, as the caller:
 	// its quotas and pools apply.
-	key, _ := bearerSecret(r.Header.Get("Authorization"))
-	cl := client.NewTransport("http://cordon", key, inproc{s.Handler()})
+	s.forks(w, r, cl, req.Count, func(ctx context.Context, i int) (*api.Sandbox, error) {
+		return cl.Create(ctx, api.CreateRequest{FromSnapshot: sn.ID, TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds, Labels: req.Labels})
+	})
+}
+
+// forkFrom makes a fork on each clone of the source's disk, as the
+// caller (quotas apply), with the source's spec; the clones no fork took
+// are removed.
+func (s *Server) forkFrom(w http.ResponseWriter, r *http.Request, cl *client.Client, req api.ForkRequest, spec api.Spec, clones []*sandbox.DiskClone) {
+	defer func() {
+		for _, c := range clones {
+			if c != nil {
+				c.Discard()
+			}
+		}
+	}()
+	s.forks(w, r, cl, len(clones), func(ctx context.Context, i int) (*api.Sandbox, error) {
+		sb, err := cl.Create(context.WithValue(ctx, diskCloneKey{}, clones[i]), api.CreateRequest{Spec: spec, TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds, Labels: req.Labels})
+		if err == nil {
+			clones[i] = nil // the fork's
+		}
+		return sb, err
+	})
+}
+
+// diskCloneKey carries, in an in-process create's context (never from a
+// caller), the disk clone the sandbox is to be made on.
+type diskCloneKey struct{}
+
+// forks makes n forks with create, all or nothing, and answers them.
+func (s *Server) forks(w http.ResponseWriter, r *http.Request, cl *client.Client, n int, create func(ctx context.Context, i int) (*api.Sandbox, error)) {
 	out := api.ForkResult{Sandboxes: []api.Sandbox{}}
-	for range req.Count {
-		sb, err := cl.Create(r.Context(), api.CreateRequest{FromSnapshot: sn.ID, TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds, Labels: req.Labels})
+	for i := range n {
+		sb, err := create(r.Context(), i)
 		if err != nil {
 			// The forks made so far go: a fork is all or nothing.
 			for _, f := range out.Sandboxes {

@@ -129,25 +129,47 @@ func Unmount(dir string) error {
 
 // backing is the image file mounted on dir through a loop device, or "".
 func backing(dir string) string {
+	for _, m := range loopMounts() {
+		if m.dir == dir {
+			return m.image
+		}
+	}
+	return ""
+}
+
+// mountOf is a mount point of image's file system, or "".
+func mountOf(image string) string {
+	for _, m := range loopMounts() {
+		if m.image == image {
+			return m.dir
+		}
+	}
+	return ""
+}
+
+// loopMount is a mount of an image through a loop device.
+type loopMount struct{ dir, image string }
+
+// loopMounts lists this mount namespace's mounts of loop devices, with
+// their image files.
+func loopMounts() []loopMount {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return ""
+		return nil
 	}
+	var out []loopMount
 	for _, line := range strings.Split(string(b), "\n") {
 		// id parent major:minor root mountpoint opts ... - fstype source superopts
 		f := strings.Fields(line)
-		if len(f) < 5 || unescape(f[4]) != dir {
-			continue
-		}
 		for i, x := range f {
-			if x == "-" && i+2 < len(f) && strings.HasPrefix(f[i+2], "/dev/loop") {
+			if x == "-" && i+2 < len(f) && len(f) > 4 && strings.HasPrefix(f[i+2], "/dev/loop") {
 				if b, err := os.ReadFile("/sys/block/" + strings.TrimPrefix(f[i+2], "/dev/") + "/loop/backing_file"); err == nil {
-					return strings.TrimSpace(string(b))
+					out = append(out, loopMount{dir: unescape(f[4]), image: strings.TrimSpace(string(b))})
 				}
 			}
 		}
 	}
-	return ""
+	return out
 }
 
 // unescape undoes mountinfo's octal escapes (space, tab, newline, \).
@@ -180,3 +202,84 @@ func inUse(image string) bool {
 	}
 	return false
 }
+
+// ErrNoReflinks: the images' file system cannot share extents between
+// files (ext4), so a disk cannot be copied in constant time.
+var ErrNoReflinks = errors.New("the disks' file system has no reflinks (XFS and btrfs have)")
+
+// Clone makes dst a copy-on-write copy of image src (FICLONE): a copy in
+// time independent of its size, sharing its blocks until either writes.
+// It fails with ErrNoReflinks where the file system cannot.
+func Clone(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	err = unix.IoctlFileClone(int(out.Fd()), int(in.Fd()))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(dst)
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EXDEV) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOTTY) {
+			return fmt.Errorf("%w: %v", ErrNoReflinks, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// Reflinks reports whether dir's file system can Clone.
+func Reflinks(dir string) bool {
+	f, err := os.CreateTemp(dir, ".reflink-")
+	if err != nil {
+		return false
+	}
+	name := f.Name()
+	f.Close()
+	defer os.Remove(name)
+	err = Clone(name, name+".2")
+	os.Remove(name + ".2")
+	return err == nil
+}
+
+// fiFreeze and fiThaw are FIFREEZE and FITHAW (_IOWR('X', 119/120, int)).
+const (
+	fiFreeze = 0xc0045877
+	fiThaw   = 0xc0045878
+)
+
+// Freeze freezes the file system image holds while it is mounted (every
+// write to it waits; what it holds on the image is consistent), and
+// returns the thaw. An image that is not mounted needs none.
+func Freeze(image string) (thaw func() error, err error) {
+	image, err = filepath.Abs(image)
+	if err != nil {
+		return nil, err
+	}
+	mnt := mountOf(image)
+	if mnt == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Open(mnt)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), fiFreeze, 0); e != 0 {
+		f.Close()
+		return nil, fmt.Errorf("freeze %s: %w", mnt, e)
+	}
+	return func() error {
+		defer f.Close()
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), fiThaw, 0); e != 0 {
+			return fmt.Errorf("thaw %s: %w", mnt, e)
+		}
+		return nil
+	}, nil
+}
+
