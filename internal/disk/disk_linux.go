@@ -282,4 +282,3 @@ func Freeze(image string) (thaw func() error, err error) {
 		return nil
 	}, nil
 }
-
