@@ -29,6 +29,7 @@ command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)         # the test cl
 command -v ipset >/dev/null 2>&1 || need_apt+=(ipset)               # the test cluster's NetworkPolicy (kube-router)
 command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /sbin/mkfs.ext4 ] || need_apt+=(e2fsprogs)  # persistent workspaces' disks
 command -v losetup >/dev/null 2>&1 || [ -x /sbin/losetup ] || need_apt+=(mount)
+command -v mkfs.xfs >/dev/null 2>&1 || [ -x /sbin/mkfs.xfs ] || need_apt+=(xfsprogs)  # a reflink file system for copy-on-write forks' tests
 if [ "${#need_apt[@]}" -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "setup: need root to install: ${need_apt[*]}" >&2

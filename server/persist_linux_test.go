@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/cordon-sandbox/cordon/server"
 	"github.com/cordon-sandbox/cordon/server/api"
 	"golang.org/x/sys/unix"
 )
@@ -124,7 +125,7 @@ func TestForkOnDiskIsCopyOnWrite(t *testing.T) {
 
 // xfsDir is a directory on an XFS file system of its own (reflinks on), of
 // size bytes, on a loop device, unmounted when the test ends.
-func xfsDir(t *testing.T, size int64) string {
+func xfsDir(t testing.TB, size int64) string {
 	t.Helper()
 	img := filepath.Join(t.TempDir(), "xfs.img")
 	if err := os.WriteFile(img, nil, 0o600); err != nil {
@@ -148,11 +149,99 @@ func xfsDir(t *testing.T, size int64) string {
 	return dir
 }
 
-func freeBytes(t *testing.T, dir string) int64 {
+func freeBytes(t testing.TB, dir string) int64 {
 	t.Helper()
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		t.Fatal(err)
 	}
 	return int64(st.Bavail) * st.Bsize
+}
+
+// BenchmarkPersistent: a persistent sandbox's create (a new 4 GiB disk
+// image, mkfs, mount) to its first command, its stop, and its start to
+// its first command, on the process tier; and a fork of a 1 GiB disk
+// (copy-on-write, XFS) beside cp and cp --reflink of an image of the same
+// size on the same file system, in the same run.
+func BenchmarkPersistent(b *testing.B) {
+	d := newDaemon(b, 0)
+	if _, err := exec.LookPath("mkfs.xfs"); err == nil {
+		d.disks = xfsDir(b, 16<<30)
+	}
+	d.start(b, func(c *server.Config) { c.Limits.MaxSandboxesPerTenant = 500 })
+	c := d.local
+	ctx := b.Context()
+	spec := api.Spec{PersistentWorkspace: true, Limits: api.Limits{DiskBytes: 4 << 30}}
+	b.Run("create-to-first-exec", func(b *testing.B) {
+		for range b.N {
+			sb, err := c.Create(ctx, api.CreateRequest{Spec: spec})
+			if err != nil {
+				b.Fatal(err)
+			}
+			shb(b, c, sb.ID, "true")
+			b.StopTimer()
+			c.Delete(ctx, sb.ID)
+			b.StartTimer()
+		}
+	})
+	sb, err := c.Create(ctx, api.CreateRequest{Spec: spec})
+	if err != nil {
+		b.Fatal(err)
+	}
+	shb(b, c, sb.ID, "head -c 1073741824 /dev/urandom > big && sync")
+	b.Run("stop", func(b *testing.B) {
+		for range b.N {
+			if _, err := c.Suspend(ctx, sb.ID); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if _, err := c.Resume(ctx, sb.ID); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	})
+	b.Run("start-to-first-exec", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			if _, err := c.Suspend(ctx, sb.ID); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if _, err := c.Resume(ctx, sb.ID); err != nil {
+				b.Fatal(err)
+			}
+			shb(b, c, sb.ID, "true")
+		}
+	})
+	b.Run("fork-1GiB", func(b *testing.B) {
+		n := 0
+		for range b.N {
+			forks, err := c.Fork(ctx, sb.ID, api.ForkRequest{Count: 8})
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += len(forks)
+			b.StopTimer()
+			for _, f := range forks {
+				c.Delete(ctx, f.ID)
+			}
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(n), "ms/fork")
+	})
+	img := filepath.Join(d.disks, "bench.img")
+	if out, err := exec.Command("sh", "-c", "head -c 1073741824 /dev/urandom > "+img+" && sync").CombinedOutput(); err != nil {
+		b.Fatalf("%v: %s", err, out)
+	}
+	defer os.Remove(img)
+	for _, cp := range []struct{ name, flags string }{{"cp-image", "--reflink=never"}, {"cp-reflink-image", "--reflink=auto"}} {
+		b.Run(cp.name, func(b *testing.B) {
+			for range b.N {
+				if out, err := exec.Command("sh", "-c", "cp "+cp.flags+" "+img+" "+img+".2 && sync && rm "+img+".2").CombinedOutput(); err != nil {
+					b.Fatalf("%v: %s", err, out)
+				}
+			}
+		})
+	}
 }
