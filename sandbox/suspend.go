@@ -70,6 +70,13 @@ func (s *Sandbox) Suspend(ctx context.Context) error {
 			return fmt.Errorf("flush before suspending: %w", err)
 		}
 	}
+	return s.giveBack(ctx)
+}
+
+// giveBack marks the sandbox suspended and has its instance give its
+// compute back. A failure leaves it suspended: nothing of it is to be
+// trusted.
+func (s *Sandbox) giveBack(ctx context.Context) error {
 	s.mu.Lock()
 	if s.suspended || s.destroyed {
 		s.mu.Unlock()
@@ -78,7 +85,7 @@ func (s *Sandbox) Suspend(ctx context.Context) error {
 	s.suspended = true
 	s.mu.Unlock()
 	if err := s.inst.(Suspender).Suspend(ctx); err != nil {
-		return err // still suspended: nothing of it is to be trusted
+		return err
 	}
 	s.agent().Close()
 	return nil
@@ -101,18 +108,7 @@ func (s *Sandbox) GiveBack(ctx context.Context) error {
 	if !s.OnDisk() {
 		return &UnsupportedError{Tier: s.Tier(), What: "giving a sandbox back without its agent (a persistent workspace on a disk)"}
 	}
-	s.mu.Lock()
-	if s.suspended || s.destroyed {
-		s.mu.Unlock()
-		return s.live()
-	}
-	s.suspended = true
-	s.mu.Unlock()
-	if err := s.inst.(Suspender).Suspend(ctx); err != nil {
-		return err
-	}
-	s.agent().Close()
-	return nil
+	return s.giveBack(ctx)
 }
 
 // resumeSuspended starts a suspended sandbox again: its instance wakes on

@@ -15,7 +15,12 @@ import (
 // checked) when the test ends; the agent's log is shown if it failed.
 func Create(t testing.TB, b sandbox.Backend, spec sandbox.Spec) *sandbox.Sandbox {
 	t.Helper()
-	p := sandbox.NewProvider([]sandbox.Backend{b})
+	return CreateWith(t, sandbox.NewProvider([]sandbox.Backend{b}), spec)
+}
+
+// CreateWith is Create through provider p.
+func CreateWith(t testing.TB, p *sandbox.Provider, spec sandbox.Spec) *sandbox.Sandbox {
+	t.Helper()
 	sb, err := p.Create(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)

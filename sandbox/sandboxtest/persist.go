@@ -1,7 +1,6 @@
 package sandboxtest
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -20,21 +19,13 @@ import (
 func PersistentDisk(t *testing.T, b sandbox.Backend) {
 	disks := t.TempDir()
 	p := sandbox.NewProvider([]sandbox.Backend{b}, sandbox.WithDisks(disks, 0))
-	sb, err := p.Create(t.Context(), sandbox.Spec{PersistentWorkspace: true, Limits: sandbox.Limits{DiskBytes: 64 << 20}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agent said:\n%s", sb.Diagnostics())
-		}
-		if err := sb.Destroy(context.Background()); err != nil {
-			t.Errorf("destroy: %v", err)
-		}
+		// (Registered first, so run after CreateWith's destroy.)
 		if left, _ := filepath.Glob(filepath.Join(disks, "*")); len(left) > 0 {
 			t.Errorf("left after destroy: %v", left)
 		}
 	})
+	sb := CreateWith(t, p, sandbox.Spec{PersistentWorkspace: true, Limits: sandbox.Limits{DiskBytes: 64 << 20}})
 	if !sb.CanSuspend() {
 		t.Fatal("a sandbox on a disk cannot be suspended")
 	}
