@@ -21,13 +21,15 @@ func TestAgentDependencies(t *testing.T) {
 		"github.com/cordon-sandbox/cordon/agent/clonexec/internal/startnofile": true,
 		"github.com/cordon-sandbox/cordon/agent/internal/httpd":                true,
 		"github.com/cordon-sandbox/cordon/baseline":                            true,
+		"github.com/cordon-sandbox/cordon/agent/vminit":                        true,
 		"github.com/creack/pty":                                                true,
+		"github.com/hashicorp/yamux":                                           true, // a microVM's port, multiplexed
 		"golang.org/x/net/bpf":                                                 true,
 		"golang.org/x/sys/unix":                                                true,
 	}
 	for _, dep := range deps {
 		if !allowed[dep] {
-			t.Errorf("cordon-agent links %s; the agent may link only the standard library, golang.org/x/sys, x/net/bpf, creack/pty and its own packages", dep)
+			t.Errorf("cordon-agent links %s; the agent may link only the standard library, golang.org/x/sys, x/net/bpf, creack/pty, hashicorp/yamux and its own packages", dep)
 		}
 	}
 }

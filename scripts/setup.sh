@@ -30,6 +30,7 @@ command -v ipset >/dev/null 2>&1 || need_apt+=(ipset)               # the test c
 command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /sbin/mkfs.ext4 ] || need_apt+=(e2fsprogs)  # persistent workspaces' disks
 command -v losetup >/dev/null 2>&1 || [ -x /sbin/losetup ] || need_apt+=(mount)
 command -v mkfs.xfs >/dev/null 2>&1 || [ -x /sbin/mkfs.xfs ] || need_apt+=(xfsprogs)  # a reflink file system for copy-on-write forks' tests
+[ "$(uname -m)" != x86_64 ] || command -v qemu-system-x86_64 >/dev/null 2>&1 || need_apt+=(qemu-system-x86)  # the microvm tier's VMM
 if [ "${#need_apt[@]}" -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "setup: need root to install: ${need_apt[*]}" >&2
@@ -137,6 +138,12 @@ if [ "$(id -u)" -eq 0 ] && [ ! -x /usr/local/lib/cordon/runsc ]; then
 	scratch=$(mktemp -d)
 	(cd "$scratch" && GOBIN=/usr/local/lib/cordon CGO_ENABLED=0 GOFLAGS=-mod=mod go install "gvisor.dev/gvisor/runsc@$RUNSC_VERSION")
 	rm -rf "$scratch"
+fi
+
+# The microvm tier's default guest (a Debian kernel and root disk), built
+# once by its inputs into /usr/local/lib/cordon/microvm.
+if [ "$(id -u)" -eq 0 ] && [ "$(uname -m)" = x86_64 ]; then
+	scripts/microvm-image
 fi
 
 mkdir -p bin

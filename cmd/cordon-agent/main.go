@@ -15,9 +15,16 @@ import (
 	"github.com/cordon-sandbox/cordon/agent"
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/agent/startup"
+	"github.com/cordon-sandbox/cordon/agent/vminit"
 )
 
 func main() {
+	if vminit.IsGuest() {
+		// A microVM's init (the microvm tier).
+		os.Exit(vminit.Main(func(env []string, opts startup.Options) (func() int, int) {
+			return agent.Start(env, false, os.Stdout, os.Stderr, opts)
+		}))
+	}
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case sandboxinit.Arg:

@@ -47,10 +47,11 @@ var verbs = map[string]verb{
 	"policy":       {"replace a sandbox's network policy on the daemon", policyCmd},
 	"key":          {"manage the daemon's API keys (admin)", keyCmd},
 	"pool":         {"manage the daemon's warm pools (admin)", poolCmd},
+	"tiers":        {"list the isolation tiers this host offers", tiersCmd},
 	"version":      {"print version information", versionCmd},
 }
 
-var verbOrder = []string{"run", "serve", "run-server", "mcp", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "pause", "resume", "suspend", "stop", "start", "snapshot", "snapshots", "fork", "template", "templates", "seed", "policy", "events", "image", "key", "pool", "version"}
+var verbOrder = []string{"run", "serve", "run-server", "mcp", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "pause", "resume", "suspend", "stop", "start", "snapshot", "snapshots", "fork", "template", "templates", "seed", "policy", "events", "image", "key", "pool", "tiers", "version"}
 
 func main() {
 	if len(os.Args) < 2 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/backend/docker"
 	"github.com/cordon-sandbox/cordon/backend/kubernetes"
+	"github.com/cordon-sandbox/cordon/backend/microvm"
 	"github.com/cordon-sandbox/cordon/backend/oci"
 	"github.com/cordon-sandbox/cordon/backend/passthrough"
 	"github.com/cordon-sandbox/cordon/backend/process"
@@ -63,9 +64,9 @@ func backends(base string, d *daemonTiers) []sandbox.Backend {
 	if d != nil {
 		pcfg.Detached, pcfg.Spawner, pcfg.Prestart = true, true, d.prestart
 	}
-	ociDir, gvisorDir, dockerDir := "", "", ""
+	ociDir, gvisorDir, dockerDir, mvDir := "", "", "", ""
 	if base != "" {
-		ociDir, gvisorDir, dockerDir = filepath.Join(base, "oci"), filepath.Join(base, "gvisor"), filepath.Join(base, "docker")
+		ociDir, gvisorDir, dockerDir, mvDir = filepath.Join(base, "oci"), filepath.Join(base, "gvisor"), filepath.Join(base, "docker"), filepath.Join(base, "microvm")
 	}
 	// The docker tier's containers are labelled with their owner: a
 	// daemon's (named by its state directory, so that two daemons on one
@@ -87,6 +88,7 @@ func backends(base string, d *daemonTiers) []sandbox.Backend {
 		docker.New(dcfg),
 		kubernetes.New(kcfg),
 		passthrough.New(passthrough.Config{}),
+		microvm.New(microvm.Config{StateDir: mvDir, Detached: d != nil}),
 	}
 }
 

@@ -1,0 +1,43 @@
+// Package vminit is cordon-agent as a microVM's init (the microvm tier):
+// it brings the guest up around itself (its devices, its root disk, the
+// sandbox's writable space), takes its configuration from the host over
+// the virtio-serial port the host reaches it by, and then serves the
+// agent's wire on that port, many connections multiplexed over it
+// (yamux), the guest's egress riding the same port back to the host.
+// The guest has no network interface: the port is its only way out.
+package vminit
+
+// EnvMarker is set (from the kernel's command line, which hands unknown
+// name=value words to init as its environment) when cordon-agent is a
+// microVM's init.
+const EnvMarker = "cordon_vm"
+
+// PortName is the virtio-serial port the host reaches the agent by.
+const PortName = "org.cordon.agent"
+
+// Ready is the line the guest writes on the port once it is up, before
+// the host sends its Config.
+const Ready = "cordon-vm-ready v1\n"
+
+// MaxConfigBytes bounds the configuration line.
+const MaxConfigBytes = 1 << 20
+
+// Config is what the host sends the guest, as one line of JSON, once the
+// guest is Ready: the one way the token reaches it (never the kernel's
+// command line, which the workload can read in /proc/cmdline).
+type Config struct {
+	// Token is the agent's credential.
+	Token string `json:"token"`
+	// Env is the agent's environment (host.AgentEnv), token excluded.
+	Env []string `json:"env"`
+	// Seed is mixed into the guest's random pool: two guests restored
+	// from one snapshot must not share a random stream.
+	Seed []byte `json:"seed"`
+	// TimeNs is the host's clock, which the guest's takes.
+	TimeNs int64 `json:"timeNs"`
+	// UID is the workload's uid (and gid).
+	UID int `json:"uid"`
+	// ScratchBytes bounds the writable space (its directories share it as
+	// on the container tiers); 0 leaves each tmpfs the kernel's default.
+	ScratchBytes int64 `json:"scratchBytes,omitempty"`
+}

@@ -1,0 +1,408 @@
+package vminit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
+	"github.com/cordon-sandbox/cordon/agent/startup"
+	"github.com/cordon-sandbox/cordon/baseline"
+	"github.com/hashicorp/yamux"
+	"golang.org/x/sys/unix"
+)
+
+// Modules lists, in load order, the kernel modules the initramfs carries
+// under /lib/modules (NAME.ko): what the guest kernel builds as modules
+// and the guest needs before its root disk and port exist.
+var Modules = []string{"virtio_ring", "virtio", "virtio_mmio", "virtio_blk", "virtio_console"}
+
+// RootDevice is the guest's root disk (read-only ext4).
+const RootDevice = "/dev/vda"
+
+// Main brings the guest up and serves the agent, with serve (agent.Start).
+// It never returns: when the agent ends, or the host goes (the port's
+// session closes), the guest powers off.
+func Main(serve func(env []string, opts startup.Options) (func() int, int)) int {
+	err := run(serve)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon-agent (vm init): %v\n", err)
+	}
+	unix.Sync()
+	_ = unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+	select {}
+}
+
+func run(serve func(env []string, opts startup.Options) (func() int, int)) error {
+	if err := early(); err != nil {
+		return err
+	}
+	port, err := openPort()
+	if err != nil {
+		return err
+	}
+	cfg, err := handshake(port)
+	if err != nil {
+		return err
+	}
+	if err := seed(cfg); err != nil {
+		return err
+	}
+	if err := buildRoot(cfg); err != nil {
+		return err
+	}
+	session, err := yamux.Server(port, muxConfig())
+	if err != nil {
+		return err
+	}
+	if err := egressRelay(session); err != nil {
+		return err
+	}
+	// The token goes to the agent in the environment it is handed, never
+	// this process's: the agent takes it out before any command starts.
+	env := append(cfg.Env,
+		baseline.EnvPrefix+"TOKEN="+cfg.Token,
+		sandboxinit.EnvWorkload+"="+fmt.Sprintf("%d:%d", cfg.UID, cfg.UID))
+	// Commands can gain no privilege (a setuid file in the image); the
+	// command thread's seccomp filter needs it too.
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	opts, err := sandboxinit.ContainerOptions(env)
+	if err != nil {
+		return err
+	}
+	opts.Listener = session
+	wait, code := serve(env, opts)
+	if wait == nil {
+		return fmt.Errorf("the agent did not start (exit %d)", code)
+	}
+	done := make(chan int, 1)
+	go func() { done <- wait() }()
+	select {
+	case code = <-done:
+		return fmt.Errorf("the agent exited (%d)", code)
+	case <-session.CloseChan():
+		return errors.New("the host closed the agent's port")
+	}
+}
+
+// muxConfig is the port's multiplexer's: keepalives off (the host holds
+// the guest's deadlines), windows large enough for file transfers.
+func muxConfig() *yamux.Config {
+	c := yamux.DefaultConfig()
+	c.EnableKeepAlive = false
+	c.LogOutput = io.Discard
+	c.MaxStreamWindowSize = 1 << 20
+	c.StreamOpenTimeout = 30 * time.Second
+	return c
+}
+
+// MuxConfig is the host's side of the same multiplexer.
+func MuxConfig() *yamux.Config { return muxConfig() }
+
+// early mounts what the initramfs needs and loads the modules.
+func early() error {
+	for _, m := range []struct{ src, dst, typ string }{
+		{"devtmpfs", "/dev", "devtmpfs"},
+		{"proc", "/proc", "proc"},
+		{"sysfs", "/sys", "sysfs"},
+	} {
+		if err := os.MkdirAll(m.dst, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount(m.src, m.dst, m.typ, unix.MS_NOSUID|unix.MS_NOEXEC, ""); err != nil && !errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("mount %s: %w", m.dst, err)
+		}
+	}
+	cmdline, _ := os.ReadFile("/proc/cmdline")
+	for _, name := range Modules {
+		// Parameters the kernel's command line gives a module that is not
+		// built in are the loader's to pass (virtio_mmio.device=...).
+		var params []string
+		for _, w := range strings.Fields(string(cmdline)) {
+			if p, ok := strings.CutPrefix(w, name+"."); ok {
+				params = append(params, p)
+			}
+		}
+		f, err := os.Open("/lib/modules/" + name + ".ko")
+		if err != nil {
+			return fmt.Errorf("module %s: %w", name, err)
+		}
+		err = unix.FinitModule(int(f.Fd()), strings.Join(params, " "), 0)
+		f.Close()
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("load module %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// openPort finds the host's port among the virtio-serial ports.
+func openPort() (*os.File, error) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		names, _ := filepath.Glob("/sys/class/virtio-ports/*/name")
+		for _, n := range names {
+			b, err := os.ReadFile(n)
+			if err != nil || strings.TrimSpace(string(b)) != PortName {
+				continue
+			}
+			dev := "/dev/" + filepath.Base(filepath.Dir(n))
+			if f, err := os.OpenFile(dev, os.O_RDWR|unix.O_CLOEXEC, 0); err == nil {
+				return f, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no virtio-serial port named %s", PortName)
+		}
+	}
+}
+
+// handshake tells the host the guest is up and reads its configuration.
+func handshake(port *os.File) (Config, error) {
+	var cfg Config
+	if _, err := io.WriteString(port, Ready); err != nil {
+		return cfg, err
+	}
+	// One byte at a time: nothing past the line may be taken from the
+	// port, which the multiplexer reads next.
+	var line []byte
+	var b [1]byte
+	for {
+		if _, err := port.Read(b[:]); err != nil {
+			return cfg, fmt.Errorf("the host's configuration: %w", err)
+		}
+		if b[0] == '\n' {
+			break
+		}
+		if line = append(line, b[0]); len(line) > MaxConfigBytes {
+			return cfg, errors.New("the host's configuration is too long")
+		}
+	}
+	if err := json.Unmarshal(line, &cfg); err != nil {
+		return cfg, fmt.Errorf("the host's configuration: %w", err)
+	}
+	if cfg.Token == "" || cfg.UID <= 0 || cfg.UID >= baseline.AgentID {
+		return cfg, errors.New("the host's configuration lacks a token or a workload uid")
+	}
+	return cfg, nil
+}
+
+// seed sets the guest's clock and mixes the host's seed into its random
+// pool, crediting it (RNDADDENTROPY).
+func seed(cfg Config) error {
+	if cfg.TimeNs > 0 {
+		tv := unix.NsecToTimeval(cfg.TimeNs)
+		_ = unix.Settimeofday(&tv)
+	}
+	if len(cfg.Seed) == 0 {
+		return nil
+	}
+	f, err := os.OpenFile("/dev/urandom", os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, 8+len(cfg.Seed))
+	*(*int32)(unsafe.Pointer(&buf[0])) = int32(len(cfg.Seed) * 8)
+	*(*int32)(unsafe.Pointer(&buf[4])) = int32(len(cfg.Seed))
+	copy(buf[8:], cfg.Seed)
+	const rndAddEntropy = 0x40085203
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), rndAddEntropy, uintptr(unsafe.Pointer(&buf[0]))); e != 0 {
+		return fmt.Errorf("seed the random pool: %w", e)
+	}
+	return nil
+}
+
+// newRoot is where the guest's root is assembled.
+const newRoot = "/newroot"
+
+// buildRoot mounts the root disk read-only with the sandbox's writable
+// space (tmpfs), devices, /proc, /sys and cgroup2 on it, gives the
+// sandbox user its account, and makes it the root.
+func buildRoot(cfg Config) error {
+	if err := os.MkdirAll(newRoot, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount(RootDevice, newRoot, "ext4", unix.MS_RDONLY|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("mount the root disk: %w", err)
+	}
+	at := func(p string) string { return filepath.Join(newRoot, p) }
+	mount := func(src, dst, typ string, flags uintptr, data string) error {
+		if err := unix.Mount(src, at(dst), typ, flags, data); err != nil {
+			return fmt.Errorf("mount %s: %w", dst, err)
+		}
+		return nil
+	}
+	for _, d := range baseline.ScratchDirs {
+		if _, err := os.Stat(at(d.Path)); err != nil {
+			continue // (an image without /var/tmp)
+		}
+		data := fmt.Sprintf("mode=%o", d.Mode)
+		if d.Owned {
+			data += fmt.Sprintf(",uid=%d,gid=%d", cfg.UID, cfg.UID)
+		}
+		if cfg.ScratchBytes > 0 {
+			data += fmt.Sprintf(",size=%d", max(cfg.ScratchBytes/d.Share, 1<<20))
+		}
+		if err := mount("tmpfs", d.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+			return err
+		}
+	}
+	if err := mount("tmpfs", "/run", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=755,size=4m"); err != nil {
+		return err
+	}
+	if err := mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return err
+	}
+	if err := mount("sysfs", "/sys", "sysfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_RDONLY, ""); err != nil {
+		return err
+	}
+	if err := mount("cgroup2", "/sys/fs/cgroup", "cgroup2", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return err
+	}
+	if err := devices(at("/dev")); err != nil {
+		return err
+	}
+	// The sandbox user's account, over the image's files.
+	ids := at("/run/cordon-accounts")
+	if err := os.Mkdir(ids, 0o755); err != nil {
+		return err
+	}
+	passwd, _ := os.ReadFile(at("/etc/passwd"))
+	group, _ := os.ReadFile(at("/etc/group"))
+	p, g := baseline.MergeAccounts(string(passwd), string(group), cfg.UID)
+	for name, content := range map[string]string{"passwd": p, "group": g} {
+		if err := os.WriteFile(filepath.Join(ids, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+		if err := unix.Mount(filepath.Join(ids, name), at("/etc/"+name), "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind /etc/%s: %w", name, err)
+		}
+	}
+	if err := os.MkdirAll(at(baseline.SocketDir), 0o755); err != nil {
+		return err
+	}
+	if err := unix.Sethostname([]byte(baseline.Hostname)); err != nil {
+		return err
+	}
+	if err := loopbackUp(); err != nil {
+		return err
+	}
+	// switch_root: the initramfs stays under the new root, unreachable.
+	if err := unix.Chdir(newRoot); err != nil {
+		return err
+	}
+	if err := unix.Mount(".", "/", "", unix.MS_MOVE, ""); err != nil {
+		return fmt.Errorf("move the root: %w", err)
+	}
+	if err := unix.Chroot("."); err != nil {
+		return err
+	}
+	return unix.Chdir("/")
+}
+
+// devices makes the sandbox's /dev: the usual character devices, a
+// private devpts and /dev/shm; nothing of the guest's hardware.
+func devices(dev string) error {
+	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=755,size=64k"); err != nil {
+		return fmt.Errorf("mount /dev: %w", err)
+	}
+	for _, d := range []struct {
+		name         string
+		major, minor uint32
+	}{{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}} {
+		p := filepath.Join(dev, d.name)
+		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(d.major, d.minor))); err != nil {
+			return fmt.Errorf("mknod %s: %w", p, err)
+		}
+		if err := os.Chmod(p, 0o666); err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{"pts", "shm"} {
+		if err := os.Mkdir(filepath.Join(dev, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := unix.Mount("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return fmt.Errorf("mount /dev/pts: %w", err)
+	}
+	if err := unix.Mount("shm", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m"); err != nil {
+		return fmt.Errorf("mount /dev/shm: %w", err)
+	}
+	for _, l := range [][2]string{{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}} {
+		if err := os.Symlink(l[0], filepath.Join(dev, l[1])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loopbackUp brings lo up: the agent's egress bridge listens on it.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	ifr.SetUint16(unix.IFF_UP | unix.IFF_LOOPBACK | unix.IFF_RUNNING)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring lo up: %w", err)
+	}
+	return nil
+}
+
+// egressRelay serves the agent's egress socket: each connection is a
+// stream to the host, whose egress proxy decides it. Only the agent's own
+// identity may connect.
+func egressRelay(session *yamux.Session) error {
+	ln, err := net.Listen("unix", baseline.EgressSocket)
+	if err != nil {
+		return err
+	}
+	if err := os.Chown(baseline.EgressSocket, baseline.AgentID, baseline.AgentID); err != nil {
+		return err
+	}
+	if err := os.Chmod(baseline.EgressSocket, 0o600); err != nil {
+		return err
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				up, err := session.Open()
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				done := make(chan struct{}, 2)
+				go func() { io.Copy(up, c); up.Close(); done <- struct{}{} }()
+				go func() { io.Copy(c, up); c.(*net.UnixConn).CloseWrite(); done <- struct{}{} }()
+				<-done
+				<-done
+			}()
+		}
+	}()
+	return nil
+}
+
+// IsGuest reports whether this process is a microVM's init.
+func IsGuest() bool {
+	return os.Getpid() == 1 && os.Getenv(EnvMarker) == "1"
+}

@@ -1,0 +1,768 @@
+//go:build linux
+
+// Package microvm is the microvm tier: each sandbox a virtual machine with
+// a kernel of its own (QEMU's microvm machine, KVM where the host can run
+// a stock guest, software emulation where it cannot), whose init is
+// cordon-agent. The host reaches the agent over a virtio-serial port,
+// many connections multiplexed on it; the guest has no network device,
+// and its egress rides the same port to the host's egress proxy.
+package microvm
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/client"
+	"github.com/cordon-sandbox/cordon/agent/vminit"
+	"github.com/cordon-sandbox/cordon/backend/host"
+	"github.com/cordon-sandbox/cordon/baseline"
+	"github.com/cordon-sandbox/cordon/internal/agentbin"
+	"github.com/cordon-sandbox/cordon/internal/logbuf"
+	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/hashicorp/yamux"
+)
+
+// Name is the tier's name.
+const Name = "microvm"
+
+// DefaultImageDir is where scripts/microvm-image puts the default guest
+// ("current" in it).
+const DefaultImageDir = "/usr/local/lib/cordon/microvm"
+
+// DefaultMemory is a VM's memory without a limit.
+const DefaultMemory = 512 << 20
+
+// MinMemory is the least a guest boots and serves in.
+const MinMemory = 128 << 20
+
+// Config configures the tier.
+type Config struct {
+	// StateDir holds each VM's directory (its sockets, console log) and
+	// the initramfs built for each agent binary.
+	StateDir string
+	// ImageDir holds the guest (vmlinuz, modules/, root.ext4); default
+	// $CORDON_MICROVM_DIR/current or DefaultImageDir/current.
+	ImageDir string
+	// AgentPath is cordon-agent (a static build); default agentbin.Find.
+	AgentPath string
+	// QEMU is qemu-system-x86_64's path; default from PATH.
+	QEMU string
+	// Accel is "kvm", "tcg" or "" (CORDON_MICROVM_ACCEL, else probed:
+	// KVM when a guest boots under it, else software emulation).
+	Accel string
+	// Detached: VMs are not killed when this process dies (the daemon's);
+	// a VM whose host side goes powers off by itself all the same.
+	Detached bool
+	// BootTimeout bounds a boot to the agent's port (default 2 minutes:
+	// software emulation boots in seconds, and slower when loaded).
+	BootTimeout time.Duration
+	// ColdBoot turns snapshots off: every VM boots its kernel (by
+	// default a VM is restored from a saved, booted guest of its size,
+	// saved once; CORDON_MICROVM_SNAPSHOTS=0 turns them off too).
+	ColdBoot bool
+}
+
+// Backend is the microvm tier.
+type Backend struct {
+	cfg       Config
+	probeOnce sync.Once
+	probeErr  error
+	accel     string
+	initMu    sync.Mutex
+}
+
+var (
+	_ sandbox.Backend    = (*Backend)(nil)
+	_ sandbox.EgressPort = (*instance)(nil)
+)
+
+// New returns the tier.
+func New(cfg Config) *Backend {
+	if cfg.StateDir == "" {
+		cfg.StateDir = "/run/cordon/microvm"
+	}
+	if cfg.ImageDir == "" {
+		dir := os.Getenv("CORDON_MICROVM_DIR")
+		if dir == "" {
+			dir = DefaultImageDir
+		}
+		cfg.ImageDir = filepath.Join(dir, "current")
+	}
+	if cfg.Accel == "" {
+		cfg.Accel = os.Getenv("CORDON_MICROVM_ACCEL")
+	}
+	if os.Getenv("CORDON_MICROVM_SNAPSHOTS") == "0" {
+		cfg.ColdBoot = true
+	}
+	if cfg.BootTimeout == 0 {
+		cfg.BootTimeout = 2 * time.Minute
+	}
+	return &Backend{cfg: cfg}
+}
+
+func (b *Backend) Name() string { return Name }
+
+// Capabilities: the VM's memory is the memory limit and its tmpfs the
+// writable space. A CPU limit (a fraction of a core), a pids limit,
+// images, layout directories and a chosen user are not built yet, and are
+// refused.
+func (b *Backend) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{Isolated: true, MemoryLimit: true, DiskLimit: true, Egress: true}
+}
+
+// Accel is the acceleration VMs run under ("kvm" or "tcg"), once probed.
+func (b *Backend) Accel() string {
+	b.probe()
+	return b.accel
+}
+
+// Probe checks for QEMU, the guest image and a static agent, and decides
+// the acceleration.
+func (b *Backend) Probe(ctx context.Context) error {
+	b.probe()
+	return b.probeErr
+}
+
+func (b *Backend) probe() {
+	b.probeOnce.Do(func() {
+		b.probeErr = b.check()
+		if b.probeErr != nil {
+			b.probeErr = fmt.Errorf("%w: %v", sandbox.ErrUnavailable, b.probeErr)
+		}
+	})
+}
+
+func (b *Backend) check() error {
+	if os.Geteuid() != 0 {
+		return errors.New("the microvm tier runs as root")
+	}
+	if b.cfg.QEMU == "" {
+		p, err := exec.LookPath("qemu-system-x86_64")
+		if err != nil {
+			return errors.New("qemu-system-x86_64 is not installed (Debian: apt-get install qemu-system-x86)")
+		}
+		b.cfg.QEMU = p
+	}
+	for _, f := range []string{"vmlinuz", "root.ext4"} {
+		if _, err := os.Stat(filepath.Join(b.cfg.ImageDir, f)); err != nil {
+			return fmt.Errorf("no guest image in %s (scripts/microvm-image builds it): %v", b.cfg.ImageDir, err)
+		}
+	}
+	agent, err := agentbin.Find(b.cfg.AgentPath)
+	if err != nil {
+		return err
+	}
+	if err := static(agent); err != nil {
+		return err
+	}
+	b.cfg.AgentPath = agent
+	switch b.cfg.Accel {
+	case "kvm", "tcg":
+		b.accel = b.cfg.Accel
+	case "":
+		b.accel = b.probeAccel()
+	default:
+		return fmt.Errorf("CORDON_MICROVM_ACCEL=%q: want kvm or tcg", b.cfg.Accel)
+	}
+	return os.MkdirAll(b.cfg.StateDir, 0o700)
+}
+
+// static refuses an agent a guest cannot run from its initramfs (a cgo
+// build, which needs the host's dynamic loader).
+func static(agent string) error {
+	f, err := elf.Open(agent)
+	if err != nil {
+		return fmt.Errorf("cordon-agent %s: %v", agent, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("cordon-agent %s is dynamically linked; a guest runs it before it has a root: build it with CGO_ENABLED=0", agent)
+		}
+	}
+	return nil
+}
+
+// accelFile caches the probe's answer, keyed by what decides it.
+func (b *Backend) accelFile() string {
+	h := sha256.New()
+	for _, p := range []string{b.cfg.QEMU, filepath.Join(b.cfg.ImageDir, "vmlinuz")} {
+		if st, err := os.Stat(p); err == nil {
+			fmt.Fprintf(h, "%s %d %d\n", p, st.Size(), st.ModTime().UnixNano())
+		}
+	}
+	cpu, _ := os.ReadFile("/proc/cpuinfo")
+	h.Write(cpu[:min(len(cpu), 4096)])
+	return filepath.Join(b.cfg.StateDir, "accel-"+hex.EncodeToString(h.Sum(nil)[:8]))
+}
+
+// probeAccel is "kvm" where /dev/kvm boots the guest to its agent's port
+// within a few seconds, else "tcg": a nested hypervisor may open /dev/kvm
+// and then hang a stock kernel. The answer is kept beside the VMs.
+func (b *Backend) probeAccel() string {
+	if _, err := os.Stat("/dev/kvm"); err != nil {
+		return "tcg"
+	}
+	if os.MkdirAll(b.cfg.StateDir, 0o700) == nil {
+		if a, err := os.ReadFile(b.accelFile()); err == nil && (string(a) == "kvm" || string(a) == "tcg") {
+			return string(a)
+		}
+	}
+	accel := "tcg"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if vm, err := b.boot(ctx, bootOptions{accel: "kvm", mem: 256 << 20, probing: true}); err == nil {
+		accel = "kvm"
+		vm.kill()
+	}
+	_ = os.WriteFile(b.accelFile(), []byte(accel), 0o600)
+	return accel
+}
+
+// initramfs is the guest's initramfs for this agent: built once per agent
+// binary and module set, kept in the state directory.
+func (b *Backend) initramfs() (string, error) {
+	h := sha256.New()
+	add := func(p string) error {
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(h, f)
+		return err
+	}
+	files := []initramfsFile{{Name: "dev", Mode: 0o755}, {Name: "proc", Mode: 0o755}, {Name: "sys", Mode: 0o755}, {Name: "newroot", Mode: 0o755},
+		{Name: "lib", Mode: 0o755}, {Name: "lib/modules", Mode: 0o755}, {Name: "init", Mode: 0o755, Src: b.cfg.AgentPath}}
+	for _, m := range vminit.Modules {
+		files = append(files, initramfsFile{Name: "lib/modules/" + m + ".ko", Mode: 0o644, Src: filepath.Join(b.cfg.ImageDir, "modules", m+".ko")})
+	}
+	for _, f := range files {
+		if f.Src != "" {
+			if err := add(f.Src); err != nil {
+				return "", err
+			}
+		}
+	}
+	path := filepath.Join(b.cfg.StateDir, "initramfs-"+hex.EncodeToString(h.Sum(nil)[:8])+".cpio")
+	b.initMu.Lock()
+	defer b.initMu.Unlock()
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	tmp, err := os.CreateTemp(b.cfg.StateDir, ".initramfs-")
+	if err != nil {
+		return "", err
+	}
+	err = writeInitramfs(tmp, files)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	return path, nil
+}
+
+// Start boots a VM and hands its agent its configuration; it returns once
+// the agent's port is multiplexed (the agent itself may still be
+// starting).
+func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance, error) {
+	if b.probe(); b.probeErr != nil {
+		return nil, b.probeErr
+	}
+	spec := l.Spec
+	mem := spec.Limits.MemoryBytes
+	if mem == 0 {
+		mem = DefaultMemory
+	}
+	if mem < MinMemory {
+		return nil, fmt.Errorf("%w: limits.memoryBytes %d: a microVM needs at least %d (128 MiB)", sandbox.ErrInvalidSpec, mem, int64(MinMemory))
+	}
+	var seed [32]byte
+	_, _ = rand.Read(seed[:])
+	uid := baseline.DefaultUID
+	cfg := vminit.Config{
+		Token:        l.Token,
+		Env:          host.AgentEnv(sandbox.Launch{Spec: spec, AgentEnv: l.AgentEnv}, uid, nil, host.AgentEnvOptions{TokenOnFD: true, OwnKernel: true}),
+		Seed:         seed[:],
+		TimeNs:       time.Now().UnixNano(),
+		UID:          uid,
+		ScratchBytes: spec.Limits.Disk(),
+	}
+	// The token and its descriptor are the guest's to set.
+	cfg.Env = slicesDeleteFunc(cfg.Env, func(kv string) bool {
+		return strings.HasPrefix(kv, baseline.EnvPrefix+"TOKEN")
+	})
+	bctx, cancel := context.WithTimeout(ctx, b.cfg.BootTimeout)
+	defer cancel()
+	opts := bootOptions{accel: b.accel, cfg: cfg, mem: mem}
+	if !b.cfg.ColdBoot {
+		// A saved guest of this size, made once; without one (it could
+		// not be made), the VM boots cold and says why.
+		var err error
+		if opts.restore, err = b.saved(bctx, b.accel, mem); err != nil {
+			opts.note = "booted cold: no saved guest: " + err.Error()
+		}
+	}
+	return b.boot(bctx, opts)
+}
+
+// bootOptions say how boot starts a VM.
+type bootOptions struct {
+	accel string
+	cfg   vminit.Config
+	mem   int64
+	// restore is a saved guest to start from, "" to boot.
+	restore string
+	// saving: the VM is booted to be saved (a monitor, no configuration).
+	saving bool
+	// probing: the VM only shows that it boots.
+	probing bool
+	// note joins the VM's diagnostics.
+	note string
+}
+
+// saved is the saved guest VMs of mem bytes under accel start from: a
+// guest booted to the point where it waits for its configuration, its
+// state saved once (per kernel, root disk, initramfs, size and
+// acceleration) and shared by every VM restored from it. What differs
+// per sandbox (token, random seed, clock, boot id) comes after, in the
+// configuration and from the agent; what is shared is the kernel's and
+// the init's memory as it was then (their address-space layout among it).
+func (b *Backend) saved(ctx context.Context, accel string, mem int64) (string, error) {
+	initrd, err := b.initramfs()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, p := range []string{b.cfg.QEMU, filepath.Join(b.cfg.ImageDir, "vmlinuz"), filepath.Join(b.cfg.ImageDir, "root.ext4"), initrd} {
+		st, err := os.Stat(p)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d %d\n", p, st.Size(), st.ModTime().UnixNano())
+	}
+	fmt.Fprintf(h, "%s %d %d\n", accel, mem, savedVersion)
+	path := filepath.Join(b.cfg.StateDir, "saved-"+hex.EncodeToString(h.Sum(nil)[:8])+".vmstate")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	// One save at a time, across processes (cordon runs at once).
+	lock, err := os.OpenFile(filepath.Join(b.cfg.StateDir, "saved.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := flock(ctx, lock); err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	vm, err := b.boot(ctx, bootOptions{accel: accel, mem: mem, saving: true})
+	if err != nil {
+		return "", err
+	}
+	tmp := path + ".tmp"
+	err = QEMU{Binary: b.cfg.QEMU}.Save(ctx, filepath.Join(vm.dir, "monitor.sock"), tmp)
+	if err == nil {
+		select {
+		case <-vm.exited:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	vm.kill()
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("save a booted guest: %w", err)
+	}
+	return path, nil
+}
+
+// savedVersion changes when what a saved guest holds does.
+const savedVersion = 1
+
+// flock takes an exclusive lock on f, held to ctx.
+func flock(ctx context.Context, f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if err != syscall.EWOULDBLOCK {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func slicesDeleteFunc(s []string, del func(string) bool) []string {
+	out := s[:0]
+	for _, v := range s {
+		if !del(v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// boot starts a VM (booted, or restored from a saved guest) and, unless
+// it is probing or being saved, configures its agent.
+func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
+	accel, cfg, mem, probing := o.accel, o.cfg, o.mem, o.probing || o.saving
+	initrd, err := b.initramfs()
+	if err != nil {
+		return nil, fmt.Errorf("%w: the guest's initramfs: %v", sandbox.ErrUnavailable, err)
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	id := "vm-" + hex.EncodeToString(rnd[:])
+	dir := filepath.Join(b.cfg.StateDir, id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, err
+	}
+	vm := &instance{b: b, id: id, dir: dir, accel: accel, exited: make(chan struct{}), logs: logbuf.New(64 << 10), note: o.note, restored: o.restore != ""}
+	fail := func(err error) (*instance, error) {
+		if vm.cmd != nil && vm.cmd.Process != nil {
+			_ = vm.cmd.Process.Kill()
+			<-vm.exited
+		}
+		if d := vm.Diagnostics(); d != "" && !probing {
+			err = fmt.Errorf("%w; the guest said: %s", err, lastLines(d, 8))
+		}
+		vm.kill()
+		return nil, err
+	}
+	m := Machine{
+		Kernel:    filepath.Join(b.cfg.ImageDir, "vmlinuz"),
+		Initramfs: initrd,
+		Cmdline:   "console=ttyS0 quiet panic=-1 rdinit=/init " + vminit.EnvMarker + "=1",
+		RootDisk:  filepath.Join(b.cfg.ImageDir, "root.ext4"),
+		MemoryMiB: int(mem >> 20),
+		VCPUs:     1,
+		Port:      filepath.Join(dir, "port.sock"),
+		Console:   filepath.Join(dir, "console.log"),
+		Accel:     accel,
+		Restore:   o.restore,
+	}
+	if o.saving {
+		m.Monitor = filepath.Join(dir, "monitor.sock")
+	}
+	cmd, err := QEMU{Binary: b.cfg.QEMU}.Command(m)
+	if err != nil {
+		return fail(err)
+	}
+	cmd.Stdout, cmd.Stderr = vm.logs, vm.logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if !b.cfg.Detached {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	if err := cmd.Start(); err != nil {
+		return fail(fmt.Errorf("%w: start %s: %v", sandbox.ErrUnavailable, b.cfg.QEMU, err))
+	}
+	vm.cmd = cmd
+	go func() {
+		_ = cmd.Wait()
+		close(vm.exited)
+	}()
+	port, err := vm.dialPort(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	vm.port = port
+	// A restored guest said it was ready before it was saved: it waits
+	// for its configuration.
+	if o.restore == "" {
+		if err := vm.awaitReady(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	if probing {
+		return vm, nil
+	}
+	line, err := json.Marshal(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := port.Write(append(line, '\n')); err != nil {
+		return fail(fmt.Errorf("%w: configure the guest: %v", sandbox.ErrAgent, err))
+	}
+	if vm.session, err = yamux.Client(port, vminit.MuxConfig()); err != nil {
+		return fail(err)
+	}
+	if err := vm.serve(); err != nil {
+		return fail(err)
+	}
+	vm.ep = client.Endpoint{Network: "unix", Address: filepath.Join(dir, "agent.sock"), Token: cfg.Token}
+	return vm, nil
+}
+
+// instance is one VM.
+type instance struct {
+	b       *Backend
+	id, dir string
+	accel   string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	logs    *logbuf.Buffer
+	port    net.Conn
+	session *yamux.Session
+	agentLn net.Listener
+	egress  *streamListener
+	ep      client.Endpoint
+	// note says how the VM started where that is worth saying;
+	// restored: it started from a saved guest.
+	note     string
+	restored bool
+
+	mu   sync.Mutex
+	gone bool
+}
+
+// dialPort connects to the VMM's side of the agent port, once the VMM
+// has made it.
+func (vm *instance) dialPort(ctx context.Context) (net.Conn, error) {
+	path := filepath.Join(vm.dir, "port.sock")
+	for {
+		c, err := net.Dial("unix", path)
+		if err == nil {
+			return c, nil
+		}
+		select {
+		case <-vm.exited:
+			return nil, fmt.Errorf("%w: the VMM exited before it listened: %s", sandbox.ErrUnavailable, strings.TrimSpace(vm.logs.String()))
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: the VMM did not listen: %v", sandbox.ErrUnavailable, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// awaitReady reads the guest's ready line, held to ctx.
+func (vm *instance) awaitReady(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, len(vminit.Ready))
+		_, err := io.ReadFull(vm.port, buf)
+		if err == nil && string(buf) != vminit.Ready {
+			err = fmt.Errorf("the guest said %q", buf)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("%w: the guest's port: %v", sandbox.ErrAgent, err)
+		}
+		return nil
+	case <-vm.exited:
+		return fmt.Errorf("%w: the VM stopped while it booted", sandbox.ErrAgent)
+	case <-ctx.Done():
+		vm.port.Close()
+		return fmt.Errorf("%w: the guest did not come up (%s): %v", sandbox.ErrAgent, vm.accel, ctx.Err())
+	}
+}
+
+// serve relays the host's connections to the agent as streams on the
+// port, and takes the guest's streams as its egress.
+func (vm *instance) serve() error {
+	ln, err := net.Listen("unix", filepath.Join(vm.dir, "agent.sock"))
+	if err != nil {
+		return err
+	}
+	vm.agentLn = ln
+	vm.egress = &streamListener{conns: make(chan net.Conn), done: make(chan struct{}), addr: ln.Addr()}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				s, err := vm.session.Open()
+				if err != nil {
+					return
+				}
+				defer s.Close()
+				relay(c.(*net.UnixConn), s)
+			}()
+		}
+	}()
+	go func() {
+		for {
+			s, err := vm.session.Accept()
+			if err != nil {
+				vm.egress.Close()
+				return
+			}
+			select {
+			case vm.egress.conns <- s:
+			case <-vm.egress.done:
+				s.Close()
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// relay copies both ways between the host's connection and a stream.
+func relay(c *net.UnixConn, s net.Conn) {
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(s, c); s.Close(); done <- struct{}{} }()
+	go func() { io.Copy(c, s); c.CloseWrite(); done <- struct{}{} }()
+	<-done
+	<-done
+}
+
+func (vm *instance) Endpoint() client.Endpoint    { return vm.ep }
+func (vm *instance) Exited() <-chan struct{}      { return vm.exited }
+func (vm *instance) EgressListener() net.Listener { return vm.egress }
+
+// Detail says how VMs run here, for a listing of tiers.
+func (b *Backend) Detail() string {
+	if b.probe(); b.probeErr != nil {
+		return ""
+	}
+	return "qemu microvm, " + accelWords(b.accel)
+}
+
+func accelWords(accel string) string {
+	if accel == "kvm" {
+		return "KVM"
+	}
+	return "TCG (software emulation: /dev/kvm cannot run a stock guest here)"
+}
+
+// Diagnostics is how the VM runs, the guest's console and the VMM's own
+// output.
+func (vm *instance) Diagnostics() string {
+	console, _ := os.ReadFile(filepath.Join(vm.dir, "console.log"))
+	how := "booted"
+	if vm.restored {
+		how = "restored from a saved guest"
+	}
+	out := "microvm: qemu microvm, " + accelWords(vm.accel) + ", " + how + "\n"
+	if vm.note != "" {
+		out += vm.note + "\n"
+	}
+	out += strings.TrimSpace(string(console))
+	if l := strings.TrimSpace(vm.logs.String()); l != "" {
+		out += "\n" + l
+	}
+	return out
+}
+
+// Destroy closes the port (the guest powers off when its host goes),
+// kills the VMM if it lingers, and removes the VM's directory once the
+// VMM is confirmed gone.
+func (vm *instance) Destroy(ctx context.Context) error {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if vm.gone {
+		return nil
+	}
+	if vm.session != nil {
+		vm.session.Close()
+	}
+	if vm.agentLn != nil {
+		vm.agentLn.Close()
+	}
+	if vm.egress != nil {
+		vm.egress.Close()
+	}
+	if vm.port != nil {
+		vm.port.Close()
+	}
+	if vm.cmd != nil {
+		select {
+		case <-vm.exited:
+		case <-time.After(2 * time.Second):
+			_ = vm.cmd.Process.Kill()
+			select {
+			case <-vm.exited:
+			case <-time.After(10 * time.Second):
+				return fmt.Errorf("%w: the VMM (pid %d) outlived SIGKILL", sandbox.ErrTeardown, vm.cmd.Process.Pid)
+			}
+		}
+	}
+	if err := os.RemoveAll(vm.dir); err != nil {
+		return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
+	}
+	vm.gone = true
+	return nil
+}
+
+// kill ends a VM that never became a sandbox.
+func (vm *instance) kill() {
+	if vm.cmd != nil && vm.cmd.Process != nil {
+		_ = vm.cmd.Process.Kill()
+		<-vm.exited
+	}
+	if vm.port != nil {
+		vm.port.Close()
+	}
+	os.RemoveAll(vm.dir)
+}
+
+// streamListener hands out the guest's streams (its egress).
+type streamListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+	addr  net.Addr
+}
+
+func (l *streamListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *streamListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *streamListener) Addr() net.Addr { return l.addr }
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
