@@ -73,8 +73,12 @@ type Config struct {
 	LocalGuests bool
 	// CountOOM: the agent reports the OOM kills in its sandbox's memory
 	// cgroup in each command's result (CORDON_AGENT_COUNT_OOM=1), for a
-	// host that cannot read that cgroup itself.
-	CountOOM bool
+	// host that cannot read that cgroup itself. With
+	// CORDON_AGENT_COUNT_OOM=kernel the count is the kernel's own
+	// (/proc/vmstat): the sandbox's where the kernel is the sandbox's
+	// alone (a microVM's guest).
+	CountOOM   bool
+	OOMKernels bool
 }
 
 // ReserveThreads is how many spare OS threads the agent makes at start
@@ -146,7 +150,8 @@ func FromEnv(env []string) (Config, error) {
 	}
 	c.Socket = vars["SOCKET"]
 	c.LocalGuests = vars["WORKLOAD_USER"] != ""
-	c.CountOOM = vars["COUNT_OOM"] == "1"
+	c.CountOOM = vars["COUNT_OOM"] == "1" || vars["COUNT_OOM"] == "kernel"
+	c.OOMKernels = vars["COUNT_OOM"] == "kernel"
 	c.EgressSocket = vars["EGRESS_SOCKET"]
 	c.EgressListen = "127.0.0.1:3128"
 	c.EgressPass = vars["EGRESS_PASS"] == "1"

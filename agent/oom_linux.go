@@ -17,13 +17,19 @@ func (s *Server) oomKills() int64 {
 	if !s.cfg.CountOOM {
 		return 0
 	}
-	for _, f := range oomFiles {
+	files := oomFiles
+	if s.cfg.OOMKernels {
+		files = []string{"/proc/vmstat"}
+	}
+	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
 		for _, line := range bytes.Split(b, []byte("\n")) {
 			if v, ok := bytes.CutPrefix(line, []byte("oom_kill ")); ok {
+				// (memory.events and /proc/vmstat; memory.oom_control
+				// says the same.)
 				n, _ := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
 				return n
 			}

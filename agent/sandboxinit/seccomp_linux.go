@@ -30,6 +30,19 @@ func buildFilter() ([]unix.SockFilter, error) {
 // installSeccomp loads the filter on every thread (allThreads), or on the
 // calling thread alone when that thread then execs: either way, everything
 // the sandbox ever runs inherits it.
+// ConfineProcess gives every thread of this process no_new_privs and the
+// commands' seccomp filter (TSYNC carries both to every thread): for an
+// agent that is its sandbox's init, with no runtime to have done it (a
+// microVM's guest).
+func ConfineProcess() error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	return installSeccomp(true)
+}
+
 func installSeccomp(allThreads bool) error {
 	ins, err := buildFilter()
 	if err != nil {

@@ -7,8 +7,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -35,12 +38,18 @@ func Main(serve func(env []string, opts startup.Options) (func() int, int)) int 
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cordon-agent (vm init): %v\n", err)
 	}
+	if os.Getenv(envAgent) == "1" {
+		return 1 // the agent's process: the init powers the guest off
+	}
 	unix.Sync()
 	_ = unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
-	select {}
+	return 1
 }
 
 func run(serve func(env []string, opts startup.Options) (func() int, int)) error {
+	if os.Getenv(envAgent) == "1" {
+		return agentMain(serve)
+	}
 	if err := early(); err != nil {
 		return err
 	}
@@ -58,22 +67,86 @@ func run(serve func(env []string, opts startup.Options) (func() int, int)) error
 	if err := buildRoot(cfg); err != nil {
 		return err
 	}
+	return spawnAgent(port, cfg)
+}
+
+// envAgent marks the agent's own process, which the guest's init starts
+// as the first of a PID namespace of its own: the sandbox sees its own
+// processes, not the guest kernel's threads, and the init, unconfined,
+// powers the guest off when the agent ends.
+const envAgent = "cordon_vm_agent"
+
+// spawnAgent starts the agent (this binary again) in a PID and mount
+// namespace of its own, handing it the port and the configuration, with
+// no CAP_SYS_PTRACE in its bounding set (it inspects commands with no
+// more than on other tiers); and waits for its end.
+func spawnAgent(port *os.File, cfg Config) error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SYS_PTRACE, 0, 0, 0); err != nil {
+		return err
+	}
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args[0] = "cordon-agent"
+	cmd.Env = []string{envAgent + "=1"}
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.ExtraFiles = []*os.File{r, port} // 3 and 4
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the agent: %w", err)
+	}
+	r.Close()
+	port.Close()
+	err = json.NewEncoder(w).Encode(cfg)
+	w.Close()
+	if err != nil {
+		_ = cmd.Process.Kill()
+	}
+	return fmt.Errorf("the agent ended: %v", cmd.Wait())
+}
+
+// agentMain is the agent's process: pid 1 of its namespace, with its own
+// /proc, serving on the port.
+func agentMain(serve func(env []string, opts startup.Options) (func() int, int)) error {
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	if err := maskProc("/proc", "/run"); err != nil {
+		return err
+	}
+	// PID 1 is the agent, by name as on every tier.
+	_ = os.WriteFile("/proc/self/task/1/comm", []byte("cordon-agent"), 0)
+	var cfg Config
+	cf := os.NewFile(3, "config")
+	err := json.NewDecoder(io.LimitReader(cf, MaxConfigBytes)).Decode(&cfg)
+	cf.Close()
+	if err != nil {
+		return fmt.Errorf("the init's configuration: %w", err)
+	}
+	unix.CloseOnExec(4)
+	port := os.NewFile(4, "port")
 	session, err := yamux.Server(port, muxConfig())
 	if err != nil {
 		return err
 	}
-	if err := egressRelay(session); err != nil {
+	if err := egressRelay(session, cfg.UID); err != nil {
 		return err
 	}
 	// The token goes to the agent in the environment it is handed, never
 	// this process's: the agent takes it out before any command starts.
 	env := append(cfg.Env,
 		baseline.EnvPrefix+"TOKEN="+cfg.Token,
+		baseline.EnvPrefix+"COUNT_OOM=kernel",
 		sandboxinit.EnvWorkload+"="+fmt.Sprintf("%d:%d", cfg.UID, cfg.UID))
-	// Commands can gain no privilege (a setuid file in the image); the
-	// command thread's seccomp filter needs it too.
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return err
+	// Every thread, the agent's own among them, takes no_new_privs (no
+	// setuid file of the image gives a command anything) and the filter
+	// commands run under, as a container runtime would have given them.
+	if err := sandboxinit.ConfineProcess(); err != nil {
+		return fmt.Errorf("confine the agent: %w", err)
 	}
 	opts, err := sandboxinit.ContainerOptions(env)
 	if err != nil {
@@ -121,6 +194,12 @@ func early() error {
 		if err := unix.Mount(m.src, m.dst, m.typ, unix.MS_NOSUID|unix.MS_NOEXEC, ""); err != nil && !errors.Is(err, unix.EBUSY) {
 			return fmt.Errorf("mount %s: %w", m.dst, err)
 		}
+	}
+	// Memory is overcommitted as on a host: a workload past its VM's
+	// memory meets the OOM killer (reported as an OOM kill), as past a
+	// container's limit, rather than failing its allocations up front.
+	if err := os.WriteFile("/proc/sys/vm/overcommit_memory", []byte("1"), 0); err != nil {
+		return fmt.Errorf("overcommit: %w", err)
 	}
 	cmdline, _ := os.ReadFile("/proc/cmdline")
 	for _, name := range Modules {
@@ -262,6 +341,9 @@ func buildRoot(cfg Config) error {
 	if err := mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return err
 	}
+	if err := maskProc(at("/proc"), at("/run")); err != nil {
+		return err
+	}
 	if err := mount("sysfs", "/sys", "sysfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_RDONLY, ""); err != nil {
 		return err
 	}
@@ -271,20 +353,26 @@ func buildRoot(cfg Config) error {
 	if err := devices(at("/dev")); err != nil {
 		return err
 	}
-	// The sandbox user's account, over the image's files.
-	ids := at("/run/cordon-accounts")
+	// Who and where the sandbox is (its user's account, its hosts,
+	// hostname and resolver), over the image's files, as on every tier.
+	ids := at("/run/cordon-identity")
 	if err := os.Mkdir(ids, 0o755); err != nil {
 		return err
 	}
+	files := baseline.IdentityFiles(cfg.UID, false)
 	passwd, _ := os.ReadFile(at("/etc/passwd"))
 	group, _ := os.ReadFile(at("/etc/group"))
-	p, g := baseline.MergeAccounts(string(passwd), string(group), cfg.UID)
-	for name, content := range map[string]string{"passwd": p, "group": g} {
-		if err := os.WriteFile(filepath.Join(ids, name), []byte(content), 0o644); err != nil {
+	files["/etc/passwd"], files["/etc/group"] = baseline.MergeAccounts(string(passwd), string(group), cfg.UID)
+	for target, content := range files {
+		src := filepath.Join(ids, filepath.Base(target))
+		if err := os.WriteFile(src, []byte(content), 0o644); err != nil {
 			return err
 		}
-		if err := unix.Mount(filepath.Join(ids, name), at("/etc/"+name), "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("bind /etc/%s: %w", name, err)
+		if _, err := os.Stat(at(target)); err != nil {
+			continue
+		}
+		if err := unix.Mount(src, at(target), "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", target, err)
 		}
 	}
 	if err := os.MkdirAll(at(baseline.SocketDir), 0o755); err != nil {
@@ -307,6 +395,36 @@ func buildRoot(cfg Config) error {
 		return err
 	}
 	return unix.Chdir("/")
+}
+
+// maskProc hides the /proc entries no sandbox reads (baseline.ProcMasked)
+// under an empty file or directory, as on every tier: a guest's are its
+// own, but what a sandbox sees is the same everywhere.
+func maskProc(proc, run string) error {
+	empty := filepath.Join(run, ".empty")
+	if err := os.WriteFile(empty, nil, 0o444); err != nil {
+		return err
+	}
+	emptyDir := filepath.Join(run, ".emptydir")
+	if err := os.Mkdir(emptyDir, 0o555); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	for _, name := range baseline.ProcMasked {
+		p := filepath.Join(proc, name)
+		st, err := os.Lstat(p)
+		if err != nil {
+			continue
+		}
+		src := empty
+		if st.IsDir() {
+			src = emptyDir
+		}
+		if err := unix.Mount(src, p, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("mask /proc/%s: %w", name, err)
+		}
+		_ = unix.Mount("", p, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, "")
+	}
+	return nil
 }
 
 // devices makes the sandbox's /dev: the usual character devices, a
@@ -365,14 +483,16 @@ func loopbackUp() error {
 }
 
 // egressRelay serves the agent's egress socket: each connection is a
-// stream to the host, whose egress proxy decides it. Only the agent's own
-// identity may connect.
-func egressRelay(session *yamux.Session) error {
+// stream to the host, whose egress proxy decides it. It is the workload
+// user's, as on the container tiers (the agent's bridge dials it with
+// that user's file-system identity), and leads nowhere the bridge on
+// 127.0.0.1:3128 does not: to the proxy, under the sandbox's policy.
+func egressRelay(session *yamux.Session, uid int) error {
 	ln, err := net.Listen("unix", baseline.EgressSocket)
 	if err != nil {
 		return err
 	}
-	if err := os.Chown(baseline.EgressSocket, baseline.AgentID, baseline.AgentID); err != nil {
+	if err := os.Chown(baseline.EgressSocket, uid, uid); err != nil {
 		return err
 	}
 	if err := os.Chmod(baseline.EgressSocket, 0o600); err != nil {
@@ -402,7 +522,8 @@ func egressRelay(session *yamux.Session) error {
 	return nil
 }
 
-// IsGuest reports whether this process is a microVM's init.
+// IsGuest reports whether this process is a microVM's init, or the
+// agent's process it starts.
 func IsGuest() bool {
-	return os.Getpid() == 1 && os.Getenv(EnvMarker) == "1"
+	return os.Getpid() == 1 && (os.Getenv(EnvMarker) == "1" || os.Getenv(envAgent) == "1")
 }

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -47,8 +48,10 @@ const DefaultImageDir = "/usr/local/lib/cordon/microvm"
 // DefaultMemory is a VM's memory without a limit.
 const DefaultMemory = 512 << 20
 
-// MinMemory is the least a guest boots and serves in.
-const MinMemory = 128 << 20
+// Overhead is what a VM has beyond a sandbox's memory limit: its kernel,
+// its init and agent, which the limit does not count, as it does not on
+// other tiers (a guest of this kernel does not boot in much less).
+const Overhead = 128 << 20
 
 // Config configures the tier.
 type Config struct {
@@ -117,12 +120,13 @@ func New(cfg Config) *Backend {
 
 func (b *Backend) Name() string { return Name }
 
-// Capabilities: the VM's memory is the memory limit and its tmpfs the
-// writable space. A CPU limit (a fraction of a core), a pids limit,
-// images, layout directories and a chosen user are not built yet, and are
-// refused.
+// Capabilities: the VM's memory is the memory limit, its tmpfs the
+// writable space, and its VMM's cgroup's bandwidth the CPU limit. A pids
+// limit, images, layout directories and a chosen user are not built yet,
+// and are refused.
 func (b *Backend) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{Isolated: true, MemoryLimit: true, DiskLimit: true, Egress: true}
+	root, _ := cpuRoot()
+	return sandbox.Capabilities{Isolated: true, MemoryLimit: true, CPULimit: root != "", DiskLimit: true, Egress: true}
 }
 
 // Accel is the acceleration VMs run under ("kvm" or "tcg"), once probed.
@@ -291,12 +295,11 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		return nil, b.probeErr
 	}
 	spec := l.Spec
-	mem := spec.Limits.MemoryBytes
-	if mem == 0 {
-		mem = DefaultMemory
-	}
-	if mem < MinMemory {
-		return nil, fmt.Errorf("%w: limits.memoryBytes %d: a microVM needs at least %d (128 MiB)", sandbox.ErrInvalidSpec, mem, int64(MinMemory))
+	// The limit is the workload's: the guest out of memory, its kernel
+	// kills a command (reported as an OOM kill), and the agent serves on.
+	mem := int64(DefaultMemory)
+	if spec.Limits.MemoryBytes > 0 {
+		mem = spec.Limits.MemoryBytes + Overhead
 	}
 	var seed [32]byte
 	_, _ = rand.Read(seed[:])
@@ -309,13 +312,14 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		UID:          uid,
 		ScratchBytes: spec.Limits.Disk(),
 	}
-	// The token and its descriptor are the guest's to set.
-	cfg.Env = slicesDeleteFunc(cfg.Env, func(kv string) bool {
-		return strings.HasPrefix(kv, baseline.EnvPrefix+"TOKEN")
+	// The token is the guest's to hand its agent, which serves on the
+	// port, not on a socket.
+	cfg.Env = slices.DeleteFunc(cfg.Env, func(kv string) bool {
+		return strings.HasPrefix(kv, baseline.EnvPrefix+"TOKEN") || strings.HasPrefix(kv, baseline.EnvPrefix+"SOCKET=")
 	})
 	bctx, cancel := context.WithTimeout(ctx, b.cfg.BootTimeout)
 	defer cancel()
-	opts := bootOptions{accel: b.accel, cfg: cfg, mem: mem}
+	opts := bootOptions{accel: b.accel, cfg: cfg, mem: mem, cpus: spec.Limits.CPUs}
 	if !b.cfg.ColdBoot {
 		// A saved guest of this size, made once; without one (it could
 		// not be made), the VM boots cold and says why.
@@ -340,6 +344,8 @@ type bootOptions struct {
 	probing bool
 	// note joins the VM's diagnostics.
 	note string
+	// cpus, when set, is the VM's CPU bandwidth, in cores.
+	cpus float64
 }
 
 // saved is the saved guest VMs of mem bytes under accel start from: a
@@ -424,16 +430,6 @@ func flock(ctx context.Context, f *os.File) error {
 	}
 }
 
-func slicesDeleteFunc(s []string, del func(string) bool) []string {
-	out := s[:0]
-	for _, v := range s {
-		if !del(v) {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // boot starts a VM (booted, or restored from a saved guest) and, unless
 // it is probing or being saved, configures its agent.
 func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
@@ -489,6 +485,12 @@ func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
 		return fail(fmt.Errorf("%w: start %s: %v", sandbox.ErrUnavailable, b.cfg.QEMU, err))
 	}
 	vm.cmd = cmd
+	if o.cpus > 0 {
+		if vm.cgroup, err = limitCPU(id, cmd.Process.Pid, o.cpus); err != nil {
+			go func() { _ = cmd.Wait(); close(vm.exited) }()
+			return fail(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
+		}
+	}
 	go func() {
 		_ = cmd.Wait()
 		close(vm.exited)
@@ -542,6 +544,7 @@ type instance struct {
 	// restored: it started from a saved guest.
 	note     string
 	restored bool
+	cgroup   string // limitCPU's, if any
 
 	mu   sync.Mutex
 	gone bool
@@ -704,16 +707,17 @@ func (vm *instance) Destroy(ctx context.Context) error {
 		vm.port.Close()
 	}
 	if vm.cmd != nil {
+		// Nothing of a guest outlives it (its writable space is memory),
+		// so the VMM is killed rather than asked.
+		_ = vm.cmd.Process.Kill()
 		select {
 		case <-vm.exited:
-		case <-time.After(2 * time.Second):
-			_ = vm.cmd.Process.Kill()
-			select {
-			case <-vm.exited:
-			case <-time.After(10 * time.Second):
-				return fmt.Errorf("%w: the VMM (pid %d) outlived SIGKILL", sandbox.ErrTeardown, vm.cmd.Process.Pid)
-			}
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("%w: the VMM (pid %d) outlived SIGKILL", sandbox.ErrTeardown, vm.cmd.Process.Pid)
 		}
+	}
+	if err := removeCgroup(vm.cgroup); err != nil {
+		return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
 	}
 	if err := os.RemoveAll(vm.dir); err != nil {
 		return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
@@ -731,6 +735,7 @@ func (vm *instance) kill() {
 	if vm.port != nil {
 		vm.port.Close()
 	}
+	_ = removeCgroup(vm.cgroup)
 	os.RemoveAll(vm.dir)
 }
 

@@ -1,20 +1,45 @@
 package microvm_test
 
 import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/backend/microvm"
+	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/internal/testnet"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/adversarial"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest/conformance"
 )
+
+// stateDir is the package's tests' one state directory: a saved guest is
+// made once for all of them.
+var stateDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cordon-microvm-test-")
+	if err != nil {
+		panic(err)
+	}
+	stateDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 func backend(t testing.TB) *microvm.Backend {
 	t.Helper()
 	testutil.RequiresRoot(t)
-	b := microvm.New(microvm.Config{AgentPath: testutil.BuildAgent(t), StateDir: t.TempDir()})
+	b := microvm.New(microvm.Config{AgentPath: testutil.BuildAgent(t), StateDir: stateDir})
 	if err := b.Probe(t.Context()); err != nil {
 		testutil.Missing(t, "microvm tier unavailable: %v", err)
 	}
@@ -42,7 +67,10 @@ func TestRestoredGuestsDiffer(t *testing.T) {
 		if d := sb.Diagnostics(); !strings.Contains(d, "restored from a saved guest") {
 			t.Fatalf("not restored:\n%s", d)
 		}
-		out, _ := sandboxtest.Sh(t, sb, "head -c 16 /dev/urandom | od -An -tx1; cat /proc/sys/kernel/random/boot_id; ls /workspace; echo mine > /workspace/f")
+		if ls, _ := sandboxtest.Sh(t, sb, "ls -A /workspace /tmp; echo mine > /workspace/f"); strings.TrimSpace(ls) != "/tmp:\n\n/workspace:" && strings.Contains(ls, "f") {
+			t.Fatalf("a restored guest found files: %q", ls)
+		}
+		out, _ := sandboxtest.Sh(t, sb, "head -c 16 /dev/urandom | od -An -tx1; cat /proc/sys/kernel/random/boot_id")
 		sbs, outs = append(sbs, sb), append(outs, out)
 	}
 	if outs[0] == outs[1] || sbs[0].BootID() == sbs[1].BootID() || sbs[0].BootID() == "" || sbs[0].Client().Endpoint().Token == sbs[1].Client().Endpoint().Token {
@@ -52,9 +80,105 @@ func TestRestoredGuestsDiffer(t *testing.T) {
 	if _, err := client.New(client.Endpoint{Network: "unix", Address: sbs[0].Client().Endpoint().Address, Token: sbs[1].Client().Endpoint().Token}).Exec(t.Context(), "true", client.ExecOptions{}); err == nil {
 		t.Fatal("a guest's agent admitted another's token")
 	}
-	for i, out := range outs {
-		if strings.Contains(out, "f\n") {
-			t.Fatalf("guest %d found another's file: %q", i, out)
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.FromBackend(backend(t), sandbox.Spec{}))
+}
+
+func creator(b *microvm.Backend) adversarial.Create {
+	return func(t *testing.T, spec sandbox.Spec) *sandbox.Sandbox { return sandboxtest.Create(t, b, spec) }
+}
+
+func TestAdversarial(t *testing.T) {
+	adversarial.Run(t, creator(backend(t)))
+}
+
+func TestLimits(t *testing.T) {
+	b := backend(t)
+	adversarial.Limits(t, b.Capabilities(), creator(b))
+}
+
+// TestCPULimitFromHost: a 0.2-CPU sandbox's VMM, its guest spinning, gets
+// about a fifth of a core of the host's time (the guest cannot see the
+// throttling: its clocks count the time it was stopped as its own).
+func TestCPULimitFromHost(t *testing.T) {
+	b := backend(t)
+	if !b.Capabilities().CPULimit {
+		t.Skip("no cpu cgroup controller: the tier refuses CPU limits here")
+	}
+	sb := sandboxtest.Create(t, b, sandbox.Spec{Limits: sandbox.Limits{CPUs: 0.2}})
+	procs, _ := filepath.Glob("/sys/fs/cgroup/cpu/cordon-microvm/*/cgroup.procs")
+	procs2, _ := filepath.Glob("/sys/fs/cgroup/cordon-microvm/*/cgroup.procs")
+	procs = append(procs, procs2...)
+	var pids []int
+	for _, p := range procs {
+		b, _ := os.ReadFile(p)
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, n)
+			}
 		}
+	}
+	if len(pids) != 1 {
+		t.Fatalf("VMMs in the tier's cgroups: %v", pids)
+	}
+	ticks := func() int64 {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pids[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		return u + s
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", "timeout 4 sh -c 'while :; do :; done'"}, Timeout: time.Minute})
+	}()
+	time.Sleep(time.Second)
+	t0, c0 := time.Now(), ticks()
+	time.Sleep(2 * time.Second)
+	share := float64(ticks()-c0) / 100 / time.Since(t0).Seconds() // USER_HZ is 100
+	<-done
+	t.Logf("a 0.2-CPU VM spinning used %.2f of a host core", share)
+	if share > 0.35 {
+		t.Fatalf("a 0.2-CPU VM used %.2f of a core", share)
+	}
+}
+
+// TestEgress: the guest has no network of its own; what its policy
+// allows it reaches through the host's egress proxy, over its port, and
+// nothing else.
+func TestEgress(t *testing.T) {
+	b := backend(t)
+	n := testnet.New(t, "203.0.113.10", "203.0.113.11")
+	for _, addr := range []string{"203.0.113.10:80", "203.0.113.11:80"} {
+		ln := n.Listen(t, addr)
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "hello from %s", addr)
+		})}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+	}
+	p := sandbox.NewProvider([]sandbox.Backend{b}, sandbox.WithEgressProxy(egress.New(egress.Config{NetNS: n.Path})))
+	sb := sandboxtest.CreateWith(t, p, sandbox.Spec{Egress: &egress.Policy{Mode: egress.Static, Rules: []egress.Rule{{Host: "203.0.113.10", Ports: []int{80}}}}})
+	curl := func(args string) string {
+		out, _ := sandboxtest.Sh(t, sb, "curl -sS -m 10 "+args+" 2>&1; echo")
+		return strings.TrimSpace(out)
+	}
+	if out := curl("http://203.0.113.10/"); out != "hello from 203.0.113.10:80" {
+		t.Fatalf("an allowed host through the proxy: %q", out)
+	}
+	if out := curl("http://203.0.113.11/"); strings.Contains(out, "hello") {
+		t.Fatalf("a host the policy does not allow: %q", out)
+	}
+	if out := curl("--noproxy '*' http://203.0.113.10/"); strings.Contains(out, "hello") {
+		t.Fatalf("around the proxy: %q", out)
+	}
+	if out, _ := sandboxtest.Sh(t, sb, "ls /sys/class/net"); strings.TrimSpace(out) != "lo" {
+		t.Fatalf("the guest's interfaces: %q", out)
 	}
 }
