@@ -57,6 +57,16 @@ func run(serve func(env []string, opts startup.Options) (func() int, int)) error
 	if err != nil {
 		return err
 	}
+	// All that needs nothing of the host's configuration comes before it
+	// is asked for: a guest saved while it waits (the host's saved guest)
+	// starts from there, its root built and its agent's process started.
+	if err := buildRoot(baseline.DefaultUID); err != nil {
+		return err
+	}
+	agent, err := spawnAgent(port)
+	if err != nil {
+		return err
+	}
 	cfg, err := handshake(port)
 	if err != nil {
 		return err
@@ -64,10 +74,25 @@ func run(serve func(env []string, opts startup.Options) (func() int, int)) error
 	if err := seed(cfg); err != nil {
 		return err
 	}
-	if err := buildRoot(cfg); err != nil {
+	if err := sizeScratch(cfg.ScratchBytes); err != nil {
 		return err
 	}
-	return spawnAgent(port, cfg)
+	return agent.run(cfg)
+}
+
+// sizeScratch bounds the scratch directories' tmpfs (they share bytes as
+// on the container tiers); 0 leaves the kernel's default.
+func sizeScratch(bytes int64) error {
+	if bytes <= 0 {
+		return nil
+	}
+	for _, d := range baseline.ScratchDirs {
+		data := fmt.Sprintf("size=%d", max(bytes/d.Share, 1<<20))
+		if err := unix.Mount("", d.Path, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, data); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("size %s: %w", d.Path, err)
+		}
+	}
+	return nil
 }
 
 // envAgent marks the agent's own process, which the guest's init starts
@@ -77,18 +102,18 @@ func run(serve func(env []string, opts startup.Options) (func() int, int)) error
 const envAgent = "cordon_vm_agent"
 
 // spawnAgent starts the agent (this binary again) in a PID and mount
-// namespace of its own, handing it the port and the configuration, with
-// no CAP_SYS_PTRACE in its bounding set (it inspects commands with no
-// more than on other tiers); and waits for its end.
-func spawnAgent(port *os.File, cfg Config) error {
+// namespace of its own, handing it the port, with no CAP_SYS_PTRACE in
+// its bounding set (it inspects commands with no more than on other
+// tiers). It waits for its configuration (spawned.run).
+func spawnAgent(port *os.File) (*spawned, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SYS_PTRACE, 0, 0, 0); err != nil {
-		return err
+		return nil, err
 	}
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args[0] = "cordon-agent"
@@ -97,16 +122,26 @@ func spawnAgent(port *os.File, cfg Config) error {
 	cmd.ExtraFiles = []*os.File{r, port} // 3 and 4
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start the agent: %w", err)
+		return nil, fmt.Errorf("start the agent: %w", err)
 	}
 	r.Close()
-	port.Close()
-	err = json.NewEncoder(w).Encode(cfg)
-	w.Close()
+	return &spawned{cmd: cmd, config: w}, nil
+}
+
+// spawned is the agent's process, waiting for its configuration.
+type spawned struct {
+	cmd    *exec.Cmd
+	config *os.File
+}
+
+// run hands the agent its configuration and waits for its end.
+func (a *spawned) run(cfg Config) error {
+	err := json.NewEncoder(a.config).Encode(cfg)
+	a.config.Close()
 	if err != nil {
-		_ = cmd.Process.Kill()
+		_ = a.cmd.Process.Kill()
 	}
-	return fmt.Errorf("the agent ended: %v", cmd.Wait())
+	return fmt.Errorf("the agent ended: %v", a.cmd.Wait())
 }
 
 // agentMain is the agent's process: pid 1 of its namespace, with its own
@@ -120,9 +155,28 @@ func agentMain(serve func(env []string, opts startup.Options) (func() int, int))
 	}
 	// PID 1 is the agent, by name as on every tier.
 	_ = os.WriteFile("/proc/self/task/1/comm", []byte("cordon-agent"), 0)
+	// What needs nothing of the host's configuration is done before it is
+	// read (a saved guest waits there): the egress socket, and the
+	// agent's own confinement and identity.
+	uid := baseline.DefaultUID
+	egress, err := listenEgress(uid)
+	if err != nil {
+		return err
+	}
+	workload := sandboxinit.EnvWorkload + "=" + fmt.Sprintf("%d:%d", uid, uid)
+	// Every thread, the agent's own among them, takes no_new_privs (no
+	// setuid file of the image gives a command anything) and the filter
+	// commands run under, as a container runtime would have given them.
+	if err := sandboxinit.ConfineProcess(); err != nil {
+		return fmt.Errorf("confine the agent: %w", err)
+	}
+	opts, err := sandboxinit.ContainerOptions([]string{workload})
+	if err != nil {
+		return err
+	}
 	var cfg Config
 	cf := os.NewFile(3, "config")
-	err := json.NewDecoder(io.LimitReader(cf, MaxConfigBytes)).Decode(&cfg)
+	err = json.NewDecoder(io.LimitReader(cf, MaxConfigBytes)).Decode(&cfg)
 	cf.Close()
 	if err != nil {
 		return fmt.Errorf("the init's configuration: %w", err)
@@ -133,25 +187,13 @@ func agentMain(serve func(env []string, opts startup.Options) (func() int, int))
 	if err != nil {
 		return err
 	}
-	if err := egressRelay(session, cfg.UID); err != nil {
-		return err
-	}
+	go relayEgress(egress, session)
 	// The token goes to the agent in the environment it is handed, never
 	// this process's: the agent takes it out before any command starts.
 	env := append(cfg.Env,
 		baseline.EnvPrefix+"TOKEN="+cfg.Token,
 		baseline.EnvPrefix+"COUNT_OOM=kernel",
-		sandboxinit.EnvWorkload+"="+fmt.Sprintf("%d:%d", cfg.UID, cfg.UID))
-	// Every thread, the agent's own among them, takes no_new_privs (no
-	// setuid file of the image gives a command anything) and the filter
-	// commands run under, as a container runtime would have given them.
-	if err := sandboxinit.ConfineProcess(); err != nil {
-		return fmt.Errorf("confine the agent: %w", err)
-	}
-	opts, err := sandboxinit.ContainerOptions(env)
-	if err != nil {
-		return err
-	}
+		workload)
 	opts.Listener = session
 	wait, code := serve(env, opts)
 	if wait == nil {
@@ -268,8 +310,8 @@ func handshake(port *os.File) (Config, error) {
 	if err := json.Unmarshal(line, &cfg); err != nil {
 		return cfg, fmt.Errorf("the host's configuration: %w", err)
 	}
-	if cfg.Token == "" || cfg.UID <= 0 || cfg.UID >= baseline.AgentID {
-		return cfg, errors.New("the host's configuration lacks a token or a workload uid")
+	if cfg.Token == "" || cfg.UID != baseline.DefaultUID {
+		return cfg, fmt.Errorf("the host's configuration lacks a token, or names a workload uid other than %d", baseline.DefaultUID)
 	}
 	return cfg, nil
 }
@@ -306,7 +348,7 @@ const newRoot = "/newroot"
 // buildRoot mounts the root disk read-only with the sandbox's writable
 // space (tmpfs), devices, /proc, /sys and cgroup2 on it, gives the
 // sandbox user its account, and makes it the root.
-func buildRoot(cfg Config) error {
+func buildRoot(uid int) error {
 	if err := os.MkdirAll(newRoot, 0o755); err != nil {
 		return err
 	}
@@ -326,10 +368,7 @@ func buildRoot(cfg Config) error {
 		}
 		data := fmt.Sprintf("mode=%o", d.Mode)
 		if d.Owned {
-			data += fmt.Sprintf(",uid=%d,gid=%d", cfg.UID, cfg.UID)
-		}
-		if cfg.ScratchBytes > 0 {
-			data += fmt.Sprintf(",size=%d", max(cfg.ScratchBytes/d.Share, 1<<20))
+			data += fmt.Sprintf(",uid=%d,gid=%d", uid, uid)
 		}
 		if err := mount("tmpfs", d.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
 			return err
@@ -359,10 +398,10 @@ func buildRoot(cfg Config) error {
 	if err := os.Mkdir(ids, 0o755); err != nil {
 		return err
 	}
-	files := baseline.IdentityFiles(cfg.UID, false)
+	files := baseline.IdentityFiles(uid, false)
 	passwd, _ := os.ReadFile(at("/etc/passwd"))
 	group, _ := os.ReadFile(at("/etc/group"))
-	files["/etc/passwd"], files["/etc/group"] = baseline.MergeAccounts(string(passwd), string(group), cfg.UID)
+	files["/etc/passwd"], files["/etc/group"] = baseline.MergeAccounts(string(passwd), string(group), uid)
 	for target, content := range files {
 		src := filepath.Join(ids, filepath.Base(target))
 		if err := os.WriteFile(src, []byte(content), 0o644); err != nil {
@@ -482,44 +521,48 @@ func loopbackUp() error {
 	return nil
 }
 
-// egressRelay serves the agent's egress socket: each connection is a
-// stream to the host, whose egress proxy decides it. It is the workload
+// listenEgress makes the agent's egress socket. It is the workload
 // user's, as on the container tiers (the agent's bridge dials it with
 // that user's file-system identity), and leads nowhere the bridge on
 // 127.0.0.1:3128 does not: to the proxy, under the sandbox's policy.
-func egressRelay(session *yamux.Session, uid int) error {
+func listenEgress(uid int) (net.Listener, error) {
 	ln, err := net.Listen("unix", baseline.EgressSocket)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.Chown(baseline.EgressSocket, uid, uid); err != nil {
-		return err
+		ln.Close()
+		return nil, err
 	}
 	if err := os.Chmod(baseline.EgressSocket, 0o600); err != nil {
-		return err
+		ln.Close()
+		return nil, err
 	}
-	go func() {
-		for {
-			c, err := ln.Accept()
+	return ln, nil
+}
+
+// relayEgress serves the egress socket: each connection is a stream to
+// the host, whose egress proxy decides it.
+func relayEgress(ln net.Listener, session *yamux.Session) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			up, err := session.Open()
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				up, err := session.Open()
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				done := make(chan struct{}, 2)
-				go func() { io.Copy(up, c); up.Close(); done <- struct{}{} }()
-				go func() { io.Copy(c, up); c.(*net.UnixConn).CloseWrite(); done <- struct{}{} }()
-				<-done
-				<-done
-			}()
-		}
-	}()
-	return nil
+			defer up.Close()
+			done := make(chan struct{}, 2)
+			go func() { io.Copy(up, c); up.Close(); done <- struct{}{} }()
+			go func() { io.Copy(c, up); c.(*net.UnixConn).CloseWrite(); done <- struct{}{} }()
+			<-done
+			<-done
+		}()
+	}
 }
 
 // IsGuest reports whether this process is a microVM's init, or the

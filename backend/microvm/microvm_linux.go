@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -410,7 +411,7 @@ func (b *Backend) saved(ctx context.Context, accel string, mem int64) (string, e
 }
 
 // savedVersion changes when what a saved guest holds does.
-const savedVersion = 1
+const savedVersion = 3
 
 // flock takes an exclusive lock on f, held to ctx.
 func flock(ctx context.Context, f *os.File) error {
@@ -492,7 +493,10 @@ func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
 		}
 	}
 	go func() {
-		_ = cmd.Wait()
+		err := cmd.Wait()
+		if err != nil {
+			vm.ended.Store(err.Error())
+		}
 		close(vm.exited)
 	}()
 	port, err := vm.dialPort(ctx)
@@ -545,6 +549,9 @@ type instance struct {
 	note     string
 	restored bool
 	cgroup   string // limitCPU's, if any
+	// ended says how the VMM ended, if it did on its own terms or was
+	// killed from outside.
+	ended atomic.Value
 
 	mu   sync.Mutex
 	gone bool
@@ -679,6 +686,9 @@ func (vm *instance) Diagnostics() string {
 		out += vm.note + "\n"
 	}
 	out += strings.TrimSpace(string(console))
+	if e, _ := vm.ended.Load().(string); e != "" {
+		out += "\nthe VMM ended: " + e
+	}
 	if l := strings.TrimSpace(vm.logs.String()); l != "" {
 		out += "\n" + l
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -181,4 +182,66 @@ func TestEgress(t *testing.T) {
 	if out, _ := sandboxtest.Sh(t, sb, "ls /sys/class/net"); strings.TrimSpace(out) != "lo" {
 		t.Fatalf("the guest's interfaces: %q", out)
 	}
+}
+
+// TestVMMKilled: a VMM killed from outside mid-command is noticed: the
+// command's exec fails, the sandbox's Exited closes, and its teardown
+// leaves nothing.
+func TestVMMKilled(t *testing.T) {
+	b := backend(t)
+	p := sandbox.NewProvider([]sandbox.Backend{b})
+	sb, err := p.Create(t.Context(), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := filepath.Glob(filepath.Join(stateDir, "vm-*"))
+	pid := vmmPid(t, sb.Client().Endpoint().Address)
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.Exec(t.Context(), "sleep", sandbox.ExecOptions{Args: []string{"30"}, Timeout: time.Minute})
+		done <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a command in a killed VM succeeded")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a command in a killed VM did not end")
+	}
+	select {
+	case <-sb.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sandbox of a killed VM did not exit")
+	}
+	if d := sb.Diagnostics(); !strings.Contains(d, "the VMM ended: signal: killed") {
+		t.Fatalf("the sandbox's diagnostics do not say the VMM was killed:\n%s", d)
+	}
+	if err := sb.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := filepath.Glob(filepath.Join(stateDir, "vm-*"))
+	if len(after) >= len(before) {
+		t.Fatalf("VM directories left: %v (before the kill: %v)", after, before)
+	}
+}
+
+// vmmPid is the pid of the VMM whose agent socket is sock.
+func vmmPid(t testing.TB, sock string) int {
+	t.Helper()
+	port := filepath.Join(filepath.Dir(sock), "port.sock")
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(b), port) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			return pid
+		}
+	}
+	t.Fatalf("no VMM serves %s", port)
+	return 0
 }

@@ -1,0 +1,170 @@
+package microvm_test
+
+import (
+	"bufio"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/backend/microvm"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/cordon-sandbox/cordon/sandbox"
+)
+
+// BenchmarkMicroVM: a sandbox's cold boot to its first command's result,
+// its restore from the saved guest to the first result, a warm exec, and
+// an idle VM's memory (the VMM's resident set); beside them, in the same
+// run, QEMU itself restoring the same saved guest to a running VM (its
+// monitor says so), and booting the same kernel to an init that powers
+// off. Under TCG here (software emulation): figures are TCG's.
+func BenchmarkMicroVM(b *testing.B) {
+	cold := microvm.New(microvm.Config{AgentPath: testutil.BuildAgent(b), StateDir: stateDir, ColdBoot: true})
+	warm := backend(b)
+	if err := cold.Probe(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	firstResult := func(b *testing.B, be sandbox.Backend) {
+		p := sandbox.NewProvider([]sandbox.Backend{be})
+		var ds []time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			sb, err := p.Create(b.Context(), sandbox.Spec{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := sb.Exec(b.Context(), "true", sandbox.ExecOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			ds = append(ds, time.Since(t0))
+			b.StopTimer()
+			sb.Destroy(b.Context())
+			b.StartTimer()
+		}
+		testutil.ReportPercentiles(b, "", ds)
+	}
+	b.Run("cold-boot-to-first-result", func(b *testing.B) { firstResult(b, cold) })
+	b.Run("restore-to-first-result", func(b *testing.B) { firstResult(b, warm) })
+	p := sandbox.NewProvider([]sandbox.Backend{warm})
+	sb, err := p.Create(b.Context(), sandbox.Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Destroy(b.Context())
+	b.Run("warm-exec", func(b *testing.B) {
+		var ds []time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			if _, err := sb.Exec(b.Context(), "true", sandbox.ExecOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			ds = append(ds, time.Since(t0))
+		}
+		testutil.ReportPercentiles(b, "", ds)
+	})
+	b.Run("idle-vm-memory", func(b *testing.B) {
+		time.Sleep(2 * time.Second)
+		pid := vmmPid(b, sb.Client().Endpoint().Address)
+		for b.Loop() {
+		}
+		status, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		for _, l := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(l); len(f) == 3 && f[0] == "VmRSS:" {
+				kb, _ := strconv.ParseFloat(f[1], 64)
+				b.ReportMetric(kb/1024, "MiB-rss")
+			}
+		}
+	})
+	saved, _ := filepath.Glob(filepath.Join(stateDir, "saved-*.vmstate"))
+	initrd, _ := filepath.Glob(filepath.Join(stateDir, "initramfs-*.cpio"))
+	if len(saved) == 0 || len(initrd) == 0 {
+		b.Fatal("no saved guest or initramfs to restore bare")
+	}
+	qemu, _ := exec.LookPath("qemu-system-x86_64")
+	img := filepath.Join(microvm.DefaultImageDir, "current")
+	machine := func(dir string) microvm.Machine {
+		return microvm.Machine{Kernel: filepath.Join(img, "vmlinuz"), Initramfs: initrd[0], Cmdline: "console=ttyS0 quiet panic=-1 rdinit=/init cordon_vm=1",
+			RootDisk: filepath.Join(img, "root.ext4"), MemoryMiB: microvm.DefaultMemory >> 20, VCPUs: 1, Port: filepath.Join(dir, "port.sock"),
+			Console: filepath.Join(dir, "console.log"), Accel: warm.Accel(), Monitor: filepath.Join(dir, "monitor.sock")}
+	}
+	b.Run("bare-qemu-restore-to-running", func(b *testing.B) {
+		var ds []time.Duration
+		for b.Loop() {
+			dir := b.TempDir()
+			m := machine(dir)
+			m.Restore = saved[0]
+			cmd, _ := microvm.QEMU{Binary: qemu}.Command(m)
+			t0 := time.Now()
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			waitRunning(b, m.Monitor)
+			ds = append(ds, time.Since(t0))
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		testutil.ReportPercentiles(b, "", ds)
+	})
+	b.Run("bare-qemu-boot-to-init", func(b *testing.B) {
+		var ds []time.Duration
+		for b.Loop() {
+			dir := b.TempDir()
+			m := machine(dir)
+			m.Monitor = ""
+			cmd, _ := microvm.QEMU{Binary: qemu}.Command(m)
+			t0 := time.Now()
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			// The init's first words on the port: the guest is up.
+			var c net.Conn
+			for c == nil {
+				c, _ = net.Dial("unix", m.Port)
+				time.Sleep(2 * time.Millisecond)
+			}
+			buf := make([]byte, 8)
+			if _, err := c.Read(buf); err != nil {
+				b.Fatal(err)
+			}
+			ds = append(ds, time.Since(t0))
+			c.Close()
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		testutil.ReportPercentiles(b, "", ds)
+	})
+}
+
+// waitRunning polls QEMU's monitor until the VM runs.
+func waitRunning(b *testing.B, monitor string) {
+	var c net.Conn
+	for c == nil {
+		c, _ = net.Dial("unix", monitor)
+		time.Sleep(time.Millisecond)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	read := func() string {
+		var out strings.Builder
+		for !strings.HasSuffix(out.String(), "(qemu) ") {
+			ch, err := r.ReadByte()
+			if err != nil {
+				b.Fatal(err)
+			}
+			out.WriteByte(ch)
+		}
+		return out.String()
+	}
+	read()
+	for {
+		c.Write([]byte("info status\n"))
+		if strings.Contains(read(), "status: running") {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
