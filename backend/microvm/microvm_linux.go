@@ -93,6 +93,7 @@ type Backend struct {
 var (
 	_ sandbox.Backend    = (*Backend)(nil)
 	_ sandbox.EgressPort = (*instance)(nil)
+	_ sandbox.Pauser     = (*instance)(nil)
 )
 
 // New returns the tier.
@@ -470,7 +471,9 @@ func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
 		Accel:     accel,
 		Restore:   o.restore,
 	}
-	if o.saving {
+	if !probing || o.saving {
+		// (The saved guest's state is taken through it; a sandbox's VM
+		// is paused and resumed through it.)
 		m.Monitor = filepath.Join(dir, "monitor.sock")
 	}
 	cmd, err := QEMU{Binary: b.cfg.QEMU}.Command(m)
@@ -652,6 +655,20 @@ func relay(c *net.UnixConn, s net.Conn) {
 	go func() { io.Copy(c, s); c.CloseWrite(); done <- struct{}{} }()
 	<-done
 	<-done
+}
+
+// CanPause: every sandbox's VM has a monitor.
+func (vm *instance) CanPause() bool { return true }
+
+// Pause stops the VM's vCPUs: nothing in it runs, its agent included,
+// until Resume.
+func (vm *instance) Pause(ctx context.Context) error {
+	return QEMU{Binary: vm.b.cfg.QEMU}.Pause(ctx, filepath.Join(vm.dir, "monitor.sock"))
+}
+
+// Resume runs a paused VM's vCPUs again.
+func (vm *instance) Resume(ctx context.Context) error {
+	return QEMU{Binary: vm.b.cfg.QEMU}.Resume(ctx, filepath.Join(vm.dir, "monitor.sock"))
 }
 
 func (vm *instance) Endpoint() client.Endpoint    { return vm.ep }

@@ -1,6 +1,7 @@
 package microvm_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -244,4 +245,29 @@ func vmmPid(t testing.TB, sock string) int {
 	}
 	t.Fatalf("no VMM serves %s", port)
 	return 0
+}
+
+// TestPauseResume: a paused VM runs nothing, its agent included; resumed,
+// it serves on with its state.
+func TestPauseResume(t *testing.T) {
+	sb := sandboxtest.Create(t, backend(t), sandbox.Spec{})
+	if !sb.CanPause() {
+		t.Fatal("a microVM cannot be paused")
+	}
+	sandboxtest.Sh(t, sb, "echo kept > /workspace/f")
+	if err := sb.Pause(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	_, err := sb.Client().Health(ctx)
+	cancel()
+	if err == nil {
+		t.Fatal("a paused VM's agent answered")
+	}
+	if err := sb.Resume(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := sandboxtest.Sh(t, sb, "cat /workspace/f"); out != "kept\n" {
+		t.Fatalf("after resuming: %q", out)
+	}
 }

@@ -60,6 +60,10 @@ type VMM interface {
 	// Save writes the running VM's state, through its monitor, to path,
 	// and stops it.
 	Save(ctx context.Context, monitor, path string) error
+	// Pause stops the VM's vCPUs in place, through its monitor; Resume
+	// runs them again.
+	Pause(ctx context.Context, monitor string) error
+	Resume(ctx context.Context, monitor string) error
 }
 
 // QEMU drives qemu-system-x86_64's microvm machine: virtio-mmio devices,
@@ -124,40 +128,92 @@ func (q QEMU) Command(m Machine) (*exec.Cmd, error) {
 	return exec.Command(q.Binary, args...), nil
 }
 
-// Save migrates the VM's state into path through QEMU's human monitor,
-// waits for the migration to complete, and quits the VM.
-func (q QEMU) Save(ctx context.Context, monitor, path string) error {
-	if strings.ContainsAny(path, "'\"\\ $`") {
-		return fmt.Errorf("a path QEMU's shell cannot take: %q", path)
-	}
+// monitor is a connection to QEMU's human monitor.
+type monitor struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+// openMonitor connects to the monitor at path and reads its greeting.
+func openMonitor(ctx context.Context, path string) (*monitor, error) {
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", monitor)
+	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer c.Close()
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)
 	}
-	r := bufio.NewReader(c)
-	prompt := func() (string, error) {
-		var out strings.Builder
-		for !strings.HasSuffix(out.String(), "(qemu) ") {
-			b, err := r.ReadByte()
-			if err != nil {
-				return out.String(), err
-			}
-			out.WriteByte(b)
+	m := &monitor{c: c, r: bufio.NewReader(c)}
+	if _, err := m.prompt(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("the monitor: %w", err)
+	}
+	return m, nil
+}
+
+// prompt reads up to the monitor's next prompt.
+func (m *monitor) prompt() (string, error) {
+	var out strings.Builder
+	for !strings.HasSuffix(out.String(), "(qemu) ") {
+		b, err := m.r.ReadByte()
+		if err != nil {
+			return out.String(), err
 		}
-		return out.String(), nil
+		out.WriteByte(b)
 	}
-	if _, err := prompt(); err != nil {
-		return fmt.Errorf("the monitor: %w", err)
+	return out.String(), nil
+}
+
+// do runs one command and returns what it printed.
+func (m *monitor) do(cmd string) (string, error) {
+	if _, err := io.WriteString(m.c, cmd+"\n"); err != nil {
+		return "", err
 	}
-	if _, err := fmt.Fprintf(c, "migrate \"exec:cat > %s\"\n", path); err != nil {
+	return m.prompt()
+}
+
+func (q QEMU) Pause(ctx context.Context, path string) error {
+	return q.run(ctx, path, "stop", "paused")
+}
+func (q QEMU) Resume(ctx context.Context, path string) error {
+	return q.run(ctx, path, "cont", "running")
+}
+
+// run runs cmd, then confirms the VM's status is want.
+func (q QEMU) run(ctx context.Context, path, cmd, want string) error {
+	m, err := openMonitor(ctx, path)
+	if err != nil {
 		return err
 	}
-	if _, err := prompt(); err != nil {
+	defer m.c.Close()
+	if _, err := m.do(cmd); err != nil {
+		return err
+	}
+	out, err := m.do("info status")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(out, "status: "+want) {
+		return fmt.Errorf("after %s the VM is not %s: %s", cmd, want, strings.TrimSpace(out))
+	}
+	return nil
+}
+
+// Save migrates the VM's state into path through QEMU's human monitor,
+// waits for the migration to complete, and quits the VM.
+func (q QEMU) Save(ctx context.Context, path, to string) error {
+	if strings.ContainsAny(to, "'\"\\ $`") {
+		return fmt.Errorf("a path QEMU's shell cannot take: %q", to)
+	}
+	m, err := openMonitor(ctx, path)
+	if err != nil {
+		return err
+	}
+	c, r := m.c, m.r
+	defer c.Close()
+	prompt := m.prompt
+	if _, err := m.do(fmt.Sprintf("migrate \"exec:cat > %s\"", to)); err != nil {
 		return err
 	}
 	for {
