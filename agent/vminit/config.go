@@ -40,4 +40,18 @@ type Config struct {
 	// ScratchBytes bounds the writable space (its directories share it as
 	// on the container tiers); 0 leaves each tmpfs the kernel's default.
 	ScratchBytes int64 `json:"scratchBytes,omitempty"`
+	// Run, when set, makes the guest a test bed rather than a sandbox: no
+	// agent starts; Run runs as the guest's root, with RunEnv, every
+	// cgroup v2 controller delegated below the root, its output written
+	// on the port and then ExitMarker and its exit status, and the guest
+	// powers off. The files the host put in the initramfs under extra/
+	// are at ExtraDir.
+	Run    []string `json:"run,omitempty"`
+	RunEnv []string `json:"runEnv,omitempty"`
 }
+
+// ExitMarker precedes a test run's exit status on the port.
+const ExitMarker = "\ncordon-vm-exit "
+
+// ExtraDir is where a test run finds the host's extra files.
+const ExtraDir = "/run/extra"

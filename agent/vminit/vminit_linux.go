@@ -74,10 +74,39 @@ func run(serve func(env []string, opts startup.Options) (func() int, int)) error
 	if err := seed(cfg); err != nil {
 		return err
 	}
+	if len(cfg.Run) > 0 {
+		_ = agent.cmd.Process.Kill()
+		_ = agent.cmd.Wait()
+		return testRun(port, cfg)
+	}
 	if err := sizeScratch(cfg.ScratchBytes); err != nil {
 		return err
 	}
 	return agent.run(cfg)
+}
+
+// testRun runs cfg.Run as the guest's root (Config.Run), its output on
+// the port, then its exit status.
+func testRun(port *os.File, cfg Config) error {
+	if err := os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+cpu +memory +pids"), 0); err != nil {
+		return fmt.Errorf("delegate the cgroup controllers: %w", err)
+	}
+	cmd := exec.Command(cfg.Run[0], cfg.Run[1:]...)
+	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "TMPDIR=/tmp"}, cfg.RunEnv...)
+	cmd.Dir = "/tmp"
+	cmd.Stdout, cmd.Stderr = port, port
+	code := 0
+	if err := cmd.Run(); err != nil {
+		code = -1
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else {
+			fmt.Fprintf(port, "cordon-agent (vm init): %v\n", err)
+		}
+	}
+	fmt.Fprintf(port, "%s%d\n", ExitMarker, code)
+	return nil
 }
 
 // sizeScratch bounds the scratch directories' tmpfs (they share bytes as
@@ -339,6 +368,14 @@ func seed(cfg Config) error {
 	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), rndAddEntropy, uintptr(unsafe.Pointer(&buf[0]))); e != 0 {
 		return fmt.Errorf("seed the random pool: %w", e)
 	}
+	// The kernel draws on its pool only when it reseeds its generator,
+	// which a guest restored from a saved one would do on the saved
+	// one's schedule: every restored guest's random stream would be the
+	// same until then. It reseeds now.
+	const rndReseedCRNG = 0x5207
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), rndReseedCRNG, 0); e != 0 {
+		return fmt.Errorf("reseed the random generator: %w", e)
+	}
 	return nil
 }
 
@@ -416,6 +453,15 @@ func buildRoot(uid int) error {
 	}
 	if err := os.MkdirAll(at(baseline.SocketDir), 0o755); err != nil {
 		return err
+	}
+	// A test run's files (Config.Run), from the initramfs.
+	if st, err := os.Stat("/extra"); err == nil && st.IsDir() {
+		if err := os.Mkdir(at(ExtraDir), 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount("/extra", at(ExtraDir), "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind the extra files: %w", err)
+		}
 	}
 	if err := unix.Sethostname([]byte(baseline.Hostname)); err != nil {
 		return err

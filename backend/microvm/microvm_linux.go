@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,9 @@ import (
 
 // Name is the tier's name.
 const Name = "microvm"
+
+// ExtraDir is where a guest's test run (RunInGuest) finds its files.
+const ExtraDir = vminit.ExtraDir
 
 // DefaultImageDir is where scripts/microvm-image puts the default guest
 // ("current" in it).
@@ -242,7 +246,7 @@ func (b *Backend) probeAccel() string {
 
 // initramfs is the guest's initramfs for this agent: built once per agent
 // binary and module set, kept in the state directory.
-func (b *Backend) initramfs() (string, error) {
+func (b *Backend) initramfs(extra ...initramfsFile) (string, error) {
 	h := sha256.New()
 	add := func(p string) error {
 		f, err := os.Open(p)
@@ -257,6 +261,14 @@ func (b *Backend) initramfs() (string, error) {
 		{Name: "lib", Mode: 0o755}, {Name: "lib/modules", Mode: 0o755}, {Name: "init", Mode: 0o755, Src: b.cfg.AgentPath}}
 	for _, m := range vminit.Modules {
 		files = append(files, initramfsFile{Name: "lib/modules/" + m + ".ko", Mode: 0o644, Src: filepath.Join(b.cfg.ImageDir, "modules", m+".ko")})
+	}
+	if len(extra) > 0 {
+		files = append(files, initramfsFile{Name: "extra", Mode: 0o755})
+		for _, f := range extra {
+			fmt.Fprintf(h, "extra %s %o\n", f.Name, f.Mode)
+			f.Name = "extra/" + f.Name
+			files = append(files, f)
+		}
 	}
 	for _, f := range files {
 		if f.Src != "" {
@@ -348,6 +360,8 @@ type bootOptions struct {
 	note string
 	// cpus, when set, is the VM's CPU bandwidth, in cores.
 	cpus float64
+	// extra are files the initramfs carries for a test run.
+	extra []initramfsFile
 }
 
 // saved is the saved guest VMs of mem bytes under accel start from: a
@@ -432,11 +446,81 @@ func flock(ctx context.Context, f *os.File) error {
 	}
 }
 
+// RunInGuest boots a guest (cold, as root, no agent) that runs argv with
+// env, with files (a name under vminit.ExtraDir → a host file) and a
+// cgroup v2 hierarchy whose controllers are delegated, writes its output
+// to out, and returns its exit status: a test bed for code that must run
+// on cgroup v2 where the host has v1.
+func (b *Backend) RunInGuest(ctx context.Context, files map[string]string, argv, env []string, mem int64, out io.Writer) (int, error) {
+	if b.probe(); b.probeErr != nil {
+		return 0, b.probeErr
+	}
+	var extra []initramfsFile
+	for name, src := range files {
+		extra = append(extra, initramfsFile{Name: name, Mode: 0o755, Src: src})
+	}
+	slices.SortFunc(extra, func(a, b initramfsFile) int { return strings.Compare(a.Name, b.Name) })
+	// Built for this run (boot finds it), and removed after.
+	initrd, err := b.initramfs(extra...)
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(initrd)
+	vm, err := b.boot(ctx, bootOptions{accel: b.accel, mem: mem, probing: true, extra: extra})
+	if err != nil {
+		return 0, err
+	}
+	defer vm.kill()
+	var seed [32]byte
+	_, _ = rand.Read(seed[:])
+	line, err := json.Marshal(vminit.Config{Token: "test-run", UID: baseline.DefaultUID, Seed: seed[:], TimeNs: time.Now().UnixNano(), Run: argv, RunEnv: env})
+	if err != nil {
+		return 0, err
+	}
+	if _, err := vm.port.Write(append(line, '\n')); err != nil {
+		return 0, err
+	}
+	// The output, up to the marker and the status.
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			vm.port.Close()
+		case <-done:
+		}
+	}()
+	defer close(done)
+	var tail []byte
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := vm.port.Read(buf)
+		tail = append(tail, buf[:n]...)
+		if i := strings.Index(string(tail), vminit.ExitMarker); i >= 0 {
+			if j := strings.IndexByte(string(tail[i+len(vminit.ExitMarker):]), '\n'); j >= 0 {
+				out.Write(tail[:i])
+				code, perr := strconv.Atoi(string(tail[i+len(vminit.ExitMarker) : i+len(vminit.ExitMarker)+j]))
+				if perr != nil {
+					return 0, fmt.Errorf("the guest's exit status: %v", perr)
+				}
+				return code, nil
+			}
+		} else if len(tail) > len(vminit.ExitMarker) {
+			keep := len(vminit.ExitMarker)
+			out.Write(tail[:len(tail)-keep])
+			tail = append(tail[:0], tail[len(tail)-keep:]...)
+		}
+		if err != nil {
+			out.Write(tail)
+			return 0, fmt.Errorf("the guest ended without its status: %v; %s", err, lastLines(vm.Diagnostics(), 8))
+		}
+	}
+}
+
 // boot starts a VM (booted, or restored from a saved guest) and, unless
 // it is probing or being saved, configures its agent.
 func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
 	accel, cfg, mem, probing := o.accel, o.cfg, o.mem, o.probing || o.saving
-	initrd, err := b.initramfs()
+	initrd, err := b.initramfs(o.extra...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: the guest's initramfs: %v", sandbox.ErrUnavailable, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -269,5 +270,47 @@ func TestPauseResume(t *testing.T) {
 	}
 	if out, _ := sandboxtest.Sh(t, sb, "cat /workspace/f"); out != "kept\n" {
 		t.Fatalf("after resuming: %q", out)
+	}
+}
+
+// cgroupTests are the process tier's tests of what its cgroups hold:
+// limits, OOM kills, the commands' own pids cgroup, pause and resume (the
+// freezer), teardown leaving no cgroup behind.
+const cgroupTests = "TestLimits|TestCgroupsForLimits|TestCgroupsJoined|TestCommandsPidsApart|TestPauseResume|TestTeardownLeavesNothing|TestForkBombUnderLoad|TestSpareThreads"
+
+// TestCgroupV2TestBed runs the process tier's limit tests inside a
+// guest, whose kernel has cgroup v2 alone, on a host whose cgroups are
+// v1: the process tier's v2 code (memory, pids and CPU limits, OOM kills)
+// runs for real on every CI run. A host with cgroup v2 ran them itself.
+func TestCgroupV2TestBed(t *testing.T) {
+	if b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil && strings.Contains(string(b), "memory") {
+		t.Skip("this host has cgroup v2 with its controllers: the process tier's tests ran on it")
+	}
+	b := backend(t)
+	agent := testutil.BuildAgent(t)
+	bin := filepath.Join(t.TempDir(), "process.test")
+	cmd := exec.Command("go", "test", "-c", "-o", bin, "./backend/process")
+	cmd.Dir = testutil.RepoRoot(t)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the process tier's tests: %v\n%s", err, out)
+	}
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	code, err := b.RunInGuest(ctx, map[string]string{"process.test": bin, "cordon-agent": agent},
+		[]string{microvm.ExtraDir + "/process.test", "-test.run", "^(" + cgroupTests + ")$", "-test.v", "-test.count=1"},
+		[]string{testutil.EnvGuestAgent + "=" + microvm.ExtraDir + "/cordon-agent", "CI=true"}, 2<<30, &out)
+	t.Logf("in the guest:\n%s", out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 {
+		t.Fatalf("the process tier's limit tests failed in a cgroup v2 guest (exit %d)", code)
+	}
+	for _, want := range []string{"--- PASS: TestLimits/ForkBomb", "--- PASS: TestLimits/PidsLimitHolds", "--- PASS: TestLimits/MemoryHogIsOOMKilled", "--- PASS: TestLimits/CPU", "--- PASS: TestPauseResume", "--- PASS: TestCommandsPidsApart"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("in the guest, no %q", want)
+		}
 	}
 }

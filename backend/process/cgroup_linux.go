@@ -176,11 +176,26 @@ func (s cgroupSupport) create(id string, l sandbox.Limits) (*cgroups, error) {
 	}
 	if s.commandsApart(l) {
 		// The command thread counts there too.
-		dir := filepath.Join(cg.v1["pids"], commandsCgroup)
+		parent := cg.v1["pids"]
+		if s.unified {
+			parent = cg.v2
+		}
+		dir := filepath.Join(parent, commandsCgroup)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return fail(err)
 		}
 		cg.commands = dir
+		if s.unified {
+			// A threaded child, which takes single threads; the
+			// sandbox's cgroup becomes its threaded domain, where its
+			// memory and CPU limits stay, and passes pids down.
+			if err := write(dir, "cgroup.type", "threaded"); err != nil {
+				return fail(err)
+			}
+			if err := write(cg.v2, "cgroup.subtree_control", "+pids"); err != nil {
+				return fail(err)
+			}
+		}
 		if err := write(dir, "pids.max", strconv.FormatInt(l.Pids+1, 10)); err != nil {
 			return fail(err)
 		}
@@ -193,21 +208,24 @@ func (s cgroupSupport) create(id string, l sandbox.Limits) (*cgroups, error) {
 const commandsCgroup = "commands"
 
 // commandsApart reports whether a sandbox with limits l gets a pids cgroup
-// of its own for its commands (cgroups.commands): on v1, under a pids
-// limit. The init's command thread is moved there alone (a v1 pids
-// cgroup takes single threads), so each command starts there and a fork
-// bomb exhausts the workload's pids, not the agent's, which then needs no
-// spare threads made ahead (16 held the agent's one P for some 4 ms, and
-// its first command waited). Unified cgroup2 would need a threaded
-// subtree for that, which the machines this is tested on cannot make:
-// there the agent keeps its spares.
+// of its own for its commands (cgroups.commands): under a pids limit. The
+// init's command thread is moved there alone (a v1 pids cgroup takes
+// single threads, as a threaded child of the sandbox's does on cgroup2),
+// so each command starts there and a fork bomb exhausts the workload's
+// pids, not the agent's, which then needs no spare threads made ahead (16
+// held the agent's one P for some 4 ms, and its first command waited).
+// (Without it, on cgroup2 a 16-pid sandbox forked 43 times, into the
+// agent's headroom: the microvm tier's cgroup-v2 test bed found it.)
 func (s cgroupSupport) commandsApart(l sandbox.Limits) bool {
-	return l.Pids > 0 && !s.unified && s.v1Roots["pids"] != ""
+	return l.Pids > 0 && (s.unified || s.v1Roots["pids"] != "")
 }
 
 // holdCommands moves thread tid, the one the init forks every command
 // from, into the commands' cgroup (instance.holdCommands says when).
 func (cg *cgroups) holdCommands(tid int) error {
+	if cg.unified {
+		return write(cg.commands, "cgroup.threads", strconv.Itoa(tid))
+	}
 	return write(cg.commands, "tasks", strconv.Itoa(tid))
 }
 
@@ -509,6 +527,9 @@ func (s cgroupSupport) existing(id string) *cgroups {
 		return nil
 	}
 	if d := filepath.Join(cg.v1["pids"], commandsCgroup); cg.v1["pids"] != "" && isDir(d) {
+		cg.commands = d
+	}
+	if d := filepath.Join(cg.v2, commandsCgroup); cg.unified && cg.v2 != "" && isDir(d) {
 		cg.commands = d
 	}
 	return cg

@@ -93,7 +93,16 @@ func ReferenceWorker(t testing.TB) string {
 
 // BuildAgent builds cordon-agent once per test binary, as the project's
 // build does (without cgo), and returns its path.
-func BuildAgent(t testing.TB) string { return agentBuilds[0].get(t) }
+func BuildAgent(t testing.TB) string {
+	if p := os.Getenv(EnvGuestAgent); p != "" {
+		return p // a test binary run in a guest, with no Go toolchain
+	}
+	return agentBuilds[0].get(t)
+}
+
+// EnvGuestAgent names, for a test binary run inside a microVM's guest
+// (RunInGuest), the cordon-agent it was given there.
+const EnvGuestAgent = "CORDON_TEST_GUEST_AGENT"
 
 // BuildAgentCgo builds cordon-agent with cgo, as `go install` does where a C
 // compiler is present, once per test binary, and returns its path. Such an
