@@ -216,7 +216,7 @@ func agentMain(serve func(env []string, opts startup.Options) (func() int, int))
 	if err != nil {
 		return err
 	}
-	go relayEgress(egress, session)
+	go ServeStreams(egress, session) // each a stream to the host's egress proxy
 	// The token goes to the agent in the environment it is handed, never
 	// this process's: the agent takes it out before any command starts.
 	env := append(cfg.Env,
@@ -585,30 +585,6 @@ func listenEgress(uid int) (net.Listener, error) {
 		return nil, err
 	}
 	return ln, nil
-}
-
-// relayEgress serves the egress socket: each connection is a stream to
-// the host, whose egress proxy decides it.
-func relayEgress(ln net.Listener, session *yamux.Session) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			up, err := session.Open()
-			if err != nil {
-				return
-			}
-			defer up.Close()
-			done := make(chan struct{}, 2)
-			go func() { io.Copy(up, c); up.Close(); done <- struct{}{} }()
-			go func() { io.Copy(c, up); c.(*net.UnixConn).CloseWrite(); done <- struct{}{} }()
-			<-done
-			<-done
-		}()
-	}
 }
 
 // IsGuest reports whether this process is a microVM's init, or the

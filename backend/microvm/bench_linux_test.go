@@ -14,6 +14,7 @@ import (
 	"github.com/cordon-sandbox/cordon/backend/microvm"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/sandbox/sandboxtest"
 )
 
 // BenchmarkMicroVM: a sandbox's cold boot to its first command's result,
@@ -55,17 +56,7 @@ func BenchmarkMicroVM(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sb.Destroy(b.Context())
-	b.Run("warm-exec", func(b *testing.B) {
-		var ds []time.Duration
-		for b.Loop() {
-			t0 := time.Now()
-			if _, err := sb.Exec(b.Context(), "true", sandbox.ExecOptions{}); err != nil {
-				b.Fatal(err)
-			}
-			ds = append(ds, time.Since(t0))
-		}
-		testutil.ReportPercentiles(b, "", ds)
-	})
+	b.Run("warm-exec", func(b *testing.B) { sandboxtest.BenchExecIn(b, sb) })
 	b.Run("idle-vm-memory", func(b *testing.B) {
 		time.Sleep(2 * time.Second)
 		pid := vmmPid(b, sb.Client().Endpoint().Address)

@@ -697,23 +697,7 @@ func (vm *instance) serve() error {
 	}
 	vm.agentLn = ln
 	vm.egress = &streamListener{conns: make(chan net.Conn), done: make(chan struct{}), addr: ln.Addr()}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				s, err := vm.session.Open()
-				if err != nil {
-					return
-				}
-				defer s.Close()
-				relay(c.(*net.UnixConn), s)
-			}()
-		}
-	}()
+	go vminit.ServeStreams(ln, vm.session)
 	go func() {
 		for {
 			s, err := vm.session.Accept()
@@ -730,15 +714,6 @@ func (vm *instance) serve() error {
 		}
 	}()
 	return nil
-}
-
-// relay copies both ways between the host's connection and a stream.
-func relay(c *net.UnixConn, s net.Conn) {
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(s, c); s.Close(); done <- struct{}{} }()
-	go func() { io.Copy(c, s); c.CloseWrite(); done <- struct{}{} }()
-	<-done
-	<-done
 }
 
 // CanPause: every sandbox's VM has a monitor.

@@ -127,6 +127,11 @@ func BenchExecWarm(b *testing.B, be sandbox.Backend) {
 		b.Fatal(err)
 	}
 	defer sb.Destroy(context.Background())
+	BenchExecIn(b, sb)
+}
+
+// BenchExecIn measures exec of `true` into sb.
+func BenchExecIn(b *testing.B, sb *sandbox.Sandbox) {
 	var ds []time.Duration
 	for b.Loop() {
 		t0 := time.Now()
