@@ -12,6 +12,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/internal/connq"
 	"github.com/cordon-sandbox/cordon/internal/disk"
 )
 
@@ -471,23 +472,20 @@ func unwrap(inst Instance) Instance {
 // the egress proxy's binding, and its policy, outlive a suspension.
 type relayListener struct {
 	once   sync.Once
-	conns  chan net.Conn
-	done   chan struct{}
+	q      *connq.Listener
 	mu     sync.Mutex
 	inner  net.Listener
 	closed bool
 }
 
-func (r *relayListener) init() {
-	r.once.Do(func() {
-		r.conns = make(chan net.Conn)
-		r.done = make(chan struct{})
-	})
+func (r *relayListener) queue() *connq.Listener {
+	r.once.Do(func() { r.q = connq.New(&net.UnixAddr{Name: "relay", Net: "unix"}) })
+	return r.q
 }
 
 // serve relays ln's connections until ln is closed (its instance gone).
 func (r *relayListener) serve(ln net.Listener) {
-	r.init()
+	q := r.queue()
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -506,33 +504,22 @@ func (r *relayListener) serve(ln net.Listener) {
 				}
 				return
 			}
-			select {
-			case r.conns <- c:
-			case <-r.done:
-				c.Close()
+			if !q.Push(c) {
 				return
 			}
 		}
 	}()
 }
 
-func (r *relayListener) Accept() (net.Conn, error) {
-	r.init()
-	select {
-	case c := <-r.conns:
-		return c, nil
-	case <-r.done:
-		return nil, net.ErrClosed
-	}
-}
+func (r *relayListener) Accept() (net.Conn, error) { return r.queue().Accept() }
 
 func (r *relayListener) Close() error {
-	r.init()
+	q := r.queue()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.closed {
 		r.closed = true
-		close(r.done)
+		q.Close()
 		if r.inner != nil {
 			r.inner.Close()
 		}

@@ -35,6 +35,7 @@ import (
 	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
+	"github.com/cordon-sandbox/cordon/internal/connq"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/hashicorp/yamux"
@@ -629,7 +630,7 @@ type instance struct {
 	port    net.Conn
 	session *yamux.Session
 	agentLn net.Listener
-	egress  *streamListener
+	egress  *connq.Listener
 	ep      client.Endpoint
 	// note says how the VM started where that is worth saying;
 	// restored: it started from a saved guest.
@@ -696,7 +697,7 @@ func (vm *instance) serve() error {
 		return err
 	}
 	vm.agentLn = ln
-	vm.egress = &streamListener{conns: make(chan net.Conn), done: make(chan struct{}), addr: ln.Addr()}
+	vm.egress = connq.New(ln.Addr())
 	go vminit.ServeStreams(ln, vm.session)
 	go func() {
 		for {
@@ -705,10 +706,7 @@ func (vm *instance) serve() error {
 				vm.egress.Close()
 				return
 			}
-			select {
-			case vm.egress.conns <- s:
-			case <-vm.egress.done:
-				s.Close()
+			if !vm.egress.Push(s) {
 				return
 			}
 		}
@@ -824,30 +822,6 @@ func (vm *instance) kill() {
 	_ = removeCgroup(vm.cgroup)
 	os.RemoveAll(vm.dir)
 }
-
-// streamListener hands out the guest's streams (its egress).
-type streamListener struct {
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-	addr  net.Addr
-}
-
-func (l *streamListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *streamListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *streamListener) Addr() net.Addr { return l.addr }
 
 // lastLines is the last n lines of s.
 func lastLines(s string, n int) string {
