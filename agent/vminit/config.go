@@ -40,6 +40,10 @@ type Config struct {
 	// ScratchBytes bounds the writable space (its directories share it as
 	// on the container tiers); 0 leaves each tmpfs the kernel's default.
 	ScratchBytes int64 `json:"scratchBytes,omitempty"`
+	// Pids, when set, is the workload's pids limit: its commands run in a
+	// cgroup of their own holding that many, apart from the agent's
+	// threads.
+	Pids int64 `json:"pids,omitempty"`
 	// Run, when set, makes the guest a test bed rather than a sandbox: no
 	// agent starts; Run runs as the guest's root, with RunEnv, every
 	// cgroup v2 controller delegated below the root, its output written

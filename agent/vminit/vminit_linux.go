@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -109,6 +110,48 @@ func testRun(port *os.File, cfg Config) error {
 	return nil
 }
 
+// sandboxCgroup is the agent's process's cgroup under a pids limit: the
+// threaded domain of the cgroup its commands run in.
+const sandboxCgroup = "/sys/fs/cgroup/sandbox"
+
+// holdCommands moves the agent's process (pid, in the guest's namespace)
+// into a cgroup of its own and the thread it forks commands from into a
+// threaded child of it whose pids.max is the workload's limit (and the
+// thread itself), as the process tier does on cgroup2: every command and
+// all it starts count there, and a fork bomb cannot take the agent's
+// threads. The init does it, as root, before the agent is configured.
+func holdCommands(pid int, limit int64) error {
+	commands := filepath.Join(sandboxCgroup, "commands")
+	for _, w := range []struct{ path, value string }{
+		{"/sys/fs/cgroup/cgroup.subtree_control", "+pids"},
+		{sandboxCgroup, ""},
+		{commands, ""},
+		{filepath.Join(commands, "cgroup.type"), "threaded"},
+		{filepath.Join(sandboxCgroup, "cgroup.subtree_control"), "+pids"},
+		{filepath.Join(commands, "pids.max"), fmt.Sprint(limit + 1)},
+		{filepath.Join(sandboxCgroup, "cgroup.procs"), fmt.Sprint(pid)},
+	} {
+		var err error
+		if w.value == "" {
+			err = os.Mkdir(w.path, 0o755)
+		} else {
+			err = os.WriteFile(w.path, []byte(w.value), 0)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	// The thread named for it, else the first.
+	tid := strconv.Itoa(pid)
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, t := range tasks {
+		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/comm", pid, t.Name())); err == nil && strings.TrimSpace(string(comm)) == sandboxinit.CommandThreadName {
+			tid = t.Name()
+		}
+	}
+	return os.WriteFile(filepath.Join(commands, "cgroup.threads"), []byte(tid), 0)
+}
+
 // sizeScratch bounds the scratch directories' tmpfs (they share bytes as
 // on the container tiers); 0 leaves the kernel's default.
 func sizeScratch(bytes int64) error {
@@ -139,6 +182,11 @@ func spawnAgent(port *os.File) (*spawned, error) {
 	if err != nil {
 		return nil, err
 	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer readyR.Close()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SYS_PTRACE, 0, 0, 0); err != nil {
@@ -148,12 +196,19 @@ func spawnAgent(port *os.File) (*spawned, error) {
 	cmd.Args[0] = "cordon-agent"
 	cmd.Env = []string{envAgent + "=1"}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	cmd.ExtraFiles = []*os.File{r, port} // 3 and 4
+	cmd.ExtraFiles = []*os.File{r, port, readyW} // 3, 4 and 5
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the agent: %w", err)
 	}
 	r.Close()
+	readyW.Close()
+	// It says when it has made itself the agent, all but its
+	// configuration: a guest saved after that starts from there.
+	if _, err := io.ReadFull(readyR, make([]byte, 1)); err != nil {
+		_ = cmd.Process.Kill()
+		return nil, fmt.Errorf("the agent did not start: %w", err)
+	}
 	return &spawned{cmd: cmd, config: w}, nil
 }
 
@@ -163,8 +218,15 @@ type spawned struct {
 	config *os.File
 }
 
-// run hands the agent its configuration and waits for its end.
+// run hands the agent its configuration and waits for its end. Under a
+// pids limit, its commands' pids are held apart first.
 func (a *spawned) run(cfg Config) error {
+	if cfg.Pids > 0 {
+		if err := holdCommands(a.cmd.Process.Pid, cfg.Pids); err != nil {
+			_ = a.cmd.Process.Kill()
+			return fmt.Errorf("the workload's pids limit: %w", err)
+		}
+	}
 	err := json.NewEncoder(a.config).Encode(cfg)
 	a.config.Close()
 	if err != nil {
@@ -200,6 +262,12 @@ func agentMain(serve func(env []string, opts startup.Options) (func() int, int))
 		return fmt.Errorf("confine the agent: %w", err)
 	}
 	opts, err := sandboxinit.ContainerOptions([]string{workload})
+	if err != nil {
+		return err
+	}
+	ready := os.NewFile(5, "ready")
+	_, err = ready.Write([]byte{1})
+	ready.Close()
 	if err != nil {
 		return err
 	}

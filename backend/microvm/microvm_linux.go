@@ -128,12 +128,12 @@ func New(cfg Config) *Backend {
 func (b *Backend) Name() string { return Name }
 
 // Capabilities: the VM's memory is the memory limit, its tmpfs the
-// writable space, and its VMM's cgroup's bandwidth the CPU limit. A pids
-// limit, images, layout directories and a chosen user are not built yet,
-// and are refused.
+// writable space, its VMM's cgroup's bandwidth the CPU limit, and a
+// cgroup of the guest's the commands' pids limit. Images, layout
+// directories and a chosen user are not built yet, and are refused.
 func (b *Backend) Capabilities() sandbox.Capabilities {
 	root, _ := cpuRoot()
-	return sandbox.Capabilities{Isolated: true, MemoryLimit: true, CPULimit: root != "", DiskLimit: true, Egress: true}
+	return sandbox.Capabilities{Isolated: true, MemoryLimit: true, PidsLimit: true, CPULimit: root != "", DiskLimit: true, Egress: true}
 }
 
 // Accel is the acceleration VMs run under ("kvm" or "tcg"), once probed.
@@ -326,6 +326,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		TimeNs:       time.Now().UnixNano(),
 		UID:          uid,
 		ScratchBytes: spec.Limits.Disk(),
+		Pids:         spec.Limits.Pids,
 	}
 	// The token is the guest's to hand its agent, which serves on the
 	// port, not on a socket.
@@ -427,7 +428,7 @@ func (b *Backend) saved(ctx context.Context, accel string, mem int64) (string, e
 }
 
 // savedVersion changes when what a saved guest holds does.
-const savedVersion = 3
+const savedVersion = 4
 
 // flock takes an exclusive lock on f, held to ctx.
 func flock(ctx context.Context, f *os.File) error {
