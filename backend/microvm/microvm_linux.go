@@ -9,6 +9,7 @@
 package microvm
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -129,11 +130,13 @@ func (b *Backend) Name() string { return Name }
 
 // Capabilities: the VM's memory is the memory limit, its tmpfs the
 // writable space, its VMM's cgroup's bandwidth the CPU limit, and a
-// cgroup of the guest's the commands' pids limit. Images, layout
-// directories and a chosen user are not built yet, and are refused.
+// cgroup of the guest's the commands' pids limit. A root directory (an
+// image's, which the provider unpacks) becomes the guest's root disk.
+// Layout directories and a chosen user are not built yet, and are
+// refused.
 func (b *Backend) Capabilities() sandbox.Capabilities {
 	root, _ := cpuRoot()
-	return sandbox.Capabilities{Isolated: true, MemoryLimit: true, PidsLimit: true, CPULimit: root != "", DiskLimit: true, Egress: true}
+	return sandbox.Capabilities{Isolated: true, MemoryLimit: true, PidsLimit: true, CPULimit: root != "", DiskLimit: true, Egress: true, RootFS: true}
 }
 
 // Accel is the acceleration VMs run under ("kvm" or "tcg"), once probed.
@@ -335,12 +338,18 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	})
 	bctx, cancel := context.WithTimeout(ctx, b.cfg.BootTimeout)
 	defer cancel()
-	opts := bootOptions{accel: b.accel, cfg: cfg, mem: mem, cpus: spec.Limits.CPUs}
+	opts := bootOptions{accel: b.accel, cfg: cfg, mem: mem, cpus: spec.Limits.CPUs, root: filepath.Join(b.cfg.ImageDir, "root.ext4")}
+	if spec.RootFS != "" {
+		var err error
+		if opts.root, err = b.rootDisk(bctx, spec.RootFS); err != nil {
+			return nil, fmt.Errorf("%w: the guest's root disk from %s: %v", sandbox.ErrUnavailable, spec.RootFS, err)
+		}
+	}
 	if !b.cfg.ColdBoot {
 		// A saved guest of this size, made once; without one (it could
 		// not be made), the VM boots cold and says why.
 		var err error
-		if opts.restore, err = b.saved(bctx, b.accel, mem); err != nil {
+		if opts.restore, err = b.saved(bctx, b.accel, mem, opts.root); err != nil {
 			opts.note = "booted cold: no saved guest: " + err.Error()
 		}
 	}
@@ -364,7 +373,81 @@ type bootOptions struct {
 	cpus float64
 	// extra are files the initramfs carries for a test run.
 	extra []initramfsFile
+	// root is the guest's root disk (default: the guest image's).
+	root string
 }
+
+// rootDisk is a read-only ext4 image of the root directory dir (an
+// image's, unpacked by the provider's store), with the mount points a
+// guest needs added: built once per directory (by its path and its top's
+// modification time; an image's directory is named by its digest), kept
+// in the state directory.
+func (b *Backend) rootDisk(ctx context.Context, dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return "", err
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", dir)
+	}
+	key := sha256.Sum256([]byte(fmt.Sprintf("%s %d %d", dir, st.ModTime().UnixNano(), rootDiskVersion)))
+	path := filepath.Join(b.cfg.StateDir, "root-"+hex.EncodeToString(key[:8])+".ext4")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	lock, err := os.OpenFile(filepath.Join(b.cfg.StateDir, "roots.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := flock(ctx, lock); err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	var size int64
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				size += fi.Size()
+			}
+		}
+		return nil
+	})
+	size = size + size/4 + 64<<20
+	tmp := path + ".tmp"
+	os.Remove(tmp)
+	defer os.Remove(tmp)
+	if out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-L", "cordon-root", "-d", dir, "-E", "root_owner=0:0", tmp, strconv.FormatInt(size>>10, 10)+"k").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	// The guest's mount points, where the root has none.
+	var cmds []string
+	for _, p := range []string{"/dev", "/proc", "/sys", "/run", "/tmp", "/home", baseline.Home, baseline.Workspace, "/etc"} {
+		if _, err := os.Lstat(filepath.Join(dir, p)); err != nil {
+			cmds = append(cmds, "mkdir "+p)
+		}
+	}
+	if len(cmds) > 0 {
+		c := exec.CommandContext(ctx, "debugfs", "-w", "-f", "-", tmp)
+		c.Stdin = strings.NewReader(strings.Join(cmds, "\n") + "\n")
+		if out, err := c.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("debugfs: %v: %s", err, out)
+		}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// rootDiskVersion changes when what rootDisk builds does.
+const rootDiskVersion = 1
 
 // saved is the saved guest VMs of mem bytes under accel start from: a
 // guest booted to the point where it waits for its configuration, its
@@ -373,13 +456,13 @@ type bootOptions struct {
 // per sandbox (token, random seed, clock, boot id) comes after, in the
 // configuration and from the agent; what is shared is the kernel's and
 // the init's memory as it was then (their address-space layout among it).
-func (b *Backend) saved(ctx context.Context, accel string, mem int64) (string, error) {
+func (b *Backend) saved(ctx context.Context, accel string, mem int64, root string) (string, error) {
 	initrd, err := b.initramfs()
 	if err != nil {
 		return "", err
 	}
 	h := sha256.New()
-	for _, p := range []string{b.cfg.QEMU, filepath.Join(b.cfg.ImageDir, "vmlinuz"), filepath.Join(b.cfg.ImageDir, "root.ext4"), initrd} {
+	for _, p := range []string{b.cfg.QEMU, filepath.Join(b.cfg.ImageDir, "vmlinuz"), root, initrd} {
 		st, err := os.Stat(p)
 		if err != nil {
 			return "", err
@@ -403,7 +486,7 @@ func (b *Backend) saved(ctx context.Context, accel string, mem int64) (string, e
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
-	vm, err := b.boot(ctx, bootOptions{accel: accel, mem: mem, saving: true})
+	vm, err := b.boot(ctx, bootOptions{accel: accel, mem: mem, saving: true, root: root})
 	if err != nil {
 		return "", err
 	}
@@ -549,7 +632,7 @@ func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
 		Kernel:    filepath.Join(b.cfg.ImageDir, "vmlinuz"),
 		Initramfs: initrd,
 		Cmdline:   "console=ttyS0 quiet panic=-1 rdinit=/init " + vminit.EnvMarker + "=1",
-		RootDisk:  filepath.Join(b.cfg.ImageDir, "root.ext4"),
+		RootDisk:  cmp.Or(o.root, filepath.Join(b.cfg.ImageDir, "root.ext4")),
 		MemoryMiB: int(mem >> 20),
 		VCPUs:     1,
 		Port:      filepath.Join(dir, "port.sock"),

@@ -314,3 +314,18 @@ func TestCgroupV2TestBed(t *testing.T) {
 		}
 	}
 }
+
+// TestRootFS: a root directory (here a Debian minbase, without python3,
+// so that the guest image's root cannot pass for it) becomes the guest's
+// root disk, with the mount points it lacks added; the sandbox writes
+// only its writable space.
+func TestRootFS(t *testing.T) {
+	b := backend(t)
+	root := testutil.DebianMinbase(t)
+	sb := sandboxtest.Create(t, b, sandbox.Spec{RootFS: root})
+	out, _ := sandboxtest.Sh(t, sb, "cat /etc/debian_version; command -v python3 || echo no-python; touch /etc/x 2>&1 | grep -c Read-only; echo w > /workspace/f && cat /workspace/f")
+	want, _ := os.ReadFile(filepath.Join(root, "etc", "debian_version"))
+	if out != string(want)+"no-python\n1\nw\n" {
+		t.Fatalf("in a guest on %s: %q", root, out)
+	}
+}
