@@ -396,20 +396,12 @@ func (b *Backend) rootDisk(ctx context.Context, dir string) (string, error) {
 	}
 	key := sha256.Sum256([]byte(fmt.Sprintf("%s %d %d", dir, st.ModTime().UnixNano(), rootDiskVersion)))
 	path := filepath.Join(b.cfg.StateDir, "root-"+hex.EncodeToString(key[:8])+".ext4")
-	if _, err := os.Stat(path); err == nil {
-		return path, nil
-	}
-	lock, err := os.OpenFile(filepath.Join(b.cfg.StateDir, "roots.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return "", err
-	}
-	defer lock.Close()
-	if err := flock(ctx, lock); err != nil {
-		return "", err
-	}
-	if _, err := os.Stat(path); err == nil {
-		return path, nil
-	}
+	return path, b.buildOnce(ctx, path, func(tmp string) error { return makeRootDisk(ctx, dir, tmp) })
+}
+
+// makeRootDisk writes dir as an ext4 image to tmp, with the guest's mount
+// points added where dir has none.
+func makeRootDisk(ctx context.Context, dir, tmp string) error {
 	var size int64
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
@@ -420,11 +412,8 @@ func (b *Backend) rootDisk(ctx context.Context, dir string) (string, error) {
 		return nil
 	})
 	size = size + size/4 + 64<<20
-	tmp := path + ".tmp"
-	os.Remove(tmp)
-	defer os.Remove(tmp)
 	if out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-L", "cordon-root", "-d", dir, "-E", "root_owner=0:0", tmp, strconv.FormatInt(size>>10, 10)+"k").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	// The guest's mount points, where the root has none.
 	var cmds []string
@@ -437,13 +426,37 @@ func (b *Backend) rootDisk(ctx context.Context, dir string) (string, error) {
 		c := exec.CommandContext(ctx, "debugfs", "-w", "-f", "-", tmp)
 		c.Stdin = strings.NewReader(strings.Join(cmds, "\n") + "\n")
 		if out, err := c.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("debugfs: %v: %s", err, out)
+			return fmt.Errorf("debugfs: %v: %s", err, out)
 		}
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return "", err
+	return nil
+}
+
+// buildOnce makes path with build (into a temporary file renamed into
+// place) unless it exists, one build at a time across processes (cordon
+// runs at once).
+func (b *Backend) buildOnce(ctx context.Context, path string, build func(tmp string) error) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
 	}
-	return path, nil
+	lock, err := os.OpenFile(filepath.Join(b.cfg.StateDir, "build.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := flock(ctx, lock); err != nil {
+		return err
+	}
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	tmp := path + ".tmp"
+	os.Remove(tmp)
+	defer os.Remove(tmp)
+	if err := build(tmp); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // rootDiskVersion changes when what rootDisk builds does.
@@ -471,41 +484,24 @@ func (b *Backend) saved(ctx context.Context, accel string, mem int64, root strin
 	}
 	fmt.Fprintf(h, "%s %d %d\n", accel, mem, savedVersion)
 	path := filepath.Join(b.cfg.StateDir, "saved-"+hex.EncodeToString(h.Sum(nil)[:8])+".vmstate")
-	if _, err := os.Stat(path); err == nil {
-		return path, nil
-	}
-	// One save at a time, across processes (cordon runs at once).
-	lock, err := os.OpenFile(filepath.Join(b.cfg.StateDir, "saved.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return "", err
-	}
-	defer lock.Close()
-	if err := flock(ctx, lock); err != nil {
-		return "", err
-	}
-	if _, err := os.Stat(path); err == nil {
-		return path, nil
-	}
-	vm, err := b.boot(ctx, bootOptions{accel: accel, mem: mem, saving: true, root: root})
-	if err != nil {
-		return "", err
-	}
-	tmp := path + ".tmp"
-	err = QEMU{Binary: b.cfg.QEMU}.Save(ctx, filepath.Join(vm.dir, "monitor.sock"), tmp)
-	if err == nil {
+	err = b.buildOnce(ctx, path, func(tmp string) error {
+		vm, err := b.boot(ctx, bootOptions{accel: accel, mem: mem, saving: true, root: root})
+		if err != nil {
+			return err
+		}
+		defer vm.kill()
+		if err := (QEMU{Binary: b.cfg.QEMU}).Save(ctx, filepath.Join(vm.dir, "monitor.sock"), tmp); err != nil {
+			return fmt.Errorf("save a booted guest: %w", err)
+		}
 		select {
 		case <-vm.exited:
+			return nil
 		case <-ctx.Done():
-			err = ctx.Err()
+			return ctx.Err()
 		}
-	}
-	vm.kill()
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
+	})
 	if err != nil {
-		os.Remove(tmp)
-		return "", fmt.Errorf("save a booted guest: %w", err)
+		return "", err
 	}
 	return path, nil
 }
