@@ -432,7 +432,10 @@ func (s *Server) watch(e *entry) {
 			if st != api.StateRunning && st != api.StatePaused && st != api.StateSuspended {
 				return
 			}
-			if st == api.StateSuspended {
+			if st == api.StateSuspended && e.sb.OnDisk() {
+				// (A stopped disk sandbox's Exited is a new channel, and
+				// its resume wakes this loop: the old one's end is not
+				// its.)
 				continue
 			}
 			if !e.sb.OnDisk() {
