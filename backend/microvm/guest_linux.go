@@ -1,0 +1,229 @@
+package microvm
+
+// What a guest is made of: its initramfs (the agent and the modules it
+// loads), its root disk, and the saved booted guest VMs start from.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/vminit"
+	"github.com/cordon-sandbox/cordon/baseline"
+)
+
+// initramfs is the guest's initramfs for this agent: built once per agent
+// binary and module set, kept in the state directory.
+func (b *Backend) initramfs(extra ...initramfsFile) (string, error) {
+	h := sha256.New()
+	add := func(p string) error {
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(h, f)
+		return err
+	}
+	files := []initramfsFile{{Name: "dev", Mode: 0o755}, {Name: "proc", Mode: 0o755}, {Name: "sys", Mode: 0o755}, {Name: "newroot", Mode: 0o755},
+		{Name: "lib", Mode: 0o755}, {Name: "lib/modules", Mode: 0o755}, {Name: "init", Mode: 0o755, Src: b.cfg.AgentPath}}
+	for _, m := range vminit.Modules {
+		files = append(files, initramfsFile{Name: "lib/modules/" + m + ".ko", Mode: 0o644, Src: filepath.Join(b.cfg.ImageDir, "modules", m+".ko")})
+	}
+	if len(extra) > 0 {
+		files = append(files, initramfsFile{Name: "extra", Mode: 0o755})
+		for _, f := range extra {
+			fmt.Fprintf(h, "extra %s %o\n", f.Name, f.Mode)
+			f.Name = "extra/" + f.Name
+			files = append(files, f)
+		}
+	}
+	for _, f := range files {
+		if f.Src != "" {
+			if err := add(f.Src); err != nil {
+				return "", err
+			}
+		}
+	}
+	path := filepath.Join(b.cfg.StateDir, "initramfs-"+hex.EncodeToString(h.Sum(nil)[:8])+".cpio")
+	b.initMu.Lock()
+	defer b.initMu.Unlock()
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	tmp, err := os.CreateTemp(b.cfg.StateDir, ".initramfs-")
+	if err != nil {
+		return "", err
+	}
+	err = writeInitramfs(tmp, files)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	return path, nil
+}
+
+// rootDisk is a read-only ext4 image of the root directory dir (an
+// image's, unpacked by the provider's store), with the mount points a
+// guest needs added: built once per directory (by its path and its top's
+// modification time; an image's directory is named by its digest), kept
+// in the state directory.
+func (b *Backend) rootDisk(ctx context.Context, dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return "", err
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", dir)
+	}
+	key := sha256.Sum256([]byte(fmt.Sprintf("%s %d %d", dir, st.ModTime().UnixNano(), rootDiskVersion)))
+	path := filepath.Join(b.cfg.StateDir, "root-"+hex.EncodeToString(key[:8])+".ext4")
+	return path, b.buildOnce(ctx, path, func(tmp string) error { return makeRootDisk(ctx, dir, tmp) })
+}
+
+// makeRootDisk writes dir as an ext4 image to tmp, with the guest's mount
+// points added where dir has none.
+func makeRootDisk(ctx context.Context, dir, tmp string) error {
+	var size int64
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				size += fi.Size()
+			}
+		}
+		return nil
+	})
+	size = size + size/4 + 64<<20
+	if out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-L", "cordon-root", "-d", dir, "-E", "root_owner=0:0", tmp, strconv.FormatInt(size>>10, 10)+"k").CombinedOutput(); err != nil {
+		return fmt.Errorf("mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	// The guest's mount points, where the root has none.
+	var cmds []string
+	for _, p := range []string{"/dev", "/proc", "/sys", "/run", "/tmp", "/home", baseline.Home, baseline.Workspace, "/etc"} {
+		if _, err := os.Lstat(filepath.Join(dir, p)); err != nil {
+			cmds = append(cmds, "mkdir "+p)
+		}
+	}
+	if len(cmds) > 0 {
+		c := exec.CommandContext(ctx, "debugfs", "-w", "-f", "-", tmp)
+		c.Stdin = strings.NewReader(strings.Join(cmds, "\n") + "\n")
+		if out, err := c.CombinedOutput(); err != nil {
+			return fmt.Errorf("debugfs: %v: %s", err, out)
+		}
+	}
+	return nil
+}
+
+// buildOnce makes path with build (into a temporary file renamed into
+// place) unless it exists, one build at a time across processes (cordon
+// runs at once).
+func (b *Backend) buildOnce(ctx context.Context, path string, build func(tmp string) error) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	lock, err := os.OpenFile(filepath.Join(b.cfg.StateDir, "build.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := flock(ctx, lock); err != nil {
+		return err
+	}
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	tmp := path + ".tmp"
+	os.Remove(tmp)
+	defer os.Remove(tmp)
+	if err := build(tmp); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// rootDiskVersion changes when what rootDisk builds does.
+const rootDiskVersion = 1
+
+// saved is the saved guest VMs of mem bytes under accel start from: a
+// guest booted to the point where it waits for its configuration, its
+// state saved once (per kernel, root disk, initramfs, size and
+// acceleration) and shared by every VM restored from it. What differs
+// per sandbox (token, random seed, clock, boot id) comes after, in the
+// configuration and from the agent; what is shared is the kernel's and
+// the init's memory as it was then (their address-space layout among it).
+func (b *Backend) saved(ctx context.Context, accel string, mem int64, root string) (string, error) {
+	initrd, err := b.initramfs()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, p := range []string{b.cfg.QEMU, filepath.Join(b.cfg.ImageDir, "vmlinuz"), root, initrd} {
+		st, err := os.Stat(p)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d %d\n", p, st.Size(), st.ModTime().UnixNano())
+	}
+	fmt.Fprintf(h, "%s %d %d\n", accel, mem, savedVersion)
+	path := filepath.Join(b.cfg.StateDir, "saved-"+hex.EncodeToString(h.Sum(nil)[:8])+".vmstate")
+	err = b.buildOnce(ctx, path, func(tmp string) error {
+		vm, err := b.boot(ctx, bootOptions{accel: accel, mem: mem, saving: true, root: root})
+		if err != nil {
+			return err
+		}
+		defer vm.kill()
+		if err := (QEMU{Binary: b.cfg.QEMU}).Save(ctx, filepath.Join(vm.dir, "monitor.sock"), tmp); err != nil {
+			return fmt.Errorf("save a booted guest: %w", err)
+		}
+		select {
+		case <-vm.exited:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	if err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// savedVersion changes when what a saved guest holds does.
+const savedVersion = 4
+
+// flock takes an exclusive lock on f, held to ctx.
+func flock(ctx context.Context, f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if err != syscall.EWOULDBLOCK {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
