@@ -35,7 +35,11 @@ func kubeDaemon(t *testing.T, k *testutil.Kube, flags ...string) (string, func()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		if err := testutil.RemoveMounted(dir); err != nil {
+			t.Errorf("removing the daemon's directory: %v", err)
+		}
+	})
 	sock := filepath.Join(dir, "cordon.sock")
 	agent, image := k.Images(t)
 	return sock, func() *serveProc {

@@ -232,7 +232,9 @@ func serveInTemp(t testing.TB) (string, string, *serveProc) {
 	processDir := filepath.Join(dir, "process")
 	t.Cleanup(func() {
 		killRecorded(filepath.Join(processDir, "serve"))
-		os.RemoveAll(dir)
+		if err := testutil.RemoveMounted(dir); err != nil {
+			t.Errorf("removing the daemon's directory: %v", err)
+		}
 	})
 	sock := filepath.Join(dir, "cordon.sock")
 	return dir, sock, startServe(t, sock, filepath.Join(dir, "state"), processDir)

@@ -27,10 +27,17 @@ func StateDir(tb testing.TB) string {
 	stateDirs.Store(tb, d)
 	tb.Cleanup(func() {
 		stateDirs.Delete(tb)
-		detachBelow(d)
-		if err := os.RemoveAll(d); err != nil {
+		if err := RemoveMounted(d); err != nil {
 			tb.Errorf("removing the state directory: %v", err)
 		}
 	})
 	return d
+}
+
+// RemoveMounted detaches whatever a runtime left mounted below dir (runsc
+// binds a network namespace into its root, a persistent disk is
+// loop-mounted) and removes dir.
+func RemoveMounted(dir string) error {
+	detachBelow(dir)
+	return os.RemoveAll(dir)
 }
