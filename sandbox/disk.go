@@ -139,6 +139,11 @@ func (p *Provider) CloneDisks(ctx context.Context, s *Sandbox, n int) ([]*DiskCl
 	if !disk.Reflinks(p.disks) {
 		return nil, fmt.Errorf("%w: copy-on-write copies of a disk: %v", ErrUnsupported, disk.ErrNoReflinks)
 	}
+	if d.current() != nil && !disk.Mounted(d.image) {
+		// A running instance holds its file system where this host cannot
+		// freeze it (a VM's guest, with writes in its own cache).
+		return nil, fmt.Errorf("%w: copy-on-write copies of a disk a running %s sandbox holds", ErrUnsupported, s.Tier())
+	}
 	thaw, err := disk.Freeze(d.image)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrAgent, err)
@@ -409,11 +414,10 @@ func (d *diskInstance) Destroy(ctx context.Context) error {
 
 func (d *diskInstance) State() ([]byte, error) {
 	st := diskState{Image: d.image}
-	if cur := d.current(); cur != nil {
-		ps, ok := cur.(Persistent)
-		if !ok {
-			return nil, &UnsupportedError{Tier: d.b.Name(), What: "sandboxes that outlive their creator"}
-		}
+	// A running instance that cannot outlive this process (a microVM,
+	// whose port this process relays) is not recorded: a later process
+	// finds the sandbox stopped on its disk.
+	if ps, ok := d.current().(Persistent); ok {
 		b, err := ps.State()
 		if err != nil {
 			return nil, err
@@ -456,6 +460,17 @@ func (d *diskInstance) Ready() <-chan struct{} {
 		return r.Ready()
 	}
 	return nil
+}
+
+// OutlivesCreator reports whether what the sandbox runs can outlive this
+// process, for a later one to adopt (Persistent); a stopped sandbox on a
+// disk runs nothing, and does.
+func (s *Sandbox) OutlivesCreator() bool {
+	if d, ok := s.inst.(*diskInstance); ok && d.current() == nil {
+		return true
+	}
+	_, ok := unwrap(s.inst).(Persistent)
+	return ok
 }
 
 // unwrap is the backend's own instance, for its Sweep: nil while the

@@ -73,7 +73,7 @@ func TestPersistentIdleStops(t *testing.T) {
 func TestForkOnDiskIsCopyOnWrite(t *testing.T) {
 	testutil.Requires(t, "mkfs.xfs")
 	d := newDaemon(t, 0)
-	d.disks = xfsDir(t, 4<<30)
+	d.disks = testutil.XFSDir(t, 4<<30)
 	d.start(t)
 	c := d.local
 	src := create(t, c, api.CreateRequest{Spec: api.Spec{PersistentWorkspace: true, Limits: api.Limits{DiskBytes: 1 << 30}}})
@@ -123,32 +123,6 @@ func TestForkOnDiskIsCopyOnWrite(t *testing.T) {
 	}
 }
 
-// xfsDir is a directory on an XFS file system of its own (reflinks on), of
-// size bytes, on a loop device, unmounted when the test ends.
-func xfsDir(t testing.TB, size int64) string {
-	t.Helper()
-	img := filepath.Join(t.TempDir(), "xfs.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, size); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mkfs.xfs", "-q", "-m", "reflink=1", img).CombinedOutput(); err != nil {
-		t.Fatalf("mkfs.xfs: %v: %s", err, out)
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount the disks' file system: %v", err)
-		}
-	})
-	return dir
-}
-
 func freeBytes(t testing.TB, dir string) int64 {
 	t.Helper()
 	var st unix.Statfs_t
@@ -166,7 +140,7 @@ func freeBytes(t testing.TB, dir string) int64 {
 func BenchmarkPersistent(b *testing.B) {
 	d := newDaemon(b, 0)
 	if _, err := exec.LookPath("mkfs.xfs"); err == nil {
-		d.disks = xfsDir(b, 16<<30)
+		d.disks = testutil.XFSDir(b, 16<<30)
 	}
 	d.start(b, func(c *server.Config) { c.Limits.MaxSandboxesPerTenant = 500 })
 	c := d.local

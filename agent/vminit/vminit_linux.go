@@ -28,8 +28,25 @@ import (
 // and the guest needs before its root disk and port exist.
 var Modules = []string{"virtio_ring", "virtio", "virtio_mmio", "virtio_blk", "virtio_console"}
 
-// RootDevice is the guest's root disk (read-only ext4).
-const RootDevice = "/dev/vda"
+// The guest's disks are found by their serial numbers, not by the order
+// the kernel names them in: RootSerial's is the root (read-only ext4),
+// DiskSerial's, when the host attached one, a persistent workspace's ext4
+// file system, which holds the writable directories in place of tmpfs.
+const (
+	RootSerial = "cordon-root"
+	DiskSerial = "cordon-disk"
+)
+
+// diskBySerial is the block device whose serial is serial, or "".
+func diskBySerial(serial string) string {
+	paths, _ := filepath.Glob("/sys/block/vd*/serial")
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == serial {
+			return "/dev/" + filepath.Base(filepath.Dir(p))
+		}
+	}
+	return ""
+}
 
 // Main brings the guest up and serves the agent, with serve (agent.Start).
 // It never returns: when the agent ends, or the host goes (the port's
@@ -457,7 +474,11 @@ func buildRoot(uid int) error {
 	if err := os.MkdirAll(newRoot, 0o755); err != nil {
 		return err
 	}
-	if err := unix.Mount(RootDevice, newRoot, "ext4", unix.MS_RDONLY|unix.MS_NODEV, ""); err != nil {
+	root := diskBySerial(RootSerial)
+	if root == "" {
+		return fmt.Errorf("no root disk (a virtio disk with serial %s)", RootSerial)
+	}
+	if err := unix.Mount(root, newRoot, "ext4", unix.MS_RDONLY|unix.MS_NODEV, ""); err != nil {
 		return fmt.Errorf("mount the root disk: %w", err)
 	}
 	at := func(p string) string { return filepath.Join(newRoot, p) }
@@ -467,17 +488,8 @@ func buildRoot(uid int) error {
 		}
 		return nil
 	}
-	for _, d := range baseline.ScratchDirs {
-		if _, err := os.Stat(at(d.Path)); err != nil {
-			continue // (an image without /var/tmp)
-		}
-		data := fmt.Sprintf("mode=%o", d.Mode)
-		if d.Owned {
-			data += fmt.Sprintf(",uid=%d,gid=%d", uid, uid)
-		}
-		if err := mount("tmpfs", d.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
-			return err
-		}
+	if err := writableSpace(at, uid); err != nil {
+		return err
 	}
 	if err := mount("tmpfs", "/run", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=755,size=4m"); err != nil {
 		return err
@@ -548,6 +560,73 @@ func buildRoot(uid int) error {
 		return err
 	}
 	return unix.Chdir("/")
+}
+
+// diskMount is where a persistent workspace's disk is mounted, in the
+// initramfs: once the new root is entered, it is out of the sandbox's
+// reach, and only its directories, bound into the root, are seen.
+const diskMount = "/disk"
+
+// writableSpace mounts the sandbox's writable directories on the new
+// root (at): on the persistent workspace's disk where the host attached
+// one, each in a directory of its own named as on every tier
+// (baseline.ScratchName), made at its first start; else each a tmpfs.
+// Both are nosuid and nodev.
+func writableSpace(at func(string) string, uid int) error {
+	dev := diskBySerial(DiskSerial)
+	if dev != "" {
+		if err := os.MkdirAll(diskMount, 0o700); err != nil {
+			return err
+		}
+		if err := unix.Mount(dev, diskMount, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+			return fmt.Errorf("mount the workspace's disk: %w", err)
+		}
+	}
+	for _, d := range baseline.ScratchDirs {
+		if _, err := os.Stat(at(d.Path)); err != nil {
+			continue // (an image without /var/tmp)
+		}
+		if dev == "" {
+			data := fmt.Sprintf("mode=%o", d.Mode)
+			if d.Owned {
+				data += fmt.Sprintf(",uid=%d,gid=%d", uid, uid)
+			}
+			if err := unix.Mount("tmpfs", at(d.Path), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+				return fmt.Errorf("mount %s: %w", d.Path, err)
+			}
+			continue
+		}
+		src := filepath.Join(diskMount, baseline.ScratchName(d.Path))
+		if err := os.Mkdir(src, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		// What a workload left there is its own; the directory itself is
+		// set as on every start (chmod passes no umask, keeps the sticky
+		// bit).
+		if err := os.Chmod(src, os.FileMode(d.Mode&0o777)|stickyIf(d.Mode)); err != nil {
+			return err
+		}
+		owner := 0
+		if d.Owned {
+			owner = uid
+		}
+		if err := os.Lchown(src, owner, owner); err != nil {
+			return err
+		}
+		// A bind has its source mount's flags: nosuid, nodev.
+		if err := unix.Mount(src, at(d.Path), "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s from the disk: %w", d.Path, err)
+		}
+	}
+	return nil
+}
+
+// stickyIf is os.ModeSticky where mode (a Unix mode) has the sticky bit.
+func stickyIf(mode uint32) os.FileMode {
+	if mode&0o1000 != 0 {
+		return os.ModeSticky
+	}
+	return 0
 }
 
 // maskProc hides the /proc entries no sandbox reads (baseline.ProcMasked)

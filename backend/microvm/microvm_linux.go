@@ -39,6 +39,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/hashicorp/yamux"
+	"golang.org/x/sys/unix"
 )
 
 // Name is the tier's name.
@@ -135,7 +136,7 @@ func (b *Backend) Name() string { return Name }
 // refused.
 func (b *Backend) Capabilities() sandbox.Capabilities {
 	root, _ := cpuRoot()
-	return sandbox.Capabilities{Isolated: true, MemoryLimit: true, PidsLimit: true, CPULimit: root != "", DiskLimit: true, Egress: true, RootFS: true}
+	return sandbox.Capabilities{Isolated: true, MemoryLimit: true, PidsLimit: true, CPULimit: root != "", DiskLimit: true, Egress: true, RootFS: true, Disk: true}
 }
 
 // Accel is the acceleration VMs run under ("kvm" or "tcg"), once probed.
@@ -265,13 +266,16 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	_, _ = rand.Read(seed[:])
 	uid := baseline.DefaultUID
 	cfg := vminit.Config{
-		Token:        l.Token,
-		Env:          host.AgentEnv(sandbox.Launch{Spec: spec, AgentEnv: l.AgentEnv}, uid, nil, host.AgentEnvOptions{TokenOnFD: true, OwnKernel: true}),
-		Seed:         seed[:],
-		TimeNs:       time.Now().UnixNano(),
-		UID:          uid,
-		ScratchBytes: spec.Limits.Disk(),
-		Pids:         spec.Limits.Pids,
+		Token:  l.Token,
+		Env:    host.AgentEnv(sandbox.Launch{Spec: spec, AgentEnv: l.AgentEnv}, uid, nil, host.AgentEnvOptions{TokenOnFD: true, OwnKernel: true}),
+		Seed:   seed[:],
+		TimeNs: time.Now().UnixNano(),
+		UID:    uid,
+		Pids:   spec.Limits.Pids,
+	}
+	if l.Disk == "" {
+		// (On a disk, the disk's size is the bound.)
+		cfg.ScratchBytes = spec.Limits.Disk()
 	}
 	// The token is the guest's to hand its agent, which serves on the
 	// port, not on a socket.
@@ -280,14 +284,21 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	})
 	bctx, cancel := context.WithTimeout(ctx, b.cfg.BootTimeout)
 	defer cancel()
-	opts := bootOptions{accel: b.accel, cfg: cfg, mem: mem, cpus: spec.Limits.CPUs, root: filepath.Join(b.cfg.ImageDir, "root.ext4")}
+	opts := bootOptions{accel: b.accel, cfg: cfg, mem: mem, cpus: spec.Limits.CPUs, root: filepath.Join(b.cfg.ImageDir, "root.ext4"), disk: l.Disk}
 	if spec.RootFS != "" {
 		var err error
 		if opts.root, err = b.rootDisk(bctx, spec.RootFS); err != nil {
 			return nil, fmt.Errorf("%w: the guest's root disk from %s: %v", sandbox.ErrUnavailable, spec.RootFS, err)
 		}
 	}
-	if !b.cfg.ColdBoot {
+	if l.Disk != "" {
+		// A saved guest has no disk attached, and its writable space is
+		// already mounted: a persistent workspace's VM boots.
+		opts.note = "booted cold: a persistent workspace's disk is attached at boot"
+		if err := awaitUnlocked(bctx, l.Disk); err != nil {
+			return nil, fmt.Errorf("%w: the sandbox's disk: %v", sandbox.ErrUnavailable, err)
+		}
+	} else if !b.cfg.ColdBoot {
 		// A saved guest of this size, made once; without one (it could
 		// not be made), the VM boots cold and says why.
 		var err error
@@ -317,6 +328,8 @@ type bootOptions struct {
 	extra []initramfsFile
 	// root is the guest's root disk (default: the guest image's).
 	root string
+	// disk, when set, is a persistent workspace's image (Machine.Disk).
+	disk string
 }
 
 // boot starts a VM (booted, or restored from a saved guest) and, unless
@@ -334,7 +347,7 @@ func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, err
 	}
-	vm := &instance{b: b, id: id, dir: dir, accel: accel, exited: make(chan struct{}), logs: logbuf.New(64 << 10), note: o.note, restored: o.restore != ""}
+	vm := &instance{b: b, id: id, dir: dir, accel: accel, exited: make(chan struct{}), logs: logbuf.New(64 << 10), note: o.note, restored: o.restore != "", disk: o.disk != ""}
 	fail := func(err error) (*instance, error) {
 		if vm.cmd != nil && vm.cmd.Process != nil {
 			_ = vm.cmd.Process.Kill()
@@ -351,6 +364,7 @@ func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
 		Initramfs: initrd,
 		Cmdline:   "console=ttyS0 quiet panic=-1 rdinit=/init " + vminit.EnvMarker + "=1",
 		RootDisk:  cmp.Or(o.root, filepath.Join(b.cfg.ImageDir, "root.ext4")),
+		Disk:      o.disk,
 		MemoryMiB: int(mem >> 20),
 		VCPUs:     1,
 		Port:      filepath.Join(dir, "port.sock"),
@@ -438,7 +452,11 @@ type instance struct {
 	// restored: it started from a saved guest.
 	note     string
 	restored bool
-	cgroup   string // limitCPU's, if any
+	// disk: a persistent workspace's disk is attached, which the guest
+	// must flush before it goes (Destroy).
+	disk   bool
+	paused atomic.Bool
+	cgroup string // limitCPU's, if any
 	// ended says how the VMM ended, if it did on its own terms or was
 	// killed from outside.
 	ended atomic.Value
@@ -522,12 +540,20 @@ func (vm *instance) CanPause() bool { return true }
 // Pause stops the VM's vCPUs: nothing in it runs, its agent included,
 // until Resume.
 func (vm *instance) Pause(ctx context.Context) error {
-	return QEMU{Binary: vm.b.cfg.QEMU}.Pause(ctx, filepath.Join(vm.dir, "monitor.sock"))
+	err := QEMU{Binary: vm.b.cfg.QEMU}.Pause(ctx, filepath.Join(vm.dir, "monitor.sock"))
+	if err == nil {
+		vm.paused.Store(true)
+	}
+	return err
 }
 
 // Resume runs a paused VM's vCPUs again.
 func (vm *instance) Resume(ctx context.Context) error {
-	return QEMU{Binary: vm.b.cfg.QEMU}.Resume(ctx, filepath.Join(vm.dir, "monitor.sock"))
+	err := QEMU{Binary: vm.b.cfg.QEMU}.Resume(ctx, filepath.Join(vm.dir, "monitor.sock"))
+	if err == nil {
+		vm.paused.Store(false)
+	}
+	return err
 }
 
 func (vm *instance) Endpoint() client.Endpoint    { return vm.ep }
@@ -593,8 +619,13 @@ func (vm *instance) Destroy(ctx context.Context) error {
 		vm.port.Close()
 	}
 	if vm.cmd != nil {
-		// Nothing of a guest outlives it (its writable space is memory),
-		// so the VMM is killed rather than asked.
+		// Nothing of a guest without a disk outlives it (its writable
+		// space is memory): its VMM is killed rather than asked. A guest
+		// with one powers off once it has flushed the disk, when its port
+		// closes; it is given a bounded time for that, running.
+		if vm.disk && !vm.awaitPowerOff(ctx) {
+			vm.logs.Write([]byte("cordon: the guest did not power off within " + powerOffGrace.String() + "; its disk holds what a crash would leave\n"))
+		}
 		_ = vm.cmd.Process.Kill()
 		select {
 		case <-vm.exited:
@@ -610,6 +641,57 @@ func (vm *instance) Destroy(ctx context.Context) error {
 	}
 	vm.gone = true
 	return nil
+}
+
+// powerOffGrace bounds a guest's flush of its disk and power-off.
+const powerOffGrace = 30 * time.Second
+
+// awaitPowerOff waits, for at most powerOffGrace (or ctx), for a guest
+// whose port is closed to power off, resuming it first if it is paused.
+// It reports whether the VMM ended.
+func (vm *instance) awaitPowerOff(ctx context.Context) bool {
+	if vm.paused.Load() {
+		if err := (QEMU{Binary: vm.b.cfg.QEMU}).Resume(ctx, filepath.Join(vm.dir, "monitor.sock")); err != nil {
+			return false
+		}
+	}
+	select {
+	case <-vm.exited:
+		return true
+	case <-ctx.Done():
+	case <-time.After(powerOffGrace):
+	}
+	return false
+}
+
+// awaitUnlocked waits, for at most powerOffGrace (or ctx), until no
+// VMM holds image: a VM of an earlier process of the host's (one killed,
+// whose guest then flushes its disk and powers off) may still hold it,
+// and QEMU locks the images it writes (OFD locks from byte 100 on).
+func awaitUnlocked(ctx context.Context, image string) error {
+	f, err := os.Open(image)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	deadline := time.Now().Add(powerOffGrace)
+	for {
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 100, Len: 200}
+		if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err != nil {
+			return err
+		}
+		if lk.Type == unix.F_UNLCK {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("another VMM still holds %s after %v", image, powerOffGrace)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // kill ends a VM that never became a sandbox.

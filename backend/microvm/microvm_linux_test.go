@@ -2,6 +2,7 @@ package microvm_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/backend/microvm"
 	"github.com/cordon-sandbox/cordon/egress"
+	"github.com/cordon-sandbox/cordon/internal/disk"
 	"github.com/cordon-sandbox/cordon/internal/testnet"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -327,5 +329,79 @@ func TestRootFS(t *testing.T) {
 	want, _ := os.ReadFile(filepath.Join(root, "etc", "debian_version"))
 	if out != string(want)+"no-python\n1\nw\n" {
 		t.Fatalf("in a guest on %s: %q", root, out)
+	}
+}
+
+// TestPersistentDisk: a persistent workspace on the provider's disk, as
+// on the host's tiers (sandboxtest.PersistentDisk: its files, its quota,
+// nosuid, the egress boundary across stops); and what is the VM's own: a
+// VM destroyed right after a write, without the agent's flush, leaves the
+// write on the disk (the guest flushes it before it powers off), a
+// disk's VM boots and says so, and the disk itself is out of the
+// workload's reach.
+func TestPersistentDisk(t *testing.T) {
+	b := backend(t)
+	sandboxtest.PersistentDisk(t, b)
+
+	image := filepath.Join(t.TempDir(), "disk.img")
+	if err := disk.Create(t.Context(), image, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	start := func() (sandbox.Instance, *client.Client) {
+		in, err := b.Start(t.Context(), sandbox.Launch{Token: "disk-test-token-0123456789abcdef", Disk: image})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { in.Destroy(context.Background()) })
+		return in, client.New(in.Endpoint())
+	}
+	in, c := start()
+	if d := in.Diagnostics(); !strings.Contains(d, "booted cold") {
+		t.Errorf("a disk VM's diagnostics do not say how it started: %q", d)
+	}
+	var out strings.Builder
+	res, err := c.Exec(t.Context(), "sh", client.ExecOptions{Args: []string{"-c", "head -c 3000000 /dev/urandom > /workspace/r && sha256sum /workspace/r > ~/sum && ls /dev | grep -c '^vd'; test -e /disk"}, Stdout: &out})
+	if err != nil || res.ExitCode == 0 || out.String() != "0\n" {
+		t.Fatalf("the workload sees the disk itself, or could not write: %q %+v %v", out.String(), res, err)
+	}
+	if err := in.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, c = start()
+	if res, err := c.Exec(t.Context(), "sh", client.ExecOptions{Args: []string{"-c", "sha256sum -c ~/sum"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("after the VM was destroyed: %+v %v", res, err)
+	}
+}
+
+// TestDiskCloneOfVM: where the disks' file system has reflinks (XFS on a
+// loop device here), a running VM's disk is not cloned behind its guest's
+// back (its writes may still be in the guest's cache): that is refused as
+// unsupported, and a fork then copies files through the agent. A stopped
+// VM's disk is cloned, and a sandbox on the clone has its files.
+func TestDiskCloneOfVM(t *testing.T) {
+	b := backend(t)
+	p := sandbox.NewProvider([]sandbox.Backend{b}, sandbox.WithDisks(testutil.XFSDir(t, 1<<30), 0))
+	spec := sandbox.Spec{PersistentWorkspace: true, Limits: sandbox.Limits{DiskBytes: 64 << 20}}
+	sb := sandboxtest.CreateWith(t, p, spec)
+	if out, res := sandboxtest.Sh(t, sb, "echo mine > /workspace/who && echo ok"); out != "ok\n" {
+		t.Fatalf("write: %q %+v", out, res)
+	}
+	if _, err := p.CloneDisks(t.Context(), sb, 1); !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Fatalf("a running VM's disk cloned: %v", err)
+	}
+	if err := sb.Suspend(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	clones, err := p.CloneDisks(t.Context(), sb, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork, err := p.CreateOnDisk(t.Context(), spec, clones[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fork.Destroy(context.Background())
+	if out, _ := sandboxtest.Sh(t, fork, "cat /workspace/who"); out != "mine\n" {
+		t.Fatalf("the clone of a stopped VM's disk holds %q", out)
 	}
 }

@@ -28,8 +28,12 @@ type Machine struct {
 	// loads; Cmdline is the kernel's command line.
 	Initramfs string
 	Cmdline   string
-	// RootDisk is the read-only root file system's image (raw ext4).
+	// RootDisk is the read-only root file system's image (raw ext4); the
+	// guest finds it by its serial, vminit.RootSerial.
 	RootDisk string
+	// Disk, when set, is a persistent workspace's image (raw ext4),
+	// attached read-write with serial vminit.DiskSerial.
+	Disk string
 	// MemoryMiB and VCPUs size the VM.
 	MemoryMiB int
 	VCPUs     int
@@ -84,7 +88,7 @@ func (q QEMU) Command(m Machine) (*exec.Cmd, error) {
 	if m.MemoryMiB <= 0 || m.VCPUs <= 0 {
 		return nil, fmt.Errorf("a machine of %d MiB and %d vCPUs", m.MemoryMiB, m.VCPUs)
 	}
-	for _, p := range []string{m.Kernel, m.Initramfs, m.RootDisk, m.Port, m.Console, m.Monitor, m.Restore} {
+	for _, p := range []string{m.Kernel, m.Initramfs, m.RootDisk, m.Disk, m.Port, m.Console, m.Monitor, m.Restore} {
 		// QEMU's option syntax splits on commas.
 		if strings.ContainsAny(p, ",\n") {
 			return nil, fmt.Errorf("a path QEMU cannot take: %q", p)
@@ -110,10 +114,15 @@ func (q QEMU) Command(m Machine) (*exec.Cmd, error) {
 		"-append", cmdline,
 		"-serial", "file:" + m.Console,
 		"-drive", "id=root,file=" + m.RootDisk + ",format=raw,if=none,readonly=on",
-		"-device", "virtio-blk-device,drive=root",
+		"-device", "virtio-blk-device,drive=root,serial=" + vminit.RootSerial,
 		"-device", "virtio-serial-device,max_ports=2",
 		"-chardev", "socket,id=agent,path=" + m.Port + ",server=on,wait=off",
 		"-device", "virtserialport,chardev=agent,name=" + PortName,
+	}
+	if m.Disk != "" {
+		args = append(args,
+			"-drive", "id=disk,file="+m.Disk+",format=raw,if=none",
+			"-device", "virtio-blk-device,drive=disk,serial="+vminit.DiskSerial)
 	}
 	if m.Monitor != "" {
 		args = append(args, "-monitor", "unix:"+m.Monitor+",server=on,wait=off")

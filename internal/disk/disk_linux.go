@@ -137,6 +137,13 @@ func backing(dir string) string {
 	return ""
 }
 
+// Mounted reports whether image's file system is mounted on this host
+// (where Freeze can freeze it).
+func Mounted(image string) bool {
+	abs, err := filepath.Abs(image)
+	return err == nil && mountOf(abs) != ""
+}
+
 // mountOf is a mount point of image's file system, or "".
 func mountOf(image string) string {
 	for _, m := range loopMounts() {

@@ -19,3 +19,4 @@ var ErrNoReflinks = errUnsupported
 func Clone(src, dst string) error               { return errUnsupported }
 func Reflinks(dir string) bool                  { return false }
 func Freeze(image string) (func() error, error) { return nil, errUnsupported }
+func Mounted(image string) bool                 { return false }
