@@ -414,10 +414,11 @@ func (d *diskInstance) Destroy(ctx context.Context) error {
 
 func (d *diskInstance) State() ([]byte, error) {
 	st := diskState{Image: d.image}
-	// A running instance that cannot outlive this process (a microVM,
-	// whose port this process relays) is not recorded: a later process
-	// finds the sandbox stopped on its disk.
-	if ps, ok := d.current().(Persistent); ok {
+	if cur := d.current(); cur != nil {
+		ps, ok := cur.(Persistent)
+		if !ok {
+			return nil, &UnsupportedError{Tier: d.b.Name(), What: "sandboxes that outlive their creator"}
+		}
 		b, err := ps.State()
 		if err != nil {
 			return nil, err
@@ -460,17 +461,6 @@ func (d *diskInstance) Ready() <-chan struct{} {
 		return r.Ready()
 	}
 	return nil
-}
-
-// OutlivesCreator reports whether what the sandbox runs can outlive this
-// process, for a later one to adopt (Persistent); a stopped sandbox on a
-// disk runs nothing, and does.
-func (s *Sandbox) OutlivesCreator() bool {
-	if d, ok := s.inst.(*diskInstance); ok && d.current() == nil {
-		return true
-	}
-	_, ok := unwrap(s.inst).(Persistent)
-	return ok
 }
 
 // unwrap is the backend's own instance, for its Sweep: nil while the

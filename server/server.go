@@ -384,7 +384,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.settleRuns(ctx)
 	s.closing.Store(true)
 	s.stopOnce.Do(func() { close(s.stop) })
-	s.stopMortal(ctx)
 	s.events.close()
 	for _, p := range s.poolList() {
 		p.close(ctx)

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -126,43 +125,4 @@ func (s *Server) stopIdle(e *entry, reason string) {
 	if err := s.stopped(e, "idle"); err != nil {
 		s.log.Error("registry write failed", "sandbox", e.rec.ID, "err", err)
 	}
-}
-
-// stopMortal stops, as the daemon shuts down, the persistent sandboxes on
-// a disk whose instances cannot outlive it (a microVM's port is relayed by
-// this process): each is flushed and stopped, all at once, within ctx, so
-// that the next daemon finds its workspace whole rather than cut off
-// mid-write, and treats it as one whose host went down (started again
-// with autostart, else recorded stopped). (Sandboxes without a disk that cannot outlive the
-// daemon end with it, and the next one records them lost.)
-func (s *Server) stopMortal(ctx context.Context) {
-	s.mu.Lock()
-	var mortal []*entry
-	for _, e := range s.live {
-		if st := e.rec.State; (st == api.StateRunning || st == api.StatePaused) && e.sb.OnDisk() && !e.sb.OutlivesCreator() {
-			mortal = append(mortal, e)
-		}
-	}
-	s.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, e := range mortal {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := e.sb.Suspend(ctx)
-			if err != nil {
-				// (Paused, or its agent gone: torn down without asking
-				// it; the guest still flushes its disk as it powers off.)
-				err = e.sb.GiveBack(ctx)
-			}
-			if err != nil {
-				s.log.Warn("a persistent sandbox not stopped with the daemon", "sandbox", e.rec.ID, "err", err)
-				return
-			}
-			// Recorded as it was: the next daemon finds its processes gone,
-			// and starts it again if it was made to (autostart).
-			s.log.Info("a persistent sandbox stopped with the daemon (its VM cannot outlive it)", "sandbox", e.rec.ID)
-		}()
-	}
-	wg.Wait()
 }

@@ -15,6 +15,20 @@ const EnvMarker = "cordon_vm"
 // PortName is the virtio-serial port the host reaches the agent by.
 const PortName = "org.cordon.agent"
 
+// ControlPortName is the virtio-serial port the host asks the guest's
+// init to power off by (PowerOff): the init flushes every file system
+// (a persistent workspace's disk among them) and powers the guest off.
+const ControlPortName = "org.cordon.control"
+
+// PowerOff is the line that asks it.
+const PowerOff = "poweroff\n"
+
+// Rejoin is the byte a host that reconnects to the agent's port (a
+// restarted daemon taking the VM back) writes before its multiplexer
+// starts: the guest's agent, which outlives its host's going, then
+// serves a new session on the port.
+const Rejoin = 0x01
+
 // Ready is the line the guest writes on the port once it is up, before
 // the host sends its Config.
 const Ready = "cordon-vm-ready v1\n"

@@ -11,6 +11,12 @@ import (
 // session, both ways, until ln closes: on the host, its connections to
 // the agent; in the guest, the agent's to the egress proxy.
 func ServeStreams(ln net.Listener, session *yamux.Session) {
+	ServeStreamsTo(ln, func() *yamux.Session { return session })
+}
+
+// ServeStreamsTo is ServeStreams to whichever session current returns as
+// each connection comes (none: the connection is closed).
+func ServeStreamsTo(ln net.Listener, current func() *yamux.Session) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -18,6 +24,10 @@ func ServeStreams(ln net.Listener, session *yamux.Session) {
 		}
 		go func() {
 			defer c.Close()
+			session := current()
+			if session == nil {
+				return
+			}
 			s, err := session.Open()
 			if err != nil {
 				return

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -19,6 +20,7 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/agent/startup"
 	"github.com/cordon-sandbox/cordon/baseline"
+	"github.com/cordon-sandbox/cordon/internal/connq"
 	"github.com/hashicorp/yamux"
 	"golang.org/x/sys/unix"
 )
@@ -71,7 +73,11 @@ func run(serve func(env []string, opts startup.Options) (func() int, int)) error
 	if err := early(); err != nil {
 		return err
 	}
-	port, err := openPort()
+	port, err := openPort(PortName)
+	if err != nil {
+		return err
+	}
+	control, err := openPort(ControlPortName)
 	if err != nil {
 		return err
 	}
@@ -100,7 +106,38 @@ func run(serve func(env []string, opts startup.Options) (func() int, int)) error
 	if err := sizeScratch(cfg.ScratchBytes); err != nil {
 		return err
 	}
+	go awaitPowerOff(control, agent)
 	return agent.run(cfg)
+}
+
+// awaitPowerOff reads the control port until the host asks the guest to
+// power off (PowerOff), then ends the agent: the init then flushes the
+// file systems and powers the guest off (Main). While no host is
+// connected, the port reads end of file: it is read again shortly.
+func awaitPowerOff(control *os.File, agent *spawned) {
+	var line []byte
+	var b [1]byte
+	for {
+		n, err := control.Read(b[:])
+		if err != nil && !errors.Is(err, io.EOF) {
+			return
+		}
+		if n == 0 {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if b[0] != '\n' {
+			if line = append(line, b[0]); len(line) > 64 {
+				line = line[:0]
+			}
+			continue
+		}
+		if string(line)+"\n" == PowerOff {
+			_ = agent.cmd.Process.Kill()
+			return
+		}
+		line = line[:0]
+	}
 }
 
 // testRun runs cfg.Run as the guest's root (Config.Run), its output on
@@ -296,32 +333,116 @@ func agentMain(serve func(env []string, opts startup.Options) (func() int, int))
 		return fmt.Errorf("the init's configuration: %w", err)
 	}
 	unix.CloseOnExec(4)
-	port := os.NewFile(4, "port")
-	session, err := yamux.Server(port, muxConfig())
-	if err != nil {
-		return err
-	}
-	go ServeStreams(egress, session) // each a stream to the host's egress proxy
+	port := &sessionPort{File: os.NewFile(4, "port")}
+	sessions := newSessions(port)
+	go ServeStreamsTo(egress, sessions.current) // each a stream to the host's egress proxy
 	// The token goes to the agent in the environment it is handed, never
 	// this process's: the agent takes it out before any command starts.
 	env := append(cfg.Env,
 		baseline.EnvPrefix+"TOKEN="+cfg.Token,
 		baseline.EnvPrefix+"COUNT_OOM=kernel",
 		workload)
-	opts.Listener = session
+	opts.Listener = sessions.streams
 	wait, code := serve(env, opts)
 	if wait == nil {
 		return fmt.Errorf("the agent did not start (exit %d)", code)
 	}
 	done := make(chan int, 1)
 	go func() { done <- wait() }()
-	select {
-	case code = <-done:
-		return fmt.Errorf("the agent exited (%d)", code)
-	case <-session.CloseChan():
-		return errors.New("the host closed the agent's port")
+	go sessions.serve()
+	code = <-done
+	return fmt.Errorf("the agent exited (%d)", code)
+}
+
+// sessionPort is the agent's port as each session's multiplexer holds
+// it: a session's end does not close it, for the next host's session.
+type sessionPort struct{ *os.File }
+
+func (sessionPort) Close() error { return nil }
+
+// sessions serves the agent on the port, one multiplexed session per
+// host: when a host goes (its daemon stopped or was killed), the agent
+// and its commands run on, and the next host that rejoins (Rejoin) gets
+// a new session on the same agent.
+type sessions struct {
+	port    *sessionPort
+	streams *connq.Listener // every session's streams, the agent's listener
+	mu      sync.Mutex
+	cur     *yamux.Session
+}
+
+func newSessions(port *sessionPort) *sessions {
+	s := &sessions{port: port, streams: connq.New(portAddr{})}
+	s.cur = s.start()
+	return s
+}
+
+// start begins a session on the port (nil if the multiplexer fails).
+func (s *sessions) start() *yamux.Session {
+	session, err := yamux.Server(s.port, muxConfig())
+	if err != nil {
+		return nil
+	}
+	go func() {
+		for {
+			c, err := session.Accept()
+			if err != nil {
+				return
+			}
+			if !s.streams.Push(c) {
+				return
+			}
+		}
+	}()
+	return session
+}
+
+func (s *sessions) current() *yamux.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+// serve starts a new session each time a host rejoins after the last one
+// ended.
+func (s *sessions) serve() {
+	for {
+		if cur := s.current(); cur != nil {
+			<-cur.CloseChan()
+		}
+		if err := awaitRejoin(s.port.File); err != nil {
+			return
+		}
+		next := s.start()
+		s.mu.Lock()
+		s.cur = next
+		s.mu.Unlock()
 	}
 }
+
+// awaitRejoin reads the port until a host writes Rejoin. While none is
+// connected the port reads end of file; it is read again shortly.
+func awaitRejoin(port *os.File) error {
+	var b [1]byte
+	for {
+		n, err := port.Read(b[:])
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if n == 1 && b[0] == Rejoin {
+			return nil
+		}
+		if n == 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// portAddr names the agent's listener.
+type portAddr struct{}
+
+func (portAddr) Network() string { return "yamux" }
+func (portAddr) String() string  { return "local" }
 
 // muxConfig is the port's multiplexer's: keepalives off (the host holds
 // the guest's deadlines), windows large enough for file transfers.
@@ -380,13 +501,14 @@ func early() error {
 	return nil
 }
 
-// openPort finds the host's port among the virtio-serial ports.
-func openPort() (*os.File, error) {
+// openPort finds the host's port named name among the virtio-serial
+// ports.
+func openPort(name string) (*os.File, error) {
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		names, _ := filepath.Glob("/sys/class/virtio-ports/*/name")
 		for _, n := range names {
 			b, err := os.ReadFile(n)
-			if err != nil || strings.TrimSpace(string(b)) != PortName {
+			if err != nil || strings.TrimSpace(string(b)) != name {
 				continue
 			}
 			dev := "/dev/" + filepath.Base(filepath.Dir(n))
@@ -395,7 +517,7 @@ func openPort() (*os.File, error) {
 			}
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("no virtio-serial port named %s", PortName)
+			return nil, fmt.Errorf("no virtio-serial port named %s", name)
 		}
 	}
 }

@@ -18,8 +18,10 @@ import (
 )
 
 // BenchmarkMicroVM: a sandbox's cold boot to its first command's result,
-// its restore from the saved guest to the first result, a warm exec, and
-// an idle VM's memory (the VMM's resident set); beside them, in the same
+// its restore from the saved guest to the first result, a warm exec (and
+// the guest kernel's own spawn of true, its floor), an idle VM's memory
+// (the VMM's resident set), and a persistent workspace's create, stop and
+// start; beside them, in the same
 // run, QEMU itself restoring the same saved guest to a running VM (its
 // monitor says so), and booting the same kernel to an init that powers
 // off. Under TCG here (software emulation): figures are TCG's.
@@ -57,6 +59,63 @@ func BenchmarkMicroVM(b *testing.B) {
 	}
 	defer sb.Destroy(b.Context())
 	b.Run("warm-exec", func(b *testing.B) { sandboxtest.BenchExecIn(b, sb) })
+	// The floor under a warm exec: the guest kernel's own fork and exec
+	// of true, timed inside a bare guest (root, no agent, no filter).
+	b.Run("bare-guest-spawn", func(b *testing.B) {
+		for b.Loop() {
+			var out strings.Builder
+			code, err := warm.RunInGuest(b.Context(), nil, []string{"/usr/bin/python3", "-c", `
+import subprocess, time
+ds = []
+for _ in range(30):
+    t = time.perf_counter(); subprocess.run(["true"]); ds.append(time.perf_counter() - t)
+ds.sort()
+print(ds[len(ds) // 2] * 1000)
+`}, nil, microvm.DefaultMemory, &out)
+			if err != nil || code != 0 {
+				b.Fatalf("%d %v %s", code, err, out.String())
+			}
+			ms, err := strconv.ParseFloat(strings.TrimSpace(out.String()), 64)
+			if err != nil {
+				b.Fatalf("%q: %v", out.String(), err)
+			}
+			b.ReportMetric(ms, "p50-ms")
+		}
+	})
+	// A persistent workspace's VM: created on a new disk (it boots),
+	// stopped (flushed, powered off), started again to a first result.
+	b.Run("persistent", func(b *testing.B) {
+		p := sandbox.NewProvider([]sandbox.Backend{warm}, sandbox.WithDisks(b.TempDir(), 0))
+		var create, stop, start []time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			sb, err := p.Create(b.Context(), sandbox.Spec{PersistentWorkspace: true, Limits: sandbox.Limits{DiskBytes: 1 << 30}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := sb.Exec(b.Context(), "true", sandbox.ExecOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			t1 := time.Now()
+			if err := sb.Suspend(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+			t2 := time.Now()
+			if err := sb.Resume(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := sb.Exec(b.Context(), "true", sandbox.ExecOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			create, stop, start = append(create, t1.Sub(t0)), append(stop, t2.Sub(t1)), append(start, time.Since(t2))
+			b.StopTimer()
+			sb.Destroy(b.Context())
+			b.StartTimer()
+		}
+		testutil.ReportPercentiles(b, "create", create)
+		testutil.ReportPercentiles(b, "stop", stop)
+		testutil.ReportPercentiles(b, "start", start)
+	})
 	b.Run("idle-vm-memory", func(b *testing.B) {
 		time.Sleep(2 * time.Second)
 		pid := vmmPid(b, sb.Client().Endpoint().Address)
@@ -79,7 +138,7 @@ func BenchmarkMicroVM(b *testing.B) {
 	img := filepath.Join(microvm.DefaultImageDir, "current")
 	machine := func(dir string) microvm.Machine {
 		return microvm.Machine{Kernel: filepath.Join(img, "vmlinuz"), Initramfs: initrd[0], Cmdline: "console=ttyS0 quiet panic=-1 rdinit=/init cordon_vm=1",
-			RootDisk: filepath.Join(img, "root.ext4"), MemoryMiB: microvm.DefaultMemory >> 20, VCPUs: 1, Port: filepath.Join(dir, "port.sock"),
+			RootDisk: filepath.Join(img, "root.ext4"), MemoryMiB: microvm.DefaultMemory >> 20, VCPUs: 1, Port: filepath.Join(dir, "port.sock"), Control: filepath.Join(dir, "control.sock"),
 			Console: filepath.Join(dir, "console.log"), Accel: warm.Accel(), Monitor: filepath.Join(dir, "monitor.sock")}
 	}
 	b.Run("bare-qemu-restore-to-running", func(b *testing.B) {

@@ -39,7 +39,7 @@ func limitCPU(id string, pid int, cpus float64) (string, error) {
 	if root == "" {
 		return "", errors.New("no cpu cgroup controller")
 	}
-	parent := filepath.Join(root, cgroupDir)
+	parent := filepath.Dir(cgroupOf(id))
 	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", err
 	}
@@ -48,7 +48,7 @@ func limitCPU(id string, pid int, cpus float64) (string, error) {
 			return "", err
 		}
 	}
-	dir := filepath.Join(parent, id)
+	dir := cgroupOf(id)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -70,6 +70,16 @@ func limitCPU(id string, pid int, cpus float64) (string, error) {
 		return "", fmt.Errorf("limit the VM's CPU: %w", err)
 	}
 	return dir, nil
+}
+
+// cgroupOf is where limitCPU makes VM id's cgroup ("" without a cpu
+// controller).
+func cgroupOf(id string) string {
+	root, _ := cpuRoot()
+	if root == "" {
+		return ""
+	}
+	return filepath.Join(root, cgroupDir, id)
 }
 
 // removeCgroup removes a cgroup limitCPU made, once its VMM is gone.

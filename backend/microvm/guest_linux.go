@@ -208,7 +208,7 @@ func (b *Backend) saved(ctx context.Context, accel string, mem int64, root strin
 }
 
 // savedVersion changes when what a saved guest holds does.
-const savedVersion = 5
+const savedVersion = 6
 
 // flock takes an exclusive lock on f, held to ctx.
 func flock(ctx context.Context, f *os.File) error {

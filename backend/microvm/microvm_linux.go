@@ -37,6 +37,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/agentbin"
 	"github.com/cordon-sandbox/cordon/internal/connq"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
+	"github.com/cordon-sandbox/cordon/internal/procid"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/hashicorp/yamux"
 	"golang.org/x/sys/unix"
@@ -349,8 +350,8 @@ func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
 	}
 	vm := &instance{b: b, id: id, dir: dir, accel: accel, exited: make(chan struct{}), logs: logbuf.New(64 << 10), note: o.note, restored: o.restore != "", disk: o.disk != ""}
 	fail := func(err error) (*instance, error) {
-		if vm.cmd != nil && vm.cmd.Process != nil {
-			_ = vm.cmd.Process.Kill()
+		if vm.proc != nil {
+			_ = vm.proc.Kill()
 			<-vm.exited
 		}
 		if d := vm.Diagnostics(); d != "" && !probing {
@@ -368,6 +369,7 @@ func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
 		MemoryMiB: int(mem >> 20),
 		VCPUs:     1,
 		Port:      filepath.Join(dir, "port.sock"),
+		Control:   filepath.Join(dir, "control.sock"),
 		Console:   filepath.Join(dir, "console.log"),
 		Accel:     accel,
 		Restore:   o.restore,
@@ -381,7 +383,14 @@ func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
 	if err != nil {
 		return fail(err)
 	}
-	cmd.Stdout, cmd.Stderr = vm.logs, vm.logs
+	// The VMM's own output goes to a file of the VM's, which a later
+	// process that takes the VM back reads as well.
+	out, err := os.OpenFile(filepath.Join(dir, vmmLog), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fail(err)
+	}
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if !b.cfg.Detached {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
@@ -389,7 +398,12 @@ func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
 	if err := cmd.Start(); err != nil {
 		return fail(fmt.Errorf("%w: start %s: %v", sandbox.ErrUnavailable, b.cfg.QEMU, err))
 	}
-	vm.cmd = cmd
+	vm.proc, vm.pid, vm.start = cmd.Process, cmd.Process.Pid, procid.StartTime(cmd.Process.Pid)
+	if err := writeVMMRecord(dir, vm.pid, vm.start); err != nil {
+		_ = cmd.Process.Kill()
+		go func() { _ = cmd.Wait(); close(vm.exited) }()
+		return fail(err)
+	}
 	if o.cpus > 0 {
 		if vm.cgroup, err = limitCPU(id, cmd.Process.Pid, o.cpus); err != nil {
 			go func() { _ = cmd.Wait(); close(vm.exited) }()
@@ -408,6 +422,11 @@ func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
 		return fail(err)
 	}
 	vm.port = port
+	if !probing || o.saving {
+		if vm.control, err = dialUnix(ctx, vm, filepath.Join(dir, "control.sock")); err != nil {
+			return fail(err)
+		}
+	}
 	// A restored guest said it was ready before it was saved: it waits
 	// for its configuration.
 	if o.restore == "" {
@@ -435,15 +454,23 @@ func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
 	return vm, nil
 }
 
+// vmmLog is the VMM's own output, in its VM's directory.
+const vmmLog = "vmm.log"
+
 // instance is one VM.
 type instance struct {
 	b       *Backend
 	id, dir string
 	accel   string
-	cmd     *exec.Cmd
+	// proc is the VMM's process, pid its pid and start its start time
+	// (procid), which name it for a later process.
+	proc    interface{ Kill() error }
+	pid     int
+	start   string
 	exited  chan struct{}
-	logs    *logbuf.Buffer
+	logs    *logbuf.Buffer // the host's own notes
 	port    net.Conn
+	control net.Conn
 	session *yamux.Session
 	agentLn net.Listener
 	egress  *connq.Listener
@@ -468,7 +495,12 @@ type instance struct {
 // dialPort connects to the VMM's side of the agent port, once the VMM
 // has made it.
 func (vm *instance) dialPort(ctx context.Context) (net.Conn, error) {
-	path := filepath.Join(vm.dir, "port.sock")
+	return dialUnix(ctx, vm, filepath.Join(vm.dir, "port.sock"))
+}
+
+// dialUnix connects to a socket of vm's VMM at path, once the VMM has
+// made it.
+func dialUnix(ctx context.Context, vm *instance, path string) (net.Conn, error) {
 	for {
 		c, err := net.Dial("unix", path)
 		if err == nil {
@@ -476,7 +508,7 @@ func (vm *instance) dialPort(ctx context.Context) (net.Conn, error) {
 		}
 		select {
 		case <-vm.exited:
-			return nil, fmt.Errorf("%w: the VMM exited before it listened: %s", sandbox.ErrUnavailable, strings.TrimSpace(vm.logs.String()))
+			return nil, fmt.Errorf("%w: the VMM exited before it listened: %s", sandbox.ErrUnavailable, vm.vmmOutput())
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w: the VMM did not listen: %v", sandbox.ErrUnavailable, ctx.Err())
 		case <-time.After(5 * time.Millisecond):
@@ -591,14 +623,26 @@ func (vm *instance) Diagnostics() string {
 	if e, _ := vm.ended.Load().(string); e != "" {
 		out += "\nthe VMM ended: " + e
 	}
+	if l := vm.vmmOutput(); l != "" {
+		out += "\n" + l
+	}
 	if l := strings.TrimSpace(vm.logs.String()); l != "" {
 		out += "\n" + l
 	}
 	return out
 }
 
-// Destroy closes the port (the guest powers off when its host goes),
-// kills the VMM if it lingers, and removes the VM's directory once the
+// vmmOutput is the end of the VMM's own output.
+func (vm *instance) vmmOutput() string {
+	b, _ := os.ReadFile(filepath.Join(vm.dir, vmmLog))
+	if len(b) > 16<<10 {
+		b = b[len(b)-16<<10:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// Destroy kills the VMM (a VM with a disk is first asked to flush it and
+// power off, for a bounded time) and removes the VM's directory once the
 // VMM is confirmed gone.
 func (vm *instance) Destroy(ctx context.Context) error {
 	vm.mu.Lock()
@@ -618,20 +662,23 @@ func (vm *instance) Destroy(ctx context.Context) error {
 	if vm.port != nil {
 		vm.port.Close()
 	}
-	if vm.cmd != nil {
+	if vm.proc != nil {
 		// Nothing of a guest without a disk outlives it (its writable
 		// space is memory): its VMM is killed rather than asked. A guest
-		// with one powers off once it has flushed the disk, when its port
-		// closes; it is given a bounded time for that, running.
+		// with one is asked to flush it and power off, and given a
+		// bounded time for that, running.
 		if vm.disk && !vm.awaitPowerOff(ctx) {
 			vm.logs.Write([]byte("cordon: the guest did not power off within " + powerOffGrace.String() + "; its disk holds what a crash would leave\n"))
 		}
-		_ = vm.cmd.Process.Kill()
+		_ = vm.proc.Kill()
 		select {
 		case <-vm.exited:
 		case <-time.After(10 * time.Second):
-			return fmt.Errorf("%w: the VMM (pid %d) outlived SIGKILL", sandbox.ErrTeardown, vm.cmd.Process.Pid)
+			return fmt.Errorf("%w: the VMM (pid %d) outlived SIGKILL", sandbox.ErrTeardown, vm.pid)
 		}
+	}
+	if vm.control != nil {
+		vm.control.Close()
 	}
 	if err := removeCgroup(vm.cgroup); err != nil {
 		return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
@@ -646,14 +693,20 @@ func (vm *instance) Destroy(ctx context.Context) error {
 // powerOffGrace bounds a guest's flush of its disk and power-off.
 const powerOffGrace = 30 * time.Second
 
-// awaitPowerOff waits, for at most powerOffGrace (or ctx), for a guest
-// whose port is closed to power off, resuming it first if it is paused.
-// It reports whether the VMM ended.
+// awaitPowerOff asks the guest, through its control port, to flush its
+// disks and power off, resuming it first if it is paused, and waits for
+// at most powerOffGrace (or ctx). It reports whether the VMM ended.
 func (vm *instance) awaitPowerOff(ctx context.Context) bool {
+	if vm.control == nil {
+		return false
+	}
 	if vm.paused.Load() {
 		if err := (QEMU{Binary: vm.b.cfg.QEMU}).Resume(ctx, filepath.Join(vm.dir, "monitor.sock")); err != nil {
 			return false
 		}
+	}
+	if _, err := io.WriteString(vm.control, vminit.PowerOff); err != nil {
+		return false
 	}
 	select {
 	case <-vm.exited:
@@ -696,12 +749,15 @@ func awaitUnlocked(ctx context.Context, image string) error {
 
 // kill ends a VM that never became a sandbox.
 func (vm *instance) kill() {
-	if vm.cmd != nil && vm.cmd.Process != nil {
-		_ = vm.cmd.Process.Kill()
+	if vm.proc != nil {
+		_ = vm.proc.Kill()
 		<-vm.exited
 	}
 	if vm.port != nil {
 		vm.port.Close()
+	}
+	if vm.control != nil {
+		vm.control.Close()
 	}
 	_ = removeCgroup(vm.cgroup)
 	os.RemoveAll(vm.dir)

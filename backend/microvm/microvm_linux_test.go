@@ -405,3 +405,45 @@ func TestDiskCloneOfVM(t *testing.T) {
 		t.Fatalf("the clone of a stopped VM's disk holds %q", out)
 	}
 }
+
+// TestSweep: a later process's Sweep tears down the VMs of this backend's
+// directory it was not asked to keep (their VMMs killed, their
+// directories removed), and leaves the kept one running.
+func TestSweep(t *testing.T) {
+	testutil.RequiresRoot(t)
+	dir := testutil.StateDir(t)
+	cfg := microvm.Config{AgentPath: testutil.BuildAgent(t), StateDir: dir, ColdBoot: true}
+	first := microvm.New(cfg)
+	if err := first.Probe(t.Context()); err != nil {
+		testutil.Missing(t, "microvm tier unavailable: %v", err)
+	}
+	var insts []sandbox.Instance
+	for range 2 {
+		in, err := first.Start(t.Context(), sandbox.Launch{Token: "sweep-test-token-0123456789abcdef"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { in.Destroy(context.Background()) })
+		insts = append(insts, in)
+	}
+	later := microvm.New(cfg)
+	if err := later.Sweep(t.Context(), insts[1:]); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-insts[0].Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a swept VM's VMM still runs")
+	}
+	if vms, _ := filepath.Glob(filepath.Join(dir, "vm-*")); len(vms) != 1 {
+		t.Fatalf("VM directories after the sweep: %v", vms)
+	}
+	select {
+	case <-insts[1].Exited():
+		t.Fatal("the kept VM was swept")
+	default:
+	}
+	if res, err := client.New(insts[1].Endpoint()).Exec(t.Context(), "true", client.ExecOptions{}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("the kept VM: %+v %v", res, err)
+	}
+}

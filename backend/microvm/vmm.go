@@ -3,6 +3,7 @@ package microvm
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -41,6 +42,10 @@ type Machine struct {
 	// of the guest's agent port (a virtio-serial port named PortName, or
 	// a vsock port where a driver uses vsock).
 	Port string
+	// Control is a unix socket path the VMM listens on for the host's
+	// side of the guest's control port (vminit.ControlPortName), by which
+	// the host asks the guest to flush its disks and power off.
+	Control string
 	// Console is a file the guest's console is written to.
 	Console string
 	// Accel is "kvm" or "tcg" (software emulation).
@@ -88,7 +93,10 @@ func (q QEMU) Command(m Machine) (*exec.Cmd, error) {
 	if m.MemoryMiB <= 0 || m.VCPUs <= 0 {
 		return nil, fmt.Errorf("a machine of %d MiB and %d vCPUs", m.MemoryMiB, m.VCPUs)
 	}
-	for _, p := range []string{m.Kernel, m.Initramfs, m.RootDisk, m.Disk, m.Port, m.Console, m.Monitor, m.Restore} {
+	if m.Port == "" || m.Control == "" {
+		return nil, errors.New("a machine without its agent's or its control port")
+	}
+	for _, p := range []string{m.Kernel, m.Initramfs, m.RootDisk, m.Disk, m.Port, m.Control, m.Console, m.Monitor, m.Restore} {
 		// QEMU's option syntax splits on commas.
 		if strings.ContainsAny(p, ",\n") {
 			return nil, fmt.Errorf("a path QEMU cannot take: %q", p)
@@ -115,9 +123,11 @@ func (q QEMU) Command(m Machine) (*exec.Cmd, error) {
 		"-serial", "file:" + m.Console,
 		"-drive", "id=root,file=" + m.RootDisk + ",format=raw,if=none,readonly=on",
 		"-device", "virtio-blk-device,drive=root,serial=" + vminit.RootSerial,
-		"-device", "virtio-serial-device,max_ports=2",
+		"-device", "virtio-serial-device,max_ports=3",
 		"-chardev", "socket,id=agent,path=" + m.Port + ",server=on,wait=off",
 		"-device", "virtserialport,chardev=agent,name=" + PortName,
+		"-chardev", "socket,id=control,path=" + m.Control + ",server=on,wait=off",
+		"-device", "virtserialport,chardev=control,name=" + vminit.ControlPortName,
 	}
 	if m.Disk != "" {
 		args = append(args,

@@ -2,7 +2,9 @@ package main_test
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -91,13 +93,13 @@ func awaitPoolReady(t *testing.T, pool func(...string) string, name string, n in
 	}
 }
 
-// TestPersistentMicroVM: a persistent workspace on the microvm tier,
-// through a daemon: its files survive a stop and a start, the daemon's
-// restart (its VMs cannot outlive it: it stops them, flushed, and the
-// next daemon finds them stopped, or starts them with --autostart), and
-// a daemon killed outright (the guest flushes its disk as it powers off,
-// and a start waits for the old VM to let go of it).
-func TestPersistentMicroVM(t *testing.T) {
+// TestMicroVMOutlivesDaemon: a daemon's microVMs outlive it, as the host
+// tiers' sandboxes do: stopped (SIGTERM) or killed outright, the next
+// daemon takes each VM back, with its boot, its files and the programs it
+// runs; and a persistent one whose VM was killed while no daemon ran (a
+// reboot) is found stopped, or started again with --autostart, its
+// workspace kept.
+func TestMicroVMOutlivesDaemon(t *testing.T) {
 	testutil.RequiresRoot(t)
 	testutil.Requires(t, "qemu-system-x86_64")
 	if out, _, _ := cordon(t, "tiers"); !strings.Contains(out, "microvm      yes") {
@@ -107,59 +109,97 @@ func TestPersistentMicroVM(t *testing.T) {
 	state := filepath.Join(dir, "state")
 	host := "--host=unix://" + sock
 	run := mustCordon(t, host)
-	stateOf := func(id string) string {
+	describe := func(id string) api.Sandbox {
 		t.Helper()
 		var sb api.Sandbox
 		if err := json.Unmarshal([]byte(run("ls", "-o", "json", id)), &[]*api.Sandbox{&sb}); err != nil {
 			t.Fatal(err)
 		}
-		return sb.State
+		return sb
 	}
+	plain := strings.TrimSpace(run("create", "--tier", "microvm", "--memory", "256m"))
 	id := strings.TrimSpace(run("create", "--tier", "microvm", "--persistent-workspace", "--disk", "64m", "--memory", "256m"))
 	auto := strings.TrimSpace(run("create", "--tier", "microvm", "--persistent-workspace", "--disk", "64m", "--memory", "256m", "--autostart"))
+	all := []string{plain, id, auto}
+	boots := map[string]string{}
+	for _, sb := range all {
+		run("exec", sb, "--", "sh", "-c", "printf one > /workspace/f && printf two > ~/g")
+		run("exec", "-d", "--name", "waiter", sb, "--", "sleep", "600")
+		boots[sb] = describe(sb).BootID
+	}
 	check := func(sb, want, when string) {
 		t.Helper()
 		if out := run("exec", sb, "--", "sh", "-c", "cat /workspace/f ~/g"); out != want {
 			t.Fatalf("%s: %q, want %q", when, out, want)
 		}
 	}
-	for _, sb := range []string{id, auto} {
-		run("exec", sb, "--", "sh", "-c", "printf one > /workspace/f && printf two > ~/g")
-	}
-	run("stop", id)
-	if got := stateOf(id); got != api.StateSuspended {
-		t.Fatalf("a stopped sandbox is %s", got)
-	}
-	run("start", id)
-	check(id, "onetwo", "after stop and start")
-
-	// A daemon restart: written just before it, kept.
-	for _, sb := range []string{id, auto} {
-		run("exec", sb, "--", "sh", "-c", "printf three > /workspace/f")
+	taken := func(when string) {
+		t.Helper()
+		for _, sb := range all {
+			if got := describe(sb); got.State != api.StateRunning || got.BootID != boots[sb] {
+				t.Fatalf("%s: %s is %s with boot %q (was %q)", when, sb, got.State, got.BootID, boots[sb])
+			}
+			check(sb, "onetwo", when)
+			if out := run("sessions", sb); !strings.Contains(out, "waiter") || !strings.Contains(out, "running") {
+				t.Fatalf("%s: the program %s ran is gone: %s", when, sb, out)
+			}
+		}
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	_ = d.cmd.Wait()
 	d = startServe(t, sock, state, filepath.Join(dir, "process"))
-	if got := stateOf(id); got != api.StateSuspended {
-		t.Fatalf("after a daemon restart, a microVM sandbox without autostart is %s", got)
-	}
-	if got := stateOf(auto); got != api.StateRunning {
-		t.Fatalf("after a daemon restart, a microVM sandbox with autostart is %s", got)
-	}
-	check(auto, "threetwo", "after a daemon restart, autostarted")
-	run("start", id)
-	check(id, "threetwo", "after a daemon restart, started")
-
-	// The daemon killed outright: nothing asks the guest, which flushes
-	// its disk as its port closes.
-	run("exec", id, "--", "sh", "-c", "printf four > /workspace/f")
+	taken("after a daemon restart")
 	d.kill9()
 	d = startServe(t, sock, state, filepath.Join(dir, "process"))
+	taken("after the daemon was killed")
+
+	// A reboot: the daemon and every VM killed. What a workload flushed
+	// is on its disk.
+	for _, sb := range []string{id, auto} {
+		run("exec", sb, "--", "sh", "-c", "printf three > /workspace/f && sync")
+	}
+	d.kill9()
+	killVMMs(t, filepath.Join(dir, "process", "serve", "microvm"))
+	d = startServe(t, sock, state, filepath.Join(dir, "process"))
 	defer d.stop(t, sock)
+	// (Gone with its VM, as on every tier: recorded destroyed, reason
+	// restart, and listed no more.)
+	if got := describe(plain).State; got != "" {
+		t.Errorf("after a reboot, a VM without a persistent workspace is listed %s", got)
+	}
+	if got := describe(id).State; got != api.StateSuspended {
+		t.Fatalf("after a reboot, a persistent VM without autostart is %s", got)
+	}
+	if got := describe(auto).State; got != api.StateRunning {
+		t.Fatalf("after a reboot, a persistent VM with autostart is %s", got)
+	}
+	check(auto, "threetwo", "after a reboot, autostarted")
 	run("start", id)
-	check(id, "fourtwo", "after the daemon was killed, started")
+	check(id, "threetwo", "after a reboot, started")
 	run("rm", id, auto)
 	if left, _ := filepath.Glob(filepath.Join(state, "disks", "*")); len(left) > 0 {
 		t.Fatalf("disks left after rm: %v", left)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "process", "serve", "microvm", "vm-*")); len(left) > 0 {
+		t.Fatalf("VMs left after rm: %v", left)
+	}
+}
+
+// killVMMs kills the VMMs recorded under a microvm tier's state
+// directory, as a reboot would.
+func killVMMs(t *testing.T, dir string) {
+	t.Helper()
+	recs, _ := filepath.Glob(filepath.Join(dir, "vm-*", "vmm.pid"))
+	if len(recs) == 0 {
+		t.Fatalf("no VMMs recorded under %s", dir)
+	}
+	for _, r := range recs {
+		b, _ := os.ReadFile(r)
+		pid, _, _ := strings.Cut(string(b), " ")
+		if n, err := strconv.Atoi(pid); err == nil {
+			_ = syscall.Kill(n, syscall.SIGKILL)
+			for deadline := time.Now().Add(10 * time.Second); syscall.Kill(n, 0) == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			}
+		}
 	}
 }
