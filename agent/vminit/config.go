@@ -54,6 +54,10 @@ type Config struct {
 	// ScratchBytes bounds the writable space (its directories share it as
 	// on the container tiers); 0 leaves each tmpfs the kernel's default.
 	ScratchBytes int64 `json:"scratchBytes,omitempty"`
+	// DiskBytes, when set, says a persistent workspace's disk (serial
+	// DiskSerial) of that size is attached: the writable directories are
+	// bound from it, over their tmpfs, before the agent is configured.
+	DiskBytes int64 `json:"diskBytes,omitempty"`
 	// Pids, when set, is the workload's pids limit: its commands run in a
 	// cgroup of their own holding that many, apart from the agent's
 	// threads.

@@ -106,6 +106,11 @@ func run(serve func(env []string, opts startup.Options) (func() int, int)) error
 	if err := sizeScratch(cfg.ScratchBytes); err != nil {
 		return err
 	}
+	if cfg.DiskBytes > 0 {
+		if err := attachDisk(cfg.DiskBytes, baseline.DefaultUID); err != nil {
+			return fmt.Errorf("the workspace's disk: %w", err)
+		}
+	}
 	go awaitPowerOff(control, agent)
 	return agent.run(cfg)
 }
@@ -671,6 +676,12 @@ func buildRoot(uid int) error {
 	if err := loopbackUp(); err != nil {
 		return err
 	}
+	// The guest's devices stay reachable to the init alone, for a disk
+	// attached later (attachDisk): the new root's /dev has none of them.
+	var err error
+	if guestDev, err = os.OpenFile("/dev", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		return err
+	}
 	// switch_root: the initramfs stays under the new root, unreachable.
 	if err := unix.Chdir(newRoot); err != nil {
 		return err
@@ -684,38 +695,78 @@ func buildRoot(uid int) error {
 	return unix.Chdir("/")
 }
 
-// diskMount is where a persistent workspace's disk is mounted, in the
-// initramfs: once the new root is entered, it is out of the sandbox's
-// reach, and only its directories, bound into the root, are seen.
-const diskMount = "/disk"
+// guestDev is the guest's own /dev (devtmpfs), which the init keeps
+// open as it enters the sandbox's root.
+var guestDev *os.File
+
+// diskMount is where the init mounts a persistent workspace's disk:
+// in its own mount namespace only (the agent's sees the directories
+// bound from it, not the disk).
+const diskMount = "/run/.cordon-disk"
 
 // writableSpace mounts the sandbox's writable directories on the new
-// root (at): on the persistent workspace's disk where the host attached
-// one, each in a directory of its own named as on every tier
-// (baseline.ScratchName), made at its first start; else each a tmpfs.
-// Both are nosuid and nodev.
+// root (at), each a tmpfs, nosuid and nodev; each is a shared mount, so
+// that a disk bound over it later (attachDisk), once the agent's process
+// has its own mount namespace, reaches that namespace too.
 func writableSpace(at func(string) string, uid int) error {
-	dev := diskBySerial(DiskSerial)
-	if dev != "" {
-		if err := os.MkdirAll(diskMount, 0o700); err != nil {
-			return err
-		}
-		if err := unix.Mount(dev, diskMount, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-			return fmt.Errorf("mount the workspace's disk: %w", err)
-		}
-	}
 	for _, d := range baseline.ScratchDirs {
 		if _, err := os.Stat(at(d.Path)); err != nil {
 			continue // (an image without /var/tmp)
 		}
-		if dev == "" {
-			data := fmt.Sprintf("mode=%o", d.Mode)
-			if d.Owned {
-				data += fmt.Sprintf(",uid=%d,gid=%d", uid, uid)
+		data := fmt.Sprintf("mode=%o", d.Mode)
+		if d.Owned {
+			data += fmt.Sprintf(",uid=%d,gid=%d", uid, uid)
+		}
+		if err := unix.Mount("tmpfs", at(d.Path), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+			return fmt.Errorf("mount %s: %w", d.Path, err)
+		}
+		if err := unix.Mount("", at(d.Path), "", unix.MS_SHARED, ""); err != nil {
+			return fmt.Errorf("share %s: %w", d.Path, err)
+		}
+	}
+	return nil
+}
+
+// attachDisk binds the writable directories from a persistent
+// workspace's disk (serial DiskSerial, of size bytes), over their tmpfs:
+// each in a directory of its own named as on every tier
+// (baseline.ScratchName), made at its first start. The disk is mounted
+// nosuid and nodev, and its binds keep those flags. A guest restored
+// from a saved one learns its disk's size as the host resizes it, and
+// holds what it read of the disk it was saved with: it waits for the
+// size, and drops those buffers before it mounts.
+func attachDisk(bytes int64, uid int) error {
+	var dev string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if dev = diskBySerial(DiskSerial); dev != "" {
+			b, _ := os.ReadFile(filepath.Join("/sys/block", filepath.Base(dev), "size"))
+			if sectors, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && sectors*512 == bytes {
+				break
 			}
-			if err := unix.Mount("tmpfs", at(d.Path), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
-				return fmt.Errorf("mount %s: %w", d.Path, err)
-			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no disk %s of %d bytes", DiskSerial, bytes)
+		}
+	}
+	// (Through the init's handle on the guest's /dev.)
+	dev = fmt.Sprintf("/proc/self/fd/%d/%s", guestDev.Fd(), filepath.Base(dev))
+	f, err := os.Open(dev)
+	if err != nil {
+		return err
+	}
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.BLKFLSBUF, 0)
+	f.Close()
+	if e != 0 {
+		return fmt.Errorf("drop %s's buffers: %w", dev, e)
+	}
+	if err := os.MkdirAll(diskMount, 0o700); err != nil {
+		return err
+	}
+	if err := unix.Mount(dev, diskMount, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("mount %s: %w", dev, err)
+	}
+	for _, d := range baseline.ScratchDirs {
+		if _, err := os.Stat(d.Path); err != nil {
 			continue
 		}
 		src := filepath.Join(diskMount, baseline.ScratchName(d.Path))
@@ -735,8 +786,7 @@ func writableSpace(at func(string) string, uid int) error {
 		if err := os.Lchown(src, owner, owner); err != nil {
 			return err
 		}
-		// A bind has its source mount's flags: nosuid, nodev.
-		if err := unix.Mount(src, at(d.Path), "", unix.MS_BIND, ""); err != nil {
+		if err := unix.Mount(src, d.Path, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind %s from the disk: %w", d.Path, err)
 		}
 	}

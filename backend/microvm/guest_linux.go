@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/disk"
 	"io"
 	"os"
 	"os/exec"
@@ -170,7 +171,12 @@ const rootDiskVersion = 1
 // per sandbox (token, random seed, clock, boot id) comes after, in the
 // configuration and from the agent; what is shared is the kernel's and
 // the init's memory as it was then (their address-space layout among it).
-func (b *Backend) saved(ctx context.Context, accel string, mem int64, root string) (string, error) {
+//
+// A saved guest for persistent workspaces' VMs (withDisk) has a stand-in
+// disk attached, its size the least a disk has: a VM restored from it with
+// its own disk is told that disk's size (SetDiskSize) before the guest,
+// configured, mounts it.
+func (b *Backend) saved(ctx context.Context, accel string, mem int64, root string, withDisk bool) (string, error) {
 	initrd, err := b.initramfs()
 	if err != nil {
 		return "", err
@@ -183,10 +189,18 @@ func (b *Backend) saved(ctx context.Context, accel string, mem int64, root strin
 		}
 		fmt.Fprintf(h, "%s %d %d\n", p, st.Size(), st.ModTime().UnixNano())
 	}
-	fmt.Fprintf(h, "%s %d %d\n", accel, mem, savedVersion)
+	fmt.Fprintf(h, "%s %d %d %t\n", accel, mem, savedVersion, withDisk)
 	path := filepath.Join(b.cfg.StateDir, "saved-"+hex.EncodeToString(h.Sum(nil)[:8])+".vmstate")
 	err = b.buildOnce(ctx, path, func(tmp string) error {
-		vm, err := b.boot(ctx, bootOptions{accel: accel, mem: mem, saving: true, root: root})
+		o := bootOptions{accel: accel, mem: mem, saving: true, root: root}
+		if withDisk {
+			o.disk = filepath.Join(b.cfg.StateDir, "stand-in-disk.img")
+			// (Under buildOnce's lock already.)
+			if err := os.WriteFile(o.disk, make([]byte, disk.MinBytes), 0o600); err != nil {
+				return err
+			}
+		}
+		vm, err := b.boot(ctx, o)
 		if err != nil {
 			return err
 		}
@@ -208,7 +222,7 @@ func (b *Backend) saved(ctx context.Context, accel string, mem int64, root strin
 }
 
 // savedVersion changes when what a saved guest holds does.
-const savedVersion = 6
+const savedVersion = 7
 
 // flock takes an exclusive lock on f, held to ctx.
 func flock(ctx context.Context, f *os.File) error {

@@ -293,17 +293,23 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		}
 	}
 	if l.Disk != "" {
-		// A saved guest has no disk attached, and its writable space is
-		// already mounted: a persistent workspace's VM boots.
-		opts.note = "booted cold: a persistent workspace's disk is attached at boot"
+		// The guest binds its writable directories from the disk once it
+		// is configured (vminit.Config.DiskBytes).
+		st, err := os.Stat(l.Disk)
+		if err != nil {
+			return nil, fmt.Errorf("%w: the sandbox's disk: %v", sandbox.ErrUnavailable, err)
+		}
+		opts.cfg.DiskBytes = st.Size()
 		if err := awaitUnlocked(bctx, l.Disk); err != nil {
 			return nil, fmt.Errorf("%w: the sandbox's disk: %v", sandbox.ErrUnavailable, err)
 		}
-	} else if !b.cfg.ColdBoot {
-		// A saved guest of this size, made once; without one (it could
+	}
+	if !b.cfg.ColdBoot {
+		// A saved guest of this size (with a disk attached, for a
+		// persistent workspace's VM), made once; without one (it could
 		// not be made), the VM boots cold and says why.
 		var err error
-		if opts.restore, err = b.saved(bctx, b.accel, mem, opts.root); err != nil {
+		if opts.restore, err = b.saved(bctx, b.accel, mem, opts.root, l.Disk != ""); err != nil {
 			opts.note = "booted cold: no saved guest: " + err.Error()
 		}
 	}
@@ -436,6 +442,12 @@ func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
 	}
 	if probing {
 		return vm, nil
+	}
+	if o.restore != "" && o.disk != "" {
+		// Saved with a stand-in disk: the guest learns this one's size.
+		if err := (QEMU{Binary: b.cfg.QEMU}).SetDiskSize(ctx, m.Monitor, cfg.DiskBytes); err != nil {
+			return fail(fmt.Errorf("%w: the sandbox's disk: %v", sandbox.ErrUnavailable, err))
+		}
 	}
 	line, err := json.Marshal(cfg)
 	if err != nil {

@@ -337,8 +337,9 @@ func TestRootFS(t *testing.T) {
 // nosuid, the egress boundary across stops); and what is the VM's own: a
 // VM destroyed right after a write, without the agent's flush, leaves the
 // write on the disk (the guest flushes it before it powers off), a
-// disk's VM boots and says so, and the disk itself is out of the
-// workload's reach.
+// disk's VM is restored from a saved guest (with a stand-in disk, then
+// told this one's size), and the disk itself is out of the workload's
+// reach.
 func TestPersistentDisk(t *testing.T) {
 	b := backend(t)
 	sandboxtest.PersistentDisk(t, b)
@@ -356,11 +357,11 @@ func TestPersistentDisk(t *testing.T) {
 		return in, client.New(in.Endpoint())
 	}
 	in, c := start()
-	if d := in.Diagnostics(); !strings.Contains(d, "booted cold") {
-		t.Errorf("a disk VM's diagnostics do not say how it started: %q", d)
+	if d := in.Diagnostics(); !strings.Contains(d, "restored from a saved guest") {
+		t.Errorf("a disk VM was not restored from a saved guest: %q", d)
 	}
 	var out strings.Builder
-	res, err := c.Exec(t.Context(), "sh", client.ExecOptions{Args: []string{"-c", "head -c 3000000 /dev/urandom > /workspace/r && sha256sum /workspace/r > ~/sum && ls /dev | grep -c '^vd'; test -e /disk"}, Stdout: &out})
+	res, err := c.Exec(t.Context(), "sh", client.ExecOptions{Args: []string{"-c", "head -c 3000000 /dev/urandom > /workspace/r && sha256sum /workspace/r > ~/sum && ls /dev | grep -c '^vd'; ls -A /run/.cordon-disk"}, Stdout: &out})
 	if err != nil || res.ExitCode == 0 || out.String() != "0\n" {
 		t.Fatalf("the workload sees the disk itself, or could not write: %q %+v %v", out.String(), res, err)
 	}

@@ -73,6 +73,10 @@ type VMM interface {
 	// runs them again.
 	Pause(ctx context.Context, monitor string) error
 	Resume(ctx context.Context, monitor string) error
+	// SetDiskSize tells a VM restored with another image as its Disk than
+	// it was saved with that image's size, once the VM runs: the guest is
+	// told its disk changed (a virtio config change).
+	SetDiskSize(ctx context.Context, monitor string, bytes int64) error
 }
 
 // QEMU drives qemu-system-x86_64's microvm machine: virtio-mmio devices,
@@ -197,6 +201,37 @@ func (q QEMU) Pause(ctx context.Context, path string) error {
 }
 func (q QEMU) Resume(ctx context.Context, path string) error {
 	return q.run(ctx, path, "cont", "running")
+}
+
+func (q QEMU) SetDiskSize(ctx context.Context, path string, bytes int64) error {
+	m, err := openMonitor(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer m.c.Close()
+	for {
+		out, err := m.do("info status")
+		if err != nil {
+			return err
+		}
+		if strings.Contains(out, "status: running") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the restored VM did not run: %s (%w)", strings.TrimSpace(out), ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	// (A raw image's size is its file's: this resizes it to what it is.)
+	out, err := m.do(fmt.Sprintf("block_resize disk %dB", bytes))
+	if err != nil {
+		return err
+	}
+	if _, msg, failed := strings.Cut(out, "Error: "); failed {
+		return fmt.Errorf("block_resize: %s", strings.TrimSuffix(strings.TrimSpace(msg), "(qemu)"))
+	}
+	return nil
 }
 
 // run runs cmd, then confirms the VM's status is want.
