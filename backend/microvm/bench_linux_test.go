@@ -2,6 +2,7 @@ package microvm_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/agent/vminit"
 	"github.com/cordon-sandbox/cordon/backend/microvm"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/sandbox"
@@ -58,6 +60,13 @@ func BenchmarkMicroVM(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sb.Destroy(b.Context())
+	// The saved guest sb was restored from (the only one yet), and its
+	// initramfs, which QEMU restores bare below.
+	saved, _ := filepath.Glob(filepath.Join(stateDir, "saved-*.vmstate"))
+	initrd, _ := filepath.Glob(filepath.Join(stateDir, "initramfs-*.cpio"))
+	if len(saved) != 1 || len(initrd) != 1 {
+		b.Fatalf("saved guests %v and initramfs %v: want one of each to restore bare", saved, initrd)
+	}
 	b.Run("warm-exec", func(b *testing.B) { sandboxtest.BenchExecIn(b, sb) })
 	// The floor under a warm exec: the guest kernel's own fork and exec
 	// of true, timed inside a bare guest (root, no agent, no filter).
@@ -124,11 +133,6 @@ func BenchmarkMicroVM(b *testing.B) {
 			}
 		}
 	})
-	saved, _ := filepath.Glob(filepath.Join(stateDir, "saved-*.vmstate"))
-	initrd, _ := filepath.Glob(filepath.Join(stateDir, "initramfs-*.cpio"))
-	if len(saved) == 0 || len(initrd) == 0 {
-		b.Fatal("no saved guest or initramfs to restore bare")
-	}
 	qemu, _ := exec.LookPath("qemu-system-x86_64")
 	img := filepath.Join(microvm.DefaultImageDir, "current")
 	machine := func(dir string) microvm.Machine {
@@ -149,6 +153,46 @@ func BenchmarkMicroVM(b *testing.B) {
 			}
 			waitRunning(b, m.Monitor)
 			ds = append(ds, time.Since(t0))
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		testutil.ReportPercentiles(b, "", ds)
+	})
+	// QEMU restoring the same saved guest to a first command's result
+	// without the agent: the guest's init, configured as a test bed, runs
+	// true itself and says its status on the port.
+	b.Run("bare-qemu-restore-to-first-result", func(b *testing.B) {
+		var ds []time.Duration
+		for b.Loop() {
+			dir := b.TempDir()
+			m := machine(dir)
+			m.Restore = saved[0]
+			cmd, _ := microvm.QEMU{Binary: qemu}.Command(m)
+			t0 := time.Now()
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			var c net.Conn
+			for c == nil {
+				c, _ = net.Dial("unix", m.Port)
+				time.Sleep(time.Millisecond)
+			}
+			line, _ := json.Marshal(vminit.Config{Token: "bare", UID: 1000, Seed: make([]byte, 32), TimeNs: time.Now().UnixNano(), Run: []string{"/bin/true"}})
+			if _, err := c.Write(append(line, '\n')); err != nil {
+				b.Fatal(err)
+			}
+			r := bufio.NewReader(c)
+			for {
+				l, err := r.ReadString('\n')
+				if err != nil {
+					b.Fatalf("%v: %q", err, l)
+				}
+				if strings.HasPrefix(l, strings.TrimPrefix(vminit.ExitMarker, "\n")) {
+					break
+				}
+			}
+			ds = append(ds, time.Since(t0))
+			c.Close()
 			cmd.Process.Kill()
 			cmd.Wait()
 		}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/vminit"
@@ -158,9 +159,19 @@ type monitor struct {
 }
 
 // openMonitor connects to the monitor at path and reads its greeting.
+// A VMM just started may not have made it yet: it is dialled again
+// until ctx ends.
 func openMonitor(ctx context.Context, path string) (*monitor, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
+	for err != nil && (errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)) {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (%v)", err, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+		c, err = d.DialContext(ctx, "unix", path)
+	}
 	if err != nil {
 		return nil, err
 	}
