@@ -139,12 +139,18 @@ func (p *Provider) CloneDisks(ctx context.Context, s *Sandbox, n int) ([]*DiskCl
 	if !disk.Reflinks(p.disks) {
 		return nil, fmt.Errorf("%w: copy-on-write copies of a disk: %v", ErrUnsupported, disk.ErrNoReflinks)
 	}
-	if d.current() != nil && !disk.Mounted(d.image) {
+	freeze := func() (func() error, error) { return disk.Freeze(d.image) }
+	if cur := d.current(); cur != nil && !disk.Mounted(d.image) {
 		// A running instance holds its file system where this host cannot
-		// freeze it (a VM's guest, with writes in its own cache).
-		return nil, fmt.Errorf("%w: copy-on-write copies of a disk a running %s sandbox holds", ErrUnsupported, s.Tier())
+		// freeze it (a VM's guest, with writes in its own cache): it
+		// freezes it itself, or the disk is not copied.
+		f, ok := cur.(DiskFreezer)
+		if !ok {
+			return nil, fmt.Errorf("%w: copy-on-write copies of a disk a running %s sandbox holds", ErrUnsupported, s.Tier())
+		}
+		freeze = func() (func() error, error) { return f.FreezeDisk(ctx) }
 	}
-	thaw, err := disk.Freeze(d.image)
+	thaw, err := freeze()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrAgent, err)
 	}

@@ -322,6 +322,15 @@ type Persistent interface {
 	State() ([]byte, error)
 }
 
+// DiskFreezer is implemented by instances on a disk (Launch.Disk) that
+// hold its file system where this host cannot freeze it (a VM's guest
+// mounts it): FreezeDisk has its writes flushed and held until thaw, for a
+// copy-on-write copy of the disk (Provider.CloneDisks). The instance holds
+// the bound: a freeze is let go after a while even if thaw never comes.
+type DiskFreezer interface {
+	FreezeDisk(ctx context.Context) (thaw func() error, err error)
+}
+
 // Adopter is implemented by backends whose instances can be taken over by
 // a later process.
 type Adopter interface {

@@ -7,6 +7,8 @@
 // The guest has no network interface: the port is its only way out.
 package vminit
 
+import "time"
+
 // EnvMarker is set (from the kernel's command line, which hands unknown
 // name=value words to init as its environment) when cordon-agent is a
 // microVM's init.
@@ -15,13 +17,32 @@ const EnvMarker = "cordon_vm"
 // PortName is the virtio-serial port the host reaches the agent by.
 const PortName = "org.cordon.agent"
 
+// The guest's disks are found by their serial numbers, not by the order
+// the kernel names them in: RootSerial's is the root (read-only ext4),
+// DiskSerial's, when the host attached one, a persistent workspace's ext4
+// file system, which holds the writable directories in place of tmpfs.
+const (
+	RootSerial = "cordon-root"
+	DiskSerial = "cordon-disk"
+)
+
 // ControlPortName is the virtio-serial port the host asks the guest's
-// init to power off by (PowerOff): the init flushes every file system
-// (a persistent workspace's disk among them) and powers the guest off.
+// init things by, a line each: PowerOff (the init flushes every file
+// system, a persistent workspace's disk among them, and powers the guest
+// off), Freeze and Thaw (of a persistent workspace's disk, for a
+// copy-on-write copy of it; each answered with a line, Done or an error).
 const ControlPortName = "org.cordon.control"
 
-// PowerOff is the line that asks it.
-const PowerOff = "poweroff\n"
+// The control port's requests, and the answer that says one was done.
+const (
+	PowerOff = "poweroff\n"
+	Freeze   = "freeze\n"
+	Thaw     = "thaw\n"
+	Done     = "ok\n"
+)
+
+// FreezeBound is how long the guest holds a freeze its host never thaws.
+const FreezeBound = 30 * time.Second
 
 // Rejoin is the byte a host that reconnects to the agent's port (a
 // restarted daemon taking the VM back) writes before its multiplexer

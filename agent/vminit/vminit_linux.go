@@ -30,15 +30,6 @@ import (
 // and the guest needs before its root disk and port exist.
 var Modules = []string{"virtio_ring", "virtio", "virtio_mmio", "virtio_blk", "virtio_console"}
 
-// The guest's disks are found by their serial numbers, not by the order
-// the kernel names them in: RootSerial's is the root (read-only ext4),
-// DiskSerial's, when the host attached one, a persistent workspace's ext4
-// file system, which holds the writable directories in place of tmpfs.
-const (
-	RootSerial = "cordon-root"
-	DiskSerial = "cordon-disk"
-)
-
 // diskBySerial is the block device whose serial is serial, or "".
 func diskBySerial(serial string) string {
 	paths, _ := filepath.Glob("/sys/block/vd*/serial")
@@ -111,17 +102,44 @@ func run(serve func(env []string, opts startup.Options) (func() int, int)) error
 			return fmt.Errorf("the workspace's disk: %w", err)
 		}
 	}
-	go awaitPowerOff(control, agent)
+	go serveControl(control, agent, cfg.DiskBytes > 0)
 	return agent.run(cfg)
 }
 
-// awaitPowerOff reads the control port until the host asks the guest to
-// power off (PowerOff), then ends the agent: the init then flushes the
-// file systems and powers the guest off (Main). While no host is
+// serveControl reads the host's requests on the control port until it
+// asks the guest to power off (PowerOff), then ends the agent: the init
+// then flushes the file systems and powers the guest off (Main). It
+// freezes and thaws a persistent workspace's disk (Freeze, Thaw), a
+// freeze let go after FreezeBound if no thaw comes. While no host is
 // connected, the port reads end of file: it is read again shortly.
-func awaitPowerOff(control *os.File, agent *spawned) {
+func serveControl(control *os.File, agent *spawned, disk bool) {
 	var line []byte
 	var b [1]byte
+	var frozen *os.File
+	var bound *time.Timer
+	var mu sync.Mutex
+	thaw := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if frozen == nil {
+			return nil
+		}
+		bound.Stop()
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, frozen.Fd(), fiThaw, 0)
+		frozen.Close()
+		frozen = nil
+		if e != 0 {
+			return e
+		}
+		return nil
+	}
+	answer := func(err error) {
+		if err != nil {
+			fmt.Fprintf(control, "error %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+			return
+		}
+		io.WriteString(control, Done)
+	}
 	for {
 		n, err := control.Read(b[:])
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -137,13 +155,42 @@ func awaitPowerOff(control *os.File, agent *spawned) {
 			}
 			continue
 		}
-		if string(line)+"\n" == PowerOff {
+		switch string(line) + "\n" {
+		case PowerOff:
+			_ = thaw()
 			_ = agent.cmd.Process.Kill()
 			return
+		case Freeze:
+			if !disk {
+				answer(errors.New("no disk is attached"))
+				break
+			}
+			mu.Lock()
+			var err error
+			if frozen == nil {
+				if frozen, err = os.Open(diskMount); err == nil {
+					if _, _, e := unix.Syscall(unix.SYS_IOCTL, frozen.Fd(), fiFreeze, 0); e != 0 {
+						frozen.Close()
+						frozen, err = nil, e
+					} else {
+						bound = time.AfterFunc(FreezeBound, func() { _ = thaw() })
+					}
+				}
+			}
+			mu.Unlock()
+			answer(err)
+		case Thaw:
+			answer(thaw())
 		}
 		line = line[:0]
 	}
 }
+
+// fiFreeze and fiThaw are FIFREEZE and FITHAW (_IOWR('X', 119/120, int)).
+const (
+	fiFreeze = 0xc0045877
+	fiThaw   = 0xc0045878
+)
 
 // testRun runs cfg.Run as the guest's root (Config.Run), its output on
 // the port, then its exit status.

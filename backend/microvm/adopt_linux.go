@@ -25,8 +25,9 @@ import (
 )
 
 var (
-	_ sandbox.Adopter    = (*Backend)(nil)
-	_ sandbox.Persistent = (*instance)(nil)
+	_ sandbox.Adopter     = (*Backend)(nil)
+	_ sandbox.Persistent  = (*instance)(nil)
+	_ sandbox.DiskFreezer = (*instance)(nil)
 )
 
 // vmmRecord names a VM's VMM in its directory, for Sweep.

@@ -476,17 +476,20 @@ type instance struct {
 	accel   string
 	// proc is the VMM's process, pid its pid and start its start time
 	// (procid), which name it for a later process.
-	proc    interface{ Kill() error }
-	pid     int
-	start   string
-	exited  chan struct{}
-	logs    *logbuf.Buffer // the host's own notes
-	port    net.Conn
-	control net.Conn
-	session *yamux.Session
-	agentLn net.Listener
-	egress  *connq.Listener
-	ep      client.Endpoint
+	proc   interface{ Kill() error }
+	pid    int
+	start  string
+	exited chan struct{}
+	logs   *logbuf.Buffer // the host's own notes
+	port   net.Conn
+	// control is the host's side of the guest's control port; one
+	// request at a time (controlMu).
+	control   net.Conn
+	controlMu sync.Mutex
+	session   *yamux.Session
+	agentLn   net.Listener
+	egress    *connq.Listener
+	ep        client.Endpoint
 	// note says how the VM started where that is worth saying;
 	// restored: it started from a saved guest.
 	note     string
@@ -717,7 +720,10 @@ func (vm *instance) awaitPowerOff(ctx context.Context) bool {
 			return false
 		}
 	}
-	if _, err := io.WriteString(vm.control, vminit.PowerOff); err != nil {
+	vm.controlMu.Lock()
+	_, err := io.WriteString(vm.control, vminit.PowerOff)
+	vm.controlMu.Unlock()
+	if err != nil {
 		return false
 	}
 	select {
@@ -757,6 +763,58 @@ func awaitUnlocked(ctx context.Context, image string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// FreezeDisk has the guest freeze its persistent workspace's disk (its
+// writes flushed and held), for a copy of the image; thaw lets it go. The
+// guest lets a freeze go by itself after vminit.FreezeBound.
+func (vm *instance) FreezeDisk(ctx context.Context) (func() error, error) {
+	if !vm.disk || vm.control == nil {
+		return nil, errors.New("the VM has no disk attached")
+	}
+	if err := vm.ask(ctx, vminit.Freeze); err != nil {
+		return nil, fmt.Errorf("freeze the guest's disk: %w", err)
+	}
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := vm.ask(ctx, vminit.Thaw); err != nil {
+			return fmt.Errorf("thaw the guest's disk: %w", err)
+		}
+		return nil
+	}, nil
+}
+
+// ask sends the guest's init a request on the control port and reads its
+// answer, held to ctx (10 s without a deadline).
+func (vm *instance) ask(ctx context.Context, req string) error {
+	vm.controlMu.Lock()
+	defer vm.controlMu.Unlock()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(10 * time.Second)
+	}
+	_ = vm.control.SetDeadline(deadline)
+	defer vm.control.SetDeadline(time.Time{})
+	if _, err := io.WriteString(vm.control, req); err != nil {
+		return err
+	}
+	// One byte at a time: nothing past the answer is taken.
+	var line []byte
+	var b [1]byte
+	for len(line) < 512 {
+		if _, err := vm.control.Read(b[:]); err != nil {
+			return err
+		}
+		if b[0] == '\n' {
+			if a := string(line) + "\n"; a != vminit.Done {
+				return errors.New(strings.TrimSpace(a))
+			}
+			return nil
+		}
+		line = append(line, b[0])
+	}
+	return errors.New("the guest's answer is too long")
 }
 
 // kill ends a VM that never became a sandbox.

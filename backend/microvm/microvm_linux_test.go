@@ -2,7 +2,6 @@ package microvm_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -375,10 +374,10 @@ func TestPersistentDisk(t *testing.T) {
 }
 
 // TestDiskCloneOfVM: where the disks' file system has reflinks (XFS on a
-// loop device here), a running VM's disk is not cloned behind its guest's
-// back (its writes may still be in the guest's cache): that is refused as
-// unsupported, and a fork then copies files through the agent. A stopped
-// VM's disk is cloned, and a sandbox on the clone has its files.
+// loop device here), a running VM's disk is cloned with its guest's file
+// system frozen (its writes flushed first, so a write made just before is
+// in the clone); the source writes on once thawed; and a sandbox on the
+// clone has its files and diverges. A stopped VM's disk is cloned too.
 func TestDiskCloneOfVM(t *testing.T) {
 	b := backend(t)
 	p := sandbox.NewProvider([]sandbox.Backend{b}, sandbox.WithDisks(testutil.XFSDir(t, 1<<30), 0))
@@ -387,23 +386,34 @@ func TestDiskCloneOfVM(t *testing.T) {
 	if out, res := sandboxtest.Sh(t, sb, "echo mine > /workspace/who && echo ok"); out != "ok\n" {
 		t.Fatalf("write: %q %+v", out, res)
 	}
-	if _, err := p.CloneDisks(t.Context(), sb, 1); !errors.Is(err, sandbox.ErrUnsupported) {
-		t.Fatalf("a running VM's disk cloned: %v", err)
+	fork := func(from *sandbox.Sandbox) *sandbox.Sandbox {
+		t.Helper()
+		clones, err := p.CloneDisks(t.Context(), from, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := p.CreateOnDisk(t.Context(), spec, clones[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Destroy(context.Background()) })
+		return f
+	}
+	running := fork(sb)
+	if out, _ := sandboxtest.Sh(t, running, "cat /workspace/who; echo fork > /workspace/who"); out != "mine\n" {
+		t.Fatalf("the clone of a running VM's disk holds %q", out)
+	}
+	if out, _ := sandboxtest.Sh(t, sb, "cat /workspace/who; echo again > /workspace/who && cat /workspace/who"); out != "mine\nagain\n" {
+		t.Fatalf("the source after its disk was cloned: %q", out)
 	}
 	if err := sb.Suspend(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	clones, err := p.CloneDisks(t.Context(), sb, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fork, err := p.CreateOnDisk(t.Context(), spec, clones[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fork.Destroy(context.Background())
-	if out, _ := sandboxtest.Sh(t, fork, "cat /workspace/who"); out != "mine\n" {
+	if out, _ := sandboxtest.Sh(t, fork(sb), "cat /workspace/who"); out != "again\n" {
 		t.Fatalf("the clone of a stopped VM's disk holds %q", out)
+	}
+	if out, _ := sandboxtest.Sh(t, running, "cat /workspace/who"); out != "fork\n" {
+		t.Fatalf("the first clone diverged to %q", out)
 	}
 }
 
