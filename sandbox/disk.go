@@ -80,6 +80,12 @@ func (p *Provider) startOnDisk(ctx context.Context, b Backend, spec Spec) (*Sand
 	if size == 0 {
 		size = p.diskDefault
 	}
+	// A quota past what the disks' file system holds could never be kept:
+	// the image would fail its writes (I/O errors in the sandbox, not
+	// ENOSPC) long before.
+	if total, err := disk.Capacity(p.disks); err == nil && size > total {
+		return nil, fmt.Errorf("%w: limits.diskBytes %d: more than the file system persistent workspaces live on holds (%d bytes)", ErrInvalidSpec, size, total)
+	}
 	if err := disk.Create(ctx, image, size); err != nil {
 		return nil, fmt.Errorf("%w: the sandbox's disk: %v", ErrUnavailable, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +64,31 @@ func TestPersistentIdleStops(t *testing.T) {
 	// mistake.
 	_, err = c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{Autostart: true}})
 	wantCode(t, err, 400, api.CodeInvalid)
+}
+
+// TestPersistentDiskBounds: a persistent workspace's disk quota is at
+// most the daemon's MaxDiskBytes, and never more than the file system the
+// disks live on holds (a quota that could never be kept); either is the
+// caller's 400 naming limits.diskBytes, and nothing is left behind.
+func TestPersistentDiskBounds(t *testing.T) {
+	d := newDaemon(t, 0)
+	d.disks = testutil.XFSDir(t, 512<<20)
+	d.start(t, func(c *server.Config) { c.Limits.MaxDiskBytes = 2 << 30 })
+	c := d.local
+	for _, size := range []int64{3 << 30, 1 << 30} {
+		_, err := c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{PersistentWorkspace: true, Limits: api.Limits{DiskBytes: size}}})
+		wantCode(t, err, 400, api.CodeInvalid)
+		if !strings.Contains(err.Error(), "limits.diskBytes") {
+			t.Errorf("a %d-byte disk refused without naming the field: %v", size, err)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(d.disks, "*")); len(left) > 0 {
+		t.Errorf("refused creates left %v", left)
+	}
+	sb := create(t, c, api.CreateRequest{Spec: api.Spec{PersistentWorkspace: true, Limits: api.Limits{DiskBytes: 64 << 20}}})
+	if out := sh(t, c, sb.ID, "echo ok"); out != "ok\n" {
+		t.Fatalf("a disk within both bounds: %q", out)
+	}
 }
 
 // TestForkOnDiskIsCopyOnWrite: where the disks' file system has reflinks

@@ -45,6 +45,9 @@ func (s *Server) toSpec(in api.Spec) (sandbox.Spec, error) {
 	if in.Autostart && !in.PersistentWorkspace {
 		return sandbox.Spec{}, fmt.Errorf("%w: autostart: a sandbox starts again only on a persistent workspace (persistentWorkspace)", sandbox.ErrInvalidSpec)
 	}
+	if in.PersistentWorkspace && in.Limits.DiskBytes > s.cfg.Limits.MaxDiskBytes {
+		return sandbox.Spec{}, fmt.Errorf("%w: limits.diskBytes %d: a persistent workspace's disk is at most %d bytes on this daemon (cordon serve --max-disk-size)", sandbox.ErrInvalidSpec, in.Limits.DiskBytes, s.cfg.Limits.MaxDiskBytes)
+	}
 	if in.MaxTimeoutMs < 0 || in.MaxTimeoutMs > s.maxExecTimeout().Milliseconds() {
 		return sandbox.Spec{}, fmt.Errorf("%w: maxTimeoutMs %d: want 0 (the default, 30 minutes) to %d, this daemon's most", sandbox.ErrInvalidSpec, in.MaxTimeoutMs, s.maxExecTimeout().Milliseconds())
 	}

@@ -76,6 +76,11 @@ type Limits struct {
 	// (default 16 GiB): what a sandbox, or an import, may make the daemon
 	// read and store.
 	MaxSnapshotBytes int64
+	// MaxDiskBytes bounds one persistent workspace's disk quota
+	// (limits.diskBytes; default 64 GiB). Disks are sparse images: what
+	// they promise together may pass what the host holds, and this, with
+	// MaxSandboxesPerTenant, bounds how far.
+	MaxDiskBytes int64
 }
 
 func (l *Limits) defaults() {
@@ -98,6 +103,7 @@ func (l *Limits) defaults() {
 	defi(&l.MaxSnapshotsPerTenant, 100)
 	defi(&l.MaxTemplatesPerTenant, 100)
 	def(&l.MaxSnapshotBytes, 16<<30)
+	def(&l.MaxDiskBytes, 64<<30)
 }
 
 // Server is the daemon. Build one with New, serve Handler on listeners,

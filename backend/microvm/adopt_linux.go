@@ -17,6 +17,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/vminit"
+	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/internal/pidfd"
 	"github.com/cordon-sandbox/cordon/internal/procid"
@@ -128,19 +129,13 @@ func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 			kept[vm.id] = true
 		}
 	}
-	ents, err := os.ReadDir(b.cfg.StateDir)
+	unkept, err := host.Unkept(b.cfg.StateDir, "vm-", kept)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
 		return err
 	}
 	var errs []error
-	for _, e := range ents {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), "vm-") || kept[e.Name()] {
-			continue
-		}
-		dir := filepath.Join(b.cfg.StateDir, e.Name())
+	for _, name := range unkept {
+		dir := filepath.Join(b.cfg.StateDir, name)
 		rec, _ := os.ReadFile(filepath.Join(dir, vmmRecord))
 		if pid, start, ok := strings.Cut(strings.TrimSpace(string(rec)), " "); ok {
 			n, _ := strconv.Atoi(pid)
@@ -150,7 +145,7 @@ func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 				case <-p.Exited():
 				case <-ctx.Done():
 					p.Close()
-					errs = append(errs, fmt.Errorf("%w: the VMM of %s (pid %d) outlived SIGKILL", sandbox.ErrTeardown, e.Name(), n))
+					errs = append(errs, fmt.Errorf("%w: the VMM of %s (pid %d) outlived SIGKILL", sandbox.ErrTeardown, name, n))
 					continue
 				}
 				p.Close()
@@ -159,7 +154,7 @@ func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 		if procid.Named(strings.TrimSpace(string(rec))) {
 			continue // (killed above, or not ours to kill)
 		}
-		if err := removeCgroup(cgroupOf(e.Name())); err != nil {
+		if err := removeCgroup(cgroupOf(name)); err != nil {
 			errs = append(errs, err)
 		}
 		if err := os.RemoveAll(dir); err != nil {

@@ -140,17 +140,21 @@ func BenchmarkMicroVM(b *testing.B) {
 			RootDisk: filepath.Join(img, "root.ext4"), MemoryMiB: microvm.DefaultMemory >> 20, VCPUs: 1, Port: filepath.Join(dir, "port.sock"), Control: filepath.Join(dir, "control.sock"),
 			Console: filepath.Join(dir, "console.log"), Accel: warm.Accel(), Monitor: filepath.Join(dir, "monitor.sock")}
 	}
+	// restore starts QEMU restoring the saved guest bare, and when.
+	restore := func(b *testing.B) (microvm.Machine, *exec.Cmd, time.Time) {
+		m := machine(b.TempDir())
+		m.Restore = saved[0]
+		cmd, _ := microvm.QEMU{Binary: qemu}.Command(m)
+		t0 := time.Now()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		return m, cmd, t0
+	}
 	b.Run("bare-qemu-restore-to-running", func(b *testing.B) {
 		var ds []time.Duration
 		for b.Loop() {
-			dir := b.TempDir()
-			m := machine(dir)
-			m.Restore = saved[0]
-			cmd, _ := microvm.QEMU{Binary: qemu}.Command(m)
-			t0 := time.Now()
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
+			m, cmd, t0 := restore(b)
 			waitRunning(b, m.Monitor)
 			ds = append(ds, time.Since(t0))
 			cmd.Process.Kill()
@@ -164,14 +168,7 @@ func BenchmarkMicroVM(b *testing.B) {
 	b.Run("bare-qemu-restore-to-first-result", func(b *testing.B) {
 		var ds []time.Duration
 		for b.Loop() {
-			dir := b.TempDir()
-			m := machine(dir)
-			m.Restore = saved[0]
-			cmd, _ := microvm.QEMU{Binary: qemu}.Command(m)
-			t0 := time.Now()
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
+			m, cmd, t0 := restore(b)
 			var c net.Conn
 			for c == nil {
 				c, _ = net.Dial("unix", m.Port)

@@ -111,19 +111,13 @@ func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 		kept[sl.id] = true
 	}
 	b.poolMu.Unlock()
-	ents, err := os.ReadDir(b.cfg.StateDir)
+	unkept, err := host.Unkept(b.cfg.StateDir, "sb-", kept)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
 		return err
 	}
 	var errs []error
-	for _, e := range ents {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), "sb-") || kept[e.Name()] {
-			continue
-		}
-		if err := b.removeSandbox(ctx, e.Name()); err != nil {
+	for _, name := range unkept {
+		if err := b.removeSandbox(ctx, name); err != nil {
 			errs = append(errs, err)
 		}
 	}

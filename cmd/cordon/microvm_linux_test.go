@@ -109,14 +109,7 @@ func TestMicroVMOutlivesDaemon(t *testing.T) {
 	state := filepath.Join(dir, "state")
 	host := "--host=unix://" + sock
 	run := mustCordon(t, host)
-	describe := func(id string) api.Sandbox {
-		t.Helper()
-		var sb api.Sandbox
-		if err := json.Unmarshal([]byte(run("ls", "-o", "json", id)), &[]*api.Sandbox{&sb}); err != nil {
-			t.Fatal(err)
-		}
-		return sb
-	}
+	describe := func(id string) api.Sandbox { t.Helper(); return describeSandbox(t, run, id) }
 	plain := strings.TrimSpace(run("create", "--tier", "microvm", "--memory", "256m"))
 	id := strings.TrimSpace(run("create", "--tier", "microvm", "--persistent-workspace", "--disk", "64m", "--memory", "256m"))
 	auto := strings.TrimSpace(run("create", "--tier", "microvm", "--persistent-workspace", "--disk", "64m", "--memory", "256m", "--autostart"))

@@ -44,14 +44,7 @@ func persistentWorkspace(t *testing.T, tier string) {
 	t.Cleanup(func() { unmountDisks(t, processDir) })
 	host := "--host=unix://" + sock
 	run := mustCordon(t, host)
-	describe := func(id string) api.Sandbox {
-		t.Helper()
-		var sb api.Sandbox
-		if err := json.Unmarshal([]byte(run("ls", "-o", "json", id)), &[]*api.Sandbox{&sb}); err != nil {
-			t.Fatal(err)
-		}
-		return sb
-	}
+	describe := func(id string) api.Sandbox { t.Helper(); return describeSandbox(t, run, id) }
 	id := strings.TrimSpace(run("create", "--tier", tier, "--persistent-workspace", "--disk", "64m"))
 	auto := strings.TrimSpace(run("create", "--tier", tier, "--persistent-workspace", "--autostart"))
 	const write = "printf one > /workspace/f && chmod 640 /workspace/f && mkdir -p ~/.cache && printf two > ~/.cache/g && echo written"
@@ -181,4 +174,15 @@ func unmountDisks(t *testing.T, dir string) {
 			}
 		}
 	}
+}
+
+// describeSandbox is how `cordon ls -o json ID` (run, with the daemon's
+// --host) describes sandbox id: zero when it is not listed.
+func describeSandbox(t *testing.T, run func(...string) string, id string) api.Sandbox {
+	t.Helper()
+	var sb api.Sandbox
+	if err := json.Unmarshal([]byte(run("ls", "-o", "json", id)), &[]*api.Sandbox{&sb}); err != nil {
+		t.Fatal(err)
+	}
+	return sb
 }

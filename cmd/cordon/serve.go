@@ -75,6 +75,7 @@ func serveCmd(args []string) int {
 	runPool := fs.Int("run-pool", 0, "sandboxes to keep ready for POST /v1/runs of the default memory (0: none)")
 	runTier := fs.String("run-tier", "", "the tier of POST /v1/runs' sandboxes (default: the daemon's default)")
 	runImage := fs.String("run-image", "", "the image of POST /v1/runs' sandboxes, holding deno and python3 on its PATH (default: the tier's root)")
+	maxDiskSize := fs.Int64("max-disk-size", 64<<30, "the largest disk quota, in `BYTES`, a persistent workspace may ask for (limits.diskBytes); disks are sparse images, which together may promise more than the host holds")
 	diskSize := fs.Int64("disk-size", sandbox.DefaultDiskBytes, "the disk quota, in `BYTES`, of a persistent workspace whose spec gives no limits.diskBytes (process, container and gvisor tiers; a sparse image under --state-dir/disks)")
 	prestart := fs.Int("prestart", 2, "process-tier inits to keep started and waiting for a create (a few MiB each; 0: none)")
 	kube := kubeConfig()
@@ -144,6 +145,9 @@ func serveCmd(args []string) int {
 	if *diskSize < disk.MinBytes {
 		return fail("--disk-size %d: at least %d (16 MiB)", *diskSize, disk.MinBytes)
 	}
+	if *maxDiskSize < *diskSize {
+		return fail("--max-disk-size %d: at least --disk-size (%d)", *maxDiskSize, *diskSize)
+	}
 	if *prestart < 0 || *prestart > 64 {
 		return fail("--prestart %d: 0 to 64", *prestart)
 	}
@@ -164,7 +168,7 @@ func serveCmd(args []string) int {
 		Server: server.Config{
 			Provider: provider, StateDir: *stateDir, HostPaths: hostPaths, Profiles: profs,
 			DefaultTTL: *defTTL, MaxTTL: *maxTTL, DefaultIdleTimeout: *idle, MaxExecTimeout: *maxExec,
-			Limits:   server.Limits{MaxSandboxesPerTenant: *maxSandboxes},
+			Limits:   server.Limits{MaxSandboxesPerTenant: *maxSandboxes, MaxDiskBytes: *maxDiskSize},
 			Registry: reg, Log: log,
 			Runs:    runs.NewRunner(runs.Config{Tier: *runTier, Image: *runImage, BrokerURL: *runBroker, Egress: proxy, Log: log}),
 			RunPool: *runPool,

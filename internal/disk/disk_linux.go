@@ -137,6 +137,15 @@ func backing(dir string) string {
 	return ""
 }
 
+// Capacity is the size, in bytes, of the file system dir is on.
+func Capacity(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Blocks) * st.Bsize, nil
+}
+
 // Mounted reports whether image's file system is mounted on this host
 // (where Freeze can freeze it).
 func Mounted(image string) bool {

@@ -20,3 +20,4 @@ func Clone(src, dst string) error               { return errUnsupported }
 func Reflinks(dir string) bool                  { return false }
 func Freeze(image string) (func() error, error) { return nil, errUnsupported }
 func Mounted(image string) bool                 { return false }
+func Capacity(dir string) (int64, error)        { return 0, errUnsupported }
