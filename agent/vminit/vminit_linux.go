@@ -42,8 +42,10 @@ func diskBySerial(serial string) string {
 }
 
 // Main brings the guest up and serves the agent, with serve (agent.Start).
-// It never returns: when the agent ends, or the host goes (the port's
-// session closes), the guest powers off.
+// It never returns: when the agent ends (on its own, or ended by the
+// host's PowerOff on the control port), the guest flushes its file
+// systems and powers off. The host's going does not end it: the agent
+// serves the next host that rejoins.
 func Main(serve func(env []string, opts startup.Options) (func() int, int)) int {
 	err := run(serve)
 	if err != nil {

@@ -195,8 +195,11 @@ func (b *Backend) saved(ctx context.Context, accel string, mem int64, root strin
 		o := bootOptions{accel: accel, mem: mem, saving: true, root: root}
 		if withDisk {
 			o.disk = filepath.Join(b.cfg.StateDir, "stand-in-disk.img")
-			// (Under buildOnce's lock already.)
-			if err := os.WriteFile(o.disk, make([]byte, disk.MinBytes), 0o600); err != nil {
+			// A sparse file of zeros. (Under buildOnce's lock already.)
+			if err := os.WriteFile(o.disk, nil, 0o600); err != nil {
+				return err
+			}
+			if err := os.Truncate(o.disk, disk.MinBytes); err != nil {
 				return err
 			}
 		}
