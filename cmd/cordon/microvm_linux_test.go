@@ -1,7 +1,11 @@
 package main_test
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -70,7 +74,31 @@ func TestMicroVM(t *testing.T) {
 	if boots[0] == boots[1] || boots[0] == "" {
 		t.Fatalf("two sandboxes from the pool had boot ids %q", boots)
 	}
+	// Both were claimed from the pool, not made when asked for.
+	if m := daemonGet(t, sock, "/metrics"); !strings.Contains(m, `cordon_sandbox_create_seconds_count{source="pool"} 2`) {
+		t.Fatalf("the creates were not claims from the pool:\n%s", m)
+	}
 	pool("rm", "vms")
+}
+
+// daemonGet is the body of GET path from the daemon on the unix socket
+// sock (as its local administrator).
+func daemonGet(t *testing.T, sock, path string) string {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	resp, err := hc.Get("http://cordon" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+	}
+	return string(b)
 }
 
 // awaitPoolReady waits for the daemon's pool name to hold n started
