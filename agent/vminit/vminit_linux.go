@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -20,7 +19,6 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/agent/startup"
 	"github.com/cordon-sandbox/cordon/baseline"
-	"github.com/cordon-sandbox/cordon/internal/connq"
 	"github.com/hashicorp/yamux"
 	"golang.org/x/sys/unix"
 )
@@ -29,17 +27,6 @@ import (
 // under /lib/modules (NAME.ko): what the guest kernel builds as modules
 // and the guest needs before its root disk and port exist.
 var Modules = []string{"virtio_ring", "virtio", "virtio_mmio", "virtio_blk", "virtio_console"}
-
-// diskBySerial is the block device whose serial is serial, or "".
-func diskBySerial(serial string) string {
-	paths, _ := filepath.Glob("/sys/block/vd*/serial")
-	for _, p := range paths {
-		if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == serial {
-			return "/dev/" + filepath.Base(filepath.Dir(p))
-		}
-	}
-	return ""
-}
 
 // Main brings the guest up and serves the agent, with serve (agent.Start).
 // It never returns: when the agent ends (on its own, or ended by the
@@ -107,92 +94,6 @@ func run(serve func(env []string, opts startup.Options) (func() int, int)) error
 	go serveControl(control, agent, cfg.DiskBytes > 0)
 	return agent.run(cfg)
 }
-
-// serveControl reads the host's requests on the control port until it
-// asks the guest to power off (PowerOff), then ends the agent: the init
-// then flushes the file systems and powers the guest off (Main). It
-// freezes and thaws a persistent workspace's disk (Freeze, Thaw), a
-// freeze let go after FreezeBound if no thaw comes. While no host is
-// connected, the port reads end of file: it is read again shortly.
-func serveControl(control *os.File, agent *spawned, disk bool) {
-	var line []byte
-	var b [1]byte
-	var frozen *os.File
-	var bound *time.Timer
-	var mu sync.Mutex
-	thaw := func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if frozen == nil {
-			return nil
-		}
-		bound.Stop()
-		_, _, e := unix.Syscall(unix.SYS_IOCTL, frozen.Fd(), fiThaw, 0)
-		frozen.Close()
-		frozen = nil
-		if e != 0 {
-			return e
-		}
-		return nil
-	}
-	answer := func(err error) {
-		if err != nil {
-			fmt.Fprintf(control, "error %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
-			return
-		}
-		io.WriteString(control, Done)
-	}
-	for {
-		n, err := control.Read(b[:])
-		if err != nil && !errors.Is(err, io.EOF) {
-			return
-		}
-		if n == 0 {
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		if b[0] != '\n' {
-			if line = append(line, b[0]); len(line) > 64 {
-				line = line[:0]
-			}
-			continue
-		}
-		switch string(line) + "\n" {
-		case PowerOff:
-			_ = thaw()
-			_ = agent.cmd.Process.Kill()
-			return
-		case Freeze:
-			if !disk {
-				answer(errors.New("no disk is attached"))
-				break
-			}
-			mu.Lock()
-			var err error
-			if frozen == nil {
-				if frozen, err = os.Open(diskMount); err == nil {
-					if _, _, e := unix.Syscall(unix.SYS_IOCTL, frozen.Fd(), fiFreeze, 0); e != 0 {
-						frozen.Close()
-						frozen, err = nil, e
-					} else {
-						bound = time.AfterFunc(FreezeBound, func() { _ = thaw() })
-					}
-				}
-			}
-			mu.Unlock()
-			answer(err)
-		case Thaw:
-			answer(thaw())
-		}
-		line = line[:0]
-	}
-}
-
-// fiFreeze and fiThaw are FIFREEZE and FITHAW (_IOWR('X', 119/120, int)).
-const (
-	fiFreeze = 0xc0045877
-	fiThaw   = 0xc0045878
-)
 
 // testRun runs cfg.Run as the guest's root (Config.Run), its output on
 // the port, then its exit status.
@@ -407,96 +308,6 @@ func agentMain(serve func(env []string, opts startup.Options) (func() int, int))
 	code = <-done
 	return fmt.Errorf("the agent exited (%d)", code)
 }
-
-// sessionPort is the agent's port as each session's multiplexer holds
-// it: a session's end does not close it, for the next host's session.
-type sessionPort struct{ *os.File }
-
-func (sessionPort) Close() error { return nil }
-
-// sessions serves the agent on the port, one multiplexed session per
-// host: when a host goes (its daemon stopped or was killed), the agent
-// and its commands run on, and the next host that rejoins (Rejoin) gets
-// a new session on the same agent.
-type sessions struct {
-	port    *sessionPort
-	streams *connq.Listener // every session's streams, the agent's listener
-	mu      sync.Mutex
-	cur     *yamux.Session
-}
-
-func newSessions(port *sessionPort) *sessions {
-	s := &sessions{port: port, streams: connq.New(portAddr{})}
-	s.cur = s.start()
-	return s
-}
-
-// start begins a session on the port (nil if the multiplexer fails).
-func (s *sessions) start() *yamux.Session {
-	session, err := yamux.Server(s.port, muxConfig())
-	if err != nil {
-		return nil
-	}
-	go func() {
-		for {
-			c, err := session.Accept()
-			if err != nil {
-				return
-			}
-			if !s.streams.Push(c) {
-				return
-			}
-		}
-	}()
-	return session
-}
-
-func (s *sessions) current() *yamux.Session {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cur
-}
-
-// serve starts a new session each time a host rejoins after the last one
-// ended.
-func (s *sessions) serve() {
-	for {
-		if cur := s.current(); cur != nil {
-			<-cur.CloseChan()
-		}
-		if err := awaitRejoin(s.port.File); err != nil {
-			return
-		}
-		next := s.start()
-		s.mu.Lock()
-		s.cur = next
-		s.mu.Unlock()
-	}
-}
-
-// awaitRejoin reads the port until a host writes Rejoin. While none is
-// connected the port reads end of file; it is read again shortly.
-func awaitRejoin(port *os.File) error {
-	var b [1]byte
-	for {
-		n, err := port.Read(b[:])
-		if err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
-		if n == 1 && b[0] == Rejoin {
-			return nil
-		}
-		if n == 0 {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-}
-
-// portAddr names the agent's listener.
-type portAddr struct{}
-
-func (portAddr) Network() string { return "yamux" }
-func (portAddr) String() string  { return "local" }
 
 // muxConfig is the port's multiplexer's: keepalives off (the host holds
 // the guest's deadlines), windows large enough for file transfers.
@@ -742,112 +553,6 @@ func buildRoot(uid int) error {
 		return err
 	}
 	return unix.Chdir("/")
-}
-
-// guestDev is the guest's own /dev (devtmpfs), which the init keeps
-// open as it enters the sandbox's root.
-var guestDev *os.File
-
-// diskMount is where the init mounts a persistent workspace's disk:
-// in its own mount namespace only (the agent's sees the directories
-// bound from it, not the disk).
-const diskMount = "/run/.cordon-disk"
-
-// writableSpace mounts the sandbox's writable directories on the new
-// root (at), each a tmpfs, nosuid and nodev; each is a shared mount, so
-// that a disk bound over it later (attachDisk), once the agent's process
-// has its own mount namespace, reaches that namespace too.
-func writableSpace(at func(string) string, uid int) error {
-	for _, d := range baseline.ScratchDirs {
-		if _, err := os.Stat(at(d.Path)); err != nil {
-			continue // (an image without /var/tmp)
-		}
-		data := fmt.Sprintf("mode=%o", d.Mode)
-		if d.Owned {
-			data += fmt.Sprintf(",uid=%d,gid=%d", uid, uid)
-		}
-		if err := unix.Mount("tmpfs", at(d.Path), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
-			return fmt.Errorf("mount %s: %w", d.Path, err)
-		}
-		if err := unix.Mount("", at(d.Path), "", unix.MS_SHARED, ""); err != nil {
-			return fmt.Errorf("share %s: %w", d.Path, err)
-		}
-	}
-	return nil
-}
-
-// attachDisk binds the writable directories from a persistent
-// workspace's disk (serial DiskSerial, of size bytes), over their tmpfs:
-// each in a directory of its own named as on every tier
-// (baseline.ScratchName), made at its first start. The disk is mounted
-// nosuid and nodev, and its binds keep those flags. A guest restored
-// from a saved one learns its disk's size as the host resizes it, and
-// holds what it read of the disk it was saved with: it waits for the
-// size, and drops those buffers before it mounts.
-func attachDisk(bytes int64, uid int) error {
-	var dev string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if dev = diskBySerial(DiskSerial); dev != "" {
-			b, _ := os.ReadFile(filepath.Join("/sys/block", filepath.Base(dev), "size"))
-			if sectors, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && sectors*512 == bytes {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no disk %s of %d bytes", DiskSerial, bytes)
-		}
-	}
-	// (Through the init's handle on the guest's /dev.)
-	dev = fmt.Sprintf("/proc/self/fd/%d/%s", guestDev.Fd(), filepath.Base(dev))
-	f, err := os.Open(dev)
-	if err != nil {
-		return err
-	}
-	_, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.BLKFLSBUF, 0)
-	f.Close()
-	if e != 0 {
-		return fmt.Errorf("drop %s's buffers: %w", dev, e)
-	}
-	if err := os.MkdirAll(diskMount, 0o700); err != nil {
-		return err
-	}
-	if err := unix.Mount(dev, diskMount, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-		return fmt.Errorf("mount %s: %w", dev, err)
-	}
-	for _, d := range baseline.ScratchDirs {
-		if _, err := os.Stat(d.Path); err != nil {
-			continue
-		}
-		src := filepath.Join(diskMount, baseline.ScratchName(d.Path))
-		if err := os.Mkdir(src, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return err
-		}
-		// What a workload left there is its own; the directory itself is
-		// set as on every start (chmod passes no umask, keeps the sticky
-		// bit).
-		if err := os.Chmod(src, os.FileMode(d.Mode&0o777)|stickyIf(d.Mode)); err != nil {
-			return err
-		}
-		owner := 0
-		if d.Owned {
-			owner = uid
-		}
-		if err := os.Lchown(src, owner, owner); err != nil {
-			return err
-		}
-		if err := unix.Mount(src, d.Path, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("bind %s from the disk: %w", d.Path, err)
-		}
-	}
-	return nil
-}
-
-// stickyIf is os.ModeSticky where mode (a Unix mode) has the sticky bit.
-func stickyIf(mode uint32) os.FileMode {
-	if mode&0o1000 != 0 {
-		return os.ModeSticky
-	}
-	return 0
 }
 
 // maskProc hides the /proc entries no sandbox reads (baseline.ProcMasked)

@@ -26,9 +26,8 @@ import (
 )
 
 var (
-	_ sandbox.Adopter     = (*Backend)(nil)
-	_ sandbox.Persistent  = (*instance)(nil)
-	_ sandbox.DiskFreezer = (*instance)(nil)
+	_ sandbox.Adopter    = (*Backend)(nil)
+	_ sandbox.Persistent = (*instance)(nil)
 )
 
 // vmmRecord names a VM's VMM in its directory, for Sweep.
