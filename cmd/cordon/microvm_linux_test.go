@@ -6,9 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -180,7 +178,9 @@ func TestMicroVMOutlivesDaemon(t *testing.T) {
 		run("exec", sb, "--", "sh", "-c", "printf three > /workspace/f && sync")
 	}
 	d.kill9()
-	killVMMs(t, filepath.Join(dir, "process", "serve", "microvm"))
+	if killVMMs(filepath.Join(dir, "process", "serve", "microvm")) == 0 {
+		t.Fatal("no VMMs recorded to kill")
+	}
 	d = startServe(t, sock, state, filepath.Join(dir, "process"))
 	defer d.stop(t, sock)
 	// (Gone with its VM, as on every tier: recorded destroyed, reason
@@ -203,24 +203,5 @@ func TestMicroVMOutlivesDaemon(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, "process", "serve", "microvm", "vm-*")); len(left) > 0 {
 		t.Fatalf("VMs left after rm: %v", left)
-	}
-}
-
-// killVMMs kills the VMMs recorded under a microvm tier's state
-// directory, as a reboot would.
-func killVMMs(t *testing.T, dir string) {
-	t.Helper()
-	recs, _ := filepath.Glob(filepath.Join(dir, "vm-*", "vmm.pid"))
-	if len(recs) == 0 {
-		t.Fatalf("no VMMs recorded under %s", dir)
-	}
-	for _, r := range recs {
-		b, _ := os.ReadFile(r)
-		pid, _, _ := strings.Cut(string(b), " ")
-		if n, err := strconv.Atoi(pid); err == nil {
-			_ = syscall.Kill(n, syscall.SIGKILL)
-			for deadline := time.Now().Add(10 * time.Second); syscall.Kill(n, 0) == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			}
-		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
+	"github.com/cordon-sandbox/cordon/internal/procid"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
@@ -213,6 +214,28 @@ func killRecorded(dir string) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	killVMMs(filepath.Join(dir, "microvm"))
+}
+
+// killVMMs kills the VMMs recorded under a microvm tier's state
+// directory (they outlive their daemon), as a reboot would, and waits for
+// them to go; it returns how many it killed.
+func killVMMs(dir string) int {
+	recs, _ := filepath.Glob(filepath.Join(dir, "vm-*", "vmm.pid"))
+	killed := 0
+	for _, r := range recs {
+		b, _ := os.ReadFile(r)
+		pid, start, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+		n, err := strconv.Atoi(pid)
+		if err != nil || !procid.Alive(n, start) {
+			continue
+		}
+		_ = syscall.Kill(n, syscall.SIGKILL)
+		for deadline := time.Now().Add(10 * time.Second); procid.Alive(n, start) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		}
+		killed++
+	}
+	return killed
 }
 
 // serveInTemp starts a daemon whose socket and state are in a new
