@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"github.com/cordon-sandbox/cordon/internal/disk"
 	"io"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/vminit"
 	"github.com/cordon-sandbox/cordon/baseline"
+	"github.com/cordon-sandbox/cordon/internal/disk"
 )
 
 // initramfs is the guest's initramfs for this agent: built once per agent
@@ -48,6 +48,27 @@ func (b *Backend) initramfs(extra ...initramfsFile) (string, error) {
 			files = append(files, f)
 		}
 	}
+	// The inputs' identities (path, inode, size, time): while they are
+	// the same, so is the initramfs, and the agent is not hashed again at
+	// each VM's start.
+	var ids strings.Builder
+	for _, f := range files {
+		if f.Src != "" {
+			var st syscall.Stat_t
+			if err := syscall.Stat(f.Src, &st); err != nil {
+				return "", err
+			}
+			fmt.Fprintf(&ids, "%s %d %d %d.%d\n", f.Src, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
+		}
+	}
+	b.initMu.Lock()
+	defer b.initMu.Unlock()
+	if len(extra) == 0 && ids.String() == b.initIDs {
+		if _, err := os.Stat(b.initPath); err == nil {
+			touch(b.initPath)
+			return b.initPath, nil
+		}
+	}
 	for _, f := range files {
 		if f.Src != "" {
 			if err := add(f.Src); err != nil {
@@ -56,9 +77,11 @@ func (b *Backend) initramfs(extra ...initramfsFile) (string, error) {
 		}
 	}
 	path := filepath.Join(b.cfg.StateDir, "initramfs-"+hex.EncodeToString(h.Sum(nil)[:8])+".cpio")
-	b.initMu.Lock()
-	defer b.initMu.Unlock()
+	if len(extra) == 0 {
+		b.initIDs, b.initPath = ids.String(), path
+	}
 	if _, err := os.Stat(path); err == nil {
+		touch(path)
 		return path, nil
 	}
 	tmp, err := os.CreateTemp(b.cfg.StateDir, ".initramfs-")
@@ -76,6 +99,7 @@ func (b *Backend) initramfs(extra ...initramfsFile) (string, error) {
 		os.Remove(tmp.Name())
 		return "", err
 	}
+	pruneIdle(path)
 	return path, nil
 }
 
@@ -137,8 +161,14 @@ func makeRootDisk(ctx context.Context, dir, tmp string) error {
 // buildOnce makes path with build (into a temporary file renamed into
 // place) unless it exists, one build at a time across processes (cordon
 // runs at once).
+//
+// What it builds is named by its inputs, and kept in the state directory
+// (memory, where that is /run): each use marks it used, and a build
+// removes the files of its kind no VM started from for cacheIdle, which
+// a newer agent, kernel or root has replaced.
 func (b *Backend) buildOnce(ctx context.Context, path string, build func(tmp string) error) error {
 	if _, err := os.Stat(path); err == nil {
+		touch(path)
 		return nil
 	}
 	lock, err := os.OpenFile(filepath.Join(b.cfg.StateDir, "build.lock"), os.O_CREATE|os.O_RDWR, 0o600)
@@ -150,6 +180,7 @@ func (b *Backend) buildOnce(ctx context.Context, path string, build func(tmp str
 		return err
 	}
 	if _, err := os.Stat(path); err == nil {
+		touch(path)
 		return nil
 	}
 	tmp := path + ".tmp"
@@ -158,7 +189,44 @@ func (b *Backend) buildOnce(ctx context.Context, path string, build func(tmp str
 	if err := build(tmp); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	pruneIdle(path)
+	return nil
+}
+
+// cacheIdle is how long a built file nothing started from is kept once a
+// file of its kind is built.
+const cacheIdle = 10 * time.Minute
+
+// touch marks a built file used now.
+func touch(path string) {
+	now := time.Now()
+	_ = os.Chtimes(path, now, now)
+}
+
+// pruneIdle removes, beside path (just built), the files of its kind
+// ("saved-", "root-", "initramfs-") unused for cacheIdle.
+func pruneIdle(path string) {
+	dir, name := filepath.Split(path)
+	kind, _, ok := strings.Cut(name, "-")
+	if !ok {
+		return
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if n == name || !strings.HasPrefix(n, kind+"-") || strings.HasSuffix(n, ".tmp") {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() && time.Since(info.ModTime()) > cacheIdle {
+			_ = os.Remove(filepath.Join(dir, n))
+		}
+	}
 }
 
 // rootDiskVersion changes when what rootDisk builds does.
@@ -186,6 +254,12 @@ func (b *Backend) saved(ctx context.Context, accel string, mem int64, root strin
 		st, err := os.Stat(p)
 		if err != nil {
 			return "", err
+		}
+		if filepath.Dir(p) == filepath.Clean(b.cfg.StateDir) {
+			// Built here and named by its inputs; its time is when it
+			// was last used (touch).
+			fmt.Fprintf(h, "%s\n", p)
+			continue
 		}
 		fmt.Fprintf(h, "%s %d %d\n", p, st.Size(), st.ModTime().UnixNano())
 	}
@@ -225,7 +299,7 @@ func (b *Backend) saved(ctx context.Context, accel string, mem int64, root strin
 }
 
 // savedVersion changes when what a saved guest holds does.
-const savedVersion = 7
+const savedVersion = 8
 
 // flock takes an exclusive lock on f, held to ctx.
 func flock(ctx context.Context, f *os.File) error {

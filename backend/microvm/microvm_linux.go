@@ -94,6 +94,9 @@ type Backend struct {
 	probeErr  error
 	accel     string
 	initMu    sync.Mutex
+	// initIDs names the inputs of initPath, the initramfs last made or
+	// found for no extra files (initramfs), under initMu.
+	initIDs, initPath string
 }
 
 var (

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,8 +67,13 @@ func TestRestoredGuestsDiffer(t *testing.T) {
 	b := backend(t)
 	var sbs []*sandbox.Sandbox
 	var outs []string
+	var saved [][]string
 	for range 2 {
 		sb := sandboxtest.Create(t, b, sandbox.Spec{})
+		// Both from the one saved guest of their kind: starting from it
+		// does not make it anew.
+		files, _ := filepath.Glob(filepath.Join(stateDir, "saved-*.vmstate"))
+		saved = append(saved, files)
 		if d := sb.Diagnostics(); !strings.Contains(d, "restored from a saved guest") {
 			t.Fatalf("not restored:\n%s", d)
 		}
@@ -76,6 +82,9 @@ func TestRestoredGuestsDiffer(t *testing.T) {
 		}
 		out, _ := sandboxtest.Sh(t, sb, "head -c 16 /dev/urandom | od -An -tx1; cat /proc/sys/kernel/random/boot_id")
 		sbs, outs = append(sbs, sb), append(outs, out)
+	}
+	if !slices.Equal(saved[0], saved[1]) {
+		t.Errorf("saved guests after the first VM %v, after the second %v", saved[0], saved[1])
 	}
 	if outs[0] == outs[1] || sbs[0].BootID() == sbs[1].BootID() || sbs[0].BootID() == "" || sbs[0].Client().Endpoint().Token == sbs[1].Client().Endpoint().Token {
 		t.Fatalf("two restored guests share state (boot ids %q %q):\n%s\n%s", sbs[0].BootID(), sbs[1].BootID(), outs[0], outs[1])
