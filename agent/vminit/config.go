@@ -44,11 +44,18 @@ const (
 // FreezeBound is how long the guest holds a freeze its host never thaws.
 const FreezeBound = 30 * time.Second
 
-// Rejoin is the byte a host that reconnects to the agent's port (a
+// Rejoin starts what a host that reconnects to the agent's port (a
 // restarted daemon taking the VM back) writes before its multiplexer
-// starts: the guest's agent, which outlives its host's going, then
-// serves a new session on the port.
-const Rejoin = 0x01
+// starts: Rejoin, a nonce of the host's and a newline. The guest's agent,
+// which outlives its host's going, answers RejoinAck, the nonce and a
+// newline, and then serves a new session on the port. The guest may not
+// yet have seen the last host go when the next one writes: its old
+// session then takes the request (and ends, on a byte no frame starts
+// with), and the host, without an answer, asks again.
+const (
+	Rejoin    = 0x01
+	RejoinAck = "cordon-vm-rejoined "
+)
 
 // Ready is the line the guest writes on the port once it is up, before
 // the host sends its Config.

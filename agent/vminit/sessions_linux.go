@@ -1,6 +1,7 @@
 package vminit
 
 import (
+	"io"
 	"os"
 	"sync"
 
@@ -10,9 +11,46 @@ import (
 
 // sessionPort is the agent's port as each session's multiplexer holds
 // it: a session's end does not close it, for the next host's session.
-type sessionPort struct{ *os.File }
+type sessionPort struct {
+	*os.File
+	// rejoined: a host has just rejoined, and may have asked more than
+	// once (it asks again when its first ask went to the old session, or
+	// was slow to be answered): the asks before its first frame are
+	// passed over. Only the session's one reader touches it.
+	rejoined bool
+}
 
-func (sessionPort) Close() error { return nil }
+func (*sessionPort) Close() error { return nil }
+
+func (p *sessionPort) Read(b []byte) (int, error) {
+	for p.rejoined && len(b) > 0 {
+		// (End of file, the host gone again, ends the session.)
+		c, err := p.byte()
+		if err != nil {
+			return 0, err
+		}
+		if c != Rejoin {
+			// A frame's first byte (never Rejoin).
+			p.rejoined = false
+			b[0] = c
+			return 1, nil
+		}
+		for n := 0; c != '\n' && n <= 64; n++ {
+			if c, err = p.byte(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return p.File.Read(b)
+}
+
+func (p *sessionPort) byte() (byte, error) {
+	var b [1]byte
+	if _, err := io.ReadFull(p.File, b[:]); err != nil {
+		return 0, err
+	}
+	return b[0], nil
+}
 
 // sessions serves the agent on the port, one multiplexed session per
 // host: when a host goes (its daemon stopped or was killed), the agent
@@ -67,6 +105,7 @@ func (s *sessions) serve() {
 		if err := awaitRejoin(s.port.File); err != nil {
 			return
 		}
+		s.port.rejoined = true
 		next := s.start()
 		s.mu.Lock()
 		s.cur = next
@@ -74,13 +113,31 @@ func (s *sessions) serve() {
 	}
 }
 
-// awaitRejoin reads the port until a host writes Rejoin.
+// awaitRejoin reads the port until a host asks to rejoin, and answers it
+// (Rejoin).
 func awaitRejoin(port *os.File) error {
 	for {
 		b, err := hostByte(port)
-		if err != nil || b == Rejoin {
+		if err != nil {
 			return err
 		}
+		if b != Rejoin {
+			continue
+		}
+		var nonce []byte
+		for b != '\n' && len(nonce) <= 64 {
+			if b, err = hostByte(port); err != nil {
+				return err
+			}
+			nonce = append(nonce, b)
+		}
+		if b != '\n' {
+			continue
+		}
+		if _, err := port.Write(append([]byte(RejoinAck), nonce...)); err != nil {
+			return err
+		}
+		return nil
 	}
 }
 

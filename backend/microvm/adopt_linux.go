@@ -7,13 +7,17 @@ package microvm
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/vminit"
@@ -100,7 +104,7 @@ func (b *Backend) Adopt(ctx context.Context, state []byte, token string) (sandbo
 	if vm.control, err = dialUnix(ctx, vm, filepath.Join(dir, "control.sock")); err != nil {
 		return fail(err)
 	}
-	if _, err := vm.port.Write([]byte{vminit.Rejoin}); err != nil {
+	if err := rejoin(ctx, vm.port); err != nil {
 		return fail(fmt.Errorf("rejoin the guest's agent: %v", err))
 	}
 	if vm.session, err = yamux.Client(vm.port, vminit.MuxConfig()); err != nil {
@@ -162,3 +166,44 @@ func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 	}
 	return errors.Join(errs...)
 }
+
+// rejoin asks the guest's agent for a new session on port (vminit.Rejoin)
+// until it answers, each ask given rejoinWait, within ctx. What the guest
+// wrote before its answer (its old session's last frames) is passed over.
+func rejoin(ctx context.Context, port net.Conn) error {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	nonce := hex.EncodeToString(rnd[:])
+	ack := vminit.RejoinAck + nonce + "\n"
+	defer port.SetDeadline(time.Time{})
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, err := port.Write([]byte(string(rune(vminit.Rejoin)) + nonce + "\n")); err != nil {
+			return err
+		}
+		_ = port.SetReadDeadline(time.Now().Add(rejoinWait))
+		// One byte at a time: nothing past the answer is taken.
+		var seen []byte
+		var b [1]byte
+		for {
+			if _, err := port.Read(b[:]); err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					break // asked again
+				}
+				return err
+			}
+			if seen = append(seen, b[0]); len(seen) > len(ack) {
+				seen = seen[1:]
+			}
+			if string(seen) == ack {
+				return nil
+			}
+		}
+	}
+}
+
+// rejoinWait is how long the host waits for the guest to answer a rejoin
+// before it asks again.
+const rejoinWait = 2 * time.Second
