@@ -157,14 +157,27 @@ func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
 		if procid.Named(strings.TrimSpace(string(rec))) {
 			continue // (killed above, or not ours to kill)
 		}
-		if err := removeCgroup(cgroupOf(name)); err != nil {
-			errs = append(errs, err)
-		}
-		if err := os.RemoveAll(dir); err != nil {
+		if err := b.removeVM(name); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sweepStale removes what VMs whose VMM is gone left: a creator killed
+// before it could tear its VMs down takes their VMMs with it (their
+// parent-death signal), not their directories and cgroups. Run once per
+// process, at the tier's probe; VMs that still run are left to whoever
+// holds them (a daemon's Sweep for its own).
+func (b *Backend) sweepStale() {
+	for _, name := range host.Stale(b.cfg.StateDir, "vm-", vmmRecord) {
+		_ = b.removeVM(name)
+	}
+}
+
+// removeVM removes VM directory name and its cgroup, its VMM gone.
+func (b *Backend) removeVM(name string) error {
+	return errors.Join(removeCgroup(cgroupOf(name)), os.RemoveAll(filepath.Join(b.cfg.StateDir, name)))
 }
 
 // rejoin asks the guest's agent for a new session on port (vminit.Rejoin)

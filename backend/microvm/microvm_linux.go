@@ -196,7 +196,11 @@ func (b *Backend) check() error {
 	default:
 		return fmt.Errorf("CORDON_MICROVM_ACCEL=%q: want kvm or tcg", b.cfg.Accel)
 	}
-	return os.MkdirAll(b.cfg.StateDir, 0o700)
+	if err := os.MkdirAll(b.cfg.StateDir, 0o700); err != nil {
+		return err
+	}
+	b.sweepStale()
+	return nil
 }
 
 // static refuses an agent a guest cannot run from its initramfs (a cgo
