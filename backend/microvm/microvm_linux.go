@@ -38,6 +38,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/connq"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/internal/procid"
+	"github.com/cordon-sandbox/cordon/internal/spawnthread"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/hashicorp/yamux"
 )
@@ -407,7 +408,10 @@ func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
 	if !b.cfg.Detached {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
-	if err := cmd.Start(); err != nil {
+	// Forked from the thread that lives as long as this process: the
+	// parent-death signal fires when the forking thread ends, which Go
+	// does to a thread a goroutine locked and never unlocked.
+	if spawnthread.Do(func() { err = cmd.Start() }); err != nil {
 		return fail(fmt.Errorf("%w: start %s: %v", sandbox.ErrUnavailable, b.cfg.QEMU, err))
 	}
 	vm.proc, vm.pid, vm.start = cmd.Process, cmd.Process.Pid, procid.StartTime(cmd.Process.Pid)

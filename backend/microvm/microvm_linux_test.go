@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -256,6 +257,41 @@ func vmmPid(t testing.TB, sock string) int {
 	}
 	t.Fatalf("no VMM serves %s", port)
 	return 0
+}
+
+// TestVMMOutlivesItsStartingThread: a VM started from a goroutine that
+// locked its thread and ends without unlocking it, whose thread the Go
+// runtime then ends, runs on. A VMM dies with its creator by a
+// parent-death signal, which the kernel ties to the thread that forked
+// it: the VMM must be forked from a thread that lives as long as the
+// process.
+func TestVMMOutlivesItsStartingThread(t *testing.T) {
+	b := backend(t)
+	p := sandbox.NewProvider([]sandbox.Backend{b})
+	type created struct {
+		sb  *sandbox.Sandbox
+		err error
+	}
+	done := make(chan created, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		sb, err := p.Create(t.Context(), sandbox.Spec{})
+		done <- created{sb, err}
+	}()
+	c := <-done
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	t.Cleanup(func() { c.sb.Destroy(context.WithoutCancel(t.Context())) })
+	time.Sleep(time.Second) // (the ended thread's parent-death signals are sent by now)
+	select {
+	case <-c.sb.Exited():
+		t.Fatalf("the VM ended with the thread that started it: %s", c.sb.Diagnostics())
+	default:
+	}
+	if out, res := sandboxtest.Sh(t, c.sb, "echo alive"); out != "alive\n" || res.ExitCode != 0 {
+		t.Fatalf("%q %+v", out, res)
+	}
 }
 
 // TestPauseResume: a paused VM runs nothing, its agent included; resumed,

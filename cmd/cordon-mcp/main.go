@@ -177,8 +177,7 @@ func startPrivateDaemon(ctx context.Context) (*privateDaemon, error) {
 	cmd := exec.Command(cordon, "serve", "--ephemeral", "--prestart", "1", "--listen", "unix://"+sock, "--state-dir", filepath.Join(dir, "state"))
 	cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+filepath.Join(dir, "sandboxes"))
 	cmd.Stderr = os.Stderr // the daemon's log is the server's log
-	dieWithParent(cmd)
-	if err := cmd.Start(); err != nil {
+	if err := startTied(cmd); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}

@@ -11,8 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -353,4 +355,107 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.rt.RoundTrip(r)
+}
+
+// TestMCPKilled: an MCP host that kills `cordon mcp` outright, its whole
+// process group with SIGKILL (the private daemon included, which then
+// cannot destroy anything), leaves no sandbox running: the private
+// daemon's sandboxes die with it, as a cordon run's do.
+func TestMCPKilled(t *testing.T) {
+	testutil.RequiresRoot(t)
+	cordon := binaries(t)
+	tiers := []string{"process"}
+	if _, err := exec.LookPath("crun"); err == nil {
+		tiers = append(tiers, "container")
+	} else if os.Getenv("CI") == "true" {
+		t.Fatal("crun is missing")
+	}
+	// A short one: the container tier's sockets live far below it.
+	tmp, err := os.MkdirTemp("", "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(tmp, 0o711) // (the sandboxes' users pass through it)
+	t.Cleanup(func() { testutil.RemoveMounted(tmp) })
+	cmd := exec.Command(cordon, "mcp")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	client := mcp.NewClient(&mcp.Implementation{Name: "cordon-test", Version: "1"}, nil)
+	cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	c := caller{t, cs}
+	for _, tier := range tiers {
+		var sb struct{ ID, Tier string }
+		c.must("create_sandbox", map[string]any{"tier": tier}, &sb)
+		var out struct{ Stdout string }
+		c.must("run_command", map[string]any{"sandbox": sb.ID, "command": "sleep 1000 & echo started"}, &out)
+		if out.Stdout != "started\n" {
+			t.Fatalf("%s: %q", tier, out.Stdout)
+		}
+	}
+	// Every process below cordon mcp, the sandboxes' included (in
+	// sessions of their own, outside the group the host kills).
+	below := descendants(cmd.Process.Pid)
+	if len(below) < 3 {
+		t.Fatalf("processes below cordon mcp: %v", below)
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, pid := range below {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				t.Fatalf("process %d (%q) outlived cordon mcp killed by 30 s", pid, b)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// descendants lists the processes below pid, by their parents in /proc.
+func descendants(pid int) []int {
+	parent := map[int]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The fields after the command's name, which ends at the last ')'.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 {
+			parent[p], _ = strconv.Atoi(f[1])
+		}
+	}
+	var out []int
+	var walk func(int)
+	walk = func(p int) {
+		for child, pp := range parent {
+			if pp == p {
+				out = append(out, child)
+				walk(child)
+			}
+		}
+	}
+	walk(pid)
+	return out
+}
+
+// alive: pid runs and is not a zombie (which nobody may reap here).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
 }

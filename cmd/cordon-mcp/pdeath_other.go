@@ -4,6 +4,6 @@ package main
 
 import "os/exec"
 
-// dieWithParent: only Linux has a parent-death signal; elsewhere the
-// private daemon (whose tiers need Linux anyway) is stopped on exit.
-func dieWithParent(*exec.Cmd) {}
+// startTied starts cmd: only Linux has a parent-death signal; elsewhere
+// the private daemon (whose tiers need Linux anyway) is stopped on exit.
+func startTied(cmd *exec.Cmd) error { return cmd.Start() }

@@ -35,6 +35,11 @@ func stateDir() string { return os.Getenv("CORDON_STATE_DIR") }
 type daemonTiers struct {
 	prestart int
 	kube     kubernetes.Config // what cordon serve's flags set
+	// ephemeral: no later daemon takes this one's sandboxes back (cordon
+	// serve --ephemeral), so the host tiers' die with it, however it
+	// ends, as a cordon run's do. (A cluster has no lifeline: pods stay
+	// detached, deleted when the daemon stops.)
+	ephemeral bool
 }
 
 // kubeConfig is the kubernetes tier's configuration from the environment:
@@ -61,8 +66,9 @@ func kubeConfig() kubernetes.Config {
 // their defaults), for the daemon when d is set.
 func backends(base string, d *daemonTiers) []sandbox.Backend {
 	pcfg := process.Config{StateDir: base}
+	detached := d != nil && !d.ephemeral
 	if d != nil {
-		pcfg.Detached, pcfg.Spawner, pcfg.Prestart = true, true, d.prestart
+		pcfg.Detached, pcfg.Spawner, pcfg.Prestart = detached, true, d.prestart
 	}
 	ociDir, gvisorDir, dockerDir, mvDir := "", "", "", ""
 	if base != "" {
@@ -73,7 +79,7 @@ func backends(base string, d *daemonTiers) []sandbox.Backend {
 	// engine never sweep each other's) or the CLI's.
 	dcfg := docker.Config{StateDir: dockerDir, Image: os.Getenv("CORDON_DOCKER_IMAGE"), Owner: "cordon-run"}
 	if d != nil {
-		dcfg.Detached, dcfg.Owner = true, "cordon-daemon-"+ownerTag(base)
+		dcfg.Detached, dcfg.Owner = detached, "cordon-daemon-"+ownerTag(base)
 	}
 	// The kubernetes tier's pods likewise.
 	kcfg := kubeConfig()
@@ -83,12 +89,12 @@ func backends(base string, d *daemonTiers) []sandbox.Backend {
 	}
 	return []sandbox.Backend{
 		process.New(pcfg),
-		oci.New(oci.Config{StateDir: ociDir, Detached: d != nil}),
-		oci.New(oci.Config{Tier: oci.GVisor, StateDir: gvisorDir, Detached: d != nil}),
+		oci.New(oci.Config{StateDir: ociDir, Detached: detached}),
+		oci.New(oci.Config{Tier: oci.GVisor, StateDir: gvisorDir, Detached: detached}),
 		docker.New(dcfg),
 		kubernetes.New(kcfg),
 		passthrough.New(passthrough.Config{}),
-		microvm.New(microvm.Config{StateDir: mvDir, Detached: d != nil}),
+		microvm.New(microvm.Config{StateDir: mvDir, Detached: detached}),
 	}
 }
 

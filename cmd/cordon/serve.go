@@ -70,7 +70,7 @@ func serveCmd(args []string) int {
 	maxExec := fs.Duration("max-exec-timeout", server.DefaultMaxExecTimeout, "the longest timeout a create may let its commands ask for (its maxTimeoutMs)")
 	idle := fs.Duration("idle-timeout", 0, "reap a sandbox after this long without activity inside, unless its create says otherwise (0: never)")
 	maxSandboxes := fs.Int("max-sandboxes", 0, "live sandboxes per tenant (default 100)")
-	ephemeral := fs.Bool("ephemeral", false, "destroy every sandbox when the daemon stops (a private daemon, as cordon mcp starts)")
+	ephemeral := fs.Bool("ephemeral", false, "destroy every sandbox when the daemon stops (a private daemon, as cordon mcp starts); they die with it however it ends")
 	runBroker := fs.String("run-broker-url", "", "the one broker URL a run's bindings may name (POST /v1/runs; without it bindings are refused)")
 	runPool := fs.Int("run-pool", 0, "sandboxes to keep ready for POST /v1/runs of the default memory (0: none)")
 	runTier := fs.String("run-tier", "", "the tier of POST /v1/runs' sandboxes (default: the daemon's default)")
@@ -151,7 +151,7 @@ func serveCmd(args []string) int {
 	if *prestart < 0 || *prestart > 64 {
 		return fail("--prestart %d: 0 to 64", *prestart)
 	}
-	tiers := backends(processDir, &daemonTiers{prestart: *prestart, kube: kube})
+	tiers := backends(processDir, &daemonTiers{prestart: *prestart, kube: kube, ephemeral: *ephemeral})
 	provider := sandbox.NewProvider(tiers, sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()), sandbox.WithEgressProxy(proxy), sandbox.WithLogger(log),
 		sandbox.WithDisks(filepath.Join(*stateDir, "disks"), *diskSize))
 	var adminKey string
