@@ -173,6 +173,9 @@ func (b *Backend) sweepStale() {
 	for _, name := range host.Stale(b.cfg.StateDir, "vm-", vmmRecord) {
 		_ = b.removeVM(name)
 	}
+	if root, _ := cpuRoot(); root != "" {
+		host.SweepCgroups([]string{filepath.Join(root, cgroupDir)}, "vm-", time.Minute)
+	}
 }
 
 // removeVM removes VM directory name and its cgroup, its VMM gone.

@@ -188,7 +188,15 @@ func (b *Backend) probeOnce(ctx context.Context) error {
 		return err
 	}
 	b.probed = true
+	host.SweepCgroups(ociCgroupParents(), "cordon-", time.Minute)
 	return nil
+}
+
+// ociCgroupParents are the OCI tiers' cgroup parent ("/cordon-oci", what
+// every sandbox's cgroupsPath names) in each mounted hierarchy.
+func ociCgroupParents() []string {
+	parents, _ := filepath.Glob("/sys/fs/cgroup/*/cordon-oci")
+	return append(parents, "/sys/fs/cgroup/cordon-oci")
 }
 
 // runtimeCmd runs the runtime with its state under the backend's own

@@ -131,6 +131,19 @@ func ownCgroups() map[string]string {
 
 func (s cgroupSupport) limits() bool { return s.writeable }
 
+// parents are the directories its sandboxes' cgroups are made in, one
+// per hierarchy.
+func (s cgroupSupport) parents() []string {
+	var out []string
+	for _, root := range s.v1Roots {
+		out = append(out, root)
+	}
+	if s.v2Root != "" {
+		out = append(out, s.v2Root)
+	}
+	return out
+}
+
 // create makes the sandbox's cgroups and writes its limits. l is the
 // workload's: a pids limit grows by baseline.AgentPids for the agent's own threads
 // (on v1 the workload's commands are held to l.Pids apart from them:

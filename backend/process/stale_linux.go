@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/internal/procid"
@@ -26,4 +27,5 @@ func (b *Backend) sweepStale() {
 	for _, id := range host.Stale(b.cfg.StateDir, "sb-", initRecord) {
 		_ = b.removeSandbox(context.Background(), id)
 	}
+	host.SweepCgroups(b.cgroups.parents(), "sb-", time.Minute)
 }

@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/mounted"
+	"github.com/cordon-sandbox/cordon/internal/procid"
 	"github.com/cordon-sandbox/cordon/mcpserver"
 	"github.com/cordon-sandbox/cordon/server/client"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -154,6 +156,7 @@ func requireToken(token string, h http.Handler) http.Handler {
 type privateDaemon struct {
 	cmd    *exec.Cmd
 	dir    string
+	lock   *os.File // held while the directory is this process's (privateDir)
 	client *client.Client
 	ports  *http.Server
 }
@@ -164,13 +167,8 @@ func startPrivateDaemon(ctx context.Context) (*privateDaemon, error) {
 		return nil, err
 	}
 	cordon := cmp.Or(os.Getenv("CORDON_BIN"), filepath.Join(filepath.Dir(self), "cordon"))
-	dir, err := os.MkdirTemp("", "cordon-mcp-")
+	dir, lock, err := privateDir()
 	if err != nil {
-		return nil, err
-	}
-	// Sandboxes run as unprivileged users that must pass through it.
-	if err := os.Chmod(dir, 0o711); err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	sock := filepath.Join(dir, "cordon.sock")
@@ -178,10 +176,13 @@ func startPrivateDaemon(ctx context.Context) (*privateDaemon, error) {
 	cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+filepath.Join(dir, "sandboxes"))
 	cmd.Stderr = os.Stderr // the daemon's log is the server's log
 	if err := startTied(cmd); err != nil {
-		os.RemoveAll(dir)
+		mounted.Remove(dir)
+		lock.Close()
 		return nil, err
 	}
-	pd := &privateDaemon{cmd: cmd, dir: dir}
+	record := fmt.Sprintf("%d %s\n", cmd.Process.Pid, procid.StartTime(cmd.Process.Pid))
+	_ = os.WriteFile(filepath.Join(dir, daemonRecord), []byte(record), 0o600)
+	pd := &privateDaemon{cmd: cmd, dir: dir, lock: lock}
 	pd.client, _ = client.New("unix://"+sock, "")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -229,5 +230,95 @@ func (pd *privateDaemon) stop() {
 		_ = pd.cmd.Process.Kill()
 		<-done
 	}
-	os.RemoveAll(pd.dir)
+	// (A runtime's state may hold mounts: runsc binds a network namespace
+	// into its root.)
+	if err := mounted.Remove(pd.dir); err != nil {
+		slog.Error("removing the private daemon's directory", "dir", pd.dir, "err", err)
+	}
+	pd.lock.Close()
+}
+
+// A private daemon's directory (os.TempDir()/cordon-mcp-*) is in use while
+// the cordon mcp that holds its lock runs, or its daemon (recorded in it as
+// "PID START") does.
+const (
+	lockName     = "lock"
+	daemonRecord = "daemon"
+)
+
+// privateDir is a directory for this process's private daemon, locked:
+// one an earlier cordon mcp left behind (killed, with its daemon, so that
+// neither could remove it), taken over so that the new daemon's start
+// tears down what the old one's sandboxes left (their cgroups, runtime
+// state and mounts: a restarted daemon's sweep), else a new one.
+func privateDir() (string, *os.File, error) {
+	old, _ := filepath.Glob(filepath.Join(os.TempDir(), "cordon-mcp-*"))
+	for _, dir := range old {
+		// Only this user's own (a shared temporary directory holds
+		// anybody's, named as they like).
+		if !ownDir(dir) {
+			continue
+		}
+		lock, err := lockIn(dir, lockName)
+		if err != nil {
+			continue
+		}
+		if rec, err := os.ReadFile(filepath.Join(dir, daemonRecord)); err == nil && procid.Named(string(rec)) {
+			lock.Close()
+			continue
+		}
+		return dir, lock, nil
+	}
+	dir, err := os.MkdirTemp("", "cordon-mcp-")
+	if err != nil {
+		return "", nil, err
+	}
+	// Locked before it takes its name, so that no other process takes
+	// the new directory for a left one.
+	f, err := os.OpenFile(filepath.Join(dir, lockName+".new"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		if err = flock(f); err != nil {
+			f.Close()
+		}
+	}
+	if err == nil {
+		if err = os.Rename(f.Name(), filepath.Join(dir, lockName)); err != nil {
+			f.Close()
+		}
+	}
+	// Sandboxes run as unprivileged users that must pass through it.
+	if err == nil {
+		if err = os.Chmod(dir, 0o711); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return dir, f, nil
+}
+
+// ownDir reports whether dir is a directory (not a link to one) of this
+// process's user.
+func ownDir(dir string) bool {
+	st, err := os.Lstat(dir)
+	if err != nil || !st.IsDir() {
+		return false
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && int(sys.Uid) == os.Geteuid()
+}
+
+// lockIn opens and locks the lock file name in dir, if no process holds it.
+func lockIn(dir, name string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := flock(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/mounted"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -360,15 +361,20 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // TestMCPKilled: an MCP host that kills `cordon mcp` outright, its whole
 // process group with SIGKILL (the private daemon included, which then
 // cannot destroy anything), leaves no sandbox running: the private
-// daemon's sandboxes die with it, as a cordon run's do.
+// daemon's sandboxes die with it, as a cordon run's do. The next `cordon
+// mcp` takes over the directory left behind, and once it ends nothing of
+// either is left: no directory, no mount (runsc binds a network namespace
+// into its state).
 func TestMCPKilled(t *testing.T) {
 	testutil.RequiresRoot(t)
 	cordon := binaries(t)
 	tiers := []string{"process"}
-	if _, err := exec.LookPath("crun"); err == nil {
-		tiers = append(tiers, "container")
-	} else if os.Getenv("CI") == "true" {
-		t.Fatal("crun is missing")
+	for tier, runtime := range map[string]string{"container": "crun", "gvisor": "/usr/local/lib/cordon/runsc"} {
+		if _, err := exec.LookPath(runtime); err == nil {
+			tiers = append(tiers, tier)
+		} else if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is missing", runtime)
+		}
 	}
 	// A short one: the container tier's sockets live far below it.
 	tmp, err := os.MkdirTemp("", "m")
@@ -376,7 +382,7 @@ func TestMCPKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(tmp, 0o711) // (the sandboxes' users pass through it)
-	t.Cleanup(func() { testutil.RemoveMounted(tmp) })
+	t.Cleanup(func() { mounted.Remove(tmp) })
 	cmd := exec.Command(cordon, "mcp")
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -414,6 +420,35 @@ func TestMCPKilled(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+	}
+	left, _ := filepath.Glob(filepath.Join(tmp, "cordon-mcp-*"))
+	if len(left) != 1 {
+		t.Fatalf("private daemons' directories: %v", left)
+	}
+
+	next := exec.Command(cordon, "mcp")
+	next.Env = cmd.Env
+	cs2, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: next}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb struct{ ID, Tier string }
+	caller{t, cs2}.must("create_sandbox", map[string]any{}, &sb)
+	if now, _ := filepath.Glob(filepath.Join(tmp, "cordon-mcp-*")); !slices.Equal(now, left) {
+		t.Fatalf("the next cordon mcp's directory: %v, the one left: %v", now, left)
+	}
+	cs2.Close()
+	for deadline := time.Now().Add(time.Minute); alive(next.Process.Pid); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("cordon mcp did not end within a minute of its input's end")
+		}
+	}
+	if now, _ := filepath.Glob(filepath.Join(tmp, "cordon-mcp-*")); len(now) != 0 {
+		t.Errorf("left after cordon mcp ended: %v", now)
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(mounts), tmp+"/") {
+		t.Errorf("mounted below %s after cordon mcp ended:\n%s", tmp, mounts)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/mounted"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -105,6 +106,82 @@ func TestRunKilled(t *testing.T) {
 			list := exec.Command(c.runtime, "--root", filepath.Join(state, c.dir, "runtime"), "list", "--quiet")
 			if b, err := list.Output(); err != nil || strings.TrimSpace(string(b)) != "" {
 				t.Fatalf("the runtime still knows: %q %v", b, err)
+			}
+		})
+	}
+}
+
+// TestRunKilledStateGone: the cgroups of a killed `cordon run`'s sandbox
+// whose state directory was removed too (a test's temporary one, a
+// private daemon's), which no sweep of that directory will ever find, are
+// removed by the next `cordon run` of the tier, whatever its state
+// directory, once they are a minute old.
+func TestRunKilledStateGone(t *testing.T) {
+	testutil.RequiresRoot(t)
+	for _, c := range []struct{ tier, dir, runtime, prefix, parent string }{
+		{"process", "", "", "sb-", "cordon"},
+		{"container", "oci", "crun", "cordon-", "cordon-oci"},
+	} {
+		t.Run(c.tier, func(t *testing.T) {
+			if c.runtime != "" {
+				testutil.Requires(t, c.runtime)
+			}
+			state := testutil.StateDir(t)
+			cmd := exec.Command(buildCLI(t), "run", "--tier", c.tier, "--memory", "64m", "--", "sh", "-c", "echo started; exec sleep 1000")
+			cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+state)
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line := make([]byte, 8)
+			if _, err := io.ReadFull(out, line); err != nil || string(line) != "started\n" {
+				cmd.Process.Kill()
+				t.Fatalf("the command did not start: %q %v", line, err)
+			}
+			ents, _ := os.ReadDir(filepath.Join(state, c.dir))
+			var id string
+			for _, e := range ents {
+				if strings.HasPrefix(e.Name(), c.prefix) {
+					id = e.Name()
+				}
+			}
+			cgroups, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", c.parent, id))
+			if id == "" || len(cgroups) == 0 {
+				cmd.Process.Kill()
+				t.Fatalf("sandbox %q, its cgroups %v", id, cgroups)
+			}
+			cmd.Process.Kill()
+			cmd.Wait()
+			// Its processes end with their creator; its state goes whole.
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				procs, _ := os.ReadFile(filepath.Join(cgroups[0], "cgroup.procs"))
+				if len(procs) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("processes outlived their killed creator by 20 s: %s", procs)
+				}
+			}
+			if err := mounted.Remove(state); err != nil {
+				t.Fatal(err)
+			}
+			// A minute on (their times set back), another state directory.
+			old := time.Now().Add(-time.Hour)
+			for _, cg := range cgroups {
+				os.Chtimes(cg, old, old)
+			}
+			next := exec.Command(buildCLI(t), "run", "--tier", c.tier, "--", "true")
+			next.Env = append(os.Environ(), "CORDON_STATE_DIR="+testutil.StateDir(t))
+			if b, err := next.CombinedOutput(); err != nil {
+				t.Fatalf("the next run: %v: %s", err, b)
+			}
+			for _, cg := range cgroups {
+				if _, err := os.Stat(cg); err == nil {
+					t.Errorf("left after the next run: %s", cg)
+				}
 			}
 		})
 	}

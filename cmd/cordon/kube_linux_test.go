@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/mounted"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
@@ -36,7 +37,7 @@ func kubeDaemon(t *testing.T, k *testutil.Kube, flags ...string) (string, func()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := testutil.RemoveMounted(dir); err != nil {
+		if err := mounted.Remove(dir); err != nil {
 			t.Errorf("removing the daemon's directory: %v", err)
 		}
 	})

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
+	"github.com/cordon-sandbox/cordon/internal/mounted"
 	"github.com/cordon-sandbox/cordon/internal/procid"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/server/api"
@@ -255,7 +256,7 @@ func serveInTemp(t testing.TB) (string, string, *serveProc) {
 	processDir := filepath.Join(dir, "process")
 	t.Cleanup(func() {
 		killRecorded(filepath.Join(processDir, "serve"))
-		if err := testutil.RemoveMounted(dir); err != nil {
+		if err := mounted.Remove(dir); err != nil {
 			t.Errorf("removing the daemon's directory: %v", err)
 		}
 	})

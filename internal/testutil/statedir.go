@@ -4,6 +4,8 @@ import (
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/cordon-sandbox/cordon/internal/mounted"
 )
 
 var stateDirs sync.Map // testing.TB -> string
@@ -27,17 +29,9 @@ func StateDir(tb testing.TB) string {
 	stateDirs.Store(tb, d)
 	tb.Cleanup(func() {
 		stateDirs.Delete(tb)
-		if err := RemoveMounted(d); err != nil {
+		if err := mounted.Remove(d); err != nil {
 			tb.Errorf("removing the state directory: %v", err)
 		}
 	})
 	return d
-}
-
-// RemoveMounted detaches whatever a runtime left mounted below dir (runsc
-// binds a network namespace into its root, a persistent disk is
-// loop-mounted) and removes dir.
-func RemoveMounted(dir string) error {
-	detachBelow(dir)
-	return os.RemoveAll(dir)
 }
