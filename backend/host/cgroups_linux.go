@@ -17,7 +17,18 @@ import (
 // temporary one, a private daemon's). The kernel refuses to remove a
 // cgroup with a process in it, so a running sandbox's stays; minAge
 // spares one just made, whose first process is on its way in.
-func SweepCgroups(parents []string, prefix string, minAge time.Duration) {
+//
+// It looks at every sandbox's cgroups, some microseconds each, so it looks
+// at most once every sweepEvery per state directory (whose stamp file's
+// time says when it last looked).
+func SweepCgroups(stateDir string, parents []string, prefix string, minAge time.Duration) {
+	stamp := filepath.Join(stateDir, ".cgroup-sweep")
+	if st, err := os.Stat(stamp); err == nil && time.Since(st.ModTime()) < sweepEvery {
+		return
+	}
+	if err := os.WriteFile(stamp, nil, 0o600); err != nil {
+		return
+	}
 	for _, parent := range parents {
 		ents, err := os.ReadDir(parent)
 		if err != nil {
@@ -34,6 +45,9 @@ func SweepCgroups(parents []string, prefix string, minAge time.Duration) {
 		}
 	}
 }
+
+// sweepEvery is how often SweepCgroups looks, per stamp.
+const sweepEvery = 10 * time.Minute
 
 // removeEmptyCgroup removes dir, and below it (to a depth of 4, more than
 // any tier makes) its children; each that holds a process stays.

@@ -57,11 +57,26 @@ func TestSweepCgroups(t *testing.T) {
 	}
 	mk("x-young", false)
 	mk("y-old", true)
-	SweepCgroups([]string{parent, filepath.Join(parent, "none")}, "x-", time.Minute)
+	state := t.TempDir()
+	stamp := filepath.Join(state, ".cgroup-sweep")
+	SweepCgroups(state, []string{parent, filepath.Join(parent, "none")}, "x-", time.Minute)
 	for name, want := range map[string]bool{"x-gone": false, "x-busy": true, "x-young": true, "y-old": true} {
 		if _, err := os.Stat(filepath.Join(parent, name)); (err == nil) != want {
 			t.Errorf("%s: present %v, want %v", name, err == nil, want)
 		}
+	}
+	// Looked a moment ago: not again, until sweepEvery has passed.
+	mk("x-again", true)
+	t.Cleanup(func() { os.Remove(filepath.Join(parent, "x-again")) })
+	SweepCgroups(state, []string{parent}, "x-", time.Minute)
+	if _, err := os.Stat(filepath.Join(parent, "x-again")); err != nil {
+		t.Fatalf("swept again at once: %v", err)
+	}
+	earlier := time.Now().Add(-sweepEvery)
+	os.Chtimes(stamp, earlier, earlier)
+	SweepCgroups(state, []string{parent}, "x-", time.Minute)
+	if _, err := os.Stat(filepath.Join(parent, "x-again")); err == nil {
+		t.Fatal("not swept once sweepEvery had passed")
 	}
 }
 

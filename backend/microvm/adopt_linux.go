@@ -174,7 +174,7 @@ func (b *Backend) sweepStale() {
 		_ = b.removeVM(name)
 	}
 	if root, _ := cpuRoot(); root != "" {
-		host.SweepCgroups([]string{filepath.Join(root, cgroupDir)}, "vm-", time.Minute)
+		host.SweepCgroups(b.cfg.StateDir, []string{filepath.Join(root, cgroupDir)}, "vm-", time.Minute)
 	}
 }
 

@@ -188,7 +188,9 @@ func (b *Backend) probeOnce(ctx context.Context) error {
 		return err
 	}
 	b.probed = true
-	host.SweepCgroups(ociCgroupParents(), "cordon-", time.Minute)
+	if b.stateDir() == nil {
+		host.SweepCgroups(b.cfg.StateDir, ociCgroupParents(), "cordon-", time.Minute)
+	}
 	return nil
 }
 

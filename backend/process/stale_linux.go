@@ -27,5 +27,5 @@ func (b *Backend) sweepStale() {
 	for _, id := range host.Stale(b.cfg.StateDir, "sb-", initRecord) {
 		_ = b.removeSandbox(context.Background(), id)
 	}
-	host.SweepCgroups(b.cgroups.parents(), "sb-", time.Minute)
+	host.SweepCgroups(b.cfg.StateDir, b.cgroups.parents(), "sb-", time.Minute)
 }
