@@ -122,6 +122,14 @@ func startDaemonGrace(t testing.TB, grace time.Duration, tune ...func(*server.Co
 	return newDaemon(t, grace).start(t, tune...)
 }
 
+// containersShare reports whether name, in the container tier's state
+// directory, is what stays there for every sandbox: the runtime's state,
+// the identity files, skeleton roots and agent copy containers share, and
+// the stamp of the last sweep of cgroups.
+func containersShare(name string) bool {
+	return name == "runtime" || name == ".cgroup-sweep" || strings.HasPrefix(name, "identity-") || strings.HasPrefix(name, "skeleton-") || strings.HasPrefix(name, "agent-")
+}
+
 // newDaemon is a daemon not yet started, with a process-tier state
 // directory of its own.
 func newDaemon(t testing.TB, grace time.Duration) *daemon {
@@ -143,7 +151,7 @@ func newDaemon(t testing.TB, grace time.Duration) *daemon {
 		}
 		ents, _ = os.ReadDir(filepath.Join(dir, "oci"))
 		for _, e := range ents {
-			if e.Name() != "runtime" && !strings.HasPrefix(e.Name(), "identity-") && !strings.HasPrefix(e.Name(), "skeleton-") && !strings.HasPrefix(e.Name(), "agent-") {
+			if !containersShare(e.Name()) {
 				t.Errorf("container %s left after the daemon closed", e.Name())
 			}
 		}

@@ -639,11 +639,9 @@ func TestContainerTier(t *testing.T) {
 	if err := c.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	// What stays is the runtime's state and the identity files, skeleton
-	// roots and agent copy containers share.
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if e.Name() != "runtime" && !strings.HasPrefix(e.Name(), "identity-") && !strings.HasPrefix(e.Name(), "skeleton-") && !strings.HasPrefix(e.Name(), "agent-") {
+		if !containersShare(e.Name()) {
 			t.Fatalf("left in the container tier's directory: %v", ents)
 		}
 	}

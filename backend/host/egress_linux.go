@@ -12,6 +12,9 @@ import (
 // proxy.
 func ListenEgress(dir string, uid, gid int) (net.Listener, error) {
 	path := filepath.Join(dir, "egress.sock")
+	if err := SocketPath(path); err != nil {
+		return nil, err
+	}
 	_ = os.Remove(path)
 	ln, err := net.Listen("unix", path)
 	if err != nil {

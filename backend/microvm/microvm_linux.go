@@ -358,6 +358,10 @@ func (b *Backend) boot(ctx context.Context, o bootOptions) (*instance, error) {
 	_, _ = rand.Read(rnd[:])
 	id := "vm-" + hex.EncodeToString(rnd[:])
 	dir := filepath.Join(b.cfg.StateDir, id)
+	// (monitor.sock is the longest of the VM's sockets' names.)
+	if err := host.SocketPath(filepath.Join(dir, "monitor.sock")); err != nil {
+		return nil, err
+	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, err
 	}

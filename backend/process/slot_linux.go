@@ -127,9 +127,14 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, spec *forSpec
 		}
 	}
 	// The sandbox's only way out: the host's egress proxy listens here,
-	// and the agent bridges 127.0.0.1:3128 to it.
-	var err error
-	if sl.egress, err = net.Listen("unix", filepath.Join(sl.sock, "egress.sock")); err != nil {
+	// and the agent bridges 127.0.0.1:3128 to it. (The agent's socket
+	// beside it has the shorter name.)
+	egressPath := filepath.Join(sl.sock, "egress.sock")
+	err := host.SocketPath(egressPath)
+	if err == nil {
+		sl.egress, err = net.Listen("unix", egressPath)
+	}
+	if err != nil {
 		sl.discard()
 		return nil, err
 	}

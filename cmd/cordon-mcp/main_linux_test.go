@@ -85,12 +85,7 @@ func TestMCPStdio(t *testing.T) {
 	testutil.RequiresRoot(t)
 	testutil.Requires(t, "python3", "deno")
 	cordon := binaries(t)
-	cmd := exec.Command(cordon, "mcp")
-	client := mcp.NewClient(&mcp.Implementation{Name: "cordon-test", Version: "1"}, nil)
-	cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := connect(t, exec.Command(cordon, "mcp"))
 	defer cs.Close()
 	c := caller{t, cs}
 
@@ -386,11 +381,7 @@ func TestMCPKilled(t *testing.T) {
 	cmd := exec.Command(cordon, "mcp")
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	client := mcp.NewClient(&mcp.Implementation{Name: "cordon-test", Version: "1"}, nil)
-	cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := connect(t, cmd)
 	defer cs.Close()
 	c := caller{t, cs}
 	for _, tier := range tiers {
@@ -428,10 +419,7 @@ func TestMCPKilled(t *testing.T) {
 
 	next := exec.Command(cordon, "mcp")
 	next.Env = cmd.Env
-	cs2, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: next}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs2 := connect(t, next)
 	var sb struct{ ID, Tier string }
 	caller{t, cs2}.must("create_sandbox", map[string]any{}, &sb)
 	if now, _ := filepath.Glob(filepath.Join(tmp, "cordon-mcp-*")); !slices.Equal(now, left) {
@@ -450,6 +438,17 @@ func TestMCPKilled(t *testing.T) {
 	if strings.Contains(string(mounts), tmp+"/") {
 		t.Errorf("mounted below %s after cordon mcp ended:\n%s", tmp, mounts)
 	}
+}
+
+// connect is an MCP client session (the SDK's) with cmd on its stdio.
+func connect(t *testing.T, cmd *exec.Cmd) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "cordon-test", Version: "1"}, nil)
+	cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
 }
 
 // descendants lists the processes below pid, by their parents in /proc.

@@ -46,22 +46,7 @@ func TestRunKilled(t *testing.T) {
 			os.Chmod(state, 0o711)
 			// (runsc keeps a network namespace of its own mounted there.)
 			t.Cleanup(func() { unix.Unmount(filepath.Join(state, c.dir, "runtime", "null-netns"), unix.MNT_DETACH) })
-			cmd := exec.Command(buildCLI(t), "run", "--tier", c.tier, "--", "sh", "-c", "echo started; exec sleep 1000")
-			cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+state)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			line := make([]byte, 8)
-			if _, err := io.ReadFull(out, line); err != nil || string(line) != "started\n" {
-				cmd.Process.Kill()
-				t.Fatalf("the command did not start: %q %v: %s", line, err, stderr.String())
-			}
+			cmd := startSleeping(t, state, "--tier", c.tier)
 			sandboxes := func() []string {
 				ents, _ := os.ReadDir(filepath.Join(state, c.dir))
 				var ids []string
@@ -127,20 +112,7 @@ func TestRunKilledStateGone(t *testing.T) {
 				testutil.Requires(t, c.runtime)
 			}
 			state := testutil.StateDir(t)
-			cmd := exec.Command(buildCLI(t), "run", "--tier", c.tier, "--memory", "64m", "--", "sh", "-c", "echo started; exec sleep 1000")
-			cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+state)
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			line := make([]byte, 8)
-			if _, err := io.ReadFull(out, line); err != nil || string(line) != "started\n" {
-				cmd.Process.Kill()
-				t.Fatalf("the command did not start: %q %v", line, err)
-			}
+			cmd := startSleeping(t, state, "--tier", c.tier, "--memory", "64m")
 			ents, _ := os.ReadDir(filepath.Join(state, c.dir))
 			var id string
 			for _, e := range ents {
@@ -182,6 +154,62 @@ func TestRunKilledStateGone(t *testing.T) {
 				if _, err := os.Stat(cg); err == nil {
 					t.Errorf("left after the next run: %s", cg)
 				}
+			}
+		})
+	}
+}
+
+// startSleeping starts `cordon run FLAGS -- sleep` on state directory
+// state, and returns once the command runs.
+func startSleeping(t *testing.T, state string, flags ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(buildCLI(t), append(append([]string{"run"}, flags...), "--", "sh", "-c", "echo started; exec sleep 1000")...)
+	cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+state)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 8)
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "started\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the command did not start: %q %v: %s", line, err, stderr.String())
+	}
+	return cmd
+}
+
+// TestRunStateTooDeep: a state directory so deep that a sandbox's sockets
+// cannot be bound below it is refused saying so, on each tier that binds
+// them there, rather than as the kernel's "invalid argument".
+func TestRunStateTooDeep(t *testing.T) {
+	testutil.RequiresRoot(t)
+	for _, c := range []struct{ tier, runtime string }{{"process", ""}, {"container", "crun"}} {
+		t.Run(c.tier, func(t *testing.T) {
+			if c.runtime != "" {
+				testutil.Requires(t, c.runtime)
+			}
+			state := testutil.StateDir(t)
+			for len(state) < 90 {
+				state = filepath.Join(state, "deeper")
+			}
+			if err := os.MkdirAll(state, 0o711); err != nil {
+				t.Fatal(err)
+			}
+			for d := state; d != "/"; d = filepath.Dir(d) {
+				if strings.HasPrefix(d, os.TempDir()+"/") {
+					os.Chmod(d, 0o711)
+				}
+			}
+			cmd := exec.Command(buildCLI(t), "run", "--tier", c.tier, "--", "true")
+			cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+state)
+			out, _ := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); code != 125 || !strings.Contains(string(out), "more than a unix socket's 107") || !strings.Contains(string(out), "CORDON_STATE_DIR") {
+				t.Fatalf("exit %d: %s", code, out)
 			}
 		})
 	}
