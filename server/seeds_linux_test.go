@@ -248,7 +248,9 @@ func TestTemplates(t *testing.T) {
 		if sb.Labels["cordon.template"] != "web" {
 			t.Errorf("labels: %v", sb.Labels)
 		}
-		got := sh(t, c, sb.ID, "cat state.txt; git -C repos/app rev-parse HEAD; for i in $(seq 50); do [ -s started.txt ] && break; sleep 0.05; done; cat started.txt; pgrep -x sleep >/dev/null && echo running")
+		// (The start program writes its file, then becomes sleep: each is
+		// waited for.)
+		got := sh(t, c, sb.ID, "cat state.txt; git -C repos/app rev-parse HEAD; for i in $(seq 50); do [ -s started.txt ] && break; sleep 0.05; done; cat started.txt; for i in $(seq 50); do pgrep -x sleep >/dev/null && break; sleep 0.05; done; pgrep -x sleep >/dev/null && echo running")
 		if got != "from-snapshot\n"+app[0]+"\nstarted\nrunning\n" {
 			t.Errorf("a sandbox from the template: %q", got)
 		}
