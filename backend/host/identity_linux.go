@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
@@ -118,7 +119,12 @@ func IdentityFiles(dir string, uid int, hostRoot bool) ([]sandboxinit.Bind, erro
 
 // AgentCopy is a copy of the agent binary at path, in a shared directory
 // of base named by the binary's identity (its device, inode, size and
-// time), made once.
+// time), made once. Each call marks the copy used (its directory's time);
+// the first of a process removes the copies of other builds unused for
+// agentIdle, which would otherwise pile up, one per build of the agent
+// (an upgrade, a rebuild). A copy is needed only between this call and
+// its container's start: a container holds what is bound into it, and
+// none is started again from its bundle.
 func AgentCopy(base, path string) (string, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
@@ -144,5 +150,33 @@ func AgentCopy(base, path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: a copy of the agent: %v", sandbox.ErrUnavailable, err)
 	}
+	now := time.Now()
+	_ = os.Chtimes(dir, now, now)
+	once, _ := agentPrunes.LoadOrStore(base, new(sync.Once))
+	once.(*sync.Once).Do(func() { pruneAgentCopies(base, filepath.Base(dir), agentIdle) })
 	return filepath.Join(dir, "cordon-agent"), nil
+}
+
+// agentIdle is how long a copy of another build of the agent may go unused
+// before AgentCopy removes it.
+const agentIdle = 10 * time.Minute
+
+// agentPrunes holds, per base, the once of its removal of unused copies.
+var agentPrunes sync.Map
+
+// pruneAgentCopies removes from base the agent copies other than keep
+// unused for idle.
+func pruneAgentCopies(base, keep string, idle time.Duration) {
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "agent-") || e.Name() == keep {
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > idle {
+			_ = os.RemoveAll(filepath.Join(base, e.Name()))
+		}
+	}
 }

@@ -59,3 +59,41 @@ func TestSharedDir(t *testing.T) {
 		t.Fatalf("after the sweep: %q, want the young temporary and the shared directory", got)
 	}
 }
+
+// TestAgentCopyPrunes: a process's first agent copy under a base removes
+// the copies of other builds that went unused for ten minutes, and keeps
+// those used since; each use marks the copy used.
+func TestAgentCopyPrunes(t *testing.T) {
+	base, bin := t.TempDir(), t.TempDir()
+	old := time.Now().Add(-time.Hour)
+	for name, when := range map[string]time.Time{"agent-0000000000000001": old, "agent-0000000000000002": time.Now(), "skeleton-0000000000000003": old} {
+		dir := filepath.Join(base, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(dir, when, when); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agent := filepath.Join(bin, "cordon-agent")
+	if err := os.WriteFile(agent, []byte("an agent"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copied, err := host.AgentCopy(base, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"agent-0000000000000001": false, "agent-0000000000000002": true, "skeleton-0000000000000003": true, filepath.Base(filepath.Dir(copied)): true} {
+		if _, err := os.Stat(filepath.Join(base, name)); (err == nil) != want {
+			t.Errorf("%s: present %v, want %v", name, err == nil, want)
+		}
+	}
+	dir := filepath.Dir(copied)
+	os.Chtimes(dir, old, old)
+	if _, err := host.AgentCopy(base, agent); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(dir); err != nil || time.Since(st.ModTime()) > time.Minute {
+		t.Fatalf("a use did not mark the copy used: %v", err)
+	}
+}

@@ -214,3 +214,34 @@ func TestRunStateTooDeep(t *testing.T) {
 		})
 	}
 }
+
+// TestRunPrunesAgentCopies: the copies of the agent that earlier builds
+// left in a container tier's state directory (one per build: an upgrade,
+// a rebuild) go once unused for ten minutes; the current one stays.
+func TestRunPrunesAgentCopies(t *testing.T) {
+	testutil.RequiresRoot(t)
+	for _, c := range []struct{ tier, dir, runtime string }{{"container", "oci", "crun"}, {"gvisor", "gvisor", "/usr/local/lib/cordon/runsc"}} {
+		t.Run(c.tier, func(t *testing.T) {
+			testutil.Requires(t, c.runtime)
+			state := testutil.StateDir(t)
+			stale := filepath.Join(state, c.dir, "agent-0000000000000000")
+			if err := os.MkdirAll(stale, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(stale, "cordon-agent"), []byte("an earlier build"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			old := time.Now().Add(-time.Hour)
+			os.Chtimes(stale, old, old)
+			cmd := exec.Command(buildCLI(t), "run", "--tier", c.tier, "--", "true")
+			cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+state)
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%v: %s", err, b)
+			}
+			copies, _ := filepath.Glob(filepath.Join(state, c.dir, "agent-*"))
+			if len(copies) != 1 || copies[0] == stale {
+				t.Fatalf("agent copies after the run: %v", copies)
+			}
+		})
+	}
+}
