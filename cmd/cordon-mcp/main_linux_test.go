@@ -356,10 +356,10 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // TestMCPKilled: an MCP host that kills `cordon mcp` outright, its whole
 // process group with SIGKILL (the private daemon included, which then
 // cannot destroy anything), leaves no sandbox running: the private
-// daemon's sandboxes die with it, as a cordon run's do. The next `cordon
-// mcp` takes over the directory left behind, and once it ends nothing of
-// either is left: no directory, no mount (runsc binds a network namespace
-// into its state).
+// daemon's sandboxes die with it, as a cordon run's do (the docker tier's
+// container stops). The next `cordon mcp` takes over the directory left
+// behind, and once it ends nothing of either is left: no directory, no
+// mount (runsc binds a network namespace into its state), no container.
 func TestMCPKilled(t *testing.T) {
 	testutil.RequiresRoot(t)
 	cordon := binaries(t)
@@ -371,6 +371,20 @@ func TestMCPKilled(t *testing.T) {
 			t.Fatalf("%s is missing", runtime)
 		}
 	}
+	// The docker tier's containers are the engine's children, not cordon
+	// mcp's: they stop by their lifeline, and go by their owner's label.
+	engine := testutil.StartDockerd()
+	defer engine.Stop()
+	dockerHost := engine.Require(t)
+	engine.ImportRoot(t, testutil.DebianTools(t), testutil.EngineImage)
+	tiers = append(tiers, "docker")
+	containers := func(all bool) string {
+		args := []string{"ps", "-q", "--filter", "label=dev.cordon.tier=docker"}
+		if all {
+			args = append(args, "-a")
+		}
+		return engine.Docker(t, args...)
+	}
 	// A short one: the container tier's sockets live far below it.
 	tmp, err := os.MkdirTemp("", "m")
 	if err != nil {
@@ -379,7 +393,7 @@ func TestMCPKilled(t *testing.T) {
 	os.Chmod(tmp, 0o711) // (the sandboxes' users pass through it)
 	t.Cleanup(func() { mounted.Remove(tmp) })
 	cmd := exec.Command(cordon, "mcp")
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "DOCKER_HOST="+dockerHost, "CORDON_DOCKER_IMAGE="+testutil.EngineImage)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cs := connect(t, cmd)
 	defer cs.Close()
@@ -412,9 +426,18 @@ func TestMCPKilled(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	for containers(false) != "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the docker tier's container outlived cordon mcp killed by 30 s: %s", containers(false))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	left, _ := filepath.Glob(filepath.Join(tmp, "cordon-mcp-*"))
 	if len(left) != 1 {
 		t.Fatalf("private daemons' directories: %v", left)
+	}
+	if containers(true) == "" {
+		t.Fatal("the docker tier's stopped container is gone before anything swept it")
 	}
 
 	next := exec.Command(cordon, "mcp")
@@ -433,6 +456,9 @@ func TestMCPKilled(t *testing.T) {
 	}
 	if now, _ := filepath.Glob(filepath.Join(tmp, "cordon-mcp-*")); len(now) != 0 {
 		t.Errorf("left after cordon mcp ended: %v", now)
+	}
+	if ids := containers(true); ids != "" {
+		t.Errorf("the killed daemon's docker containers are left: %s", ids)
 	}
 	mounts, _ := os.ReadFile("/proc/self/mountinfo")
 	if strings.Contains(string(mounts), tmp+"/") {
