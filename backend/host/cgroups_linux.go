@@ -39,7 +39,7 @@ func SweepCgroups(stateDir string, parents []string, prefix string, minAge time.
 				continue
 			}
 			dir := filepath.Join(parent, e.Name())
-			if st, err := os.Stat(dir); err == nil && time.Since(st.ModTime()) >= minAge && !holdsProcess(dir) {
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) >= minAge && !holdsProcess(dir) {
 				removeEmptyCgroup(dir, 0)
 			}
 		}

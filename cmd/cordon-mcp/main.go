@@ -273,30 +273,36 @@ func privateDir() (string, *os.File, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	// Locked before it takes its name, so that no other process takes
-	// the new directory for a left one.
-	f, err := os.OpenFile(filepath.Join(dir, lockName+".new"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	lock, err := newLock(dir)
 	if err == nil {
-		if err = flock(f); err != nil {
-			f.Close()
-		}
-	}
-	if err == nil {
-		if err = os.Rename(f.Name(), filepath.Join(dir, lockName)); err != nil {
-			f.Close()
-		}
-	}
-	// Sandboxes run as unprivileged users that must pass through it.
-	if err == nil {
+		// Sandboxes run as unprivileged users that must pass through it.
 		if err = os.Chmod(dir, 0o711); err != nil {
-			f.Close()
+			lock.Close()
 		}
 	}
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", nil, err
 	}
-	return dir, f, nil
+	return dir, lock, nil
+}
+
+// newLock makes dir's lock file, locked before it takes its name, so that
+// no other process takes a new directory for a left one.
+func newLock(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockName+".new"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := flock(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := os.Rename(f.Name(), filepath.Join(dir, lockName)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // ownDir reports whether dir is a directory (not a link to one) of this

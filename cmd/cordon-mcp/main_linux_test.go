@@ -373,12 +373,25 @@ func TestMCPKilled(t *testing.T) {
 	}
 	// The docker tier's containers are the engine's children, not cordon
 	// mcp's: they stop by their lifeline, and go by their owner's label.
+	// (Without an engine, the other tiers are still tried: under CI a
+	// missing one fails.)
 	engine := testutil.StartDockerd()
 	defer engine.Stop()
-	dockerHost := engine.Require(t)
-	engine.ImportRoot(t, testutil.DebianTools(t), testutil.EngineImage)
-	tiers = append(tiers, "docker")
+	env := []string{}
+	switch {
+	case engine.Err == nil:
+		engine.ImportRoot(t, testutil.DebianTools(t), testutil.EngineImage)
+		tiers = append(tiers, "docker")
+		env = append(env, "DOCKER_HOST="+engine.Host, "CORDON_DOCKER_IMAGE="+testutil.EngineImage)
+	case os.Getenv("CI") == "true":
+		t.Fatalf("no Docker engine: %v", engine.Err)
+	default:
+		t.Logf("the docker tier is not tried: no Docker engine: %v", engine.Err)
+	}
 	containers := func(all bool) string {
+		if engine.Err != nil {
+			return ""
+		}
 		args := []string{"ps", "-q", "--filter", "label=dev.cordon.tier=docker"}
 		if all {
 			args = append(args, "-a")
@@ -393,7 +406,7 @@ func TestMCPKilled(t *testing.T) {
 	os.Chmod(tmp, 0o711) // (the sandboxes' users pass through it)
 	t.Cleanup(func() { mounted.Remove(tmp) })
 	cmd := exec.Command(cordon, "mcp")
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "DOCKER_HOST="+dockerHost, "CORDON_DOCKER_IMAGE="+testutil.EngineImage)
+	cmd.Env = append(append(os.Environ(), "TMPDIR="+tmp), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cs := connect(t, cmd)
 	defer cs.Close()
@@ -436,7 +449,7 @@ func TestMCPKilled(t *testing.T) {
 	if len(left) != 1 {
 		t.Fatalf("private daemons' directories: %v", left)
 	}
-	if containers(true) == "" {
+	if engine.Err == nil && containers(true) == "" {
 		t.Fatal("the docker tier's stopped container is gone before anything swept it")
 	}
 
