@@ -2,12 +2,15 @@ package main_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -270,5 +273,55 @@ func TestDaemonKubernetesSuspend(t *testing.T) {
 	}
 	if left := k.Kubectl(t, "get", "pods,secrets,networkpolicies,pvc", "-l", "dev.cordon.tier=kubernetes", "-o", "name"); left != "" {
 		t.Fatalf("left after rm: %s", left)
+	}
+}
+
+// TestDaemonKubernetesEphemeralKilled: a private daemon (cordon serve
+// --ephemeral, as cordon mcp starts one) killed with SIGKILL leaves its
+// pods running, for a cluster has no lifeline; the next private daemon on
+// its directory (as the next cordon mcp takes over a killed one's) takes
+// them back, and its own stop removes them: nothing of the killed
+// daemon's stays in the cluster.
+func TestDaemonKubernetesEphemeralKilled(t *testing.T) {
+	k, _ := kubeEnv(t)
+	sock, serve := kubeDaemon(t, k, "--ephemeral")
+	// The daemon's pods carry its owner label, named for its sandboxes'
+	// state directory (kubeDaemon's "process", and "serve" in it).
+	sum := sha256.Sum256([]byte(filepath.Join(filepath.Dir(sock), "process", "serve")))
+	owned := "dev.cordon.owner=cordon-daemon-" + hex.EncodeToString(sum[:6])
+	d := serve()
+	c, err := sclient.New("unix://"+sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{Tier: "kubernetes"}})
+	if err != nil {
+		d.stop(t, sock)
+		t.Fatal(err)
+	}
+	host := "--host=unix://" + sock
+	if out, errOut, code := cordon(t, "exec", host, sb.ID, "--", "sh", "-c", "echo kept > /workspace/mark; echo ok"); code != 0 || out != "ok\n" {
+		d.stop(t, sock)
+		t.Fatalf("exec: exit %d, %q, %s", code, out, errOut)
+	}
+	d.kill9()
+	if pods := k.Kubectl(t, "get", "pods", "-l", owned, "-o", "name"); pods == "" {
+		t.Fatal("the killed daemon's pod is gone before anything removed it")
+	}
+	d = serve()
+	if out, errOut, code := cordon(t, "exec", host, sb.ID, "--", "cat", "/workspace/mark"); code != 0 || out != "kept\n" {
+		d.stop(t, sock)
+		t.Fatalf("the next daemon's exec: exit %d, %q, %s", code, out, errOut)
+	}
+	// Stopped as cordon mcp stops its daemon, without deleting anything
+	// first.
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Wait(); err != nil {
+		t.Fatalf("the daemon's stop: %v\n%s", err, d.out.String())
+	}
+	if left := k.Kubectl(t, "get", "pods,secrets,networkpolicies,persistentvolumeclaims", "-l", owned, "-o", "name"); left != "" {
+		t.Fatalf("left in the cluster after the private daemon stopped: %s\ndaemon said:\n%s", left, d.out.String())
 	}
 }
