@@ -310,7 +310,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 func (b *Backend) identity(ctx context.Context, api *engine, imageID string, uid int) ([]bindMount, error) {
 	files := baseline.IdentityFiles(uid, false)
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s %d", imageID, uid))
-	dir, err := host.SharedDir(b.cfg.StateDir, "accounts-"+hex.EncodeToString(sum[:8]), func(tmp string) error {
+	dir, err := host.SharedSource(b.cfg.StateDir, "accounts", hex.EncodeToString(sum[:8]), func(tmp string) error {
 		passwd, group, err := imageAccounts(ctx, api, imageID)
 		if err != nil {
 			return err

@@ -100,7 +100,7 @@ func IdentityFiles(dir string, uid int, hostRoot bool) ([]sandboxinit.Bind, erro
 	for _, b := range binds {
 		fmt.Fprintf(h, "%s\x00%s\x00", b.Target, b.Content)
 	}
-	shared, err := SharedDir(dir, "identity-"+hex.EncodeToString(h.Sum(nil))[:16], func(tmp string) error {
+	shared, err := SharedSource(dir, "identity", hex.EncodeToString(h.Sum(nil))[:16], func(tmp string) error {
 		for _, b := range binds {
 			if err := os.WriteFile(filepath.Join(tmp, filepath.Base(b.Target)), []byte(b.Content), 0o644); err != nil {
 				return err
@@ -117,21 +117,17 @@ func IdentityFiles(dir string, uid int, hostRoot bool) ([]sandboxinit.Bind, erro
 	return binds, nil
 }
 
-// AgentCopy is a copy of the agent binary at path, in a shared directory
-// of base named by the binary's identity (its device, inode, size and
-// time), made once. Each call marks the copy used (its directory's time);
-// the first of a process removes the copies of other builds unused for
-// agentIdle, which would otherwise pile up, one per build of the agent
-// (an upgrade, a rebuild). A copy is needed only between this call and
-// its container's start: a container holds what is bound into it, and
-// none is started again from its bundle.
+// AgentCopy is a copy of the agent binary at path, in a SharedSource of
+// base named by the binary's identity (its device, inode, size and time),
+// made once. The copies of other builds of the agent (an upgrade, a
+// rebuild) would otherwise pile up, 6 MiB each.
 func AgentCopy(base, path string) (string, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
 		return "", fmt.Errorf("%w: the agent: %v", sandbox.ErrUnavailable, err)
 	}
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s %d %d %d %d.%d", path, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec))
-	dir, err := SharedDir(base, "agent-"+hex.EncodeToString(sum[:8]), func(dir string) error {
+	dir, err := SharedSource(base, "agent", hex.EncodeToString(sum[:8]), func(dir string) error {
 		src, err := os.Open(path)
 		if err != nil {
 			return err
@@ -150,29 +146,62 @@ func AgentCopy(base, path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: a copy of the agent: %v", sandbox.ErrUnavailable, err)
 	}
-	now := time.Now()
-	_ = os.Chtimes(dir, now, now)
-	once, _ := agentPrunes.LoadOrStore(base, new(sync.Once))
-	once.(*sync.Once).Do(func() { pruneAgentCopies(base, filepath.Base(dir), agentIdle) })
 	return filepath.Join(dir, "cordon-agent"), nil
 }
 
-// agentIdle is how long a copy of another build of the agent may go unused
-// before AgentCopy removes it.
-const agentIdle = 10 * time.Minute
+// SharedSource is SharedDir(base, kind+"-"+key, fill) for what sandboxes
+// take from the host only as they start: a bind's source (the agent, the
+// identity files), which a running sandbox holds by itself, and which
+// none starts from again (a persistent sandbox's start takes it anew).
+// Each use marks the directory used (its time), and a use removes the
+// kind's other directories in base unused for sharedIdle, at most once per
+// sharedIdle and base in a process: otherwise one would stay for every
+// build of the agent, every image and every user ever run.
+//
+// A directory a start has just been given but not yet bound could go
+// only if it was unused for sharedIdle before: a start that loses that
+// race of microseconds fails, and can be retried. Never for a
+// container's root or anything mounted over (a skeleton): removing a
+// mount point detaches what another mount namespace mounted on it.
+func SharedSource(base, kind, key string, fill func(dir string) error) (string, error) {
+	dir, err := SharedDir(base, kind+"-"+key, fill)
+	if err != nil {
+		return "", err
+	}
+	now := time.Now()
+	_ = os.Chtimes(dir, now, now)
+	sharedPrunes.Lock()
+	gate := base + "\x00" + kind
+	due := now.Sub(sharedPrunes.last[gate]) > sharedIdle
+	if due {
+		sharedPrunes.last[gate] = now
+	}
+	sharedPrunes.Unlock()
+	if due {
+		pruneShared(base, kind+"-", filepath.Base(dir), sharedIdle)
+	}
+	return dir, nil
+}
 
-// agentPrunes holds, per base, the once of its removal of unused copies.
-var agentPrunes sync.Map
+// sharedIdle is how long a SharedSource directory may go unused before a
+// use of another of its kind removes it.
+const sharedIdle = 10 * time.Minute
 
-// pruneAgentCopies removes from base the agent copies other than keep
-// unused for idle.
-func pruneAgentCopies(base, keep string, idle time.Duration) {
+// sharedPrunes is when this process last pruned each base's kind.
+var sharedPrunes = struct {
+	sync.Mutex
+	last map[string]time.Time
+}{last: map[string]time.Time{}}
+
+// pruneShared removes from base the directories named with prefix, other
+// than keep, unused for idle.
+func pruneShared(base, prefix, keep string, idle time.Duration) {
 	ents, err := os.ReadDir(base)
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), "agent-") || e.Name() == keep {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) || e.Name() == keep {
 			continue
 		}
 		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > idle {

@@ -24,7 +24,8 @@ import (
 // command runs in a container of the engine DOCKER_HOST names, as the
 // sandbox user, with its exit status, its limits held, and no container
 // left after; a missing image is the user's mistake; a killed cordon
-// run's container is swept by the next.
+// run's container is swept by the next; the agent copies and account
+// files that earlier runs left unused for ten minutes go.
 func TestRunDocker(t *testing.T) {
 	env := append(os.Environ(), dockerEnv(t)...)
 	d := testutil.Engine(t)
@@ -42,10 +43,14 @@ func TestRunDocker(t *testing.T) {
 	owned := func() string {
 		return d.Docker(t, "ps", "-aq", "--filter", "label=dev.cordon.owner=cordon-run")
 	}
+	// What earlier runs left for containers to bind, unused for an hour.
+	staleAgent, staleAccounts := plantShared(t, filepath.Join(state, "docker"), "agent"), plantShared(t, filepath.Join(state, "docker"), "accounts")
 	out, errOut, code := run("--", "sh", "-c", "id -un; hostname; echo $HOME; exit 7")
 	if code != 7 || out != "sandbox\ncordon\n/home/sandbox\n" {
 		t.Fatalf("exit %d, %q, %s", code, out, errOut)
 	}
+	checkPruned(t, staleAgent)
+	checkPruned(t, staleAccounts)
 	// Forks stop at the pids limit: the workload's tasks, exactly.
 	out, errOut, code = run("--pids", "20", "--", "python3", "-c", `import os, time
 n = 0

@@ -215,33 +215,72 @@ func TestRunStateTooDeep(t *testing.T) {
 	}
 }
 
-// TestRunPrunesAgentCopies: the copies of the agent that earlier builds
-// left in a container tier's state directory (one per build: an upgrade,
-// a rebuild) go once unused for ten minutes; the current one stays.
-func TestRunPrunesAgentCopies(t *testing.T) {
+// TestRunPrunesSharedSources: what earlier runs left in a tier's state
+// directory for sandboxes to bind as they start, one per kind of
+// content, goes once unused for ten minutes: the copies of the agent
+// (one per build: an upgrade, a rebuild) and the identity files (one per
+// user and root); the ones this run used stay. A container's skeleton
+// (its root: mount points, which removing would detach in a running
+// container) stays whatever its age.
+func TestRunPrunesSharedSources(t *testing.T) {
 	testutil.RequiresRoot(t)
-	for _, c := range []struct{ tier, dir, runtime string }{{"container", "oci", "crun"}, {"gvisor", "gvisor", "/usr/local/lib/cordon/runsc"}} {
+	for _, c := range []struct {
+		tier, dir, runtime string
+		kinds              []string
+	}{
+		{"process", "", "", []string{"identity"}},
+		{"container", "oci", "crun", []string{"agent", "identity"}},
+		{"gvisor", "gvisor", "/usr/local/lib/cordon/runsc", []string{"agent", "identity"}},
+	} {
 		t.Run(c.tier, func(t *testing.T) {
-			testutil.Requires(t, c.runtime)
+			if c.runtime != "" {
+				testutil.Requires(t, c.runtime)
+			}
 			state := testutil.StateDir(t)
-			stale := filepath.Join(state, c.dir, "agent-0000000000000000")
-			if err := os.MkdirAll(stale, 0o755); err != nil {
-				t.Fatal(err)
+			base := filepath.Join(state, c.dir)
+			skeleton := plantShared(t, base, "skeleton")
+			stale := map[string]string{}
+			for _, kind := range c.kinds {
+				stale[kind] = plantShared(t, base, kind)
 			}
-			if err := os.WriteFile(filepath.Join(stale, "cordon-agent"), []byte("an earlier build"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			old := time.Now().Add(-time.Hour)
-			os.Chtimes(stale, old, old)
 			cmd := exec.Command(buildCLI(t), "run", "--tier", c.tier, "--", "true")
 			cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+state)
 			if b, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("%v: %s", err, b)
 			}
-			copies, _ := filepath.Glob(filepath.Join(state, c.dir, "agent-*"))
-			if len(copies) != 1 || copies[0] == stale {
-				t.Fatalf("agent copies after the run: %v", copies)
+			for _, dir := range stale {
+				checkPruned(t, dir)
+			}
+			if _, err := os.Stat(skeleton); err != nil {
+				t.Errorf("an old skeleton: %v", err)
 			}
 		})
+	}
+}
+
+// plantShared makes base/KIND-0000000000000000, a shared directory as an
+// earlier run would have left it, unused for an hour.
+func plantShared(t *testing.T, base, kind string) string {
+	t.Helper()
+	dir := filepath.Join(base, kind+"-0000000000000000")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "left"), []byte("by an earlier run"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(dir, old, old)
+	return dir
+}
+
+// checkPruned checks that the planted dir is gone and one directory of its
+// kind, the run's, is left.
+func checkPruned(t *testing.T, planted string) {
+	t.Helper()
+	kind, _, _ := strings.Cut(filepath.Base(planted), "-")
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(planted), kind+"-*"))
+	if len(left) != 1 || left[0] == planted {
+		t.Errorf("%s directories after the run: %v", kind, left)
 	}
 }
