@@ -23,7 +23,7 @@ func (b *Binding) connect(c net.Conn, br *bufio.Reader, req *http.Request, start
 	host, port, err := splitHostPort(req.Host, 0)
 	if err != nil {
 		rec.Host = req.Host
-		b.refuse(c, rec, &refusal{reason: "CONNECT needs host:port"})
+		b.refuse(c, rec, &refusal{reason: "CONNECT needs host:port: " + err.Error()})
 		return
 	}
 	rec.Host, rec.Port = host, port

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/printable"
 	"github.com/cordon-sandbox/cordon/metrics"
 )
 
@@ -163,6 +164,9 @@ func (r Record) Message() string {
 // record counts r in the metrics and writes it to the audit log, as the
 // sandbox's share of the log allows.
 func (b *Binding) record(r Record) {
+	// What the sandbox named is the sandbox's choice: it reaches a
+	// terminal only escaped (cordon run's stderr, cordon events).
+	r.Host, r.Reason = printable.String(r.Host), printable.String(r.Reason)
 	p := b.p
 	p.decided.With(r.Decision).Inc()
 	p.bytes.With("up").Add(float64(r.BytesUp))

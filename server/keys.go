@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/printable"
 	"github.com/cordon-sandbox/cordon/server/api"
 )
 
@@ -31,6 +32,9 @@ func (s *Server) AddKey(secret, tenant, name string, admin bool) (*api.Key, erro
 	}
 	if !validName(tenant, 64, true) {
 		return nil, errors.New("a tenant name is 1-64 of letters, digits, '.', '_' and '-'")
+	}
+	if len(name) > 128 || !printable.Valid(name) {
+		return nil, errors.New("a key's name is at most 128 bytes of printable characters")
 	}
 	h := hashKey(secret)
 	s.mu.Lock()

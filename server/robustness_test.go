@@ -173,8 +173,9 @@ func TestLost(t *testing.T) {
 }
 
 // TestHostileLimits: out-of-range limits, durations that would overflow,
-// an environment value with a NUL byte, a null exec body, unknown routes
-// and methods: each is refused with a 4xx in the API's JSON shape, naming
+// an environment value with a NUL byte, labels and key names with
+// characters that act on a terminal, a null exec body, unknown routes and
+// methods: each is refused with a 4xx in the API's JSON shape, naming
 // the field and its range, never a 5xx or a dropped connection.
 func TestHostileLimits(t *testing.T) {
 	d, _ := startFakeDaemon(t, func(c *server.Config) { c.MaxTTL = time.Hour })
@@ -193,6 +194,14 @@ func TestHostileLimits(t *testing.T) {
 		{TTLSeconds: 1 << 62},
 		{TTLSeconds: 18446744074},
 		{IdleTimeoutSeconds: 9300000000},
+		// Labels another tenant's administrator reads on a terminal.
+		{Labels: map[string]string{"note": "\x1b[2J\x1b]0;title\a"}},
+		{Labels: map[string]string{"note": "a\nforged line"}},
+		{Labels: map[string]string{"note": "\u202eevil"}},
+		{Labels: map[string]string{"a=b": "x"}},
+		{Labels: map[string]string{"a b": "x"}},
+		{Labels: map[string]string{"a,b": "x"}},
+		{Labels: map[string]string{"\x00": "x"}},
 	} {
 		_, err := c.Create(ctx, req)
 		var e *api.Error
@@ -212,6 +221,17 @@ func TestHostileLimits(t *testing.T) {
 			t.Errorf("%s %s: %d, not JSON: %v", method, path, resp.StatusCode, err)
 		}
 		return resp.StatusCode, m
+	}
+	labelled := create(t, c, api.CreateRequest{Labels: map[string]string{"team": "ünïcode & spaces, fine", "app.example.test/tier": "web"}})
+	if len(labelled.Labels) != 2 {
+		t.Errorf("printable labels: %v", labelled.Labels)
+	}
+	for _, name := range []string{"\x1b]0;title\a", "line\nbreak", strings.Repeat("n", 129)} {
+		_, err := c.CreateKey(ctx, api.KeyRequest{Tenant: "t1", Name: name})
+		var e *api.Error
+		if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
+			t.Errorf("a key named %q: %v", name, err)
+		}
 	}
 	sb := create(t, c, api.CreateRequest{})
 	if st, m := raw("POST", "/v1/sandboxes/"+sb.ID+"/exec", "null"); st != 400 || m["error"] != api.CodeInvalid {

@@ -12,10 +12,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/image"
+	"github.com/cordon-sandbox/cordon/internal/printable"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/seeds"
 	"github.com/cordon-sandbox/cordon/server/api"
@@ -272,11 +274,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		rec.IdleTimeoutNs = time.Duration(req.IdleTimeoutSeconds) * time.Second
 	}
 	rec.IdleTimeout = int64(rec.IdleTimeoutNs / time.Second)
-	for k, v := range req.Labels {
-		if k == "" || len(k) > 128 || len(v) > 1024 || len(req.Labels) > 64 {
-			writeError(w, http.StatusBadRequest, api.CodeInvalid, "labels: at most 64, keys of 1-128 bytes, values of at most 1024")
-			return
-		}
+	if msg := labelsProblem(req.Labels); msg != "" {
+		writeError(w, http.StatusBadRequest, api.CodeInvalid, msg)
+		return
 	}
 	// The quota counts creates in flight, so concurrent creates cannot
 	// overshoot it.
@@ -746,6 +746,27 @@ func (s *Server) idleCheck(e *entry, state string, idle time.Duration, now time.
 	s.mu.Unlock()
 	if now.Sub(last) > idle {
 		return "idle"
+	}
+	return ""
+}
+
+// labelsProblem says what is wrong with a create's labels, if anything.
+// They are at most 64; a key is 1-128 bytes of printable characters with
+// no space, '=' or ',' (cordon ls shows labels as k=v,k=v, and a list
+// selects them as k=v); a value is at most 1024 bytes of printable
+// characters. Another tenant's administrator reads them on a terminal.
+func labelsProblem(labels map[string]string) string {
+	const want = "labels: at most 64; keys of 1-128 bytes of printable characters without spaces, '=' or ','; values of at most 1024 bytes of printable characters"
+	if len(labels) > 64 {
+		return fmt.Sprintf("%s (%d given)", want, len(labels))
+	}
+	for k, v := range labels {
+		switch {
+		case k == "" || len(k) > 128 || !printable.Valid(k) || strings.IndexFunc(k, func(r rune) bool { return unicode.IsSpace(r) || r == '=' || r == ',' }) >= 0:
+			return fmt.Sprintf("%s: the key %q", want, k)
+		case len(v) > 1024 || !printable.Valid(v):
+			return fmt.Sprintf("%s: the value of %q", want, k)
+		}
 	}
 	return ""
 }

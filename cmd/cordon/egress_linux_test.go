@@ -84,3 +84,33 @@ func TestRunEgressHostsFile(t *testing.T) {
 		})
 	}
 }
+
+// TestRunEgressNamesEscaped: a workload that asks the proxy for host
+// names made to act on a terminal (a C1 control, which some terminals take
+// as an escape sequence; a bidirectional override, which reorders what is
+// shown; a Host header carrying one) gets its refusals, and cordon's
+// stderr says them with those characters escaped, each on its line.
+func TestRunEgressNamesEscaped(t *testing.T) {
+	testutil.RequiresRoot(t)
+	script := `
+import socket
+def ask(head):
+    s = socket.create_connection(("127.0.0.1", 3128))
+    s.sendall(head)
+    print(s.recv(100).split(b"\r\n")[0].decode())
+ask(b"CONNECT \xc2\x9b2Jx.test:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+ask(b"CONNECT \xe2\x80\xaetset.live:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+ask(b"GET http://a.test/ HTTP/1.1\r\nHost: \xe2\x80\xaeb.test\r\n\r\n")
+`
+	out, errOut, code := cordon(t, "run", "--allow", "a.test", "--", "python3", "-c", script)
+	if code != 0 || out != strings.Repeat("HTTP/1.1 403 Forbidden\n", 3) {
+		t.Fatalf("exit %d, %q, %s", code, out, errOut)
+	}
+	if strings.ContainsAny(errOut, "\u009b\u202e") {
+		t.Fatalf("raw characters reached cordon's stderr: %q", errOut)
+	}
+	lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], `\u009b2Jx.test`) || !strings.Contains(lines[1], `\u202etset.live`) || !strings.Contains(lines[2], `\u202eb.test`) {
+		t.Fatalf("refusals on stderr: %q", errOut)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/printable"
 	"github.com/cordon-sandbox/cordon/server/api"
 )
 
@@ -27,7 +28,7 @@ func eventsCmd(args []string) int {
 		if len(ev.Data) > 0 {
 			var kv []string
 			for k, v := range ev.Data {
-				kv = append(kv, fmt.Sprintf("%s=%v", k, v))
+				kv = append(kv, printable.String(fmt.Sprintf("%s=%v", k, v)))
 			}
 			sort.Strings(kv)
 			data = strings.Join(kv, " ")

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/printable"
 	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
 )
@@ -50,7 +51,7 @@ func lsCmd(args []string) int {
 		}
 		var ls []string
 		for k, v := range sb.Labels {
-			ls = append(ls, k+"="+v)
+			ls = append(ls, printable.String(k+"="+v))
 		}
 		sort.Strings(ls)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sb.ID, sb.Spec.Tier, sb.State, time.Since(sb.CreatedAt).Round(time.Second), exp, strings.Join(ls, ","))

@@ -572,3 +572,35 @@ func daemonSandbox(t *testing.T) (id, host string, run func(args ...string) (str
 	t.Cleanup(func() { run("rm", id) })
 	return id, host, run
 }
+
+// TestDaemonTextPrintable: what a tenant names (labels, a template's
+// start program) reaches another's terminal through the CLI's listings,
+// so the daemon refuses labels with characters that act on a terminal,
+// saying why, and the CLI shows what such text it does hold escaped.
+func TestDaemonTextPrintable(t *testing.T) {
+	testutil.RequiresRoot(t)
+	_, sock, d := serveInTemp(t)
+	defer d.stop(t, sock)
+	host := "--host=unix://" + sock
+	for _, label := range []string{"note=\x1b[2J\x1b]0;title\a", "note=a\nforged", "a b=c", "note=\u202eevil"} {
+		if _, errOut, code := cordon(t, "create", host, "--label", label); code == 0 || !strings.Contains(errOut, "printable characters") {
+			t.Errorf("--label %q: exit %d, %s", label, code, errOut)
+		}
+	}
+	out, errOut, code := cordon(t, "create", host, "--label", "team=ünïcode, spaces & all")
+	if code != 0 {
+		t.Fatalf("a printable label: exit %d, %s", code, errOut)
+	}
+	id := strings.TrimSpace(out)
+	if out, _, _ := cordon(t, "ls", host); !strings.Contains(out, id) || !strings.Contains(out, "team=ünïcode, spaces & all") {
+		t.Errorf("cordon ls: %q", out)
+	}
+	// A start program may span lines; its listing does not.
+	if _, errOut, code := cordon(t, "template", "save", host, "--start", "echo one\necho \x1b[2Jtwo", "multi"); code != 0 {
+		t.Fatalf("template save: exit %d, %s", code, errOut)
+	}
+	out, _, _ = cordon(t, "templates", host)
+	if strings.ContainsAny(out, "\x1b") || !strings.Contains(out, `"echo one\necho \x1b[2Jtwo"`) {
+		t.Errorf("cordon templates: %q", out)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/internal/printable"
 )
 
 // The session verbs: programs started detached (cordon exec -d), which
@@ -41,7 +42,7 @@ func sessionsCmd(args []string) int {
 			}
 		}
 		started := time.UnixMilli(s.StartedAt).Format(time.TimeOnly)
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d-%d\t%s\n", s.ID, s.Pid, state, started, s.OutputFirst, s.OutputNext, s.Command)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d-%d\t%s\n", s.ID, s.Pid, state, started, s.OutputFirst, s.OutputNext, printable.String(s.Command))
 	}
 	tw.Flush()
 	return 0

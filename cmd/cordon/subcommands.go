@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/printable"
 	"os"
 	"text/tabwriter"
 )
@@ -38,7 +39,7 @@ func listOut[T any](items []T, err error, output, header string, row func(T) []a
 			if i > 0 {
 				fmt.Fprint(tw, "\t")
 			}
-			fmt.Fprint(tw, c)
+			fmt.Fprint(tw, printable.String(fmt.Sprint(c)))
 		}
 		fmt.Fprintln(tw)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/cordon-sandbox/cordon/internal/printable"
 	"github.com/cordon-sandbox/cordon/seeds"
 	"github.com/cordon-sandbox/cordon/server/api"
 )
@@ -95,7 +96,7 @@ func templatesCmd(args []string) int {
 		if t.Seed != nil {
 			n = len(t.Seed.Repositories)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", t.Name, or(t.Spec.Tier, "-"), or(t.Snapshot, "-"), n, or(t.Start, "-"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", t.Name, or(t.Spec.Tier, "-"), or(t.Snapshot, "-"), n, or(printable.String(t.Start), "-"))
 	}
 	tw.Flush()
 	return 0
