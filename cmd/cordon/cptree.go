@@ -10,9 +10,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/printable"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
 )
 
@@ -69,6 +71,11 @@ func walkSandbox(ctx context.Context, c *sclient.Client, id, root string, fn fun
 			return fmt.Errorf("%s has more entries than one listing holds", path.Join(root, rel))
 		}
 		for _, e := range l.Entries {
+			// The listing is the sandbox's word: a name that no directory
+			// holds would lead the copy out of its destination on the host.
+			if e.Name == "" || e.Name == "." || e.Name == ".." || strings.ContainsAny(e.Name, "/\x00") {
+				return fmt.Errorf("the sandbox listed %s with an entry named %s, which no directory can hold", path.Join(root, rel), printable.String(strconv.Quote(e.Name)))
+			}
 			r := path.Join(rel, e.Name)
 			switch e.Type {
 			case "dir":
