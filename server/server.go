@@ -537,6 +537,7 @@ func (s *Server) baseRoutes() []route {
 		{method: "POST", pattern: "/v1/sandboxes/{id}/exec", h: s.handleExec},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/executions/{eid}/cancel", h: s.handleCancel},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/files", h: s.handleFiles},
+		{method: "HEAD", pattern: "/v1/sandboxes/{id}/files", h: s.handleFiles},
 		{method: "PUT", pattern: "/v1/sandboxes/{id}/files", h: s.handleFiles},
 		{method: "DELETE", pattern: "/v1/sandboxes/{id}/files", h: s.handleFiles},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/stat", h: s.handleFiles},

@@ -382,12 +382,46 @@ func (s *Server) handleFiles(w http.ResponseWriter, r *http.Request) {
 	if route == wire.RouteRemove && (q.Get("recursive") == "1" || q.Get("recursive") == "true") {
 		query.Set("recursive", "1")
 	}
+	modify := fileRefusal
+	if route == wire.RouteFiles && r.Method == http.MethodHead {
+		// The file's headers without its bytes: from the agent's stat.
+		feature, route, method, modify = "fs-ops", wire.RouteStat, http.MethodGet, headOfFile
+		if !hasFeature(e, feature) {
+			writeError(w, http.StatusNotImplemented, api.CodeUnsupported, "this sandbox's agent lacks "+feature)
+			return
+		}
+	}
 	done, ok := s.stream(w, r, e)
 	if !ok {
 		return
 	}
 	defer done()
-	e.agent.send(w, r, method, route, query.Encode(), true, fileRefusal)
+	e.agent.send(w, r, method, route, query.Encode(), true, modify)
+}
+
+// headOfFile turns the agent's stat of a path into the answer to a HEAD of
+// the file: a GET's headers, or its refusal where a GET would be refused.
+func headOfFile(resp *http.Response) error {
+	if err := fileRefusal(resp); err != nil || resp.StatusCode >= 400 {
+		return err
+	}
+	var st wire.FileInfo
+	err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&st)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	resp.Header = http.Header{}
+	resp.Body, resp.ContentLength = http.NoBody, 0
+	if st.Type != "file" {
+		resp.StatusCode, resp.Status = http.StatusBadRequest, ""
+		resp.Header.Set("Content-Type", "application/json")
+		return nil
+	}
+	resp.Header.Set("Content-Type", "application/octet-stream")
+	resp.Header.Set("Accept-Ranges", "bytes")
+	resp.Header.Set("Content-Length", strconv.FormatInt(st.Size, 10))
+	return nil
 }
 
 // fileRefusal rewrites the agent's file refusals ({"ok":false,"error":

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -602,5 +603,41 @@ func TestDaemonTextPrintable(t *testing.T) {
 	out, _, _ = cordon(t, "templates", host)
 	if strings.ContainsAny(out, "\x1b") || !strings.Contains(out, `"echo one\necho \x1b[2Jtwo"`) {
 		t.Errorf("cordon templates: %q", out)
+	}
+}
+
+// TestDaemonFileHead: a HEAD of a sandbox's file answers as its GET would,
+// without the bytes: the size and that ranges are taken for a file (a
+// symlink's target's), 404 for a missing one, 400 for a directory.
+func TestDaemonFileHead(t *testing.T) {
+	testutil.RequiresRoot(t)
+	_, sock, d := serveInTemp(t)
+	defer d.stop(t, sock)
+	c, err := sclient.New("unix://"+sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Create(t.Context(), api.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := cordon(t, "exec", "--host=unix://"+sock, sb.ID, "--", "sh", "-c", "head -c 12345 /dev/zero > f.bin; ln -s f.bin link; mkdir d"); code != 0 {
+		t.Fatalf("exec: exit %d, %q, %s", code, out, errOut)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	for path, want := range map[string]struct {
+		status int
+		length string
+	}{"f.bin": {200, "12345"}, "link": {200, "12345"}, "missing": {404, ""}, "d": {400, ""}} {
+		resp, err := hc.Head("http://cordon/v1/sandboxes/" + sb.ID + "/files?path=" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want.status || want.length != "" && (resp.Header.Get("Content-Length") != want.length || resp.Header.Get("Accept-Ranges") != "bytes") {
+			t.Errorf("HEAD %s: %d %v, want %d with length %q", path, resp.StatusCode, resp.Header, want.status, want.length)
+		}
 	}
 }
