@@ -235,6 +235,11 @@ func runIn(spec sandbox.Spec, command string, opts sandbox.ExecOptions) int {
 	}})
 	sb, err := newProvider(sandbox.WithEgressProxy(refusals)).Create(ctx, spec)
 	if err != nil {
+		// Interrupted while the sandbox started: what was made of it is
+		// gone, and the exit status says the signal, as for a command.
+		if sig := in.Caught(); sig != nil {
+			return 128 + int(sig.(syscall.Signal))
+		}
 		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
 		return exitCordon
 	}

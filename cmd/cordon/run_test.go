@@ -550,3 +550,37 @@ func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
 }
+
+// TestRunInterruptedStart: Ctrl-C while the sandbox is still starting
+// (gVisor's start is long enough to catch) ends cordon run with 130, as
+// for a command, without calling it a failure of the sandbox, and leaves
+// nothing of the sandbox behind.
+func TestRunInterruptedStart(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.Requires(t, "/usr/local/lib/cordon/runsc")
+	state := testutil.StateDir(t)
+	cmd := exec.Command(buildCLI(t), "run", "--tier", "gvisor", "--", "true")
+	cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+state)
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The sandbox's directory appears as its start begins.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+		if m, _ := filepath.Glob(filepath.Join(state, "gvisor", "cordon-*")); len(m) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sandbox started: %s", e.String())
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 || strings.Contains(e.String(), "failed") {
+		t.Fatalf("exit %d, want 130; stderr %s", code, e.String())
+	}
+	if m, _ := filepath.Glob(filepath.Join(state, "gvisor", "cordon-*")); len(m) > 0 {
+		t.Fatalf("left behind: %v", m)
+	}
+}
