@@ -240,7 +240,11 @@ func (t *tools) readFile(ctx context.Context, _ *mcp.CallToolRequest, in FileIn)
 		return nil, FileOut{}, err
 	}
 	if info.Type != "file" {
-		return nil, FileOut{}, fmt.Errorf("%s is a %s, not a file", in.Path, info.Type)
+		kind := map[string]string{"dir": "a directory (list_files lists it)", "symlink": "a symbolic link"}[info.Type]
+		if kind == "" {
+			kind = "a device, FIFO or socket"
+		}
+		return nil, FileOut{}, fmt.Errorf("%s is %s, not a regular file", in.Path, kind)
 	}
 	var buf bytes.Buffer
 	if in.Offset < info.Size {

@@ -199,6 +199,8 @@ func TestMCPStdio(t *testing.T) {
 		{"create_sandbox", map[string]any{"tier": "nope"}, "nope"},
 		{"create_sandbox", map[string]any{"allow": []string{"*"}}, "invalid"},
 		{"read_file", map[string]any{"sandbox": sb.ID, "path": "/no/such"}, "no such"},
+		{"read_file", map[string]any{"sandbox": sb.ID, "path": "/dev/zero"}, "/dev/zero is a device, FIFO or socket, not a regular file"},
+		{"read_file", map[string]any{"sandbox": sb.ID, "path": "/tmp"}, "/tmp is a directory (list_files lists it)"},
 		{"run_code", map[string]any{"language": "ruby", "source": "1"}, "language"},
 		{"run_code", map[string]any{"language": "python", "source": "while True: pass", "timeoutMs": 200}, "timeout"},
 		{"run_command", map[string]any{"command": "true"}, "sandbox"},
