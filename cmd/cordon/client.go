@@ -15,6 +15,7 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"github.com/cordon-sandbox/cordon/internal/printable"
 	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
 	"golang.org/x/sys/unix"
@@ -91,7 +92,10 @@ func apiFail(err error) int {
 	case errors.As(err, &e) && e.Status == http.StatusUnauthorized:
 		fmt.Fprintf(os.Stderr, "cordon: the daemon at %s refused the API key: set CORDON_API_KEY to a key it knows (%v)\n", daemonAddr, err)
 	default:
-		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+		// The daemon's word, which may quote a sandbox's (a file's name,
+		// a command's): shown escaped where it holds what a terminal
+		// would act on.
+		fmt.Fprintf(os.Stderr, "cordon: %s\n", printable.String(err.Error()))
 	}
 	return exitCordon
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/printable"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
 )
 
@@ -171,7 +172,8 @@ type progress struct {
 }
 
 func newProgress(name string, size int64) *progress {
-	return &progress{name: name, size: size, start: time.Now(), tty: isTerminal(os.Stderr) && (size < 0 || size >= 1<<20)}
+	// A name from the sandbox is the sandbox's choice: shown escaped.
+	return &progress{name: printable.String(name), size: size, start: time.Now(), tty: isTerminal(os.Stderr) && (size < 0 || size >= 1<<20)}
 }
 
 func (p *progress) add(n int) {

@@ -53,7 +53,7 @@ func uploadTree(ctx context.Context, c *sclient.Client, id, src, dst string) err
 			}
 			return c.UploadMode(ctx, id, target, f, st.Size(), int(copyMode(uint32(st.Mode().Perm()))))
 		}
-		fmt.Fprintf(os.Stderr, "cordon: skipped %s (%v): only directories and regular files are copied\n", p, d.Type())
+		fmt.Fprintf(os.Stderr, "cordon: skipped %s (%v): only directories and regular files are copied\n", printable.String(p), d.Type())
 		return nil
 	})
 }
@@ -90,7 +90,7 @@ func walkSandbox(ctx context.Context, c *sclient.Client, id, root string, fn fun
 					return err
 				}
 			default:
-				fmt.Fprintf(os.Stderr, "cordon: skipped %s (%s): only directories and regular files are copied\n", path.Join(root, r), e.Type)
+				fmt.Fprintf(os.Stderr, "cordon: skipped %s (%s): only directories and regular files are copied\n", printable.String(path.Join(root, r)), printable.String(e.Type))
 			}
 		}
 		return nil
@@ -178,7 +178,7 @@ func uploadTar(ctx context.Context, c *sclient.Client, id string, r io.Reader, d
 				err = c.UploadMode(ctx, id, target, tr, h.Size, int(copyMode(uint32(h.Mode))))
 			}
 		default:
-			fmt.Fprintf(os.Stderr, "cordon: skipped %s: only directories and regular files are copied\n", h.Name)
+			fmt.Fprintf(os.Stderr, "cordon: skipped %s: only directories and regular files are copied\n", printable.String(h.Name))
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", h.Name, err)

@@ -641,3 +641,30 @@ func TestDaemonFileHead(t *testing.T) {
 		}
 	}
 }
+
+// TestCpNamesEscaped: copying a directory out of a sandbox whose names
+// were made to act on a terminal (an escape sequence in a file's name, a
+// FIFO's, which is skipped and said so) keeps the file as named but says
+// every name on cordon's stderr escaped.
+func TestCpNamesEscaped(t *testing.T) {
+	testutil.RequiresRoot(t)
+	_, sock, d := serveInTemp(t)
+	defer d.stop(t, sock)
+	host := "--host=unix://" + sock
+	out, errOut, code := cordon(t, "create", host)
+	if code != 0 {
+		t.Fatalf("create: exit %d, %s", code, errOut)
+	}
+	id := strings.TrimSpace(out)
+	if out, errOut, code := cordon(t, "exec", host, id, "--", "sh", "-c", `mkdir d && printf x > "d/$(printf '\033]0;pwn\007')" && mkfifo "d/$(printf '\033[2J')"`); code != 0 {
+		t.Fatalf("exec: exit %d, %q, %s", code, out, errOut)
+	}
+	dst := filepath.Join(t.TempDir(), "d")
+	_, errOut, code = cordon(t, "cp", host, id+":d", dst)
+	if code != 0 || strings.Contains(errOut, "\x1b") || !strings.Contains(errOut, `\x1b[2J`) {
+		t.Fatalf("cp: exit %d, stderr %q", code, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "\x1b]0;pwn\a")); err != nil || string(b) != "x" {
+		t.Fatalf("the copied file: %q, %v", b, err)
+	}
+}
