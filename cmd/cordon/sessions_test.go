@@ -99,6 +99,15 @@ func TestSessionVerbs(t *testing.T) {
 			t.Fatalf("watch printed %q (stderr %q)", wout.String(), werr.String())
 		}
 	}
+	// A name the sandbox made to act on a terminal shows escaped.
+	if _, errOut, code := run("exec", id, "--", "sh", "-c", `echo x > "$(printf 'a\033[2Jb')"`); code != 0 {
+		t.Fatalf("exec: %s", errOut)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(wout.String(), `"a\x1b[2Jb"`); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) || strings.Contains(wout.String(), "\x1b") {
+			t.Fatalf("watch printed %q (stderr %q)", wout.String(), werr.String())
+		}
+	}
 	// Refusals are one line and 125: an unknown session.
 	if _, errOut, code := run("attach", id, "nope"); code == 0 || !strings.Contains(errOut, "unknown_session") {
 		t.Fatalf("attach to an unknown session: %d %s", code, errOut)

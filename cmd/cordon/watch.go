@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/internal/printable"
 )
 
 func watchCmd(args []string) int {
@@ -31,9 +32,11 @@ func watchCmd(args []string) int {
 			fmt.Println(string(b))
 			return nil
 		}
-		line := ev.Type + " " + ev.Path
+		// Paths the sandbox named, shown escaped where they hold what a
+		// terminal would act on (-o json has them as they are).
+		line := ev.Type + " " + printable.String(ev.Path)
 		if ev.From != "" {
-			line += " (from " + ev.From + ")"
+			line += " (from " + printable.String(ev.From) + ")"
 		}
 		fmt.Println(line)
 		return nil
