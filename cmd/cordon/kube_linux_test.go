@@ -53,6 +53,23 @@ func kubeDaemon(t *testing.T, k *testutil.Kube, flags ...string) (string, func()
 	}
 }
 
+// kubeSandbox makes a sandbox on the kubernetes tier through the daemon d
+// listening at sock, and returns a client of the daemon and the sandbox;
+// where that fails, it stops d and the test.
+func kubeSandbox(t *testing.T, sock string, d *serveProc) (*sclient.Client, *api.Sandbox) {
+	t.Helper()
+	c, err := sclient.New("unix://"+sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{Tier: "kubernetes"}})
+	if err != nil {
+		d.stop(t, sock)
+		t.Fatal(err)
+	}
+	return c, sb
+}
+
 // TestRunKubernetes: cordon run on the kubernetes tier, as a user types
 // it with KUBECONFIG set: the command runs in a pod as the sandbox user,
 // with its exit status and output; a missing image is the user's
@@ -100,15 +117,7 @@ func TestDaemonKubernetes(t *testing.T) {
 	sock, serve := kubeDaemon(t, k)
 	d := serve()
 	host := "--host=unix://" + sock
-	c, err := sclient.New("unix://"+sock, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{Tier: "kubernetes"}})
-	if err != nil {
-		d.stop(t, sock)
-		t.Fatal(err)
-	}
+	c, sb := kubeSandbox(t, sock, d)
 	if out, errOut, code := cordon(t, "exec", host, sb.ID, "--", "sh", "-c", "id -un; hostname; echo kept > /workspace/mark"); code != 0 || out != "sandbox\ncordon\n" {
 		d.stop(t, sock)
 		t.Fatalf("exec: exit %d, %q, %s", code, out, errOut)
@@ -119,7 +128,7 @@ func TestDaemonKubernetes(t *testing.T) {
 	if out, errOut, code := cordon(t, "exec", host, sb.ID, "--", "cat", "/workspace/mark"); code != 0 || out != "kept\n" {
 		t.Fatalf("after the restart: exit %d, %q, %s", code, out, errOut)
 	}
-	_, err = c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{Tier: "kubernetes", Image: "cordon-test.invalid/none:1"}})
+	_, err := c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{Tier: "kubernetes", Image: "cordon-test.invalid/none:1"}})
 	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest {
 		t.Fatalf("a missing image: %v, want a 400", err)
@@ -290,15 +299,7 @@ func TestDaemonKubernetesEphemeralKilled(t *testing.T) {
 	sum := sha256.Sum256([]byte(filepath.Join(filepath.Dir(sock), "process", "serve")))
 	owned := "dev.cordon.owner=cordon-daemon-" + hex.EncodeToString(sum[:6])
 	d := serve()
-	c, err := sclient.New("unix://"+sock, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{Tier: "kubernetes"}})
-	if err != nil {
-		d.stop(t, sock)
-		t.Fatal(err)
-	}
+	_, sb := kubeSandbox(t, sock, d)
 	host := "--host=unix://" + sock
 	if out, errOut, code := cordon(t, "exec", host, sb.ID, "--", "sh", "-c", "echo kept > /workspace/mark; echo ok"); code != 0 || out != "ok\n" {
 		d.stop(t, sock)
