@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -24,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"golang.org/x/sys/unix"
 )
 
 type ent struct {
@@ -310,5 +312,108 @@ func TestSweepTmp(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(tmp, d)); (err == nil) != want {
 			t.Errorf("%s: present %v, want %v", d, err == nil, want)
 		}
+	}
+}
+
+// TestHostileModes: what an image could turn against the host it is
+// cached on does not reach the cache: no set-user-ID or set-group-ID bit
+// (a root shell any local user could run), no device node (a disk any
+// local user could open), no owner but the unpacker (a local user whose
+// uid the image names could change it); the rest of each entry is kept.
+func TestHostileModes(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, h := range []*tar.Header{
+		{Name: "rootshell", Typeflag: tar.TypeReg, Mode: 0o4755, Size: 2},
+		{Name: "groupshell", Typeflag: tar.TypeReg, Mode: 0o2755, Size: 2},
+		{Name: "shared/", Typeflag: tar.TypeDir, Mode: 0o3777},
+		{Name: "mem", Typeflag: tar.TypeChar, Mode: 0o666, Devmajor: 1, Devminor: 1},
+		{Name: "disk", Typeflag: tar.TypeBlock, Mode: 0o666, Devmajor: 8, Devminor: 0},
+		{Name: "fifo", Typeflag: tar.TypeFifo, Mode: 0o644},
+		{Name: "home/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "home/user/", Typeflag: tar.TypeDir, Mode: 0o755, Uid: 1000, Gid: 1000},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Size > 0 {
+			io.WriteString(tw, "#!")
+		}
+	}
+	tw.Close()
+	b := buf.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := store(t, DefaultLimits)
+	r, err := s.add(context.Background(), img(t, l), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := rootOf(t, s, r)
+	for name, want := range map[string]os.FileMode{"rootshell": 0o755, "groupshell": 0o755, "shared": os.ModeDir | os.ModeSticky | 0o777, "fifo": os.ModeNamedPipe | 0o644} {
+		st, err := os.Lstat(filepath.Join(root, name))
+		if err != nil || st.Mode() != want {
+			t.Errorf("%s: %v %v, want %v", name, st.Mode(), err, want)
+		}
+	}
+	for _, name := range []string{"mem", "disk"} {
+		if _, err := os.Lstat(filepath.Join(root, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the device node %s was made: %v", name, err)
+		}
+	}
+	// Whoever unpacks owns it all, not the owner the image names.
+	if st, err := os.Stat(filepath.Join(root, "home/user")); err != nil || int(st.Sys().(*syscall.Stat_t).Uid) != os.Geteuid() {
+		t.Errorf("home/user: %v, want it the unpacker's", err)
+	}
+}
+
+// TestDefuseOld: a root an older cordon unpacked, with an image's device
+// nodes, set-id bits and owners, is rid of them when a store next opens;
+// the record then says so, and the rest of the root is as it was.
+func TestDefuseOld(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("making a device node needs root")
+	}
+	dir := t.TempDir()
+	s, err := Open(dir, DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.add(context.Background(), img(t, layer(t, ent{name: "bin/tool", body: "#!", mode: 0o755})), "test/old:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(s.imageDir(r.Digest), "rootfs")
+	// As an older cordon left it.
+	if err := unix.Mknod(filepath.Join(root, "disk"), unix.S_IFBLK|0o666, int(unix.Mkdev(8, 0))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(root, "bin/tool"), 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(filepath.Join(root, "bin"), 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	r.Defused = false
+	if err := s.writeRecord(r); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "disk")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the device node stayed: %v", err)
+	}
+	if st, err := os.Stat(filepath.Join(root, "bin/tool")); err != nil || st.Mode() != 0o755 {
+		t.Errorf("bin/tool: %v %v, want -rwxr-xr-x", st.Mode(), err)
+	}
+	if st, err := os.Stat(filepath.Join(root, "bin")); err != nil || st.Sys().(*syscall.Stat_t).Uid != 0 || st.Sys().(*syscall.Stat_t).Gid != 0 {
+		t.Errorf("bin: %v, want it root's", err)
+	}
+	if r, err := s.Resolve("test/old:1"); err != nil || !r.Defused {
+		t.Errorf("the record: %+v %v", r, err)
 	}
 }

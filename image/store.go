@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -83,6 +85,10 @@ type Record struct {
 	// Configured says Env, User and WorkingDir were read (records older
 	// than them lack them).
 	Configured bool `json:"configured,omitempty"`
+	// Defused says the root holds no device node, no set-id bit and
+	// nothing owned by another than the store's user: unpacked so, or
+	// made so since (an older cordon kept them).
+	Defused bool `json:"defused,omitempty"`
 }
 
 // configure reads the image config's defaults into r.
@@ -107,7 +113,69 @@ func Open(dir string, limits Limits) (*Store, error) {
 	}
 	s := &Store{dir: dir, limits: limits, busy: map[string]*sync.WaitGroup{}}
 	s.sweepTmp()
+	if err := s.defuseOld(); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// defuseOld rids the roots that an older cordon unpacked of their device
+// nodes, set-id bits and image owners, which the unpacker no longer makes
+// (see apply): under directories anyone on the host may pass, they would
+// give any local user a disk, or root, or the files of an image that
+// names their uid.
+func (s *Store) defuseOld() error {
+	all, err := s.List()
+	if err != nil {
+		return err
+	}
+	for _, r := range all {
+		if r.Defused {
+			continue
+		}
+		unlock, err := s.lock(r.Digest)
+		if err != nil {
+			return err
+		}
+		err = defuse(filepath.Join(s.imageDir(r.Digest), "rootfs"))
+		if err == nil {
+			r.Defused = true
+			err = s.writeRecord(r)
+		}
+		unlock()
+		if err != nil {
+			return fmt.Errorf("image %s: removing its device nodes and set-id bits: %w", r.Digest, err)
+		}
+	}
+	return nil
+}
+
+// defuse removes the device nodes under root, gives everything to this
+// process's user and clears every set-id bit.
+func defuse(root string) error {
+	uid, gid := os.Geteuid(), os.Getegid()
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeDevice != 0 {
+			return os.Remove(p)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != uid || int(st.Gid) != gid) {
+			if err := os.Lchown(p, uid, gid); err != nil {
+				return err
+			}
+		}
+		if d.Type()&fs.ModeSymlink == 0 && info.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
+			// (A chown clears them from a file, not from a directory.)
+			err = os.Chmod(p, info.Mode()&^(fs.ModeSetuid|fs.ModeSetgid))
+		}
+		return err
+	})
 }
 
 // ownedName is a file name unique to this process and owned by it:
@@ -388,7 +456,7 @@ func (s *Store) unpack(ctx context.Context, img v1.Image, digest, dir string) (*
 	if err := os.Chmod(rootfs, 0o755); err != nil {
 		return nil, err
 	}
-	rec := &Record{Digest: digest, Bytes: u.bytes, Created: time.Now().UTC(), LastUsed: time.Now().UTC()}
+	rec := &Record{Digest: digest, Bytes: u.bytes, Created: time.Now().UTC(), LastUsed: time.Now().UTC(), Defused: true}
 	rec.configure(img)
 	b, _ := json.Marshal(rec)
 	if err := os.WriteFile(filepath.Join(tmp, "image.json"), b, 0o644); err != nil {

@@ -20,7 +20,6 @@ type unpacker struct {
 	limits  Limits
 	bytes   int64
 	entries int
-	asRoot  bool
 }
 
 func newUnpacker(dir string, limits Limits) (*unpacker, error) {
@@ -28,7 +27,7 @@ func newUnpacker(dir string, limits Limits) (*unpacker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &unpacker{root: fd, limits: limits, asRoot: os.Geteuid() == 0}, nil
+	return &unpacker{root: fd, limits: limits}, nil
 }
 
 func (u *unpacker) close() { unix.Close(u.root) }
@@ -158,7 +157,11 @@ func (u *unpacker) entry(hdr *tar.Header, tr *tar.Reader, rel, dir, base string,
 		return removeAll(parent, strings.TrimPrefix(base, ".wh."))
 	}
 	created[rel] = true
-	mode := uint32(hdr.Mode & 0o7777)
+	// No set-id bit reaches the cache: on the host, under directories
+	// anyone may pass, a set-user-ID-root program an image brought would
+	// be a way to root for every local user; in a sandbox, where no
+	// program gains privileges, the bit does nothing.
+	mode := uint32(hdr.Mode & 0o7777 &^ (unix.S_ISUID | unix.S_ISGID))
 	// Whatever stands at the name is replaced, except a directory by a
 	// directory (its contents stay; its metadata is updated).
 	var st unix.Stat_t
@@ -218,16 +221,11 @@ func (u *unpacker) entry(hdr *tar.Header, tr *tar.Reader, rel, dir, base string,
 		}
 		return nil // a link shares its target's owner and mode
 	case tar.TypeChar, tar.TypeBlock:
-		if !u.asRoot {
-			return nil // device nodes need root; without it they are skipped
-		}
-		kind := uint32(unix.S_IFCHR)
-		if hdr.Typeflag == tar.TypeBlock {
-			kind = unix.S_IFBLK
-		}
-		if err := unix.Mknodat(parent, base, kind|mode, int(unix.Mkdev(uint32(hdr.Devmajor), uint32(hdr.Devminor)))); err != nil {
-			return err
-		}
+		// Never made: on the host an image's device node (a disk's, the
+		// kernel's memory's, with the mode it names) would open that
+		// device for any local user who reaches it, and a sandbox's /dev
+		// is its own, its root's devices unusable (nodev).
+		return nil
 	case tar.TypeFifo:
 		if err := unix.Mkfifoat(parent, base, mode); err != nil {
 			return err
@@ -235,13 +233,11 @@ func (u *unpacker) entry(hdr *tar.Header, tr *tar.Reader, rel, dir, base string,
 	default:
 		return nil // extended headers and the like carry nothing to create
 	}
-	if u.asRoot {
-		_ = unix.Fchownat(parent, base, hdr.Uid, hdr.Gid, unix.AT_SYMLINK_NOFOLLOW)
-		if hdr.Typeflag != tar.TypeSymlink {
-			// chown clears setuid bits; put the mode back.
-			_ = unix.Fchmodat(parent, base, mode, 0)
-		}
-	}
+	// Every entry belongs to whoever unpacks (root, for a daemon's cache),
+	// not to the owner the image names: on the host a local user whose
+	// uid an image names (1000 is common) could otherwise change what
+	// every sandbox of the image reads. In a sandbox those owners meant
+	// nothing anyway: host ids outside its range show as nobody.
 	return nil
 }
 

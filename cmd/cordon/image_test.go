@@ -3,11 +3,14 @@ package main_test
 import (
 	"archive/tar"
 	"bytes"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -25,7 +28,12 @@ func busyboxTarball(t *testing.T) string { return busyboxImage(t, nil) }
 
 // busyboxImage is busyboxTarball with the image config cfg (none when nil)
 // and an /etc/passwd naming user "app" (uid 4343).
-func busyboxImage(t *testing.T, cfg *v1.Config) string {
+func busyboxImage(t *testing.T, cfg *v1.Config) string { return busyboxImageWith(t, cfg) }
+
+// busyboxImageWith is busyboxImage with entries of its own (headers
+// only: no contents) added to the layer, under the tag
+// cordon.test/extra:1 when there are any.
+func busyboxImageWith(t *testing.T, cfg *v1.Config, extra ...*tar.Header) string {
 	bb := testutil.Requires(t, "busybox")[0]
 	data, err := os.ReadFile(bb)
 	if err != nil {
@@ -47,6 +55,9 @@ func busyboxImage(t *testing.T, cfg *v1.Config) string {
 	if cfg != nil {
 		add(&tar.Header{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644}, []byte("root:x:0:0::/root:/bin/sh\napp:x:4343:4343::/home/app:/bin/sh\n"))
 	}
+	for _, h := range extra {
+		add(h, nil)
+	}
 	tw.Close()
 	b := buf.Bytes()
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
@@ -66,6 +77,9 @@ func busyboxImage(t *testing.T, cfg *v1.Config) string {
 	tag, _ := name.NewTag("cordon.test/busybox:1")
 	if cfg != nil {
 		tag, _ = name.NewTag("cordon.test/configured:1")
+	}
+	if len(extra) > 0 {
+		tag, _ = name.NewTag("cordon.test/extra:1")
 	}
 	if err := tarball.WriteToFile(path, tag, img); err != nil {
 		t.Fatal(err)
@@ -161,8 +175,12 @@ func TestImageDefaults(t *testing.T) {
 // imageCLI runs cordon with an image cache of the test's own, and returns
 // stdout, stderr and the exit code.
 func imageCLI(t *testing.T) func(args ...string) (string, string, int) {
+	return imageCLIIn(t, t.TempDir())
+}
+
+// imageCLIIn is imageCLI with the image cache in dir.
+func imageCLIIn(t *testing.T, dir string) func(args ...string) (string, string, int) {
 	bin := buildCLI(t)
-	dir := t.TempDir()
 	// Sandboxes read image roots as unprivileged mapped users.
 	os.Chmod(dir, 0o755)
 	os.Chmod(filepath.Dir(dir), 0o755)
@@ -173,5 +191,44 @@ func imageCLI(t *testing.T) func(args ...string) (string, string, int) {
 		cmd.Stdout, cmd.Stderr = &o, &e
 		_ = cmd.Run()
 		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+}
+
+// TestImageHostileModes: an image that carries a set-user-ID-root program,
+// device nodes (a disk's, the kernel's memory's, open to all) and files of
+// a common uid is imported and runs, but its cached root, on the host
+// under directories anyone may pass, holds neither the set-id bit nor the
+// devices, and is root's alone: no local user gains root, or the image's
+// files, through the cache.
+func TestImageHostileModes(t *testing.T) {
+	testutil.RequiresRoot(t)
+	dir := t.TempDir()
+	run := imageCLIIn(t, dir)
+	tarball := busyboxImageWith(t, nil,
+		&tar.Header{Name: "bin/su", Typeflag: tar.TypeReg, Mode: 0o4755},
+		&tar.Header{Name: "bin/wall", Typeflag: tar.TypeReg, Mode: 0o2755},
+		&tar.Header{Name: "dev/", Typeflag: tar.TypeDir, Mode: 0o755},
+		&tar.Header{Name: "dev/mem", Typeflag: tar.TypeChar, Mode: 0o666, Devmajor: 1, Devminor: 1},
+		&tar.Header{Name: "dev/sda", Typeflag: tar.TypeBlock, Mode: 0o666, Devmajor: 8},
+		&tar.Header{Name: "home/", Typeflag: tar.TypeDir, Mode: 0o755},
+		&tar.Header{Name: "home/user/", Typeflag: tar.TypeDir, Mode: 0o755, Uid: 1000, Gid: 1000})
+	if out, errOut, code := run("image", "import", tarball); code != 0 || !strings.Contains(out, "cordon.test/extra:1") {
+		t.Fatalf("import: %q %q %d", out, errOut, code)
+	}
+	if out, errOut, code := run("run", "--image", "cordon.test/extra:1", "--", "cat", "/etc/marker"); code != 0 || out != "from the image\n" {
+		t.Fatalf("run: %q %q %d", out, errOut, code)
+	}
+	var found []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if info, err := d.Info(); err == nil && (info.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeDevice|os.ModeCharDevice) != 0 || info.Sys().(*syscall.Stat_t).Uid != 0) {
+			found = append(found, fmt.Sprintf("%s %v uid %d", p, info.Mode(), info.Sys().(*syscall.Stat_t).Uid))
+		}
+		return nil
+	})
+	if len(found) > 0 {
+		t.Fatalf("in the image cache:\n%s", strings.Join(found, "\n"))
 	}
 }
