@@ -111,7 +111,16 @@ func Open(dir string, limits Limits) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{dir: dir, limits: limits, busy: map[string]*sync.WaitGroup{}}
+	// Roots are handed out by their real path: tiers refuse one with a
+	// symbolic link on its way (host.ExactDir).
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, err
+	}
+	if real, err = filepath.Abs(real); err != nil {
+		return nil, err
+	}
+	s := &Store{dir: real, limits: limits, busy: map[string]*sync.WaitGroup{}}
 	s.sweepTmp()
 	if err := s.defuseOld(); err != nil {
 		return nil, err

@@ -33,7 +33,8 @@ type Spec struct {
 	IdleTimeout time.Duration
 	// RootFS is a directory to use as the read-only root filesystem; empty
 	// means the tier's default (on the process tier, the host's system
-	// directories with secrets masked).
+	// directories with secrets masked). Named by its real path, as a
+	// Layout directory is.
 	RootFS string
 	// Image names an OCI image (a cached name or digest, or a registry
 	// reference, pulled when not cached) whose root filesystem the sandbox
@@ -65,7 +66,11 @@ type Spec struct {
 
 // Layout names host directories to bind into the sandbox, each at a fixed
 // path under /mnt/user-data: outputs and scratch read-write, the others
-// read-only. They join the agent's write and read roots accordingly.
+// read-only. They join the agent's write and read roots accordingly. Each
+// is named by its real path: the tiers refuse one with a symbolic link on
+// its way, at every start of the sandbox, so that a link placed there
+// since (a sandbox may write one into a directory it shares) cannot lead
+// to another directory of the host.
 type Layout struct {
 	Outputs     string
 	Uploads     string

@@ -18,6 +18,42 @@ import (
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
+// ExactDir opens the directory at path, which must be absolute and hold no
+// symbolic link: what was checked (a daemon admits only paths under its
+// --host-path roots, by their real path) is then what is used, however
+// long after (a persistent sandbox's every start). A link placed on the
+// way since, by whoever may write a directory on it (a sandbox through a
+// read-write layout directory), would otherwise lead to any directory of
+// the host. what names the path in the error.
+func ExactDir(what, path string) (*os.File, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS})
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		real, _ := filepath.EvalSymlinks(path)
+		return nil, fmt.Errorf("%w: %s: %s has a symbolic link on its way (it leads to %s): name the directory by its real path", sandbox.ErrInvalidSpec, what, path, real)
+	case errors.Is(err, unix.ENOTDIR):
+		return nil, fmt.Errorf("%w: %s: %s is not a directory", sandbox.ErrInvalidSpec, what, path)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %s: %s: %v", sandbox.ErrInvalidSpec, what, path, err)
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// RootFS is the absolute path of a spec's root filesystem, checked as
+// ExactDir checks it (the tier then mounts it by that path).
+func RootFS(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	dir, err := ExactDir("the root filesystem", abs)
+	if err != nil {
+		return "", err
+	}
+	dir.Close()
+	return abs, nil
+}
+
 // LayoutMounts lists the spec's layout directories, checked to exist, each
 // with the host user the sandbox user is there: the directory's owner, or
 // for a read-write one l.Owner when given. A read-write directory whose
@@ -39,12 +75,14 @@ func LayoutMounts(l sandbox.Layout) ([]LayoutMount, error) {
 		if err != nil {
 			return nil, err
 		}
-		st, err := os.Stat(abs)
+		dir, err := ExactDir("layout "+m.name, abs)
+		if err != nil {
+			return nil, err
+		}
+		st, err := dir.Stat()
+		dir.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%w: layout %s: %v", sandbox.ErrInvalidSpec, m.name, err)
-		}
-		if !st.IsDir() {
-			return nil, fmt.Errorf("%w: layout %s: %s is not a directory", sandbox.ErrInvalidSpec, m.name, abs)
 		}
 		sys := st.Sys().(*syscall.Stat_t)
 		lm := LayoutMount{Host: abs, Target: baseline.LayoutRoot + "/" + m.name, ReadOnly: m.ro, UID: int(sys.Uid), GID: int(sys.Gid)}
@@ -80,7 +118,15 @@ func IdmappedTrees(agent string, mounts []LayoutMount, kuid, kgid int) ([]*os.Fi
 		if err != nil {
 			return fail(err)
 		}
-		fd, err := unix.OpenTree(unix.AT_FDCWD, m.Host, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		// The directory at exactly that path: a link placed on its way
+		// since it was checked leads nowhere.
+		dir, err := ExactDir("layout", m.Host)
+		if err != nil {
+			userns.Close()
+			return fail(err)
+		}
+		fd, err := unix.OpenTree(int(dir.Fd()), "", unix.AT_EMPTY_PATH|unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		dir.Close()
 		if err != nil {
 			userns.Close()
 			return fail(fmt.Errorf("%w: clone %s: %v", sandbox.ErrUnavailable, m.Host, err))

@@ -106,3 +106,25 @@ func TestLayoutMountsRootOwned(t *testing.T) {
 		t.Errorf("a root owner named: %v", err)
 	}
 }
+
+// TestExactDir: a directory is opened only by a path with no symbolic
+// link on its way, its last component included; what is refused says why,
+// as the caller's mistake.
+func TestExactDir(t *testing.T) {
+	dir := t.TempDir()
+	real := dir + "/real"
+	os.MkdirAll(real+"/sub", 0o755)
+	os.Symlink(real, dir+"/link")
+	os.WriteFile(dir+"/file", nil, 0o644)
+	if f, err := ExactDir("test", real+"/sub"); err != nil {
+		t.Fatal(err)
+	} else {
+		f.Close()
+	}
+	for path, want := range map[string]string{dir + "/link": "symbolic link", dir + "/link/sub": "symbolic link", dir + "/file": "not a directory", dir + "/none": "no such"} {
+		_, err := ExactDir("test", path)
+		if !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an invalid spec saying %q", path, err, want)
+		}
+	}
+}

@@ -312,7 +312,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	inst.egress = ln
 	rootSrc, hostRoot := "/", true
 	if spec.RootFS != "" {
-		if rootSrc, err = filepath.Abs(spec.RootFS); err != nil {
+		if rootSrc, err = host.RootFS(spec.RootFS); err != nil {
 			return fail(err)
 		}
 		hostRoot = false

@@ -371,7 +371,7 @@ func (b *Backend) initConfig(sl *slot, l sandbox.Launch, layout []host.LayoutMou
 	rootfs, hostRoot := "/", true
 	if spec.RootFS != "" {
 		var err error
-		if rootfs, err = filepath.Abs(spec.RootFS); err != nil {
+		if rootfs, err = host.RootFS(spec.RootFS); err != nil {
 			return sandboxinit.Config{}, err
 		}
 		hostRoot = false

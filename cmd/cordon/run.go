@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,10 +108,42 @@ func runCmd(args []string) int {
 		}
 		return runRemote(c, spec, argv[0], sclient.ExecOptions{Args: opts.Args, StdinStream: opts.StdinStream, Timeout: opts.Timeout, MaxOutputBytes: opts.MaxOutputBytes, Stdout: opts.Stdout, Stderr: opts.Stderr, RawOutput: true})
 	}
+	// Run here, the host directories named are this host's: by their real
+	// path, which is what the tiers take.
+	if err := realPaths(&spec); err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
+		return 2
+	}
 	if *tty {
 		return runTerminal(spec, argv)
 	}
 	return runIn(spec, argv[0], opts)
+}
+
+// realPaths replaces the root filesystem and layout directories spec names
+// with their real paths (symbolic links resolved). A tier takes a host
+// directory only by a path with no link on its way, so that what a daemon
+// checked is what is mounted (host.ExactDir).
+func realPaths(spec *sandbox.Spec) error {
+	l := &spec.Layout
+	for _, p := range []struct {
+		what string
+		path *string
+	}{{"--rootfs", &spec.RootFS}, {"--mount outputs", &l.Outputs}, {"--mount uploads", &l.Uploads}, {"--mount scratch", &l.Scratch},
+		{"--mount tool-results", &l.ToolResults}, {"--mount transcripts", &l.Transcripts}, {"--mount skills", &l.Skills}} {
+		if *p.path == "" {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(*p.path)
+		if err == nil {
+			real, err = filepath.Abs(real)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %v", p.what, err)
+		}
+		*p.path = real
+	}
+	return nil
 }
 
 // runTerminal is cordon run -t: a fresh sandbox, argv on a terminal

@@ -584,3 +584,23 @@ func TestRunInterruptedStart(t *testing.T) {
 		t.Fatalf("left behind: %v", m)
 	}
 }
+
+// TestRunMountThroughLink: cordon run takes a --mount directory named
+// through a symbolic link by its real path (the tiers refuse a path with a
+// link on its way, host.ExactDir).
+func TestRunMountThroughLink(t *testing.T) {
+	testutil.RequiresRoot(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	real := filepath.Join(dir, "real")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(real, "f"), []byte("through the link\n"), 0o644)
+	if err := os.Symlink(real, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := cordon(t, "run", "--mount", "uploads="+filepath.Join(dir, "link"), "--", "cat", "/mnt/user-data/uploads/f"); code != 0 || out != "through the link\n" {
+		t.Fatalf("exit %d, %q, %s", code, out, errOut)
+	}
+}

@@ -668,3 +668,69 @@ func TestCpNamesEscaped(t *testing.T) {
 		t.Fatalf("the copied file: %q, %v", b, err)
 	}
 }
+
+// TestDaemonLayoutLinkSwapped: a layout directory the daemon admitted (by
+// its real path, under --host-path) is taken by exactly that path at
+// every start. A sandbox that shares the directory's parent read-write
+// puts a symbolic link in its place, to a root-only directory of the
+// host, while a persistent sandbox that reads it is stopped: the start is
+// refused, saying why, and the root-only file is never read (before, the
+// start mounted the link's target with its owner mapped to the sandbox
+// user, and the sandbox read the file).
+func TestDaemonLayoutLinkSwapped(t *testing.T) {
+	testutil.RequiresRoot(t)
+	dir, err := os.MkdirTemp("", "cordon-swap-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mounted.Remove(dir) })
+	os.Chmod(dir, 0o711)
+	hosts, shared, secret := filepath.Join(dir, "hosts"), filepath.Join(dir, "hosts", "t1"), filepath.Join(dir, "secret")
+	uploads := filepath.Join(shared, "d")
+	for _, d := range []string{hosts, shared, uploads, secret} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{shared, uploads} {
+		os.Chown(d, 1000, 1000)
+	}
+	os.Chmod(secret, 0o700)
+	os.WriteFile(filepath.Join(uploads, "f"), []byte("shared\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(secret, "s"), []byte("root only\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "cordon.sock")
+	d := startServeCmd(t, sock, exec.Command(buildCLI(t), "serve", "--listen", "unix://"+sock, "--state-dir", filepath.Join(dir, "state"), "--host-path", hosts), filepath.Join(dir, "process"))
+	defer d.stop(t, sock)
+	c, err := sclient.New("unix://"+sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{PersistentWorkspace: true, Layout: api.Layout{Uploads: uploads}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := "--host=unix://" + sock
+	if out, errOut, code := cordon(t, "exec", host, reader.ID, "--", "cat", "/mnt/user-data/uploads/f"); code != 0 || out != "shared\n" {
+		t.Fatalf("exec: exit %d, %q, %s", code, out, errOut)
+	}
+	if _, errOut, code := cordon(t, "stop", host, reader.ID); code != 0 {
+		t.Fatalf("stop: exit %d, %s", code, errOut)
+	}
+	// The attacker: a sandbox writing the directory that holds the other's.
+	writer, err := c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{Layout: api.Layout{Outputs: shared}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := cordon(t, "exec", host, writer.ID, "--", "sh", "-c", "cd /mnt/user-data/outputs && mv d d.was && ln -s "+secret+" d && echo planted"); code != 0 || out != "planted\n" {
+		t.Fatalf("plant: exit %d, %q, %s", code, out, errOut)
+	}
+	_, errOut, code := cordon(t, "start", host, reader.ID)
+	if code == 0 || !strings.Contains(errOut, "symbolic link") {
+		t.Errorf("start after the swap: exit %d, %s", code, errOut)
+	}
+	if out, _, _ := cordon(t, "exec", host, reader.ID, "--", "cat", "/mnt/user-data/uploads/s"); strings.Contains(out, "root only") {
+		t.Fatalf("the sandbox read the root-only file: %q", out)
+	}
+}
