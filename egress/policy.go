@@ -82,6 +82,42 @@ func NormalizeHost(h string) (string, error) {
 	return a, nil
 }
 
+// Within reports whether r admits nothing that rules do not: one of rules
+// covers its host (the same name; a name, or a narrower wildcard, under a
+// *.suffix; an address or a narrower CIDR inside a CIDR), on every port r
+// names. A rule that does not compile is within nothing.
+func (r Rule) Within(rules []Rule) bool {
+	c, err := compile(r)
+	if err != nil {
+		return false
+	}
+	for _, o := range rules {
+		oc, err := compile(o)
+		if err != nil || !oc.covers(c) {
+			continue
+		}
+		all := true
+		for p := range c.ports {
+			all = all && oc.ports[p]
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// covers reports whether every host c names, o names too.
+func (o *compiled) covers(c *compiled) bool {
+	switch {
+	case o.isAddr || c.isAddr:
+		return o.isAddr && c.isAddr && o.prefix.Bits() <= c.prefix.Bits() && o.prefix.Contains(c.prefix.Addr())
+	case o.wild:
+		return c.name == o.name && c.wild || strings.HasSuffix(c.name, "."+o.name)
+	}
+	return !c.wild && c.name == o.name
+}
+
 func compile(r Rule) (*compiled, error) {
 	h := strings.TrimSpace(r.Host)
 	if strings.ContainsAny(h, "@/:") && !isAddrRule(h) {

@@ -172,3 +172,35 @@ func TestResolverPolicy(t *testing.T) {
 		t.Fatal("a refused change replaced the policy in force")
 	}
 }
+
+// TestWithin: a rule is within a list when one of the list's rules covers
+// its host, as a policy reads both, on every port it names.
+func TestWithin(t *testing.T) {
+	ceiling := []Rule{{Host: "api.example.test", Ports: []int{443}}, {Host: "*.cdn.example.test"}, {Host: "192.0.2.0/24", Ports: []int{8080}}}
+	for s, want := range map[string]bool{
+		"api.example.test:443":   true,
+		"API.Example.Test.:443":  true,
+		"api.example.test":       false, // 80 and 443
+		"api.example.test:8443":  false,
+		"other.example.test:443": false,
+		"*.cdn.example.test":     true,
+		"*.cdn.example.test:443": true,
+		"x.cdn.example.test":     true,
+		"*.a.cdn.example.test":   true,
+		"cdn.example.test":       false, // a wildcard names what is under it only
+		"*.example.test":         false,
+		"192.0.2.0/24:8080":      true,
+		"192.0.2.7:8080":         true,
+		"192.0.2.7:80":           false,
+		"192.0.0.0/16:8080":      false,
+		"198.51.100.1:8080":      false,
+	} {
+		r, err := ParseRule(s)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if got := r.Within(ceiling); got != want {
+			t.Errorf("%s within the ceiling: %v, want %v", s, got, want)
+		}
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -45,6 +47,84 @@ type Config struct {
 	Tier string
 	// Version is reported to clients.
 	Version string
+	// Reach bounds the hosts the model may let code reach
+	// (create_sandbox's allow, run_code's net): each entry must be
+	// within these rules (egress.Rule.Within). Empty, the model may let
+	// code reach none, unless AnyHost. The model is not the operator: a
+	// prompt it read may ask it to send what it holds anywhere.
+	Reach   []egress.Rule
+	AnyHost bool
+	// Images bounds the images create_sandbox may name: exactly these
+	// references. Empty, none, unless AnyImage. (The host fetches an
+	// image it lacks from the registry the name says, and a name is as
+	// good as a request for sending what it spells.)
+	Images   []string
+	AnyImage bool
+}
+
+// reachText says what field (allow, net) may name.
+func (c *Config) reachText(field string) string {
+	switch {
+	case c.AnyHost:
+		return field + " may name any host."
+	case len(c.Reach) == 0:
+		return "This server lets code reach no host: leave " + field + " empty."
+	}
+	return field + " may name only: " + strings.Join(c.reachNames(), ", ") + "."
+}
+
+// bounds says what create_sandbox may name.
+func (c *Config) bounds() string {
+	img := "image may be left empty only (the default image)."
+	switch {
+	case c.AnyImage:
+		img = "image may name any image."
+	case len(c.Images) > 0:
+		img = "image may name only: " + strings.Join(c.Images, ", ") + "."
+	}
+	return c.reachText("allow") + " " + img
+}
+
+// reachNames are the Reach rules as written.
+func (c *Config) reachNames() []string {
+	var names []string
+	for _, o := range c.Reach {
+		name := o.Host
+		for i, p := range o.Ports {
+			name += map[bool]string{true: ":", false: ","}[i == 0] + strconv.Itoa(p)
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+// reachable refuses hosts the operator did not let the model name.
+func (c *Config) reachable(field string, hosts []string) error {
+	for _, h := range hosts {
+		r, err := egress.ParseRule(h)
+		if err != nil {
+			return err
+		}
+		if c.AnyHost || r.Within(c.Reach) {
+			continue
+		}
+		if len(c.Reach) == 0 {
+			return fmt.Errorf("%s %q: this server lets sandboxes reach no host; its operator names the hosts the model may allow (cordon mcp --allow HOST[:PORT], or any with --allow-any-host)", field, h)
+		}
+		return fmt.Errorf("%s %q: this server lets sandboxes reach only %s (its operator's cordon mcp --allow)", field, h, strings.Join(c.reachNames(), ", "))
+	}
+	return nil
+}
+
+// image refuses an image the operator did not let the model name.
+func (c *Config) image(ref string) error {
+	if ref == "" || c.AnyImage || slices.Contains(c.Images, ref) {
+		return nil
+	}
+	if len(c.Images) == 0 {
+		return fmt.Errorf("image %q: this server runs the daemon's default image only; its operator names the images the model may use (cordon mcp --image REF, or any with --any-image)", ref)
+	}
+	return fmt.Errorf("image %q: this server runs only %s (its operator's cordon mcp --image)", ref, strings.Join(c.Images, ", "))
 }
 
 // New returns an MCP server offering cordon's tools.
@@ -55,9 +135,9 @@ func New(cfg Config) *mcp.Server {
 			"read and write its files, start background programs, expose their ports, and destroy it when done. " +
 			"run_code runs a program once in a fresh sandbox of its own.",
 	})
-	mcp.AddTool(s, &mcp.Tool{Name: "create_sandbox", Description: "Create a sandbox and return its id. Network access is denied unless allow names host[:port] entries."}, t.create)
+	mcp.AddTool(s, &mcp.Tool{Name: "create_sandbox", Description: "Create a sandbox and return its id. Network access is denied unless allow names host[:port] entries. " + cfg.bounds()}, t.create)
 	mcp.AddTool(s, &mcp.Tool{Name: "run_command", Description: "Run a shell command (sh -c) in a sandbox and return its output and exit code. The command is ended at timeoutMs (default 60000, at most 600000)."}, t.runCommand)
-	mcp.AddTool(s, &mcp.Tool{Name: "run_code", Description: "Run source code once in a fresh sandbox of its own and return its result: javascript or typescript (a module whose default export is called with input), python (the value of a final expression) or shell."}, t.runCode)
+	mcp.AddTool(s, &mcp.Tool{Name: "run_code", Description: "Run source code once in a fresh sandbox of its own and return its result: javascript or typescript (a module whose default export is called with input), python (the value of a final expression) or shell. " + cfg.reachText("net")}, t.runCode)
 	mcp.AddTool(s, &mcp.Tool{Name: "read_file", Description: "Read a file in a sandbox (at most 1 MiB a call; use offset for more). Text comes as text, anything else as base64."}, t.readFile)
 	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Description: "Write a file in a sandbox (creating its directories), from text or base64."}, t.writeFile)
 	mcp.AddTool(s, &mcp.Tool{Name: "list_files", Description: "List a directory in a sandbox."}, t.listFiles)
@@ -100,6 +180,12 @@ func (t *tools) create(ctx context.Context, _ *mcp.CallToolRequest, in CreateIn)
 	}
 	if in.MemoryMb < 0 || in.MemoryMb > 1<<20 {
 		return nil, CreateOut{}, fmt.Errorf("memoryMb %d: want 0 (none) to %d", in.MemoryMb, 1<<20)
+	}
+	if err := t.cfg.reachable("allow", in.Allow); err != nil {
+		return nil, CreateOut{}, err
+	}
+	if err := t.cfg.image(in.Image); err != nil {
+		return nil, CreateOut{}, err
 	}
 	if len(in.Allow) > 0 {
 		eg := &api.Egress{Mode: "static"}
@@ -191,6 +277,9 @@ type CodeIn struct {
 }
 
 func (t *tools) runCode(ctx context.Context, _ *mcp.CallToolRequest, in CodeIn) (*mcp.CallToolResult, any, error) {
+	if err := t.cfg.reachable("net", in.Net); err != nil {
+		return nil, nil, err
+	}
 	req := runs.Request{Language: in.Language, Source: in.Source, Capabilities: &runs.Capabilities{Net: in.Net, Import: []string{}}}
 	if in.Input != nil {
 		b, err := json.Marshal(in.Input)

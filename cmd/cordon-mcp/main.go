@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/internal/mounted"
 	"github.com/cordon-sandbox/cordon/internal/procid"
 	"github.com/cordon-sandbox/cordon/mcpserver"
@@ -51,6 +52,10 @@ The tools act on a daemon: --host, else $CORDON_HOST (with
 $CORDON_API_KEY). Without either, cordon mcp starts a private daemon of
 its own, on the local tiers, whose sandboxes all end when it does.
 
+The model is not the operator: the hosts it may let sandboxes reach, and
+the images it may run, are the ones --allow and --image name (none by
+default; any with --allow-any-host, --any-image).
+
 flags:
 `)
 		fs.PrintDefaults()
@@ -59,10 +64,24 @@ flags:
 	listen := fs.String("listen", "", "serve streamable HTTP on `HOST:PORT` (path /mcp) instead of stdio")
 	tokenFile := fs.String("token-file", "", "with --listen: the `FILE` holding the bearer token HTTP clients must send (at least 32 characters)")
 	tier := fs.String("tier", "", "the tier of sandboxes whose create names none (default: the daemon's)")
+	var reach reachFlag
+	fs.Var(&reach, "allow", "a host the model may let sandboxes reach (create_sandbox's allow, run_code's net): `HOST[:PORT,...]`, *.suffix, IP or CIDR; repeatable (none: the model may let them reach none)")
+	anyHost := fs.Bool("allow-any-host", false, "let the model let sandboxes reach any host")
+	var images stringsFlag
+	fs.Var(&images, "image", "an image the model may run (create_sandbox's image), as it names it: `REF`; repeatable (none: the daemon's default image only)")
+	anyImage := fs.Bool("any-image", false, "let the model run any image, fetched from any registry it names")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	if *anyHost && len(reach) > 0 {
+		fmt.Fprintln(os.Stderr, "cordon mcp: --allow-any-host goes alone, without --allow")
+		return 2
+	}
+	if *anyImage && len(images) > 0 {
+		fmt.Fprintln(os.Stderr, "cordon mcp: --any-image goes alone, without --image")
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -85,7 +104,7 @@ flags:
 		defer pd.stop()
 		d = pd.client
 	}
-	srv := mcpserver.New(mcpserver.Config{Daemon: d, Tier: *tier, Version: "cordon"})
+	srv := mcpserver.New(mcpserver.Config{Daemon: d, Tier: *tier, Version: "cordon", Reach: reach, AnyHost: *anyHost, Images: images, AnyImage: *anyImage})
 	if *listen == "" {
 		if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil && !errors.Is(err, mcp.ErrConnectionClosed) {
 			log.Error("mcp", "err", err)
@@ -327,4 +346,29 @@ func lockIn(dir, name string) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// reachFlag is --allow: egress rules, repeatable.
+type reachFlag []egress.Rule
+
+func (f *reachFlag) String() string { return "" }
+func (f *reachFlag) Set(v string) error {
+	r, err := egress.ParseRule(v)
+	if err != nil {
+		return err
+	}
+	*f = append(*f, r)
+	return nil
+}
+
+// stringsFlag is a repeatable string flag.
+type stringsFlag []string
+
+func (f *stringsFlag) String() string { return "" }
+func (f *stringsFlag) Set(v string) error {
+	if v == "" {
+		return errors.New("empty")
+	}
+	*f = append(*f, v)
+	return nil
 }

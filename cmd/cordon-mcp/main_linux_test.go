@@ -534,3 +534,58 @@ func alive(pid int) bool {
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	return len(f) > 0 && f[0] != "Z"
 }
+
+// TestMCPOperatorBounds: the model is not the operator. By default it can
+// let a sandbox reach no host and run no image of its choosing (a prompt
+// it read could ask it to send what it holds anywhere, or spell it in an
+// image's name for the host to fetch); each attempt is a tool error that
+// says how the operator allows more. With cordon mcp --allow, the model
+// may allow those hosts (or narrower) and nothing else, and the sandbox's
+// egress is what it asked for.
+func TestMCPOperatorBounds(t *testing.T) {
+	testutil.RequiresRoot(t)
+	cordon := binaries(t)
+	strict := connect(t, exec.Command(cordon, "mcp"))
+	defer strict.Close()
+	c := caller{t, strict}
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"create_sandbox", map[string]any{"allow": []string{"api.example.test:443"}}, "cordon mcp --allow"},
+		{"create_sandbox", map[string]any{"image": "registry.example.test/spelled-secret:1"}, "cordon mcp --image"},
+		{"run_code", map[string]any{"language": "shell", "source": "true", "net": []string{"api.example.test"}}, "cordon mcp --allow"},
+	} {
+		if isErr, text := c.call(tc.tool, tc.args, nil); !isErr || !strings.Contains(text, tc.want) {
+			t.Errorf("%s %v: error %v %q, want one naming %q", tc.tool, tc.args, isErr, text, tc.want)
+		}
+	}
+	tools, err := strict.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools.Tools {
+		if tl.Name == "create_sandbox" && !strings.Contains(tl.Description, "reach no host") {
+			t.Errorf("create_sandbox's description does not say so: %q", tl.Description)
+		}
+	}
+	var sb struct{ ID string }
+	c.must("create_sandbox", map[string]any{}, &sb)
+
+	bounded := connect(t, exec.Command(cordon, "mcp", "--allow", "api.example.test:443", "--allow", "*.cdn.example.test"))
+	defer bounded.Close()
+	b := caller{t, bounded}
+	if isErr, text := b.call("create_sandbox", map[string]any{"allow": []string{"other.example.test"}}, nil); !isErr || !strings.Contains(text, "api.example.test:443, *.cdn.example.test") {
+		t.Errorf("a host beyond the operator's: error %v %q", isErr, text)
+	}
+	b.must("create_sandbox", map[string]any{"allow": []string{"api.example.test:443", "img.cdn.example.test"}}, &sb)
+	var out struct{ Stdout string }
+	b.must("run_command", map[string]any{"sandbox": sb.ID, "command": "curl -s http://api.example.test:443/; echo; curl -s http://other.example.test/"}, &out)
+	if !strings.Contains(out.Stdout, "api.example.test:443: the name does not resolve") || !strings.Contains(out.Stdout, "other.example.test:80: no rule allows") {
+		t.Errorf("the sandbox's egress: %q", out.Stdout)
+	}
+	if b, err := exec.Command(cordon, "mcp", "--allow-any-host", "--allow", "api.example.test").CombinedOutput(); !strings.Contains(string(b), "goes alone") || err == nil {
+		t.Errorf("--allow-any-host with --allow: %v %s", err, b)
+	}
+}
