@@ -82,6 +82,22 @@ func NormalizeHost(h string) (string, error) {
 	return a, nil
 }
 
+// Rules is a repeatable command-line flag of rules (flag.Value): each Set
+// parses one, as ParseRule does.
+type Rules []Rule
+
+func (rs *Rules) String() string { return "" }
+
+// Set adds the rule s spells.
+func (rs *Rules) Set(s string) error {
+	r, err := ParseRule(s)
+	if err != nil {
+		return err
+	}
+	*rs = append(*rs, r)
+	return nil
+}
+
 // Within reports whether r admits nothing that rules do not: one of rules
 // covers its host (the same name; a name, or a narrower wildcard, under a
 // *.suffix; an address or a narrower CIDR inside a CIDR), on every port r

@@ -64,7 +64,7 @@ flags:
 	listen := fs.String("listen", "", "serve streamable HTTP on `HOST:PORT` (path /mcp) instead of stdio")
 	tokenFile := fs.String("token-file", "", "with --listen: the `FILE` holding the bearer token HTTP clients must send (at least 32 characters)")
 	tier := fs.String("tier", "", "the tier of sandboxes whose create names none (default: the daemon's)")
-	var reach reachFlag
+	var reach egress.Rules
 	fs.Var(&reach, "allow", "a host the model may let sandboxes reach (create_sandbox's allow, run_code's net): `HOST[:PORT,...]`, *.suffix, IP or CIDR; repeatable (none: the model may let them reach none)")
 	anyHost := fs.Bool("allow-any-host", false, "let the model let sandboxes reach any host")
 	var images stringsFlag
@@ -346,19 +346,6 @@ func lockIn(dir, name string) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
-}
-
-// reachFlag is --allow: egress rules, repeatable.
-type reachFlag []egress.Rule
-
-func (f *reachFlag) String() string { return "" }
-func (f *reachFlag) Set(v string) error {
-	r, err := egress.ParseRule(v)
-	if err != nil {
-		return err
-	}
-	*f = append(*f, r)
-	return nil
 }
 
 // stringsFlag is a repeatable string flag.

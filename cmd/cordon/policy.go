@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/server/api"
 )
 
@@ -12,7 +13,7 @@ import (
 // at once, and open ones it no longer allows are closed.
 func policyCmd(args []string) int {
 	fs := newFlagSet("policy", "usage: cordon policy [flags] ID\n\nReplaces a sandbox's network policy on the daemon: with no flag, deny-all.\nNew connections follow it at once; open ones it no longer allows close.")
-	var allow allowFlag
+	var allow egress.Rules
 	fs.Var(&allow, "allow", "let the sandbox reach `HOST[:PORT,...]`; repeatable")
 	profile := fs.String("egress-profile", "", "the rules of the egress profile in `FILE` (JSON)")
 	allowAll := fs.Bool("allow-all-egress", false, "let the sandbox reach any public address")

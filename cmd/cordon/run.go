@@ -363,18 +363,6 @@ func (f layoutFlag) Set(s string) error {
 	return nil
 }
 
-type allowFlag []egress.Rule
-
-func (a *allowFlag) String() string { return "" }
-func (a *allowFlag) Set(s string) error {
-	r, err := egress.ParseRule(s)
-	if err != nil {
-		return err
-	}
-	*a = append(*a, r)
-	return nil
-}
-
 // egressPolicy is the policy the flags ask for, or nil for the tier's
 // default (deny-all).
 func egressPolicy(allow []egress.Rule, profile string, allowAll bool) (*egress.Policy, error) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cordon-sandbox/cordon/baseline"
+	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -22,7 +23,7 @@ type specFlags struct {
 	user                                       *int // -1 until --user is given
 	allowAll                                   *bool
 	env                                        envFlag
-	allow                                      allowFlag
+	allow                                      egress.Rules
 	layout                                     sandbox.Layout
 }
 
