@@ -366,7 +366,7 @@ func (s *Server) handleFiles(w http.ResponseWriter, r *http.Request) {
 		feature, route, method = "fs-ops", wire.RouteRemove, http.MethodPost
 	case last == "stat":
 		feature, route = "fs-ops", wire.RouteStat
-	case last == "dir" && r.Method == http.MethodGet:
+	case last == "dir" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		feature, route = "fs-ops", wire.RouteList
 	case last == "dir":
 		feature, route = "fs-ops", wire.RouteMkdir
@@ -383,6 +383,11 @@ func (s *Server) handleFiles(w http.ResponseWriter, r *http.Request) {
 		query.Set("recursive", "1")
 	}
 	modify := fileRefusal
+	if r.Method == http.MethodHead && route != wire.RouteFiles {
+		// A listing's or a stat's headers: the agent answers GET, and
+		// the server sends no body to a HEAD.
+		method = http.MethodGet
+	}
 	if route == wire.RouteFiles && r.Method == http.MethodHead {
 		// The file's headers without its bytes: from the agent's stat.
 		feature, route, method, modify = "fs-ops", wire.RouteStat, http.MethodGet, headOfFile

@@ -608,7 +608,8 @@ func TestDaemonTextPrintable(t *testing.T) {
 
 // TestDaemonFileHead: a HEAD of a sandbox's file answers as its GET would,
 // without the bytes: the size and that ranges are taken for a file (a
-// symlink's target's), 404 for a missing one, 400 for a directory.
+// symlink's target's), 404 for a missing one, 400 for a directory; and so
+// does a HEAD of a stat or a listing.
 func TestDaemonFileHead(t *testing.T) {
 	testutil.RequiresRoot(t)
 	_, sock, d := serveInTemp(t)
@@ -630,13 +631,14 @@ func TestDaemonFileHead(t *testing.T) {
 	for path, want := range map[string]struct {
 		status int
 		length string
-	}{"f.bin": {200, "12345"}, "link": {200, "12345"}, "missing": {404, ""}, "d": {400, ""}} {
-		resp, err := hc.Head("http://cordon/v1/sandboxes/" + sb.ID + "/files?path=" + path)
+	}{"files?path=f.bin": {200, "12345"}, "files?path=link": {200, "12345"}, "files?path=missing": {404, ""}, "files?path=d": {400, ""},
+		"stat?path=f.bin": {200, ""}, "stat?path=missing": {404, ""}, "dir?path=d": {200, ""}} {
+		resp, err := hc.Head("http://cordon/v1/sandboxes/" + sb.ID + "/" + path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != want.status || want.length != "" && (resp.Header.Get("Content-Length") != want.length || resp.Header.Get("Accept-Ranges") != "bytes") {
+		if resp.StatusCode != want.status || want.length != "" && (resp.Header.Get("Content-Length") != want.length || resp.Header.Get("Accept-Ranges") != "bytes") || resp.ContentLength == 0 && want.status == 200 {
 			t.Errorf("HEAD %s: %d %v, want %d with length %q", path, resp.StatusCode, resp.Header, want.status, want.length)
 		}
 	}
