@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/mounted"
 	"golang.org/x/sys/unix"
 )
 
@@ -180,32 +181,12 @@ func loopMounts() []loopMount {
 		for i, x := range f {
 			if x == "-" && i+2 < len(f) && len(f) > 4 && strings.HasPrefix(f[i+2], "/dev/loop") {
 				if b, err := os.ReadFile("/sys/block/" + strings.TrimPrefix(f[i+2], "/dev/") + "/loop/backing_file"); err == nil {
-					out = append(out, loopMount{dir: unescape(f[4]), image: strings.TrimSpace(string(b))})
+					out = append(out, loopMount{dir: mounted.Unescape(f[4]), image: strings.TrimSpace(string(b))})
 				}
 			}
 		}
 	}
 	return out
-}
-
-// unescape undoes mountinfo's octal escapes (space, tab, newline, \).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var c byte
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &c); err == nil {
-				b.WriteByte(c)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // inUse reports whether a loop device holds image.

@@ -46,16 +46,16 @@ func below(dir string) ([]string, error) {
 		if len(fields) < 5 {
 			continue
 		}
-		if p := unescape(fields[4]); strings.HasPrefix(p, dir+string(filepath.Separator)) {
+		if p := Unescape(fields[4]); strings.HasPrefix(p, dir+string(filepath.Separator)) {
 			points = append(points, p)
 		}
 	}
 	return points, sc.Err()
 }
 
-// unescape undoes mountinfo's octal escapes (\040 for a space, and of
-// tab, newline and backslash).
-func unescape(s string) string {
+// Unescape undoes /proc/*/mountinfo's octal escapes of a path (\040 for
+// a space, and of tab, newline and backslash).
+func Unescape(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}
