@@ -26,6 +26,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-sandbox/cordon/internal/testutil"
 )
 
 type ent struct {
@@ -373,9 +375,7 @@ func TestHostileModes(t *testing.T) {
 // nodes, set-id bits and owners, is rid of them when a store next opens;
 // the record then says so, and the rest of the root is as it was.
 func TestDefuseOld(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("making a device node needs root")
-	}
+	testutil.RequiresRoot(t) // to make a device node
 	dir := t.TempDir()
 	s, err := Open(dir, DefaultLimits)
 	if err != nil {

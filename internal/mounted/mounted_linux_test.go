@@ -1,10 +1,12 @@
-package mounted
+package mounted_test
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/cordon-sandbox/cordon/internal/mounted"
+	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -12,9 +14,7 @@ import (
 // file, and a bind of a directory from outside it, is removed whole; the
 // directory bound from outside keeps its file.
 func TestRemove(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting needs root")
-	}
+	testutil.RequiresRoot(t) // to mount
 	dir, outside := t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(outside, "keep"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func TestRemove(t *testing.T) {
 	if err := unix.Mount(outside, bound, "", unix.MS_BIND, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := Remove(dir); err != nil {
+	if err := mounted.Remove(dir); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
@@ -47,7 +47,7 @@ func TestRemove(t *testing.T) {
 
 func TestUnescape(t *testing.T) {
 	for in, want := range map[string]string{`/a\040b`: "/a b", `/a\134b`: `/a\b`, `/plain`: "/plain", `/end\04`: `/end\04`, `/tail\040`: "/tail "} {
-		if got := Unescape(in); got != want {
+		if got := mounted.Unescape(in); got != want {
 			t.Errorf("Unescape(%q) = %q, want %q", in, got, want)
 		}
 	}
