@@ -223,8 +223,8 @@ func (u *unpacker) entry(hdr *tar.Header, tr *tar.Reader, rel, dir, base string,
 	case tar.TypeChar, tar.TypeBlock:
 		// Never made: on the host an image's device node (a disk's, the
 		// kernel's memory's, with the mode it names) would open that
-		// device for any local user who reaches it, and a sandbox's /dev
-		// is its own, its root's devices unusable (nodev).
+		// device for any local user who reaches it. A sandbox's /dev is
+		// its own.
 		return nil
 	case tar.TypeFifo:
 		if err := unix.Mkfifoat(parent, base, mode); err != nil {

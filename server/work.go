@@ -355,8 +355,15 @@ func (s *Server) handleFiles(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.CodeInvalid, "the path query parameter is required")
 		return
 	}
-	feature, route, method := "raw-files", wire.RouteFiles, r.Method
+	feature, route, method, modify := "raw-files", wire.RouteFiles, r.Method, fileRefusal
+	if r.Method == http.MethodHead {
+		// The agent answers GET; the server sends a HEAD no body.
+		method = http.MethodGet
+	}
 	switch last := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]; {
+	case last == "files" && r.Method == http.MethodHead:
+		// The file's headers without its bytes: from the agent's stat.
+		feature, route, modify = "fs-ops", wire.RouteStat, headOfFile
 	case last == "files" && r.Method == http.MethodPut:
 		if r.ContentLength < 0 {
 			writeError(w, http.StatusLengthRequired, api.CodeLengthRequired, "PUT needs a Content-Length")
@@ -366,7 +373,7 @@ func (s *Server) handleFiles(w http.ResponseWriter, r *http.Request) {
 		feature, route, method = "fs-ops", wire.RouteRemove, http.MethodPost
 	case last == "stat":
 		feature, route = "fs-ops", wire.RouteStat
-	case last == "dir" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+	case last == "dir" && method == http.MethodGet:
 		feature, route = "fs-ops", wire.RouteList
 	case last == "dir":
 		feature, route = "fs-ops", wire.RouteMkdir
@@ -381,20 +388,6 @@ func (s *Server) handleFiles(w http.ResponseWriter, r *http.Request) {
 	}
 	if route == wire.RouteRemove && (q.Get("recursive") == "1" || q.Get("recursive") == "true") {
 		query.Set("recursive", "1")
-	}
-	modify := fileRefusal
-	if r.Method == http.MethodHead && route != wire.RouteFiles {
-		// A listing's or a stat's headers: the agent answers GET, and
-		// the server sends no body to a HEAD.
-		method = http.MethodGet
-	}
-	if route == wire.RouteFiles && r.Method == http.MethodHead {
-		// The file's headers without its bytes: from the agent's stat.
-		feature, route, method, modify = "fs-ops", wire.RouteStat, http.MethodGet, headOfFile
-		if !hasFeature(e, feature) {
-			writeError(w, http.StatusNotImplemented, api.CodeUnsupported, "this sandbox's agent lacks "+feature)
-			return
-		}
 	}
 	done, ok := s.stream(w, r, e)
 	if !ok {
