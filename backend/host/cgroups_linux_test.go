@@ -9,15 +9,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cordon-sandbox/cordon/internal/testutil"
 )
 
 // TestSweepCgroups: below a parent, of the cgroups named with the prefix,
 // an old one that holds no process goes with its empty child; one with a
 // process in it, one just made and one of another name stay.
 func TestSweepCgroups(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("making cgroups needs root")
-	}
+	testutil.RequiresRoot(t) // to make cgroups
 	root := cgroup2Mount(t)
 	parent, err := os.MkdirTemp(root, "cordon-sweep-test-")
 	if err != nil {
@@ -93,6 +93,6 @@ func cgroup2Mount(t *testing.T) string {
 			return f[1]
 		}
 	}
-	t.Skip("no cgroup2 hierarchy is mounted")
+	testutil.Missing(t, "no cgroup2 hierarchy is mounted")
 	return ""
 }
