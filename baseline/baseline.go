@@ -64,6 +64,27 @@ var ScratchDirs = []Scratch{
 	{Path: Home, Mode: 0o700, Owned: true, Share: 8},
 }
 
+// Size is the size of d's own tmpfs, on a tier that mounts each scratch
+// directory apart, in a writable space of budget bytes: its share, and at
+// least 1 MiB.
+func (d Scratch) Size(budget int64) int64 { return max(budget/d.Share, 1<<20) }
+
+// ShmBytes is the size of every sandbox's /dev/shm.
+const ShmBytes = 64 << 20
+
+// TmpfsLimits are the mount options that bound a writable tmpfs of size
+// bytes: its size, and its inodes, one a page. A size bounds only the
+// bytes that files hold: every inode costs the kernel about a kilobyte
+// whether its file holds any or not, and the kernel's default count is
+// one a page of half the host's memory whatever the size, so a 1 MiB
+// tmpfs took three million empty files (3 GB of kernel memory, which no
+// OOM kill frees and which a sandbox without a memory limit is not
+// charged for). One inode a page is the kernel's own default ratio, so a
+// tmpfs of the default size keeps the count it had.
+func TmpfsLimits(size int64) []string {
+	return []string{"size=" + strconv.FormatInt(size, 10), "nr_inodes=" + strconv.FormatInt(max(size/4096, 1), 10)}
+}
+
 // ScratchName is the name of scratch directory path's directory on the
 // file system that holds them all ("/var/tmp": "var-tmp"): the same on
 // every tier, so that a persistent workspace's disk finds its

@@ -168,7 +168,7 @@ func sizeScratch(bytes int64) error {
 		return nil
 	}
 	for _, d := range baseline.ScratchDirs {
-		data := fmt.Sprintf("size=%d", max(bytes/d.Share, 1<<20))
+		data := strings.Join(baseline.TmpfsLimits(d.Size(bytes)), ",")
 		if err := unix.Mount("", d.Path, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, data); err != nil && !errors.Is(err, unix.EINVAL) {
 			return fmt.Errorf("size %s: %w", d.Path, err)
 		}
@@ -611,7 +611,7 @@ func devices(dev string) error {
 	if err := unix.Mount("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
 		return fmt.Errorf("mount /dev/pts: %w", err)
 	}
-	if err := unix.Mount("shm", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m"); err != nil {
+	if err := unix.Mount("shm", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, strings.Join(append([]string{"mode=1777"}, baseline.TmpfsLimits(baseline.ShmBytes)...), ",")); err != nil {
 		return fmt.Errorf("mount /dev/shm: %w", err)
 	}
 	for _, l := range [][2]string{{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}} {

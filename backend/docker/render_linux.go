@@ -114,11 +114,14 @@ func render(in renderInput) (*createRequest, error) {
 			opts = append(opts, fmt.Sprintf("uid=%d", in.UID), fmt.Sprintf("gid=%d", in.UID))
 		}
 		if budget > 0 {
-			opts = append(opts, fmt.Sprintf("size=%d", max(budget/d.Share, 1<<20)))
+			opts = append(opts, baseline.TmpfsLimits(d.Size(budget))...)
 		}
 		tmpfs[d.Path] = strings.Join(opts, ",")
 		writable = append(writable, d.Path)
 	}
+	// /dev/shm as the other tiers have it: Docker's own (--shm-size) has
+	// a size, but the kernel's default count of inodes.
+	tmpfs["/dev/shm"] = strings.Join(append([]string{"rw", "exec", "nosuid", "nodev", "mode=1777"}, baseline.TmpfsLimits(baseline.ShmBytes)...), ",")
 	if in.Landlock != "" {
 		env = append(env, baseline.EnvPrefix+"LANDLOCK="+in.Landlock,
 			baseline.EnvPrefix+"WRITABLE="+strings.Join(slices.Sorted(slices.Values(writable)), ":"))

@@ -97,7 +97,7 @@ func render(in renderInput) *pod {
 		// gives each its mode and owner before anything runs
 		// (CORDON_AGENT_SCRATCH_MODES).
 		name := "scratch-" + strconv.Itoa(i)
-		v := volume{Name: name, EmptyDir: &emptyDir{Medium: "Memory", SizeLimit: quantity(max(budget/d.Share, 1<<20))}}
+		v := volume{Name: name, EmptyDir: &emptyDir{Medium: "Memory", SizeLimit: quantity(d.Size(budget))}}
 		if d.Path == baseline.Workspace && in.Claim != "" {
 			v = volume{Name: name, PersistentVolumeClaim: &claimVolume{ClaimName: in.Claim}}
 		}

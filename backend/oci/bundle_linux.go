@@ -179,7 +179,7 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
 		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
-		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "nodev", "mode=1777", "size=64m"}},
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: append([]string{"nosuid", "nodev", "mode=1777"}, baseline.TmpfsLimits(baseline.ShmBytes)...)},
 	}, mounts...)
 	for _, d := range baseline.ScratchDirs {
 		if d.Path == "/var/tmp" && !isDir(filepath.Join(in.RootSrc, "var", "tmp")) {
@@ -194,7 +194,7 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 			opts = append(opts, fmt.Sprintf("uid=%d", in.UID), fmt.Sprintf("gid=%d", in.UID))
 		}
 		if budget > 0 {
-			opts = append(opts, fmt.Sprintf("size=%d", max(budget/d.Share, 1<<20)))
+			opts = append(opts, baseline.TmpfsLimits(d.Size(budget))...)
 		}
 		mounts = append(mounts, specs.Mount{Destination: d.Path, Type: "tmpfs", Source: "tmpfs", Options: opts})
 	}

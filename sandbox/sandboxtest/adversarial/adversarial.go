@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -402,6 +403,43 @@ func Limits(t *testing.T, caps sandbox.Capabilities, create Create) {
 		// An ordinary SIGKILL is not mistaken for one.
 		if _, _, r := sh(t, sb, "kill -KILL $$"); r.OOMKilled || r.Signal != "SIGKILL" {
 			t.Fatalf("plain SIGKILL: %+v", r)
+		}
+	})
+	t.Run("FilesBounded", func(t *testing.T) {
+		if !caps.DiskLimit {
+			t.Skip("the tier refuses a writable space's limit (sandbox.Capabilities)")
+		}
+		const space = 4 << 20
+		sb := create(t, sandbox.Spec{Limits: sandbox.Limits{DiskBytes: space}})
+		if userSpaceKernel(sb) {
+			t.Skip("runsc drops a tmpfs's nr_inodes: gVisor's files are bounded by its sentry's memory (docs/security.md)")
+		}
+		if sb.Tier() == "kubernetes" {
+			t.Skip("the kubelet mounts a pod's memory-backed emptyDirs, with no count of files: the pod's memory limit bounds them (docs/security.md)")
+		}
+		// Empty files hold no bytes, but each costs the kernel an inode:
+		// a writable tmpfs holds at most one a page of its size, not the
+		// millions the kernel's default allows whatever the size.
+		out := Py(t, sb, `import os
+for d in ("/workspace", "/tmp", "/dev/shm"):
+    n = 0
+    try:
+        while n < 50000:
+            open(os.path.join(d, "empty%d" % n), "w").close()
+            n += 1
+        print(d, n, 0)
+    except OSError as e:
+        print(d, n, e.errno)`)
+		for d, most := range map[string]int{"/workspace": space / 4096, "/tmp": space / 4096, "/dev/shm": baseline.ShmBytes / 4096} {
+			var n, errno int
+			i := strings.Index(out, d+" ")
+			if i < 0 {
+				t.Fatalf("no count for %s: %q", d, out)
+			}
+			fmt.Sscanf(out[i+len(d)+1:], "%d %d", &n, &errno)
+			if errno != int(syscall.ENOSPC) || n > most {
+				t.Errorf("%s took %d empty files (errno %d), want ENOSPC by %d", d, n, errno, most)
+			}
 		}
 	})
 	t.Run("CPU", func(t *testing.T) {
