@@ -201,8 +201,10 @@ func (p *Provider) CreateOnDisk(ctx context.Context, spec Spec, c *DiskClone) (*
 	if !p.ownDisks(b.Capabilities()) {
 		return fail(&UnsupportedError{Tier: spec.Tier, What: "a sandbox on a disk of the provider's"})
 	}
-	if caps, _ := p.Capabilities(spec.Tier); caps.Check(spec.Tier, &spec) != nil {
-		return fail(caps.Check(spec.Tier, &spec))
+	caps, _ := p.Capabilities(spec.Tier)
+	spec = p.withDefaults(spec, caps)
+	if err := caps.Check(spec.Tier, &spec); err != nil {
+		return fail(err)
 	}
 	if err := p.disksReady(b); err != nil {
 		return fail(err)

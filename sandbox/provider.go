@@ -39,6 +39,7 @@ type Provider struct {
 	defaultTier string
 	disks       string // WithDisks
 	diskDefault int64
+	defaults    Limits // WithDefaultLimits
 	log         *slog.Logger
 	readyWait   time.Duration
 	hostGrace   time.Duration
@@ -79,6 +80,42 @@ func WithImageDir(dir string) Option { return func(p *Provider) { p.imageDir = d
 // WithHostGrace sets how long past a command's timeout the host waits for
 // its end before tearing the sandbox down (default HostGrace).
 func WithHostGrace(d time.Duration) Option { return func(p *Provider) { p.hostGrace = d } }
+
+// WithDefaultLimits sets the limits a sandbox gets where its spec names
+// none, each where the sandbox's tier can enforce it (elsewhere the spec
+// goes on without it, as it would have). A host shared by tenants needs
+// some: a sandbox without a pids limit has only its tier's task ceiling,
+// which keeps no reserve for the agent, and one without a memory limit
+// gets half the host's memory as its writable space, memory that no OOM
+// kill frees. DiskBytes is the writable space of a sandbox whose spec
+// names neither it nor a memory limit (with a memory limit, the space is
+// half of it, as without defaults), at most the memory limit a default
+// gives; a persistent workspace's disk has its own default (WithDisks),
+// and a tier whose sandboxes have memory of their own (a VM's) needs none.
+func WithDefaultLimits(l Limits) Option { return func(p *Provider) { p.defaults = l } }
+
+// withDefaults is spec with the provider's default limits, where its tier
+// (caps) can enforce them.
+func (p *Provider) withDefaults(spec Spec, caps Capabilities) Spec {
+	d, l := p.defaults, &spec.Limits
+	ownMemory := l.MemoryBytes > 0
+	if l.MemoryBytes == 0 && caps.MemoryLimit {
+		l.MemoryBytes = d.MemoryBytes
+	}
+	if l.Pids == 0 && caps.PidsLimit {
+		l.Pids = d.Pids
+	}
+	if l.CPUs == 0 && caps.CPULimit {
+		l.CPUs = d.CPUs
+	}
+	if l.DiskBytes == 0 && !ownMemory && !spec.PersistentWorkspace && caps.DiskLimit && !caps.OwnMemory && d.DiskBytes > 0 {
+		l.DiskBytes = d.DiskBytes
+		if l.MemoryBytes > 0 {
+			l.DiskBytes = min(l.DiskBytes, l.MemoryBytes)
+		}
+	}
+	return spec
+}
 
 // WithReadyTimeout bounds how long Create waits for the agent to be ready.
 func WithReadyTimeout(d time.Duration) Option { return func(p *Provider) { p.readyWait = d } }
@@ -149,6 +186,7 @@ func (p *Provider) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	spec.Tier = b.Name()
 	caps, _ := p.Capabilities(spec.Tier)
+	spec = p.withDefaults(spec, caps)
 	if err := caps.Check(spec.Tier, &spec); err != nil {
 		return nil, err
 	}

@@ -176,3 +176,44 @@ func TestSweepUnavailableTier(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDefaultLimits: a provider's default limits fill in what a spec leaves
+// out, each only where the tier can enforce it (elsewhere the create goes
+// on without it, not refused); a spec's own limits win, a memory limit of
+// the spec's own sizes the writable space, and a tier whose sandboxes have
+// memory of their own gets no default space.
+func TestDefaultLimits(t *testing.T) {
+	all := sandbox.Capabilities{MemoryLimit: true, PidsLimit: true, CPULimit: true, DiskLimit: true}
+	noPids, vm := all, all
+	noPids.PidsLimit = false
+	vm.OwnMemory = true
+	defaults := sandbox.Limits{Pids: 1024, DiskBytes: 1 << 30}
+	withMemory := sandbox.Limits{MemoryBytes: 256 << 20, CPUs: 0.5, DiskBytes: 1 << 30}
+	for _, c := range []struct {
+		name       string
+		caps       sandbox.Capabilities
+		defaults   sandbox.Limits
+		spec, want sandbox.Limits
+	}{
+		{"None", all, defaults, sandbox.Limits{}, sandbox.Limits{Pids: 1024, DiskBytes: 1 << 30}},
+		{"OwnMemory", all, defaults, sandbox.Limits{MemoryBytes: 64 << 20}, sandbox.Limits{MemoryBytes: 64 << 20, Pids: 1024}},
+		{"OwnLimits", all, defaults, sandbox.Limits{Pids: 10, DiskBytes: 2 << 20}, sandbox.Limits{Pids: 10, DiskBytes: 2 << 20}},
+		{"TierWithoutPids", noPids, defaults, sandbox.Limits{}, sandbox.Limits{DiskBytes: 1 << 30}},
+		{"VM", vm, defaults, sandbox.Limits{}, sandbox.Limits{Pids: 1024}},
+		{"DefaultMemoryHoldsSpace", all, withMemory, sandbox.Limits{}, sandbox.Limits{MemoryBytes: 256 << 20, CPUs: 0.5, DiskBytes: 256 << 20}},
+		{"NoDefaults", all, sandbox.Limits{}, sandbox.Limits{}, sandbox.Limits{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fb := &fakeBackend{version: 2, caps: c.caps}
+			p := sandbox.NewProvider([]sandbox.Backend{fb}, sandbox.WithDefaultLimits(c.defaults))
+			sb, err := p.Create(t.Context(), sandbox.Spec{Limits: c.spec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sb.Destroy(context.Background())
+			if got := sb.Spec().Limits; got != c.want {
+				t.Errorf("limits %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}

@@ -191,6 +191,10 @@ type Capabilities struct {
 	Isolated bool
 	// Limits the backend can enforce.
 	MemoryLimit, PidsLimit, CPULimit, DiskLimit bool
+	// OwnMemory: a sandbox's memory is a machine's of its own (a VM's),
+	// with or without a limit, and so is its writable space: the host's
+	// memory is not at stake (WithDefaultLimits leaves the space alone).
+	OwnMemory bool
 	// HostWorkspace: the backend can use a caller-given host directory.
 	HostWorkspace bool
 	// Landlock: the backend applies Landlock under its mount table.

@@ -385,6 +385,15 @@ func (s *Server) maxExecTimeout() time.Duration {
 // DefaultMaxExecTimeout is Config.MaxExecTimeout's default.
 const DefaultMaxExecTimeout = 24 * time.Hour
 
+// The defaults `cordon serve` gives a sandbox whose create names no pids
+// limit (DefaultPids), and neither a writable space nor a memory limit
+// (DefaultDisk): a host shared by tenants needs both (the provider's
+// sandbox.WithDefaultLimits says why), and an operator may change them.
+const (
+	DefaultPids = 1024
+	DefaultDisk = "1g"
+)
+
 // maxDurationSeconds bounds a duration a caller gives in seconds: ten
 // years, far from where a time.Duration (some 292 years) overflows.
 const maxDurationSeconds = 10 * 365 * 24 * 3600
@@ -393,7 +402,10 @@ const maxDurationSeconds = 10 * 365 * 24 * 3600
 // the record on disk, the entry live.
 func (s *Server) admit(ctx context.Context, sb *sandbox.Sandbox, rec *record, spec api.Spec) (*entry, error) {
 	rec.ID, rec.Spec, rec.State = sb.ID(), spec, api.StateRunning
-	rec.Spec.Tier = sb.Tier()
+	// The tier and limits it has, the daemon's defaults included.
+	got := sb.Spec()
+	rec.Spec.Tier = got.Tier
+	rec.Spec.Limits = api.Limits{MemoryBytes: got.Limits.MemoryBytes, Pids: got.Limits.Pids, CPUs: got.Limits.CPUs, DiskBytes: got.Limits.DiskBytes}
 	rec.Features, rec.Pausable = sb.Features(), sb.CanPause()
 	if a, err := sb.Persist(); err == nil {
 		rec.Adoption = a

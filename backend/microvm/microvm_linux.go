@@ -140,7 +140,7 @@ func (b *Backend) Name() string { return Name }
 // refused.
 func (b *Backend) Capabilities() sandbox.Capabilities {
 	root, _ := cpuRoot()
-	return sandbox.Capabilities{Isolated: true, MemoryLimit: true, PidsLimit: true, CPULimit: root != "", DiskLimit: true, Egress: true, RootFS: true, Disk: true}
+	return sandbox.Capabilities{Isolated: true, MemoryLimit: true, PidsLimit: true, CPULimit: root != "", DiskLimit: true, OwnMemory: true, Egress: true, RootFS: true, Disk: true}
 }
 
 // Accel is the acceleration VMs run under ("kvm" or "tcg"), once probed.
@@ -269,6 +269,11 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	mem := int64(DefaultMemory)
 	if spec.Limits.MemoryBytes > 0 {
 		mem = spec.Limits.MemoryBytes + Overhead
+	} else if l.Disk == "" {
+		// The writable space is the guest's memory: without a limit the
+		// guest has twice the space asked for, so that a full one is
+		// ENOSPC, as on the other tiers, not the guest out of memory.
+		mem = max(mem, 2*spec.Limits.DiskBytes)
 	}
 	var seed [32]byte
 	_, _ = rand.Read(seed[:])

@@ -113,6 +113,22 @@ func TestLimits(t *testing.T) {
 	adversarial.Limits(t, b.Capabilities(), creator(b))
 }
 
+// TestSpaceWithoutMemoryLimit: a writable space asked for without a memory
+// limit is the guest's memory, and the guest has room for all of it: full,
+// it is ENOSPC and the agent serves on (a 512 MiB guest once took an
+// 800 MiB space, and filling it left the guest out of memory).
+func TestSpaceWithoutMemoryLimit(t *testing.T) {
+	b := backend(t)
+	sb := sandboxtest.Create(t, b, sandbox.Spec{Limits: sandbox.Limits{DiskBytes: 800 << 20}})
+	out, res := sandboxtest.Sh(t, sb, "for d in /workspace /tmp /home/sandbox /var/tmp; do head -c 1G /dev/zero > $d/fill 2>/dev/null || echo full; done; echo done")
+	if out != "full\nfull\nfull\nfull\ndone\n" || res.OOMKilled || res.ExitCode != 0 {
+		t.Fatalf("filling the space: %q %+v", out, res)
+	}
+	if out, _ := sandboxtest.Sh(t, sb, "echo alive"); out != "alive\n" {
+		t.Fatalf("after the space filled: %q", out)
+	}
+}
+
 // TestCPULimitFromHost: a 0.2-CPU sandbox's VMM, its guest spinning, gets
 // about a fifth of a core of the host's time (the guest cannot see the
 // throttling: its clocks count the time it was stopped as its own).

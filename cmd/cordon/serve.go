@@ -77,6 +77,10 @@ func serveCmd(args []string) int {
 	runImage := fs.String("run-image", "", "the image of POST /v1/runs' sandboxes, holding deno and python3 on its PATH (default: the tier's root)")
 	maxDiskSize := fs.Int64("max-disk-size", 64<<30, "the largest disk quota, in `BYTES`, a persistent workspace may ask for (limits.diskBytes); disks are sparse images, which together may promise more than the host holds")
 	diskSize := fs.Int64("disk-size", sandbox.DefaultDiskBytes, "the disk quota, in `BYTES`, of a persistent workspace whose spec gives no limits.diskBytes (process, container and gvisor tiers; a sparse image under --state-dir/disks)")
+	defPids := fs.Int64("default-pids", server.DefaultPids, "the pids limit of a sandbox whose create gives none, with the agent's reserve on top (0: none, only the tier's task ceiling)")
+	defDisk := fs.String("default-disk", server.DefaultDisk, "the writable space of a sandbox whose create gives neither limits.diskBytes nor limits.memoryBytes, e.g. 1g (0: half the host's memory)")
+	defMemory := fs.String("default-memory", "0", "the memory limit of a sandbox whose create gives none, e.g. 2g (0: none)")
+	defCPUs := fs.Float64("default-cpus", 0, "the CPU limit, in cores, of a sandbox whose create gives none (0: none)")
 	prestart := fs.Int("prestart", 2, "process-tier inits to keep started and waiting for a create (a few MiB each; 0: none)")
 	kube := kubeConfig()
 	fs.StringVar(&kube.Kubeconfig, "kubeconfig", "", "the kubernetes tier's cluster: a kubeconfig `FILE` (default: KUBECONFIG, ~/.kube/config, then the pod's service account)")
@@ -148,12 +152,16 @@ func serveCmd(args []string) int {
 	if *maxDiskSize < *diskSize {
 		return fail("--max-disk-size %d: at least --disk-size (%d)", *maxDiskSize, *diskSize)
 	}
+	defaults, err := defaultLimits(*defPids, *defDisk, *defMemory, *defCPUs)
+	if err != nil {
+		return fail("%v", err)
+	}
 	if *prestart < 0 || *prestart > 64 {
 		return fail("--prestart %d: 0 to 64", *prestart)
 	}
 	tiers := backends(processDir, &daemonTiers{prestart: *prestart, kube: kube, ephemeral: *ephemeral})
 	provider := sandbox.NewProvider(tiers, sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()), sandbox.WithEgressProxy(proxy), sandbox.WithLogger(log),
-		sandbox.WithDisks(filepath.Join(*stateDir, "disks"), *diskSize))
+		sandbox.WithDisks(filepath.Join(*stateDir, "disks"), *diskSize), sandbox.WithDefaultLimits(defaults))
 	var adminKey string
 	if *adminKeyFile != "" {
 		b, err := os.ReadFile(*adminKeyFile)
@@ -164,7 +172,7 @@ func serveCmd(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	err := server.RunDaemon(ctx, server.DaemonConfig{
+	err = server.RunDaemon(ctx, server.DaemonConfig{
 		Server: server.Config{
 			Provider: provider, StateDir: *stateDir, HostPaths: hostPaths, Profiles: profs,
 			DefaultTTL: *defTTL, MaxTTL: *maxTTL, DefaultIdleTimeout: *idle, MaxExecTimeout: *maxExec,
@@ -181,4 +189,32 @@ func serveCmd(args []string) int {
 		return fail("%v", err)
 	}
 	return 0
+}
+
+// defaultLimits reads cordon serve's default limits, each in the range a
+// create's own may take.
+func defaultLimits(pids int64, disk, memory string, cpus float64) (sandbox.Limits, error) {
+	l := sandbox.Limits{Pids: pids, CPUs: cpus}
+	for _, f := range []struct {
+		name, value string
+		to          *int64
+	}{{"--default-disk", disk, &l.DiskBytes}, {"--default-memory", memory, &l.MemoryBytes}} {
+		if f.value == "0" {
+			continue
+		}
+		n, err := parseSize(f.value)
+		if err != nil {
+			return l, fmt.Errorf("%s: %v", f.name, err)
+		}
+		*f.to = n
+	}
+	spec := sandbox.Spec{Limits: l}
+	if l.MemoryBytes > 0 {
+		// The disk default is held to a memory default (WithDefaultLimits).
+		spec.Limits.DiskBytes = min(l.DiskBytes, l.MemoryBytes)
+	}
+	if err := spec.Validate(); err != nil {
+		return l, fmt.Errorf("the default limits (--default-pids, --default-disk, --default-memory, --default-cpus): %v", err)
+	}
+	return l, nil
 }

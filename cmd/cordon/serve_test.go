@@ -242,8 +242,9 @@ func killVMMs(dir string) int {
 
 // serveInTemp starts a daemon whose socket and state are in a new
 // temporary directory, removed (with whatever sandboxes it left) when the
-// test ends. It returns the directory and the socket's path.
-func serveInTemp(t testing.TB) (string, string, *serveProc) {
+// test ends, with cordon serve's flags and any extra ones. It returns the
+// directory and the socket's path.
+func serveInTemp(t testing.TB, extra ...string) (string, string, *serveProc) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "cordon-serve-")
 	if err != nil {
@@ -262,7 +263,8 @@ func serveInTemp(t testing.TB) (string, string, *serveProc) {
 		}
 	})
 	sock := filepath.Join(dir, "cordon.sock")
-	return dir, sock, startServe(t, sock, filepath.Join(dir, "state"), processDir)
+	cmd := exec.Command(buildCLI(t), append([]string{"serve", "--listen", "unix://" + sock, "--state-dir", filepath.Join(dir, "state")}, extra...)...)
+	return dir, sock, startServeCmd(t, sock, cmd, processDir)
 }
 
 // TestDaemonVerbs drives a daemon with the CLI's verbs, as a user would.

@@ -34,7 +34,7 @@ type Limits struct {
 	Pids        int64   `json:"pids,omitempty"`
 	CPUs        float64 `json:"cpus,omitempty"`
 	// DiskBytes bounds the writable space (default: half the memory
-	// limit, where there is one).
+	// limit, where there is one, else the daemon's default).
 	DiskBytes int64 `json:"diskBytes,omitempty"`
 }
 

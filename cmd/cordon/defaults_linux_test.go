@@ -1,0 +1,123 @@
+package main_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/cordon-sandbox/cordon/server/api"
+	sclient "github.com/cordon-sandbox/cordon/server/client"
+)
+
+// TestDaemonDefaultLimits: a daemon gives a sandbox whose create names no
+// limits a pids limit and a bounded writable space, bytes and files both
+// (a tenant's empty files once took millions of inodes, gigabytes of
+// kernel memory, from a sandbox without a memory limit); the operator
+// changes them with cordon serve's flags, and a create's own limits win.
+func TestDaemonDefaultLimits(t *testing.T) {
+	testutil.RequiresRoot(t)
+	limitsOf := func(t *testing.T, sock, id string) api.Limits {
+		t.Helper()
+		c, err := sclient.New("unix://"+sock, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := c.Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb.Spec.Limits
+	}
+	// space is the workspace's size and inodes, as df sees them.
+	space := func(t *testing.T, host, id string) string {
+		t.Helper()
+		out, stderr, code := cordon(t, "exec", host, id, "--", "sh", "-c", "df -B1 --output=size,itotal /workspace | tail -n 1")
+		if code != 0 {
+			t.Fatalf("df: %d %s", code, stderr)
+		}
+		return strings.Join(strings.Fields(out), " ")
+	}
+	create := func(t *testing.T, host string, args ...string) string {
+		t.Helper()
+		out, stderr, code := cordon(t, append([]string{"create", host}, args...)...)
+		if code != 0 {
+			t.Fatalf("create %v: %d %s", args, code, stderr)
+		}
+		return strings.TrimSpace(out)
+	}
+
+	t.Run("Defaults", func(t *testing.T) {
+		_, sock, d := serveInTemp(t)
+		defer d.stop(t, sock)
+		host := "--host=unix://" + sock
+		id := create(t, host)
+		if got := limitsOf(t, sock, id); got != (api.Limits{Pids: 1024, DiskBytes: 1 << 30}) {
+			t.Errorf("a create without limits has %+v, want the daemon's defaults", got)
+		}
+		if got := space(t, host, id); got != "1073741824 262144" {
+			t.Errorf("workspace size and inodes %q, want 1 GiB and one inode a page", got)
+		}
+		// The pids limit holds, and the agent keeps its reserve: it
+		// serves on after the workload took every pid it may have.
+		out, _, _ := cordon(t, "exec", host, id, "--", "python3", "-c", `import os, time
+n = 0
+try:
+    while n < 5000:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        n += 1
+except OSError as e:
+    print(n, e.errno)`)
+		var n, errno int
+		if _, err := fmt.Sscan(out, &n, &errno); err != nil || errno != 11 || n > 1024 {
+			t.Errorf("forks under the default pids limit: %q, want EAGAIN by 1024", out)
+		}
+		if out, stderr, _ := cordon(t, "exec", host, id, "--", "echo", "alive"); out != "alive\n" {
+			t.Errorf("after the workload took every pid: %q %s", out, stderr)
+		}
+		// A memory limit bounds the space itself (half of it), as without
+		// defaults; the pids default still applies.
+		id = create(t, host, "--memory", "64m")
+		if got := limitsOf(t, sock, id); got != (api.Limits{MemoryBytes: 64 << 20, Pids: 1024}) {
+			t.Errorf("a create with a memory limit has %+v", got)
+		}
+		if got := space(t, host, id); got != "33554432 8192" {
+			t.Errorf("workspace of a 64 MiB sandbox: %q", got)
+		}
+	})
+
+	t.Run("OperatorChanges", func(t *testing.T) {
+		_, sock, d := serveInTemp(t, "--default-pids", "0", "--default-disk", "8m", "--default-memory", "256m", "--default-cpus", "0.5")
+		defer d.stop(t, sock)
+		host := "--host=unix://" + sock
+		id := create(t, host)
+		if got := limitsOf(t, sock, id); got != (api.Limits{MemoryBytes: 256 << 20, CPUs: 0.5, DiskBytes: 8 << 20}) {
+			t.Errorf("with the operator's defaults: %+v", got)
+		}
+		if got := space(t, host, id); got != "8388608 2048" {
+			t.Errorf("workspace size and inodes %q, want 8 MiB and 2048", got)
+		}
+		id = create(t, host, "--disk", "16m", "--pids", "100")
+		if got := limitsOf(t, sock, id); got != (api.Limits{MemoryBytes: 256 << 20, CPUs: 0.5, Pids: 100, DiskBytes: 16 << 20}) {
+			t.Errorf("a create's own limits: %+v", got)
+		}
+	})
+
+	t.Run("Refused", func(t *testing.T) {
+		for _, c := range []struct{ flag, value, says string }{
+			{"--default-pids", "3", "limits.pids"},
+			{"--default-disk", "1x", "--default-disk"},
+			{"--default-memory", "1k", "limits.memoryBytes"},
+			{"--default-cpus", "5000", "limits.cpus"},
+		} {
+			dir := t.TempDir()
+			_, stderr, code := cordon(t, "serve", "--listen", "unix://"+filepath.Join(dir, "s.sock"), "--state-dir", dir, c.flag, c.value)
+			if code != 125 || !strings.Contains(stderr, c.says) {
+				t.Errorf("serve %s %s: exit %d, %q; want 125 naming %s", c.flag, c.value, code, stderr, c.says)
+			}
+		}
+	})
+}
