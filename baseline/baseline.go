@@ -72,6 +72,32 @@ func (d Scratch) Size(budget int64) int64 { return max(budget/d.Share, 1<<20) }
 // ShmBytes is the size of every sandbox's /dev/shm.
 const ShmBytes = 64 << 20
 
+// SysVIPC are the sysctls (paths under /proc/sys, values) that bound a
+// sandbox's System V IPC, whose objects outlive the processes that made
+// them (until removed, or the sandbox's end): without a memory limit,
+// what they hold is the host's memory, which no OOM kill frees. A new IPC
+// namespace's defaults are no limit for shared memory, 32,000 message
+// queues of 16 KiB (half a gigabyte), and a billion semaphores. Shared
+// memory gets what /dev/shm holds (ShmBytes, in all and in one segment;
+// shmall counts pages), 256 queues hold 4 MiB, and semaphores get the
+// kernel's limits of old (250 a set, 32,000 in all, 32 an operation, 128
+// sets).
+var SysVIPC = [][2]string{
+	{"kernel/shmmax", strconv.Itoa(ShmBytes)},
+	{"kernel/shmall", strconv.Itoa(ShmBytes / 4096)},
+	{"kernel/msgmni", "256"},
+	{"kernel/sem", "250 32000 32 128"},
+}
+
+// Sysctls are SysVIPC as a runtime takes them ("kernel.shmmax").
+func Sysctls() map[string]string {
+	m := map[string]string{}
+	for _, c := range SysVIPC {
+		m[strings.ReplaceAll(c[0], "/", ".")] = c[1]
+	}
+	return m
+}
+
 // TmpfsLimits are the mount options that bound a writable tmpfs of size
 // bytes: its size, and its inodes, one a page. A size bounds only the
 // bytes that files hold: every inode costs the kernel about a kilobyte

@@ -269,15 +269,32 @@ func (p *rootPlan) namespaces() {
 		rootCall{name: "loopback: close", nr: unix.SYS_CLOSE, args: []uintptr{0}, from: sock + 1})
 
 	sys := filepath.Join(p.cfg.Stage, "proc", "sys")
-	limit := len(p.calls)
-	zero := []byte("0")
-	p.keep = append(p.keep, zero)
-	p.calls = append(p.calls,
-		rootCall{name: "open max_user_namespaces", nr: unix.SYS_OPENAT, args: []uintptr{atFDCWD, p.str(filepath.Join(sys, "user", "max_user_namespaces")), unix.O_WRONLY | unix.O_CLOEXEC}, ignore: true},
-		rootCall{name: "write max_user_namespaces", nr: unix.SYS_WRITE, args: []uintptr{0, uintptr(unsafe.Pointer(&zero[0])), 1}, from: limit + 1, ignore: true},
-		rootCall{name: "close max_user_namespaces", nr: unix.SYS_CLOSE, args: []uintptr{0}, from: limit + 1, ignore: true})
+	p.sysctl(filepath.Join(sys, "user", "max_user_namespaces"), "0")
+	// System V IPC is the sandbox's IPC namespace's, whose defaults are
+	// no limits to speak of, and its objects outlive the processes that
+	// made them: without a memory limit, those a sandbox left behind held
+	// the host's memory where no OOM kill could free it. (A kernel older
+	// than 5.19 keeps these files the host's: the memory limit alone
+	// bounds them there.)
+	for _, c := range baseline.SysVIPC {
+		p.sysctl(filepath.Join(sys, filepath.FromSlash(c[0])), c[1])
+	}
 	p.mount(sys, sys, "", unix.MS_BIND|unix.MS_REC, "")
 	p.mount("", sys, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+}
+
+// sysctl writes value to the sysctl file at path, the sandbox's own
+// namespaces' where the file is per namespace; a kernel that refuses it
+// leaves it as it was.
+func (p *rootPlan) sysctl(path, value string) {
+	b := []byte(value)
+	p.keep = append(p.keep, b)
+	open := len(p.calls)
+	name := filepath.Base(path)
+	p.calls = append(p.calls,
+		rootCall{name: "open " + name, nr: unix.SYS_OPENAT, args: []uintptr{atFDCWD, p.str(path), unix.O_WRONLY | unix.O_CLOEXEC}, ignore: true},
+		rootCall{name: "write " + name, nr: unix.SYS_WRITE, args: []uintptr{0, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b))}, from: open + 1, ignore: true},
+		rootCall{name: "close " + name, nr: unix.SYS_CLOSE, args: []uintptr{0}, from: open + 1, ignore: true})
 }
 
 // paths are the configuration's strings that become system call arguments.

@@ -533,6 +533,12 @@ func buildRoot(uid int) error {
 	if err := unix.Sethostname([]byte(baseline.Hostname)); err != nil {
 		return err
 	}
+	// System V IPC bounded as on the other tiers (baseline.SysVIPC).
+	for _, c := range baseline.SysVIPC {
+		if err := os.WriteFile(filepath.Join("/proc/sys", c[0]), []byte(c[1]), 0); err != nil {
+			return err
+		}
+	}
 	if err := loopbackUp(); err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ type hostConfig struct {
 	CapDrop        []string
 	SecurityOpt    []string
 	IpcMode        string
+	Sysctls        map[string]string
 	CgroupnsMode   string
 	ReadonlyRootfs bool
 	Tmpfs          map[string]string
@@ -192,7 +193,10 @@ func render(in renderInput) (*createRequest, error) {
 		},
 		// Its own IPC and cgroup namespaces (pid, UTS and mount ones are
 		// every container's).
-		IpcMode:      "private",
+		IpcMode: "private",
+		// Its System V IPC bounded (the IPC namespace's defaults are no
+		// limits to speak of: baseline.SysVIPC).
+		Sysctls:      baseline.Sysctls(),
 		CgroupnsMode: "private",
 		// The image is read-only; the writable paths are the tmpfs below.
 		ReadonlyRootfs: true,

@@ -59,6 +59,12 @@ type dnsOption struct {
 
 type podSecurity struct {
 	SeccompProfile *seccompProfile `json:"seccompProfile,omitempty"`
+	Sysctls        []sysctl        `json:"sysctls,omitempty"`
+}
+
+type sysctl struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 type seccompProfile struct {

@@ -163,7 +163,11 @@ func render(in renderInput) *pod {
 			TerminationGracePeriodSeconds: &grace,
 			// The container runtime's default system-call filter, for every
 			// container; the agent adds the baseline's to every command.
-			SecurityContext: &podSecurity{SeccompProfile: &seccompProfile{Type: "RuntimeDefault"}},
+			// A System V segment no process holds is removed, so that the
+			// pod's memory limit, and an OOM kill, bound them: the bounds
+			// the other tiers set (baseline.SysVIPC) are no "safe" sysctls,
+			// which a kubelet refuses unless its operator allows them.
+			SecurityContext: &podSecurity{SeccompProfile: &seccompProfile{Type: "RuntimeDefault"}, Sysctls: []sysctl{{"kernel.shm_rmid_forced", "1"}}},
 			// No resolver: nothing in the sandbox resolves names (the
 			// network policy admits addresses), and a lookup fails at once.
 			DNSPolicy:      "None",

@@ -298,6 +298,9 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 			CgroupsPath:   in.CgroupsPath,
 			Resources:     resources(in.Limits, in.UserSpaceKernel),
 			Seccomp:       host.SeccompProfile(in.UserSpaceKernel, in.Landlock != ""),
+			// System V IPC bounded: the IPC namespace's defaults are no
+			// limits to speak of (baseline.SysVIPC).
+			Sysctl: baseline.Sysctls(),
 		},
 	}
 	return s, nil

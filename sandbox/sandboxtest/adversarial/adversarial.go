@@ -442,6 +442,42 @@ for d in ("/workspace", "/tmp", "/dev/shm"):
 			}
 		}
 	})
+	t.Run("SysVIPCBounded", func(t *testing.T) {
+		sb := create(t, sandbox.Spec{})
+		if userSpaceKernel(sb) {
+			t.Skip("gVisor's System V limits are constants of its own, and runsc takes no sysctl: there its objects are bounded by the sentry's memory (docs/security.md)")
+		}
+		// System V objects outlive the processes that made them: their IPC
+		// namespace's defaults, no limits to speak of, let a sandbox
+		// without a memory limit leave the host's memory held where no OOM
+		// kill frees it (2 GiB of segments, 32,000 full queues).
+		if sb.Tier() == "kubernetes" {
+			// A kubelet allows only kernel.shm_rmid_forced: a segment no
+			// process holds is removed, and the pod's memory limit bounds
+			// the rest.
+			Py(t, sb, "import ctypes\nctypes.CDLL(None).shmget(0, ctypes.c_size_t(1 << 30), 0o1600)")
+			if out, _, _ := sh(t, sb, "tail -n +2 /proc/sysvipc/shm | wc -l"); out != "0\n" {
+				t.Errorf("segments left once their process ended: %s", out)
+			}
+			return
+		}
+		// Shared memory holds what /dev/shm holds, in all and in one
+		// segment; message queues and semaphore sets are few.
+		out := Py(t, sb, `import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+for size in (48 << 20, 48 << 20, 1 << 30):
+    ok = libc.shmget(0, ctypes.c_size_t(size), 0o1600) >= 0
+    print(size >> 20, "made" if ok else ctypes.get_errno())
+for what, get in (("queues", lambda: libc.msgget(0, 0o1600)), ("sets", lambda: libc.semget(0, 250, 0o1600))):
+    n = 0
+    while n < 40000 and get() >= 0:
+        n += 1
+    print(what, n, ctypes.get_errno())`)
+		want := fmt.Sprintf("48 made\n48 %d\n1024 %d\nqueues 256 %d\nsets 128 %d\n", syscall.ENOSPC, syscall.EINVAL, syscall.ENOSPC, syscall.ENOSPC)
+		if out != want {
+			t.Errorf("System V objects: %q, want %q (segments: the second past %d MiB in all, the third past it alone)", out, want, baseline.ShmBytes>>20)
+		}
+	})
 	t.Run("CPU", func(t *testing.T) {
 		sb := create(t, sandbox.Spec{Limits: sandbox.Limits{CPUs: 0.2}})
 		if HostThrottled[sb.Tier()] {
