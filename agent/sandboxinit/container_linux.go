@@ -143,6 +143,9 @@ func ContainerOptions(env []string) (startup.Options, error) {
 	if uid < 0 && !landlock && !inherited {
 		return startup.Options{}, nil
 	}
+	if err := noCoreDumps(); err != nil {
+		return startup.Options{}, err
+	}
 	var opts startup.Options
 	if uid >= 0 {
 		opts.OOMScore = startup.OpenOOMScore() // before the agent's identity

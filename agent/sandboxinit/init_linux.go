@@ -114,6 +114,9 @@ func run(cfg *Config, start StartAgent) error {
 			return err
 		}
 	}
+	if err := noCoreDumps(); err != nil {
+		return err
+	}
 	// Becoming the agent in this very process saves a second program
 	// start; it needs every thread confined, which a cgo build cannot do.
 	// Then the confined thread execs the agent instead. (Known at build
@@ -280,6 +283,19 @@ func capTasks(n uint64) error {
 	lim.Cur, lim.Max = min(lim.Cur, n), min(lim.Max, n)
 	if err := unix.Prlimit(0, unix.RLIMIT_NPROC, &lim, nil); err != nil {
 		return fmt.Errorf("task limit: %w", err)
+	}
+	return nil
+}
+
+// noCoreDumps lowers RLIMIT_CORE, soft and hard, to 0 for the agent and
+// every command: a crash in the sandbox must not reach the host's core
+// handler, which, where the host's core_pattern is a pipe (apport,
+// systemd-coredump), is a program the host runs as root, in its own
+// namespaces, on a dump the workload shaped. Nothing in the sandbox can
+// raise it again.
+func noCoreDumps() error {
+	if err := unix.Prlimit(0, unix.RLIMIT_CORE, &unix.Rlimit{}, nil); err != nil {
+		return fmt.Errorf("core dumps: %w", err)
 	}
 	return nil
 }

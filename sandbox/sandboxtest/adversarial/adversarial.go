@@ -326,6 +326,15 @@ for name, req in (("tiocsti", termios.TIOCSTI), ("tiocsti_high", termios.TIOCSTI
 			t.Fatalf("setuid binaries: %q", out)
 		}
 	})
+	t.Run("NoCoreDumps", func(t *testing.T) {
+		// Where the host's core_pattern is a pipe, a core dump runs a
+		// program of the host's, as root, on what the workload shaped:
+		// none is ever made, and the workload cannot allow one.
+		out, _, _ := sh(t, sb, "ulimit -Hc; ulimit -c unlimited 2>/dev/null; echo rc=$?")
+		if out != "0\nrc=2\n" && out != "0\nrc=1\n" {
+			t.Fatalf("core dump limit, and raising it: %q", out)
+		}
+	})
 	t.Run("NoFDLeaks", func(t *testing.T) {
 		if out := Py(t, sb, "import os\nprint(sorted(int(x) for x in os.listdir('/proc/self/fd')))"); out != "[0, 1, 2, 3]\n" {
 			t.Fatalf("open fds %s (3 is listdir's own)", out)
