@@ -59,11 +59,11 @@ func (m *matcher) matchName(name string, port int) (string, bool) {
 	return "", false
 }
 
-// matchAddr finds an address rule admitting ip on port.
+// matchAddr finds an address rule admitting ip on port (reaches).
 func (m *matcher) matchAddr(ip netip.Addr, port int) (string, bool) {
 	ip = ip.Unmap()
 	for _, r := range m.rules {
-		if r.isAddr && r.ports[port] && r.prefix.Contains(ip) {
+		if r.isAddr && r.ports[port] && reaches(r.prefix, ip) {
 			return r.rule.Host, true
 		}
 	}

@@ -68,6 +68,34 @@ func TestMatching(t *testing.T) {
 	if _, ok := m.addrAllowed(netip.MustParseAddr("203.0.113.5"), 443); !ok {
 		t.Error("an ordinary address refused")
 	}
+	// An address rule reaches a special address only by naming its range:
+	// 0.0.0.0/0 is the Internet, not the host's loopback, and a link-local
+	// rule is not the metadata service's.
+	broad, err := compilePolicy(context.Background(), Policy{Mode: Static, Rules: []Rule{
+		{Host: "0.0.0.0/0", Ports: []int{8080}}, {Host: "169.254.0.0/16", Ports: []int{8080}}, {Host: "10.0.0.0/8", Ports: []int{8080}},
+		{Host: "127.0.0.1", Ports: []int{8080}}, {Host: "2000::/3", Ports: []int{8080}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ip, want := range map[string]bool{
+		"203.0.113.5": true, "10.9.9.9": true, "169.254.1.1": true, "127.0.0.1": true, "::ffff:203.0.113.5": true, "2001:db8::1": true,
+		"127.0.0.2": false, "0.0.0.0": false, "169.254.169.254": false, "172.16.0.1": false, "192.168.1.1": false, "100.64.0.1": false,
+		"::ffff:127.0.0.2": false, "2002:7f00:1::": false, "2001::1": false,
+	} {
+		if _, ok := broad.hostAllowed(ip, 8080); ok != want {
+			t.Errorf("%s literal allowed=%v, want %v", ip, ok, want)
+		}
+		if _, ok := broad.addrAllowed(netip.MustParseAddr(ip), 8080); ok != want {
+			t.Errorf("%s resolved allowed=%v, want %v", ip, ok, want)
+		}
+	}
+	for rule, want := range map[string]string{"10.0.0.0/8": "private", "10.1.2.3": "private", "169.254.169.254": "cloud metadata", "127.0.0.0/8": "loopback",
+		"0.0.0.0/0": "", "192.0.2.0/24": "", "api.test": "", "10.0.0.0/7": ""} {
+		if got := NamesSpecial(Rule{Host: rule}); got != want {
+			t.Errorf("NamesSpecial(%s) = %q, want %q", rule, got, want)
+		}
+	}
 	deny, _ := compilePolicy(context.Background(), Policy{})
 	if _, ok := deny.hostAllowed("a.example.com", 443); ok {
 		t.Error("the default policy allowed something")

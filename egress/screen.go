@@ -60,6 +60,46 @@ func Screen(ip netip.Addr) string {
 	return ""
 }
 
+// screenedBy is the special range that refuses ip (an unmapped address),
+// the narrowest listed: cloud metadata before link-local.
+func screenedBy(ip netip.Addr) (netip.Prefix, bool) {
+	for _, s := range special {
+		if s.prefix.Contains(ip) {
+			return s.prefix, true
+		}
+	}
+	return netip.Prefix{}, false
+}
+
+// reaches reports whether an address rule of prefix r may admit ip: any
+// ordinary address it covers, and a special one only where r names that
+// address's special range or a part of it. So 0.0.0.0/0 means the
+// Internet, not the host's loopback or its cloud's metadata service,
+// and 169.254.0.0/16 does not reach 169.254.169.254.
+func reaches(r netip.Prefix, ip netip.Addr) bool {
+	if !r.Contains(ip) {
+		return false
+	}
+	s, ok := screenedBy(ip)
+	return !ok || s.Bits() <= r.Bits() && s.Contains(r.Addr())
+}
+
+// NamesSpecial returns what special range an address rule names (its
+// whole range lies within one: private, loopback, link-local, cloud
+// metadata...), or "" for a name rule or one of ordinary addresses.
+func NamesSpecial(r Rule) string {
+	c, err := compile(r)
+	if err != nil || !c.isAddr {
+		return ""
+	}
+	for _, s := range special {
+		if s.prefix.Bits() <= c.prefix.Bits() && s.prefix.Contains(c.prefix.Addr()) {
+			return s.why
+		}
+	}
+	return ""
+}
+
 // literalIP reads host as an IP address in any spelling the kernel's
 // resolver would accept: IPv6 (bracketed or not), dotted decimal, and the
 // inet_aton forms (one to four parts, each decimal, octal with a leading 0,

@@ -99,6 +99,28 @@ func (s *Server) toSpec(in api.Spec) (sandbox.Spec, error) {
 // errForbiddenPath: a host path outside the daemon's allowed roots.
 var errForbiddenPath = errors.New("host path not allowed")
 
+// errForbiddenEgress: a tenant's egress rule that only the operator may
+// give.
+var errForbiddenEgress = errors.New("egress rule not allowed")
+
+// tenantEgress refuses, for a caller who is not an administrator, an egress
+// rule that names a private, loopback, link-local, cloud metadata or other
+// special range: those reach the daemon's host (its loopback services, its
+// cloud's metadata and credentials) or its network, which only the
+// operator may open to a sandbox, with an admin key or an egress profile
+// of the daemon's (cordon serve --egress-profile).
+func tenantEgress(c *caller, in *api.Egress) error {
+	if c.admin || in == nil {
+		return nil
+	}
+	for _, r := range in.Rules {
+		if why := egress.NamesSpecial(r); why != "" {
+			return fmt.Errorf("%w: egress.rules: %s names a %s range, which reaches this daemon's host or its network: only its operator may open one (an admin key, or an egress profile of the daemon's, cordon serve --egress-profile)", errForbiddenEgress, r.Host, why)
+		}
+	}
+	return nil
+}
+
 // hostPath admits a host directory only under one of the configured roots,
 // judged on its real path, so a symlink cannot lead out.
 func (s *Server) hostPath(what, p string) (string, error) {
@@ -168,7 +190,7 @@ func errorStatus(err error) (int, string) {
 	switch {
 	case errors.Is(err, errNoPool):
 		return http.StatusNotFound, api.CodeNotFound
-	case errors.Is(err, errForbiddenPath):
+	case errors.Is(err, errForbiddenPath), errors.Is(err, errForbiddenEgress):
 		return http.StatusForbidden, api.CodeForbidden
 	case errors.Is(err, sandbox.ErrInvalidSpec), errors.Is(err, sandbox.ErrUnknownTier), errors.Is(err, egress.ErrInvalid):
 		return http.StatusBadRequest, api.CodeInvalid
@@ -237,6 +259,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	spec, err := s.toSpec(req.Spec)
+	if err == nil {
+		err = tenantEgress(c, req.Spec.Egress)
+	}
 	if err != nil {
 		writeErr(w, err)
 		return

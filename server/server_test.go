@@ -692,3 +692,45 @@ func TestStaleSpare(t *testing.T) {
 		t.Fatalf("exec on a stale spare: %q", got)
 	}
 }
+
+// TestTenantEgressSpecial: a tenant cannot open its sandbox's way to the
+// daemon's host or its network (loopback services, the cloud's metadata
+// and credentials, private ranges) by naming them in an egress rule, at
+// create, in a template or in a policy change (403, naming the rule); the
+// operator can (an admin key here), and a tenant's broad rule reaches only
+// ordinary addresses (egress: TestMatching).
+func TestTenantEgressSpecial(t *testing.T) {
+	testutil.RequiresRoot(t) // the process tier's egress boundary
+	d := startDaemon(t)
+	alice, _ := d.tenant(t, "alice")
+	ctx := t.Context()
+	rules := func(hosts ...string) *api.Egress {
+		e := &api.Egress{}
+		for _, h := range hosts {
+			e.Rules = append(e.Rules, egress.Rule{Host: h})
+		}
+		return e
+	}
+	special := []string{"127.0.0.1", "169.254.169.254", "10.0.0.0/8", "192.168.1.0/24", "fd00::/8", "0.0.0.0", "::1"}
+	for _, h := range special {
+		_, err := alice.Create(ctx, api.CreateRequest{Spec: api.Spec{Egress: rules("example.test", h)}})
+		if !sclient.Is(err, sclient.ErrForbidden) || !strings.Contains(err.Error(), h) {
+			t.Errorf("a tenant's create with %s: %v, want 403 naming it", h, err)
+		}
+	}
+	if _, err := alice.PutTemplate(ctx, "t1", api.Template{Spec: api.Spec{Egress: rules("10.1.2.3")}}); !sclient.Is(err, sclient.ErrForbidden) {
+		t.Errorf("a tenant's template with a private rule: %v, want 403", err)
+	}
+	sb := create(t, alice, api.CreateRequest{Spec: api.Spec{Egress: rules("0.0.0.0/0", "192.0.2.0/24", "example.test")}})
+	if _, err := alice.SetNetworkPolicy(ctx, sb.ID, *rules("169.254.169.254")); !sclient.Is(err, sclient.ErrForbidden) {
+		t.Errorf("a tenant's policy change to the metadata address: %v, want 403", err)
+	}
+	if got, err := alice.Get(ctx, sb.ID); err != nil || len(got.Spec.Egress.Rules) != 3 {
+		t.Errorf("the refused change changed the policy: %+v %v", got, err)
+	}
+	// The operator may.
+	own := create(t, d.local, api.CreateRequest{Spec: api.Spec{Egress: rules("10.0.0.0/8")}})
+	if _, err := d.local.SetNetworkPolicy(ctx, own.ID, *rules("127.0.0.1")); err != nil {
+		t.Errorf("the administrator's policy change: %v", err)
+	}
+}

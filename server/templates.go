@@ -30,7 +30,11 @@ func (s *Server) handlePutTemplate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t.Name, t.Tenant, t.Snapshot, t.CreatedAt = name, c.tenant, "", time.Now().UTC()
-	if _, err := s.toSpec(t.Spec); err != nil {
+	_, err := s.toSpec(t.Spec)
+	if err == nil {
+		err = tenantEgress(c, t.Spec.Egress)
+	}
+	if err != nil {
 		writeErr(w, err)
 		return
 	}

@@ -579,6 +579,9 @@ func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := s.toPolicy(in)
 	if err == nil {
+		err = tenantEgress(callerOf(r), &in)
+	}
+	if err == nil {
 		err = e.sb.SetNetworkPolicy(r.Context(), p)
 	}
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -112,5 +113,33 @@ ask(b"GET http://a.test/ HTTP/1.1\r\nHost: \xe2\x80\xaeb.test\r\n\r\n")
 	lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
 	if len(lines) != 3 || !strings.Contains(lines[0], `\u009b2Jx.test`) || !strings.Contains(lines[1], `\u202etset.live`) || !strings.Contains(lines[2], `\u202eb.test`) {
 		t.Fatalf("refusals on stderr: %q", errOut)
+	}
+}
+
+// TestRunEgressBroadRule: an address rule reaches a special address only by
+// naming it. With --allow 0.0.0.0/0:PORT (any address, as a firewall rule
+// says it), a sandbox asked the proxy for the host's own loopback and got
+// the service listening there; it now gets 403, and cordon says why. The
+// positive control names the address and reaches the same service.
+func TestRunEgressBroadRule(t *testing.T) {
+	testutil.RequiresRoot(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "host loopback") })}
+	go srv.Serve(ln)
+	defer srv.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	get := func(rule string) (string, string) {
+		out, errOut, _ := cordon(t, "run", "--allow", fmt.Sprintf("%s:%d", rule, port), "--", "curl", "-s", "--noproxy", "", "-x", "http://127.0.0.1:3128", "-o", "/dev/null", "-w", "%{http_code}", url)
+		return out, errOut
+	}
+	if out, errOut := get("0.0.0.0/0"); out != "403" || !strings.Contains(errOut, "127.0.0.1") {
+		t.Errorf("--allow 0.0.0.0/0 to the host's loopback: %q %s", out, errOut)
+	}
+	if out, errOut := get("127.0.0.1"); out != "200" {
+		t.Errorf("--allow 127.0.0.1, the positive control: %q %s", out, errOut)
 	}
 }
