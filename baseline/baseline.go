@@ -89,6 +89,16 @@ var SysVIPC = [][2]string{
 	{"kernel/sem", "250 32000 32 128"},
 }
 
+// TCPBytes bounds the kernel's TCP buffers a sandbox's sockets hold, on a
+// host whose memory cgroups are v1 (where TCP memory counts against no
+// limit unless one is set for it: memory.kmem.tcp.limit_in_bytes). The
+// kernel's TCP memory is one pool for the whole host (net.ipv4.tcp_mem),
+// which a sandbox filled with 1,000 loopback connections left unread,
+// without any limit of its own, putting every TCP socket of the host
+// under memory pressure. A sandbox at its bound goes on with smaller
+// buffers of its own. (cgroup2 charges them to the sandbox's memory.)
+const TCPBytes = 64 << 20
+
 // Sysctls are SysVIPC as a runtime takes them ("kernel.shmmax").
 func Sysctls() map[string]string {
 	m := map[string]string{}

@@ -295,6 +295,10 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		return fail(fmt.Errorf("%w: docker: the agent's pid: %v", sandbox.ErrAgent, err))
 	}
 	inst.memcg, _ = host.CgroupOf(c.State.Pid, "memory")
+	// Before the sandbox's first command: Docker sets no TCP bound.
+	if err := host.BoundTCP(inst.memcg); err != nil {
+		return fail(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
+	}
 	if apart {
 		if err := holdCommands(c.State.Pid, spec.Limits.Pids); err != nil {
 			return fail(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
+	"github.com/cordon-sandbox/cordon/baseline"
 	"golang.org/x/sys/unix"
 )
 
@@ -87,4 +88,29 @@ func OOMKills(cgroup string) uint64 {
 		}
 	}
 	return 0
+}
+
+// TCPMemoryV1 reports whether the host's memory cgroups are v1 with TCP
+// accounting, which a sandbox's cgroup takes a bound of its own for
+// (memory.kmem.tcp.limit_in_bytes, baseline.TCPBytes).
+func TCPMemoryV1() bool {
+	_, err := os.Stat("/sys/fs/cgroup/memory/memory.kmem.tcp.limit_in_bytes")
+	return err == nil
+}
+
+// BoundTCP gives a sandbox's v1 memory cgroup (its path below the
+// hierarchy, CgroupOf) its bound on TCP memory, for a runtime that sets
+// none itself; on a host without v1's TCP accounting it does nothing.
+func BoundTCP(memcg string) error {
+	if !TCPMemoryV1() {
+		return nil
+	}
+	if memcg == "" {
+		return fmt.Errorf("the sandbox's TCP memory: its memory cgroup is unknown")
+	}
+	f := filepath.Join("/sys/fs/cgroup/memory", memcg, "memory.kmem.tcp.limit_in_bytes")
+	if err := os.WriteFile(f, []byte(strconv.Itoa(baseline.TCPBytes)), 0); err != nil {
+		return fmt.Errorf("the sandbox's TCP memory: %w", err)
+	}
+	return nil
 }

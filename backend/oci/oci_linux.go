@@ -439,6 +439,14 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 			return fail(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
 		}
 	}
+	if !b.gvisor() {
+		// Before the sandbox's first command, whichever runtime: runc
+		// does not take the bundle's kernelTCP. (gVisor's TCP is its
+		// sentry's own, in the sandbox's memory.)
+		if err := host.BoundTCP(inst.cgroup); err != nil {
+			return fail(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
+		}
+	}
 	return inst, nil
 }
 

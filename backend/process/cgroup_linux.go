@@ -286,6 +286,13 @@ func (cg *cgroups) setLimits(l sandbox.Limits) error {
 		}
 		return nil
 	}
+	if mem := cg.v1["memory"]; mem != "" {
+		// The host's TCP memory is one pool (baseline.TCPBytes); a
+		// kernel without v1's TCP accounting has no file for it.
+		if err := write(mem, "memory.kmem.tcp.limit_in_bytes", strconv.Itoa(baseline.TCPBytes)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
 	if l.MemoryBytes > 0 {
 		mem := cg.v1["memory"]
 		if err := write(mem, "memory.limit_in_bytes", strconv.FormatInt(l.MemoryBytes, 10)); err != nil {

@@ -487,6 +487,48 @@ for what, get in (("queues", lambda: libc.msgget(0, 0o1600)), ("sets", lambda: l
 			t.Errorf("System V objects: %q, want %q (segments: the second past %d MiB in all, the third past it alone)", out, want, baseline.ShmBytes>>20)
 		}
 	})
+	t.Run("TCPMemoryBounded", func(t *testing.T) {
+		sb := create(t, sandbox.Spec{})
+		if sb.Tier() == "kubernetes" {
+			t.Skip("a pod's cgroups are its node's runtime's, which set no bound on TCP memory under cgroup v1 (docs/security.md)")
+		}
+		if userSpaceKernel(sb) {
+			t.Skip("gVisor's TCP is its sentry's own, in the sandbox's memory: the host's TCP memory is not at stake")
+		}
+		// The kernel's TCP memory is one pool for the whole kernel
+		// (net.ipv4.tcp_mem, counted in pages by /proc/net/sockstat): 300
+		// loopback connections whose data nobody reads took 1.1 GB of it
+		// from a sandbox without any limit, and 1,000 put every TCP socket
+		// of the host under memory pressure. The sandbox holds at most
+		// its bound (with a page or two a socket, which the kernel always
+		// allows).
+		out := Py(t, sb, `import socket
+def pool():
+    for line in open("/proc/net/sockstat"):
+        if line.startswith("TCP:"):
+            f = line.split()
+            return int(f[f.index("mem") + 1]) * 4096
+before = pool()
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(512)
+held, chunk = [], b"x" * (1 << 20)
+for i in range(300):
+    c = socket.create_connection(srv.getsockname())
+    held.append((c, srv.accept()[0]))
+    c.setblocking(False)
+    try:
+        for _ in range(64):
+            c.send(chunk)
+    except BlockingIOError:
+        pass
+print((pool() - before) >> 20)`)
+		var grew int64
+		fmt.Sscan(out, &grew)
+		if grew > 256 {
+			t.Errorf("300 connections left unread took %d MiB of the kernel's TCP memory, want at most %d MiB and a little", grew, baseline.TCPBytes>>20)
+		}
+	})
 	t.Run("CPU", func(t *testing.T) {
 		sb := create(t, sandbox.Spec{Limits: sandbox.Limits{CPUs: 0.2}})
 		if HostThrottled[sb.Tier()] {
