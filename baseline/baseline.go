@@ -99,6 +99,16 @@ var SysVIPC = [][2]string{
 // buffers of its own. (cgroup2 charges them to the sandbox's memory.)
 const TCPBytes = 64 << 20
 
+// Ptys is how many terminals a sandbox may hold at once: its devpts
+// instance's max. Every instance but the host's own draws on one pool for
+// the whole host (kernel.pty.max less kernel.pty.reserve, 3072 by
+// default), which one sandbox took all of, and then no other sandbox or
+// container could open a terminal.
+const Ptys = 64
+
+// DevptsOptions are a sandbox's devpts mount options.
+var DevptsOptions = []string{"newinstance", "ptmxmode=0666", "mode=0620", "max=" + strconv.Itoa(Ptys)}
+
 // Sysctls are SysVIPC as a runtime takes them ("kernel.shmmax").
 func Sysctls() map[string]string {
 	m := map[string]string{}

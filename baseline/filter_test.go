@@ -111,6 +111,7 @@ func TestFilterDecisions(t *testing.T) {
 				{"personality linux", "personality", []uint64{0}, allow},
 				{"personality addr_no_randomize", "personality", []uint64{0x0040000}, eperm},
 				{"openat2", "openat2", nil, enosys},
+				{"io_setup", "io_setup", nil, enosys},
 				{"fchmod 0755", "fchmod", []uint64{3, 0o755}, allow},
 				{"fchmod 4755", "fchmod", []uint64{3, 0o4755}, eperm},
 				{"fchmodat 2775", "fchmodat", []uint64{0, 0, 0o2775}, eperm},

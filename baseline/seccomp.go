@@ -13,7 +13,7 @@ import "syscall"
 // io_uring, name_to_handle_at, landlock_create_ruleset, and ptrace and
 // process_vm_readv/writev (other processes of the sandbox include its
 // agent), and clock_adjtime, which Docker allows for reading the clock's
-// state and which no sandbox needs. Calls with arguments a filter reads are allowed only with
+// state and which no sandbox needs; io_setup answers ENOSYS (below). Calls with arguments a filter reads are allowed only with
 // those: clone without namespace flags, personality's harmless values,
 // sockets of the local and internet families and route netlink only, no
 // set-id bit in a mode given to a file, and no terminal injection.
@@ -108,6 +108,12 @@ var Seccomp = Policy{
 		{Name: "clone", Rules: []Rule{{Conds: []Cond{Clear(0, NamespaceFlags)}}}},
 		{Name: "clone3", Otherwise: syscall.ENOSYS},
 		{Name: "openat2", Otherwise: syscall.ENOSYS},
+		// Linux AIO contexts are one pool for the whole host
+		// (fs.aio-max-nr, 65536 events by default): one io_setup took it
+		// all, and every other process's io_setup failed while the
+		// sandbox lived. As on a kernel without AIO, libaio's users fall
+		// back to ordinary I/O.
+		{Name: "io_setup", Otherwise: syscall.ENOSYS},
 		{Name: "ioctl", Rules: []Rule{
 			{Errno: syscall.EPERM, Conds: []Cond{Eq(1, tiocsti)}},
 			{Errno: syscall.EPERM, Conds: []Cond{Eq(1, tioclinux)}},
@@ -178,7 +184,7 @@ var allowed = []string{
 	"getsockname", "getsockopt", "get_thread_area", "gettid", "gettimeofday", "getuid", "getuid32",
 	"getxattr", "inotify_add_watch", "inotify_init", "inotify_init1", "inotify_rm_watch",
 	"io_cancel", "io_destroy", "io_getevents", "io_pgetevents", "io_pgetevents_time64",
-	"ioprio_get", "ioprio_set", "io_setup", "io_submit", "ipc", "kill", "landlock_add_rule",
+	"ioprio_get", "ioprio_set", "io_submit", "ipc", "kill", "landlock_add_rule",
 	"landlock_restrict_self", "lchown", "lchown32", "lgetxattr", "link", "linkat", "listen",
 	"listxattr", "llistxattr", "_llseek", "lremovexattr", "lseek", "lsetxattr", "lstat", "lstat64",
 	"madvise", "membarrier", "memfd_create", "memfd_secret", "mincore", "mkdir", "mkdirat",

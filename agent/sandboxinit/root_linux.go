@@ -450,7 +450,7 @@ func (p *rootPlan) dev(q string) {
 	}
 	pts := filepath.Join(q, "pts")
 	p.mkdir(pts, 0o755, false)
-	p.mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+	p.mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, strings.Join(baseline.DevptsOptions, ","))
 	shm := filepath.Join(q, "shm")
 	p.mkdir(shm, 0o777, false) // the tmpfs's mode=1777 is what shows
 	p.mount("shm", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, strings.Join(append([]string{"mode=1777"}, baseline.TmpfsLimits(baseline.ShmBytes)...), ","))

@@ -614,7 +614,7 @@ func devices(dev string) error {
 			return err
 		}
 	}
-	if err := unix.Mount("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+	if err := unix.Mount("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, strings.Join(baseline.DevptsOptions, ",")); err != nil {
 		return fmt.Errorf("mount /dev/pts: %w", err)
 	}
 	if err := unix.Mount("shm", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, strings.Join(append([]string{"mode=1777"}, baseline.TmpfsLimits(baseline.ShmBytes)...), ",")); err != nil {

@@ -178,7 +178,7 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 	mounts = append([]specs.Mount{
 		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
-		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: append([]string{"nosuid", "noexec"}, baseline.DevptsOptions...)},
 		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: append([]string{"nosuid", "nodev", "mode=1777"}, baseline.TmpfsLimits(baseline.ShmBytes)...)},
 	}, mounts...)
 	for _, d := range baseline.ScratchDirs {
