@@ -285,8 +285,12 @@ func start(c *child, last step, dir string, files []int, sys *syscall.SysProcAtt
 	var r, errno uintptr
 	if e != 0 {
 		errno = uintptr(e)
+	} else if restore, e := ownNamespace(sys); e != 0 {
+		errno = uintptr(e)
+		unix.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&c.mask)), 0, 8, 0, 0)
 	} else {
 		r, errno = cloneRun(flags, sp, uintptr(unsafe.Pointer(&c.pidfd)), unsafe.Pointer(&c.steps[0]), uintptr(len(c.steps)))
+		restore()
 		unix.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&c.mask)), 0, 8, 0, 0)
 	}
 	runtime.UnlockOSThread()
@@ -410,4 +414,49 @@ func formatIDMap(m []syscall.SysProcIDMap) []byte {
 		b = append(b, '\n')
 	}
 	return b
+}
+
+// ownNamespace makes the calling thread's effective uid, for the clone
+// alone, the host id that sys maps the new user namespace's root to, so
+// that the namespace is that id's and not this process's (root's): the
+// kernel charges what a namespace's users hold of the per-user limits
+// (inotify instances and watches, tasks counted against RLIMIT_NPROC...)
+// to the namespace's owner in the parent namespace too. Owned by root,
+// every sandbox shared root's: one sandbox's 128 inotify instances left
+// the host's root processes, and every other sandbox, unable to make one.
+// The thread keeps its capabilities across the change
+// (SECBIT_NO_SETUID_FIXUP), which creating the namespaces needs where
+// the host restricts unprivileged user namespaces. restore puts back the
+// thread's uid and securebits; it must run on the same locked thread.
+// Where there is nothing to change (no new user namespace, no root in
+// its maps, this process not root) it does nothing.
+func ownNamespace(sys *syscall.SysProcAttr) (restore func(), errno syscall.Errno) {
+	owner := -1
+	if sys.Cloneflags&syscall.CLONE_NEWUSER != 0 {
+		for _, m := range sys.UidMappings {
+			if m.ContainerID == 0 && m.HostID > 0 {
+				owner = m.HostID
+			}
+		}
+	}
+	if owner < 0 || unix.Geteuid() != 0 {
+		return func() {}, 0
+	}
+	const secbitNoSetuidFixup = 1 << 2
+	bits, _, e := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_GET_SECUREBITS, 0, 0)
+	if e != 0 {
+		return nil, e
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, bits|secbitNoSetuidFixup, 0); e != 0 {
+		return nil, e
+	}
+	keep := ^uintptr(0) // -1: unchanged
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, keep, uintptr(owner), keep); e != 0 {
+		unix.RawSyscall(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, bits, 0)
+		return nil, e
+	}
+	return func() {
+		unix.RawSyscall(unix.SYS_SETRESUID, keep, 0, keep)
+		unix.RawSyscall(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, bits, 0)
+	}, 0
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -533,6 +534,56 @@ print((pool() - before) >> 20)`)
 		fmt.Sscan(out, &grew)
 		if grew > 256 {
 			t.Errorf("300 connections left unread took %d MiB of the kernel's TCP memory, want at most %d MiB and a little", grew, baseline.TCPBytes>>20)
+		}
+	})
+	t.Run("InotifyApart", func(t *testing.T) {
+		a, b := create(t, sandbox.Spec{}), create(t, sandbox.Spec{})
+		switch {
+		case a.Tier() == "docker" || a.Tier() == "kubernetes":
+			t.Skip("the sandbox has no user namespace of its own: its user is a host user, which every such sandbox shares (docs/security.md)")
+		case a.Tier() == "container":
+			t.Skip("the OCI runtime makes the sandbox's user namespace, as root, who then holds every sandbox's share (docs/security.md)")
+		}
+		// The kernel charges a user namespace's inotify instances to its
+		// owner in the parent namespace too. Owned by root, one sandbox's
+		// 128 left the host's root processes and every other sandbox
+		// unable to make one.
+		hold := `import ctypes, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+n = 0
+while n < 2000 and libc.inotify_init1(0) >= 0:
+    n += 1
+print(n, flush=True)
+sys.stdin.read()`
+		held := make(chan string, 1)
+		var line []byte
+		done := make(chan error, 1)
+		stdin, release := io.Pipe()
+		go func() {
+			_, err := a.Exec(t.Context(), "python3", sandbox.ExecOptions{Args: []string{"-c", hold}, StdinStream: stdin, Timeout: time.Minute,
+				Stdout: writerFunc(func(p []byte) (int, error) {
+					if line = append(line, p...); bytes.IndexByte(line, '\n') >= 0 && len(held) == 0 {
+						held <- strings.TrimSpace(string(line))
+					}
+					return len(p), nil
+				})})
+			done <- err
+		}()
+		defer func() { release.Close(); <-done }()
+		var n string
+		select {
+		case n = <-held:
+		case err := <-done:
+			done <- err
+			t.Fatalf("the holder ended before it said how many it holds: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the holder never said how many it holds")
+		}
+		if got := Py(t, b, "import ctypes\nprint(ctypes.CDLL(None, use_errno=True).inotify_init1(0) >= 0)"); got != "True\n" {
+			t.Errorf("another sandbox could not make an inotify instance while one held %s", n)
+		}
+		if err := hostInotify(); err != nil {
+			t.Errorf("the host could not make an inotify instance while a sandbox held %s: %v", n, err)
 		}
 	})
 	t.Run("PtysBounded", func(t *testing.T) {
