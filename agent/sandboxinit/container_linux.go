@@ -43,6 +43,12 @@ const (
 	// identity: a runtime whose writable volumes cannot be given either
 	// (a cluster's emptyDir, made 0777 and root's) mounts them bare.
 	EnvScratchModes = baseline.EnvPrefix + "SCRATCH_MODES"
+	// EnvTasks, N, lowers RLIMIT_NPROC, soft and hard, to N for the agent
+	// and every command (capTasks), for a runtime that should not set it
+	// itself: runc sets a container's rlimits from outside, which a
+	// namespace root does not own (host.OwnedUserns) lets only a root
+	// with CAP_SYS_RESOURCE do.
+	EnvTasks = baseline.EnvPrefix + "TASKS"
 )
 
 // CommandThreadName is the name of the thread an agent started by an OCI
@@ -70,7 +76,7 @@ const CommandThreadName = "cordon-commands"
 //
 // Landlock needs no_new_privs, which the runtime set.
 func ContainerOptions(env []string) (startup.Options, error) {
-	var mode, list, workload, socket, pids string
+	var mode, list, workload, socket, pids, tasks string
 	scratch := false
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -87,6 +93,17 @@ func ContainerOptions(env []string) (startup.Options, error) {
 			workload = v
 		case EnvSocket:
 			socket = v
+		case EnvTasks:
+			tasks = v
+		}
+	}
+	if tasks != "" {
+		n, err := strconv.ParseUint(tasks, 10, 64)
+		if err != nil || n == 0 {
+			return startup.Options{}, fmt.Errorf("%s=%q: want a number of tasks", EnvTasks, tasks)
+		}
+		if err := capTasks(n); err != nil {
+			return startup.Options{}, err
 		}
 	}
 	switch mode {

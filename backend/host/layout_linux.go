@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -12,9 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cordon-sandbox/cordon/agent/sandboxinit"
 	"github.com/cordon-sandbox/cordon/baseline"
-	"github.com/cordon-sandbox/cordon/internal/spawnthread"
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
@@ -221,32 +218,14 @@ func newUserns(agent string, m idmap) (*os.File, error) {
 }
 
 // newMappedUserns holds a user namespace of these mappings, for the
-// id-mapped mounts it describes.
+// id-mapped mounts it describes: open, it needs no holder.
 func newMappedUserns(agent string, uids, gids []syscall.SysProcIDMap) (*os.File, error) {
-	cmd := exec.Command(agent, sandboxinit.HoldArg)
-	cmd.Args[0] = "cordon-agent"
-	cmd.Env = []string{}
-	stdin, err := cmd.StdinPipe()
+	pid, release, err := startHolder(agent, uids, gids)
 	if err != nil {
 		return nil, err
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  syscall.CLONE_NEWUSER,
-		UidMappings: uids,
-		GidMappings: gids,
-		Pdeathsig:   syscall.SIGKILL,
-	}
-	if spawnthread.Do(func() { err = cmd.Start() }); err != nil {
-		return nil, fmt.Errorf("%w: user namespace for an id-mapped mount: %v", sandbox.ErrUnavailable, err)
-	}
-	defer func() {
-		// The namespace is open (or failed to): the helper need not even
-		// finish starting.
-		_ = cmd.Process.Kill()
-		stdin.Close()
-		_ = cmd.Wait()
-	}()
-	return os.Open("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/ns/user")
+	defer release()
+	return os.Open("/proc/" + strconv.Itoa(pid) + "/ns/user")
 }
 
 // layoutDir is where AttachLayout puts a sandbox's layout mounts on the

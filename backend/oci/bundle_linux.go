@@ -44,6 +44,10 @@ type bundleInput struct {
 	UID    int
 	IDBase int
 	IDSize int
+	// UserNS, when set, is the path of a user namespace of these ids for
+	// the container to join (host.OwnedUserns), rather than one the
+	// runtime makes.
+	UserNS string
 	Limits sandbox.Limits
 	// ScratchBudget bounds the scratch tmpfs mounts together when there is
 	// no memory limit (each gets a share of it); 0 leaves each the
@@ -273,6 +277,15 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		// gVisor judges /proc/PID/fd by real ids (sandboxinit's ptraceCap).
 		agentCaps = append(agentCaps, "CAP_SYS_PTRACE")
 	}
+	// The task ceiling is the agent's to set under runc and crun (the
+	// namespace they join is not root's: sandboxinit.EnvTasks), gVisor's
+	// sentry's under runsc.
+	var rlimits []specs.POSIXRlimit
+	if l := taskLimit(in); len(l) > 0 && !in.UserSpaceKernel {
+		env = append(env, fmt.Sprintf("%s=%d", sandboxinit.EnvTasks, l[0].Hard))
+	} else {
+		rlimits = l
+	}
 	s := &specs.Spec{
 		Version:  ociVersion,
 		Root:     &specs.Root{Path: rootfs, Readonly: true},
@@ -287,10 +300,10 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 				Bounding: agentCaps, Effective: agentCaps, Permitted: agentCaps, Inheritable: none, Ambient: none,
 			},
 			NoNewPrivileges: baseline.NoNewPrivileges,
-			Rlimits:         taskLimit(in),
+			Rlimits:         rlimits,
 		},
 		Linux: &specs.Linux{
-			Namespaces:    namespaces(),
+			Namespaces:    namespaces(in.UserNS),
 			UIDMappings:   []specs.LinuxIDMapping{{ContainerID: 0, HostID: uint32(in.IDBase), Size: uint32(in.IDSize)}},
 			GIDMappings:   []specs.LinuxIDMapping{{ContainerID: 0, HostID: uint32(in.IDBase), Size: uint32(in.IDSize)}},
 			MaskedPaths:   masked,
@@ -427,7 +440,7 @@ func fileExists(p string) bool {
 }
 
 // namespaces renders baseline.Namespaces.
-func namespaces() []specs.LinuxNamespace {
+func namespaces(userns string) []specs.LinuxNamespace {
 	kinds := map[string]specs.LinuxNamespaceType{
 		"user": specs.UserNamespace, "mount": specs.MountNamespace, "pid": specs.PIDNamespace,
 		"network": specs.NetworkNamespace, "ipc": specs.IPCNamespace, "uts": specs.UTSNamespace,
@@ -435,7 +448,11 @@ func namespaces() []specs.LinuxNamespace {
 	}
 	var out []specs.LinuxNamespace
 	for _, n := range baseline.Namespaces {
-		out = append(out, specs.LinuxNamespace{Type: kinds[n]})
+		ns := specs.LinuxNamespace{Type: kinds[n]}
+		if ns.Type == specs.UserNamespace {
+			ns.Path = userns
+		}
+		out = append(out, ns)
 	}
 	return out
 }

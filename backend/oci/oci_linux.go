@@ -349,11 +349,21 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 			return fail(err)
 		}
 	}
+	// The sandbox's user namespace is its own root's, not root's, as on
+	// the process tier (host.OwnedUserns). gVisor's users are its
+	// sentry's own.
+	userns, release := "", func() {}
+	if !b.gvisor() {
+		if userns, release, err = host.OwnedUserns(agentPath, base, size); err != nil {
+			return fail(err)
+		}
+	}
+	defer release()
 	bundle := filepath.Join(inst.dir, "bundle")
 	bs, err := buildSpec(bundleInput{
 		Disk:   diskMount,
 		Bundle: bundle, Skeletons: b.cfg.StateDir, RootSrc: rootSrc, HostRoot: hostRoot, SocketDir: sock, AgentPath: agentPath,
-		Identity: idFiles, Layout: binds, Env: host.AgentEnv(l, uid, layout, host.AgentEnvOptions{TokenOnFD: true, TokenFD: b.tokenFD(), OwnKernel: b.gvisor()}), UID: uid, IDBase: base, IDSize: size,
+		Identity: idFiles, Layout: binds, Env: host.AgentEnv(l, uid, layout, host.AgentEnvOptions{TokenOnFD: true, TokenFD: b.tokenFD(), OwnKernel: b.gvisor()}), UID: uid, IDBase: base, IDSize: size, UserNS: userns,
 		Limits: spec.Limits, ScratchBudget: ScratchBudget(), CgroupsPath: inst.cgroup, UserSpaceKernel: b.gvisor(), OwnCgroups: b.ownCgroups, Landlock: b.landlock(spec),
 		Lifeline: !b.cfg.Detached, CommandsApart: b.commandsApart(spec.Limits),
 	})

@@ -541,8 +541,6 @@ print((pool() - before) >> 20)`)
 		switch {
 		case a.Tier() == "docker" || a.Tier() == "kubernetes":
 			t.Skip("the sandbox has no user namespace of its own: its user is a host user, which every such sandbox shares (docs/security.md)")
-		case a.Tier() == "container":
-			t.Skip("the OCI runtime makes the sandbox's user namespace, as root, who then holds every sandbox's share (docs/security.md)")
 		}
 		// The kernel charges a user namespace's inotify instances to its
 		// owner in the parent namespace too. Owned by root, one sandbox's
