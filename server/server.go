@@ -76,6 +76,11 @@ type Limits struct {
 	// (default 16 GiB): what a sandbox, or an import, may make the daemon
 	// read and store.
 	MaxSnapshotBytes int64
+	// MaxSnapshotStorePerTenant bounds what one tenant's snapshots hold
+	// on the daemon's disk together, compressed as stored (default 64
+	// GiB): the count alone let one tenant keep 100 snapshots of 16 GiB
+	// each, enough to fill the disk every tenant and the registry share.
+	MaxSnapshotStorePerTenant int64
 	// MaxDiskBytes bounds one persistent workspace's disk quota
 	// (limits.diskBytes; default 64 GiB). Disks are sparse images: what
 	// they promise together may pass what the host holds, and this, with
@@ -103,6 +108,7 @@ func (l *Limits) defaults() {
 	defi(&l.MaxSnapshotsPerTenant, 100)
 	defi(&l.MaxTemplatesPerTenant, 100)
 	def(&l.MaxSnapshotBytes, 16<<30)
+	def(&l.MaxSnapshotStorePerTenant, 64<<30)
 	def(&l.MaxDiskBytes, 64<<30)
 }
 

@@ -194,7 +194,8 @@ func (s *Server) storeArchive(r io.Reader) (a archived, err error) {
 	return archived{tmp: f.Name(), digest: "sha256-" + hex.EncodeToString(h.Sum(nil)), size: cw.n, files: files, roots: roots}, nil
 }
 
-// errSnapshotQuota: the tenant holds Limits.MaxSnapshotsPerTenant.
+// errSnapshotQuota: the tenant holds Limits.MaxSnapshotsPerTenant, or its
+// snapshots Limits.MaxSnapshotStorePerTenant bytes.
 var errSnapshotQuota = errors.New("snapshot quota")
 
 // addSnapshot records sn, its artifact named by its digest: tmp, a new
@@ -211,14 +212,18 @@ func (s *Server) addSnapshot(sn api.Snapshot, tmp string) error {
 	if err != nil {
 		return err
 	}
-	n := 0
+	n, held := 0, sn.Size
 	for _, o := range all {
 		if o.Tenant == sn.Tenant {
 			n++
+			held += o.Size // each counts whole, an artifact shared or not
 		}
 	}
 	if n >= s.cfg.Limits.MaxSnapshotsPerTenant {
 		return fmt.Errorf("%w: a tenant may keep at most %d snapshots", errSnapshotQuota, s.cfg.Limits.MaxSnapshotsPerTenant)
+	}
+	if held > s.cfg.Limits.MaxSnapshotStorePerTenant {
+		return fmt.Errorf("%w: a tenant's snapshots may hold at most %d bytes on this daemon (cordon serve --max-snapshot-store), and this one of %d would bring them to %d; delete some (cordon snapshot rm)", errSnapshotQuota, s.cfg.Limits.MaxSnapshotStorePerTenant, sn.Size, held)
 	}
 	if _, err := os.Stat(s.artifact(sn.Digest)); err != nil {
 		if tmp == "" {

@@ -502,6 +502,23 @@ func TestSnapshotLimits(t *testing.T) {
 	if _, err := c.Snapshot(ctx, sb.ID, 0); !isAPIStatus(err, http.StatusTooManyRequests) {
 		t.Errorf("a third snapshot of two allowed: %v", err)
 	}
+	// The bytes a tenant's snapshots hold are bounded too, whatever their
+	// count.
+	{
+		d := startDaemon(t, func(c *server.Config) { c.Limits.MaxSnapshotStorePerTenant = 64 << 10 })
+		sb := create(t, d.local, api.CreateRequest{})
+		sh(t, d.local, sb.ID, "head -c 40000 /dev/urandom > a")
+		if _, err := d.local.Snapshot(ctx, sb.ID, 0); err != nil {
+			t.Fatal(err)
+		}
+		sh(t, d.local, sb.ID, "head -c 40000 /dev/urandom > b")
+		if _, err := d.local.Snapshot(ctx, sb.ID, 0); !isAPIStatus(err, http.StatusTooManyRequests) || !strings.Contains(err.Error(), "--max-snapshot-store") {
+			t.Errorf("snapshots past 64 KiB in all: %v", err)
+		}
+		if list, _ := d.local.Snapshots(ctx); len(list) != 1 {
+			t.Errorf("snapshots kept: %d, want 1", len(list))
+		}
+	}
 	// An import past the size limit is refused as a capture is.
 	var big bytes.Buffer
 	gz := gzip.NewWriter(&big)
