@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -538,5 +539,44 @@ func TestHelperRefused(t *testing.T) {
 	attr.Cloneflags &^= syscall.CLONE_NEWPID
 	if _, _, err := Start("/bin/true", []string{"true"}, nil, "/", []int{0, 1, 2}, attr, nil, NewHelper()); err == nil {
 		t.Fatal("started a helper outside a new PID namespace")
+	}
+}
+
+// TestNamespaceOwner: as root, the child's user namespace is owned by the
+// host id its root maps to, not by root (whose per-user counts every
+// sandbox would otherwise share), and this process is as it was after:
+// root, its securebits unchanged.
+func TestNamespaceOwner(t *testing.T) {
+	testutil.RequiresRoot(t)
+	requireUserns(t)
+	bits, _ := unix.PrctlRetInt(unix.PR_GET_SECUREBITS, 0, 0, 0, 0)
+	null, _ := os.Open(os.DevNull)
+	defer null.Close()
+	files := []int{int(null.Fd()), int(null.Fd()), int(null.Fd())}
+	sys := nsAttr()
+	pid, pidfd, err := Start("/bin/sleep", []string{"sleep", "5"}, nil, "", files, sys, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+		unix.Wait4(pid, nil, 0, nil)
+		unix.Close(pidfd)
+	}()
+	ns, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	var owner uint32
+	const nsGetOwnerUID = 0xb704 // NS_GET_OWNER_UID
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, ns.Fd(), nsGetOwnerUID, uintptr(unsafe.Pointer(&owner))); e != 0 {
+		t.Fatal(e)
+	}
+	if want := uint32(sys.UidMappings[0].HostID); owner != want {
+		t.Errorf("the namespace is owned by %d, want %d (its root's host id)", owner, want)
+	}
+	if after, _ := unix.PrctlRetInt(unix.PR_GET_SECUREBITS, 0, 0, 0, 0); os.Geteuid() != 0 || after != bits {
+		t.Errorf("after the start: euid %d, securebits %#x (before %#x)", os.Geteuid(), after, bits)
 	}
 }
