@@ -280,6 +280,35 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	if !b.cfg.Detached {
 		b.sweepOnce.Do(func() { b.sweepOrphans(ctx) })
 	}
+	// The sandbox's user namespace is its own root's, not root's, as on
+	// the process tier (host.OwnedUserns); its holder starts beside the
+	// bundle's making. gVisor's users are its sentry's own.
+	type holder struct {
+		path    string
+		release func()
+		err     error
+	}
+	held := make(chan holder, 1)
+	if b.gvisor() {
+		held <- holder{release: func() {}}
+	} else {
+		go func() {
+			path, release, err := host.OwnedUserns(agentPath, base, size)
+			held <- holder{path, release, err}
+		}()
+	}
+	var userns holder
+	waitUserns := func() holder {
+		if userns.release == nil && userns.err == nil {
+			userns = <-held
+		}
+		return userns
+	}
+	defer func() {
+		if h := waitUserns(); h.release != nil {
+			h.release()
+		}
+	}()
 	inst := &instance{b: b, id: id, dir: filepath.Join(b.cfg.StateDir, id), logs: logbuf.New(64 << 10), cgroup: "/cordon-oci/" + id}
 	fail := func(err error) (sandbox.Instance, error) {
 		return nil, errors.Join(err, inst.Destroy(context.WithoutCancel(ctx)))
@@ -349,21 +378,14 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 			return fail(err)
 		}
 	}
-	// The sandbox's user namespace is its own root's, not root's, as on
-	// the process tier (host.OwnedUserns). gVisor's users are its
-	// sentry's own.
-	userns, release := "", func() {}
-	if !b.gvisor() {
-		if userns, release, err = host.OwnedUserns(agentPath, base, size); err != nil {
-			return fail(err)
-		}
+	if h := waitUserns(); h.err != nil {
+		return fail(h.err)
 	}
-	defer release()
 	bundle := filepath.Join(inst.dir, "bundle")
 	bs, err := buildSpec(bundleInput{
 		Disk:   diskMount,
 		Bundle: bundle, Skeletons: b.cfg.StateDir, RootSrc: rootSrc, HostRoot: hostRoot, SocketDir: sock, AgentPath: agentPath,
-		Identity: idFiles, Layout: binds, Env: host.AgentEnv(l, uid, layout, host.AgentEnvOptions{TokenOnFD: true, TokenFD: b.tokenFD(), OwnKernel: b.gvisor()}), UID: uid, IDBase: base, IDSize: size, UserNS: userns,
+		Identity: idFiles, Layout: binds, Env: host.AgentEnv(l, uid, layout, host.AgentEnvOptions{TokenOnFD: true, TokenFD: b.tokenFD(), OwnKernel: b.gvisor()}), UID: uid, IDBase: base, IDSize: size, UserNS: userns.path,
 		Limits: spec.Limits, ScratchBudget: ScratchBudget(), CgroupsPath: inst.cgroup, UserSpaceKernel: b.gvisor(), OwnCgroups: b.ownCgroups, Landlock: b.landlock(spec),
 		Lifeline: !b.cfg.Detached, CommandsApart: b.commandsApart(spec.Limits),
 	})
