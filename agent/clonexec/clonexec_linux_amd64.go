@@ -429,7 +429,9 @@ func formatIDMap(m []syscall.SysProcIDMap) []byte {
 // the host restricts unprivileged user namespaces. restore puts back the
 // thread's uid and securebits; it must run on the same locked thread.
 // Where there is nothing to change (no new user namespace, no root in
-// its maps, this process not root) it does nothing.
+// its maps, this process not root), or where this process may not change
+// its securebits (no CAP_SETPCAP), it does nothing, and the namespace is
+// root's as before.
 func ownNamespace(sys *syscall.SysProcAttr) (restore func(), errno syscall.Errno) {
 	owner := -1
 	if sys.Cloneflags&syscall.CLONE_NEWUSER != 0 {
@@ -447,7 +449,9 @@ func ownNamespace(sys *syscall.SysProcAttr) (restore func(), errno syscall.Errno
 	if e != 0 {
 		return nil, e
 	}
-	if _, _, e := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, bits|secbitNoSetuidFixup, 0); e != 0 {
+	if _, _, e := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, bits|secbitNoSetuidFixup, 0); e == unix.EPERM {
+		return func() {}, 0
+	} else if e != 0 {
 		return nil, e
 	}
 	keep := ^uintptr(0) // -1: unchanged
