@@ -114,7 +114,24 @@ func (p *Provider) withDefaults(spec Spec, caps Capabilities) Spec {
 			l.DiskBytes = min(l.DiskBytes, l.MemoryBytes)
 		}
 	}
+	if spec.PersistentWorkspace && l.DiskBytes == 0 && p.disks != "" && caps.Disk {
+		// A disk of the provider's: its default quota (WithDisks), said.
+		l.DiskBytes = p.diskDefault
+	}
 	return spec
+}
+
+// Effective is spec as Create would start it: its tier resolved, and the
+// provider's defaults where it leaves limits out (a persistent
+// workspace's disk quota among them).
+func (p *Provider) Effective(spec Spec) (Spec, error) {
+	b, err := p.Backend(spec.Tier)
+	if err != nil {
+		return spec, err
+	}
+	spec.Tier = b.Name()
+	caps, _ := p.Capabilities(spec.Tier)
+	return p.withDefaults(spec, caps), nil
 }
 
 // WithReadyTimeout bounds how long Create waits for the agent to be ready.

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,4 +245,28 @@ func BenchmarkPersistent(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestPersistentDiskStore: the disk quotas of one tenant's persistent
+// workspaces are bounded together (MaxDiskStorePerTenant), the default
+// quota counted as what it is (and shown by GET); past it a create is 429
+// naming the flag, and a delete makes room again.
+func TestPersistentDiskStore(t *testing.T) {
+	d := startDaemon(t, func(c *server.Config) { c.Limits.MaxDiskStorePerTenant = 100 << 20 })
+	c := d.local
+	persistent := api.CreateRequest{Spec: api.Spec{PersistentWorkspace: true}}
+	first := create(t, c, persistent)
+	if got, err := c.Get(t.Context(), first.ID); err != nil || got.Spec.Limits.DiskBytes != 64<<20 {
+		t.Fatalf("a default disk's quota as GET shows it: %+v %v", got, err)
+	}
+	_, err := c.Create(t.Context(), persistent)
+	wantCode(t, err, http.StatusTooManyRequests, api.CodeQuota)
+	if !strings.Contains(err.Error(), "--max-disk-store") {
+		t.Errorf("the refusal does not say how to allow more: %v", err)
+	}
+	create(t, c, api.CreateRequest{}) // memory, not a disk: not counted
+	if err := c.Delete(t.Context(), first.ID); err != nil {
+		t.Fatal(err)
+	}
+	create(t, c, persistent)
 }

@@ -303,18 +303,35 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.CodeInvalid, msg)
 		return
 	}
-	// The quota counts creates in flight, so concurrent creates cannot
-	// overshoot it.
+	// What a persistent workspace's disk may hold counts against the
+	// tenant's share of the disks, the default quota included.
+	var diskQuota int64
+	if spec.PersistentWorkspace {
+		if eff, err := s.cfg.Provider.Effective(spec); err == nil {
+			diskQuota = eff.Limits.DiskBytes
+		}
+		rec.Spec.PersistentWorkspace, rec.Spec.Limits.DiskBytes = true, diskQuota
+	}
+	// The quotas count creates in flight, so concurrent creates cannot
+	// overshoot them.
 	s.mu.Lock()
-	n := 0
+	n, disks := 0, diskQuota
 	for _, e := range s.live {
 		if e.rec.Tenant == c.tenant {
 			n++
+			if e.rec.Spec.PersistentWorkspace {
+				disks += e.rec.Spec.Limits.DiskBytes
+			}
 		}
 	}
 	if n >= s.cfg.Limits.MaxSandboxesPerTenant {
 		s.mu.Unlock()
 		writeError(w, http.StatusTooManyRequests, api.CodeQuota, fmt.Sprintf("a tenant may hold at most %d sandboxes", s.cfg.Limits.MaxSandboxesPerTenant))
+		return
+	}
+	if diskQuota > 0 && disks > s.cfg.Limits.MaxDiskStorePerTenant {
+		s.mu.Unlock()
+		writeError(w, http.StatusTooManyRequests, api.CodeQuota, fmt.Sprintf("a tenant's persistent workspaces may hold at most %d bytes together on this daemon (cordon serve --max-disk-store), and this one's %d would bring them to %d", s.cfg.Limits.MaxDiskStorePerTenant, diskQuota, disks))
 		return
 	}
 	placeholder := &entry{rec: rec}

@@ -86,6 +86,11 @@ type Limits struct {
 	// they promise together may pass what the host holds, and this, with
 	// MaxSandboxesPerTenant, bounds how far.
 	MaxDiskBytes int64
+	// MaxDiskStorePerTenant bounds the disk quotas of one tenant's
+	// persistent workspaces together (default 256 GiB): one disk's bound
+	// and the count of sandboxes let a tenant promise itself 6.4 TB of
+	// the disk every tenant shares.
+	MaxDiskStorePerTenant int64
 }
 
 func (l *Limits) defaults() {
@@ -110,6 +115,7 @@ func (l *Limits) defaults() {
 	def(&l.MaxSnapshotBytes, 16<<30)
 	def(&l.MaxSnapshotStorePerTenant, 64<<30)
 	def(&l.MaxDiskBytes, 64<<30)
+	def(&l.MaxDiskStorePerTenant, 256<<30)
 }
 
 // Server is the daemon. Build one with New, serve Handler on listeners,

@@ -81,6 +81,7 @@ func serveCmd(args []string) int {
 	defDisk := fs.String("default-disk", server.DefaultDisk, "the writable space of a sandbox whose create gives neither limits.diskBytes nor limits.memoryBytes, e.g. 1g (0: half the host's memory)")
 	defMemory := fs.String("default-memory", "0", "the memory limit of a sandbox whose create gives none, e.g. 2g (0: none)")
 	defCPUs := fs.Float64("default-cpus", 0, "the CPU limit, in cores, of a sandbox whose create gives none (0: none)")
+	diskStore := fs.String("max-disk-store", "256g", "what one tenant's persistent workspaces' disk quotas may add up to, e.g. 256g")
 	snapStore := fs.String("max-snapshot-store", "64g", "what one tenant's snapshots may hold on disk together, compressed as stored, e.g. 64g")
 	prestart := fs.Int("prestart", 2, "process-tier inits to keep started and waiting for a create (a few MiB each; 0: none)")
 	kube := kubeConfig()
@@ -161,6 +162,10 @@ func serveCmd(args []string) int {
 	if err != nil {
 		return fail("--max-snapshot-store: %v", err)
 	}
+	diskStoreBytes, err := parseSize(*diskStore)
+	if err != nil {
+		return fail("--max-disk-store: %v", err)
+	}
 	if *prestart < 0 || *prestart > 64 {
 		return fail("--prestart %d: 0 to 64", *prestart)
 	}
@@ -181,7 +186,7 @@ func serveCmd(args []string) int {
 		Server: server.Config{
 			Provider: provider, StateDir: *stateDir, HostPaths: hostPaths, Profiles: profs,
 			DefaultTTL: *defTTL, MaxTTL: *maxTTL, DefaultIdleTimeout: *idle, MaxExecTimeout: *maxExec,
-			Limits:   server.Limits{MaxSandboxesPerTenant: *maxSandboxes, MaxDiskBytes: *maxDiskSize, MaxSnapshotStorePerTenant: snapStoreBytes},
+			Limits:   server.Limits{MaxSandboxesPerTenant: *maxSandboxes, MaxDiskBytes: *maxDiskSize, MaxSnapshotStorePerTenant: snapStoreBytes, MaxDiskStorePerTenant: diskStoreBytes},
 			Registry: reg, Log: log,
 			Runs:    runs.NewRunner(runs.Config{Tier: *runTier, Image: *runImage, BrokerURL: *runBroker, Egress: proxy, Log: log}),
 			RunPool: *runPool,
