@@ -25,7 +25,11 @@ import (
 
 // entry is a sandbox the daemon holds. Its record is guarded by Server.mu.
 type entry struct {
-	rec   *record
+	rec *record
+	// disk is its persistent workspace's disk quota (0 for none), fixed
+	// before the entry is published: the tenant's share of the disks
+	// counts it (Limits.MaxDiskStorePerTenant).
+	disk  int64
 	sb    *sandbox.Sandbox
 	agent *agentProxy
 	// tearing is the teardown under way, which every destroy shares.
@@ -310,7 +314,6 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		if eff, err := s.cfg.Provider.Effective(spec); err == nil {
 			diskQuota = eff.Limits.DiskBytes
 		}
-		rec.Spec.PersistentWorkspace, rec.Spec.Limits.DiskBytes = true, diskQuota
 	}
 	// The quotas count creates in flight, so concurrent creates cannot
 	// overshoot them.
@@ -319,9 +322,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	for _, e := range s.live {
 		if e.rec.Tenant == c.tenant {
 			n++
-			if e.rec.Spec.PersistentWorkspace {
-				disks += e.rec.Spec.Limits.DiskBytes
-			}
+			disks += e.disk
 		}
 	}
 	if n >= s.cfg.Limits.MaxSandboxesPerTenant {
@@ -334,7 +335,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, api.CodeQuota, fmt.Sprintf("a tenant's persistent workspaces may hold at most %d bytes together on this daemon (cordon serve --max-disk-store), and this one's %d would bring them to %d", s.cfg.Limits.MaxDiskStorePerTenant, diskQuota, disks))
 		return
 	}
-	placeholder := &entry{rec: rec}
+	placeholder := &entry{rec: rec, disk: diskQuota}
 	slot := fmt.Sprintf("creating-%p", placeholder)
 	rec.State = api.StateCreating
 	s.live[slot] = placeholder

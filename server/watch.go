@@ -72,7 +72,11 @@ func (s *Server) watch(e *entry) {
 
 // newEntry is a live sandbox's entry.
 func newEntry(rec *record, sb *sandbox.Sandbox) *entry {
-	return &entry{rec: rec, sb: sb, agent: newAgentProxy(sb.Client), portConns: make(chan struct{}, maxPortConns), rewatch: make(chan struct{}, 1)}
+	e := &entry{rec: rec, sb: sb, agent: newAgentProxy(sb.Client), portConns: make(chan struct{}, maxPortConns), rewatch: make(chan struct{}, 1)}
+	if rec.Spec.PersistentWorkspace {
+		e.disk = rec.Spec.Limits.DiskBytes
+	}
+	return e
 }
 
 // resumed tells the entry's watch that the sandbox runs on a new
