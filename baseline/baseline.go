@@ -72,6 +72,10 @@ func (d Scratch) Size(budget int64) int64 { return max(budget/d.Share, 1<<20) }
 // ShmBytes is the size of every sandbox's /dev/shm.
 const ShmBytes = 64 << 20
 
+// ShmOptions are the mount options of every sandbox's /dev/shm, bar the
+// flags each tier spells its own way.
+func ShmOptions() []string { return append([]string{"mode=1777"}, TmpfsLimits(ShmBytes)...) }
+
 // SysVIPC are the sysctls (paths under /proc/sys, values) that bound a
 // sandbox's System V IPC, whose objects outlive the processes that made
 // them (until removed, or the sandbox's end): without a memory limit,

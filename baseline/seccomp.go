@@ -13,10 +13,11 @@ import "syscall"
 // io_uring, name_to_handle_at, landlock_create_ruleset, and ptrace and
 // process_vm_readv/writev (other processes of the sandbox include its
 // agent), and clock_adjtime, which Docker allows for reading the clock's
-// state and which no sandbox needs; io_setup answers ENOSYS (below). Calls with arguments a filter reads are allowed only with
-// those: clone without namespace flags, personality's harmless values,
-// sockets of the local and internet families and route netlink only, no
-// set-id bit in a mode given to a file, and no terminal injection.
+// state and which no sandbox needs; io_setup answers ENOSYS (below).
+// Calls with arguments a filter reads are allowed only with those: clone
+// without namespace flags, personality's harmless values, sockets of the
+// local and internet families and route netlink only, no set-id bit in a
+// mode given to a file, and no terminal injection.
 // clone3 and openat2, whose arguments lie in memory a filter cannot read,
 // answer ENOSYS, so libc falls back to clone and openat. Calls of another
 // architecture (x86-64's int 0x80, x32, arm64's 32-bit mode) are killed.

@@ -453,7 +453,7 @@ func (p *rootPlan) dev(q string) {
 	p.mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, strings.Join(baseline.DevptsOptions, ","))
 	shm := filepath.Join(q, "shm")
 	p.mkdir(shm, 0o777, false) // the tmpfs's mode=1777 is what shows
-	p.mount("shm", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, strings.Join(append([]string{"mode=1777"}, baseline.TmpfsLimits(baseline.ShmBytes)...), ","))
+	p.mount("shm", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, strings.Join(baseline.ShmOptions(), ","))
 	for _, link := range [][2]string{{"ptmx", "pts/ptmx"}, {"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"}} {
 		dst := filepath.Join(q, link[0])
 		p.call("symlink "+dst, unix.SYS_SYMLINKAT, p.str(link[1]), atFDCWD, p.str(dst))

@@ -122,7 +122,7 @@ func render(in renderInput) (*createRequest, error) {
 	}
 	// /dev/shm as the other tiers have it: Docker's own (--shm-size) has
 	// a size, but the kernel's default count of inodes.
-	tmpfs["/dev/shm"] = strings.Join(append([]string{"rw", "exec", "nosuid", "nodev", "mode=1777"}, baseline.TmpfsLimits(baseline.ShmBytes)...), ",")
+	tmpfs["/dev/shm"] = strings.Join(append([]string{"rw", "exec", "nosuid", "nodev"}, baseline.ShmOptions()...), ",")
 	if in.Landlock != "" {
 		env = append(env, baseline.EnvPrefix+"LANDLOCK="+in.Landlock,
 			baseline.EnvPrefix+"WRITABLE="+strings.Join(slices.Sorted(slices.Values(writable)), ":"))

@@ -183,7 +183,7 @@ func buildSpec(in bundleInput) (*specs.Spec, error) {
 		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
 		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: append([]string{"nosuid", "noexec"}, baseline.DevptsOptions...)},
-		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: append([]string{"nosuid", "nodev", "mode=1777"}, baseline.TmpfsLimits(baseline.ShmBytes)...)},
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: append([]string{"nosuid", "nodev"}, baseline.ShmOptions()...)},
 	}, mounts...)
 	for _, d := range baseline.ScratchDirs {
 		if d.Path == "/var/tmp" && !isDir(filepath.Join(in.RootSrc, "var", "tmp")) {
