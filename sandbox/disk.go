@@ -193,16 +193,13 @@ func (p *Provider) CreateOnDisk(ctx context.Context, spec Spec, c *DiskClone) (*
 	if err := spec.Validate(); err != nil {
 		return fail(err)
 	}
-	b, err := p.Backend(spec.Tier)
+	b, spec, caps, err := p.resolve(spec)
 	if err != nil {
 		return fail(err)
 	}
-	spec.Tier = b.Name()
 	if !p.ownDisks(b.Capabilities()) {
 		return fail(&UnsupportedError{Tier: spec.Tier, What: "a sandbox on a disk of the provider's"})
 	}
-	caps, _ := p.Capabilities(spec.Tier)
-	spec = p.withDefaults(spec, caps)
 	if err := caps.Check(spec.Tier, &spec); err != nil {
 		return fail(err)
 	}

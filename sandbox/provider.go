@@ -125,13 +125,21 @@ func (p *Provider) withDefaults(spec Spec, caps Capabilities) Spec {
 // provider's defaults where it leaves limits out (a persistent
 // workspace's disk quota among them).
 func (p *Provider) Effective(spec Spec) (Spec, error) {
+	_, spec, _, err := p.resolve(spec)
+	return spec, err
+}
+
+// resolve finds spec's backend and gives spec its tier's name and the
+// provider's defaults; caps are what the tier offers through this
+// provider.
+func (p *Provider) resolve(spec Spec) (Backend, Spec, Capabilities, error) {
 	b, err := p.Backend(spec.Tier)
 	if err != nil {
-		return spec, err
+		return nil, spec, Capabilities{}, err
 	}
 	spec.Tier = b.Name()
 	caps, _ := p.Capabilities(spec.Tier)
-	return p.withDefaults(spec, caps), nil
+	return b, p.withDefaults(spec, caps), caps, nil
 }
 
 // WithReadyTimeout bounds how long Create waits for the agent to be ready.
@@ -197,13 +205,10 @@ func (p *Provider) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	b, err := p.Backend(spec.Tier)
+	b, spec, caps, err := p.resolve(spec)
 	if err != nil {
 		return nil, err
 	}
-	spec.Tier = b.Name()
-	caps, _ := p.Capabilities(spec.Tier)
-	spec = p.withDefaults(spec, caps)
 	if err := caps.Check(spec.Tier, &spec); err != nil {
 		return nil, err
 	}

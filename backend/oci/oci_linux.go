@@ -290,22 +290,16 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	}
 	held := make(chan holder, 1)
 	if b.gvisor() {
-		held <- holder{release: func() {}}
+		held <- holder{}
 	} else {
 		go func() {
 			path, release, err := host.OwnedUserns(agentPath, base, size)
 			held <- holder{path, release, err}
 		}()
 	}
-	var userns holder
-	waitUserns := func() holder {
-		if userns.release == nil && userns.err == nil {
-			userns = <-held
-		}
-		return userns
-	}
+	userns := sync.OnceValue(func() holder { return <-held })
 	defer func() {
-		if h := waitUserns(); h.release != nil {
+		if h := userns(); h.release != nil {
 			h.release()
 		}
 	}()
@@ -378,14 +372,14 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 			return fail(err)
 		}
 	}
-	if h := waitUserns(); h.err != nil {
-		return fail(h.err)
+	if err := userns().err; err != nil {
+		return fail(err)
 	}
 	bundle := filepath.Join(inst.dir, "bundle")
 	bs, err := buildSpec(bundleInput{
 		Disk:   diskMount,
 		Bundle: bundle, Skeletons: b.cfg.StateDir, RootSrc: rootSrc, HostRoot: hostRoot, SocketDir: sock, AgentPath: agentPath,
-		Identity: idFiles, Layout: binds, Env: host.AgentEnv(l, uid, layout, host.AgentEnvOptions{TokenOnFD: true, TokenFD: b.tokenFD(), OwnKernel: b.gvisor()}), UID: uid, IDBase: base, IDSize: size, UserNS: userns.path,
+		Identity: idFiles, Layout: binds, Env: host.AgentEnv(l, uid, layout, host.AgentEnvOptions{TokenOnFD: true, TokenFD: b.tokenFD(), OwnKernel: b.gvisor()}), UID: uid, IDBase: base, IDSize: size, UserNS: userns().path,
 		Limits: spec.Limits, ScratchBudget: ScratchBudget(), CgroupsPath: inst.cgroup, UserSpaceKernel: b.gvisor(), OwnCgroups: b.ownCgroups, Landlock: b.landlock(spec),
 		Lifeline: !b.cfg.Detached, CommandsApart: b.commandsApart(spec.Limits),
 	})
