@@ -184,7 +184,9 @@ for i in range(300):
         pass
 print((pool() - before) >> 20)`)
 		var grew int64
-		fmt.Sscan(out, &grew)
+		if _, err := fmt.Sscan(out, &grew); err != nil {
+			t.Fatalf("the pool's growth: %q: %v", out, err)
+		}
 		if grew > 256 {
 			t.Errorf("300 connections left unread took %d MiB of the kernel's TCP memory, want at most %d MiB and a little", grew, baseline.TCPBytes>>20)
 		}
