@@ -53,6 +53,28 @@ func HoldCommands(cgroup string, init int, limit int64) error {
 	return nil
 }
 
+// ThreadOf is the host's id of the thread of process pid whose id in the
+// process's own PID namespace is tid (the last of its status's NSpid).
+func ThreadOf(pid, tid int) (int, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, fmt.Errorf("the threads of process %d: %w", pid, err)
+	}
+	want := strconv.Itoa(tid)
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "NSpid:" && f[len(f)-1] == want {
+				return strconv.Atoi(t.Name())
+			}
+		}
+	}
+	return 0, fmt.Errorf("process %d has no thread %d in its PID namespace", pid, tid)
+}
+
 // CgroupOf is the path of pid's cgroup in the v1 hierarchy of controller
 // (below /sys/fs/cgroup/CONTROLLER), as /proc says.
 func CgroupOf(pid int, controller string) (string, error) {

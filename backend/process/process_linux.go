@@ -495,23 +495,32 @@ func (i *instance) Ready() <-chan struct{} { return i.ready.done }
 // and it is moved before the host is told the agent is ready, before any
 // command. It is moved after the agent's start, not at the init's: a
 // thread the init's first thread made before (the runtime's template
-// thread, which makes its later ones) would be in that cgroup too. The
-// thread must be the init's first (the agent became the init in place and
-// made no spare threads, sandboxinit.Config.CommandsApart), whose id is
-// the init's pid; an agent the init executed names another, keeps its
-// spare threads, and nothing moves. A move that fails ends the sandbox:
-// its agent has no spare threads to outlive a fork bomb with.
+// thread, which makes its later ones) would be in that cgroup too. An
+// agent that became the init in place (and made no spare threads,
+// sandboxinit.Config.CommandsApart) names the init's first thread; one the
+// init executed (a cgo build) names the thread its command goroutine
+// landed on, the first or, on a loaded machine, another (which, left out,
+// gave a 16-pid sandbox the agent's headroom: 40 forks). A move that fails
+// ends the sandbox: the commands would otherwise not be held to the limit.
 func (i *instance) holdCommands(r *readiness) *readiness {
 	held := &readiness{done: make(chan struct{})}
 	go func() {
 		defer close(held.done)
 		<-r.done
 		var rec wire.ReadyRecord
-		if json.Unmarshal(r.record, &rec) != nil || rec.CommandThread != 1 {
+		if json.Unmarshal(r.record, &rec) != nil || rec.CommandThread == 0 {
 			held.record = r.record
 			return
 		}
-		if err := i.cg.holdCommands(i.Pid()); err != nil {
+		tid := i.Pid()
+		var err error
+		if rec.CommandThread != 1 {
+			tid, err = host.ThreadOf(i.Pid(), rec.CommandThread)
+		}
+		if err == nil {
+			err = i.cg.holdCommands(tid)
+		}
+		if err != nil {
 			i.holdErr = err
 			_ = i.Kill()
 			return
