@@ -251,7 +251,7 @@ const DefaultMaxExecTimeout = 24 * time.Hour
 // sandbox.WithDefaultLimits says why), and an operator may change them.
 const (
 	DefaultPids = 1024
-	DefaultDisk = "1g"
+	DefaultDisk = 1 << 30
 )
 
 // maxDurationSeconds bounds a duration a caller gives in seconds: ten

@@ -90,9 +90,20 @@ except OSError as e:
 	})
 
 	t.Run("OperatorChanges", func(t *testing.T) {
-		_, sock, d := serveInTemp(t, "--default-pids", "0", "--default-disk", "8m", "--default-memory", "256m", "--default-cpus", "0.5")
+		dir, sock, d := serveInTemp(t, "--default-pids", "0", "--default-disk", "8m", "--default-memory", "256m", "--default-cpus", "0.5",
+			"--disk-size", "32m", "--max-disk-size", "48MiB")
+		t.Cleanup(func() { unmountDisks(t, filepath.Join(dir, "process", "serve")) })
 		defer d.stop(t, sock)
 		host := "--host=unix://" + sock
+		// A persistent workspace's disk: the operator's sizes, written as
+		// sizes are.
+		persistent := create(t, host, "--persistent-workspace")
+		if got := limitsOf(t, sock, persistent).DiskBytes; got != 32<<20 {
+			t.Errorf("a persistent workspace's disk quota is %d, want --disk-size's 32m", got)
+		}
+		if _, stderr, code := cordon(t, "create", host, "--persistent-workspace", "--disk", "64m"); code == 0 || !strings.Contains(stderr, "50331648") {
+			t.Errorf("a disk above --max-disk-size: exit %d, %q", code, stderr)
+		}
 		id := create(t, host)
 		if got := limitsOf(t, sock, id); got != (api.Limits{MemoryBytes: 256 << 20, CPUs: 0.5, DiskBytes: 8 << 20}) {
 			t.Errorf("with the operator's defaults: %+v", got)
@@ -107,16 +118,25 @@ except OSError as e:
 	})
 
 	t.Run("Refused", func(t *testing.T) {
-		for _, c := range []struct{ flag, value, says string }{
-			{"--default-pids", "3", "limits.pids"},
-			{"--default-disk", "1x", "--default-disk"},
-			{"--default-memory", "1k", "limits.memoryBytes"},
-			{"--default-cpus", "5000", "limits.cpus"},
+		// A value that is no size is a usage error (2); one out of range
+		// stops the daemon (125). Either names what is wrong.
+		for _, c := range []struct {
+			flag, value, says string
+			code              int
+		}{
+			{"--default-pids", "3", "limits.pids", 125},
+			{"--default-disk", "1x", "-default-disk", 2},
+			{"--default-memory", "1k", "limits.memoryBytes", 125},
+			{"--default-cpus", "5000", "limits.cpus", 125},
+			{"--disk-size", "-1", "-disk-size", 2},
+			{"--disk-size", "1m", "--disk-size 1m: at least 16m", 125},
+			{"--max-disk-size", "1g", "--max-disk-size 1g: at least --disk-size (4g)", 125},
+			{"--max-snapshot-store", "0", "-max-snapshot-store", 2},
 		} {
 			dir := t.TempDir()
 			_, stderr, code := cordon(t, "serve", "--listen", "unix://"+filepath.Join(dir, "s.sock"), "--state-dir", dir, c.flag, c.value)
-			if code != 125 || !strings.Contains(stderr, c.says) {
-				t.Errorf("serve %s %s: exit %d, %q; want 125 naming %s", c.flag, c.value, code, stderr, c.says)
+			if code != c.code || !strings.Contains(stderr, c.says) {
+				t.Errorf("serve %s %s: exit %d, %q; want %d naming %s", c.flag, c.value, code, stderr, c.code, c.says)
 			}
 		}
 	})

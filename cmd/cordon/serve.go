@@ -29,6 +29,37 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
+// sizeFlag is a size flag, written as people write sizes (parseSize):
+// 4g, 512m, 1GiB or plain bytes; "0" only where zero means something.
+type sizeFlag struct {
+	n      int64
+	zeroOK bool
+}
+
+func (f *sizeFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	return humanSize(f.n)
+}
+
+func (f *sizeFlag) Set(s string) error {
+	if f.zeroOK && strings.TrimSpace(s) == "0" {
+		f.n = 0
+		return nil
+	}
+	n, err := parseSize(s)
+	f.n = n
+	return err
+}
+
+// size defines a size flag on fs.
+func size(fs *flag.FlagSet, name string, value int64, zeroOK bool, usage string) *int64 {
+	f := &sizeFlag{n: value, zeroOK: zeroOK}
+	fs.Var(f, name, usage)
+	return &f.n
+}
+
 // defaultStateDir is where the daemon keeps its registry.
 func defaultStateDir() string {
 	if os.Geteuid() == 0 {
@@ -75,14 +106,14 @@ func serveCmd(args []string) int {
 	runPool := fs.Int("run-pool", 0, "sandboxes to keep ready for POST /v1/runs of the default memory (0: none)")
 	runTier := fs.String("run-tier", "", "the tier of POST /v1/runs' sandboxes (default: the daemon's default)")
 	runImage := fs.String("run-image", "", "the image of POST /v1/runs' sandboxes, holding deno and python3 on its PATH (default: the tier's root)")
-	maxDiskSize := fs.Int64("max-disk-size", 64<<30, "the largest disk quota, in `BYTES`, a persistent workspace may ask for (limits.diskBytes); disks are sparse images, which together may promise more than the host holds")
-	diskSize := fs.Int64("disk-size", sandbox.DefaultDiskBytes, "the disk quota, in `BYTES`, of a persistent workspace whose spec gives no limits.diskBytes (process, container and gvisor tiers; a sparse image under --state-dir/disks)")
+	maxDiskSize := size(fs, "max-disk-size", 64<<30, false, "the largest disk quota a persistent workspace may ask for (limits.diskBytes), e.g. 64g; disks are sparse images, which together may promise more than the host holds")
+	diskSize := size(fs, "disk-size", sandbox.DefaultDiskBytes, false, "the disk quota of a persistent workspace whose spec gives no limits.diskBytes, e.g. 4g (process, container and gvisor tiers; a sparse image under --state-dir/disks)")
 	defPids := fs.Int64("default-pids", server.DefaultPids, "the pids limit of a sandbox whose create gives none, with the agent's reserve on top (0: none, only the tier's task ceiling)")
-	defDisk := fs.String("default-disk", server.DefaultDisk, "the writable space of a sandbox whose create gives neither limits.diskBytes nor limits.memoryBytes, e.g. 1g (0: half the host's memory)")
-	defMemory := fs.String("default-memory", "0", "the memory limit of a sandbox whose create gives none, e.g. 2g (0: none)")
+	defDisk := size(fs, "default-disk", server.DefaultDisk, true, "the writable space of a sandbox whose create gives neither limits.diskBytes nor limits.memoryBytes, e.g. 1g (0: half the host's memory)")
+	defMemory := size(fs, "default-memory", 0, true, "the memory limit of a sandbox whose create gives none, e.g. 2g (0: none)")
 	defCPUs := fs.Float64("default-cpus", 0, "the CPU limit, in cores, of a sandbox whose create gives none (0: none)")
-	diskStore := fs.String("max-disk-store", "256g", "what one tenant's persistent workspaces' disk quotas may add up to, e.g. 256g")
-	snapStore := fs.String("max-snapshot-store", "64g", "what one tenant's snapshots may hold on disk together, compressed as stored, e.g. 64g")
+	diskStore := size(fs, "max-disk-store", 256<<30, false, "what one tenant's persistent workspaces' disk quotas may add up to, e.g. 256g")
+	snapStore := size(fs, "max-snapshot-store", 64<<30, false, "what one tenant's snapshots may hold on disk together, compressed as stored, e.g. 64g")
 	prestart := fs.Int("prestart", 2, "process-tier inits to keep started and waiting for a create (a few MiB each; 0: none)")
 	kube := kubeConfig()
 	fs.StringVar(&kube.Kubeconfig, "kubeconfig", "", "the kubernetes tier's cluster: a kubeconfig `FILE` (default: KUBECONFIG, ~/.kube/config, then the pod's service account)")
@@ -149,22 +180,14 @@ func serveCmd(args []string) int {
 		log.Warn("cgroup2 is mounted without favordynmods: every sandbox create waits for an RCU grace period (about 10 ms on small VMs); systemd 253+ sets it, or: mount -o remount,favordynmods "+m, "mount", m)
 	}
 	if *diskSize < disk.MinBytes {
-		return fail("--disk-size %d: at least %d (16 MiB)", *diskSize, disk.MinBytes)
+		return fail("--disk-size %s: at least 16m", humanSize(*diskSize))
 	}
 	if *maxDiskSize < *diskSize {
-		return fail("--max-disk-size %d: at least --disk-size (%d)", *maxDiskSize, *diskSize)
+		return fail("--max-disk-size %s: at least --disk-size (%s)", humanSize(*maxDiskSize), humanSize(*diskSize))
 	}
 	defaults, err := defaultLimits(*defPids, *defDisk, *defMemory, *defCPUs)
 	if err != nil {
 		return fail("%v", err)
-	}
-	snapStoreBytes, err := parseSize(*snapStore)
-	if err != nil {
-		return fail("--max-snapshot-store: %v", err)
-	}
-	diskStoreBytes, err := parseSize(*diskStore)
-	if err != nil {
-		return fail("--max-disk-store: %v", err)
 	}
 	if *prestart < 0 || *prestart > 64 {
 		return fail("--prestart %d: 0 to 64", *prestart)
@@ -186,7 +209,7 @@ func serveCmd(args []string) int {
 		Server: server.Config{
 			Provider: provider, StateDir: *stateDir, HostPaths: hostPaths, Profiles: profs,
 			DefaultTTL: *defTTL, MaxTTL: *maxTTL, DefaultIdleTimeout: *idle, MaxExecTimeout: *maxExec,
-			Limits:   server.Limits{MaxSandboxesPerTenant: *maxSandboxes, MaxDiskBytes: *maxDiskSize, MaxSnapshotStorePerTenant: snapStoreBytes, MaxDiskStorePerTenant: diskStoreBytes},
+			Limits:   server.Limits{MaxSandboxesPerTenant: *maxSandboxes, MaxDiskBytes: *maxDiskSize, MaxSnapshotStorePerTenant: *snapStore, MaxDiskStorePerTenant: *diskStore},
 			Registry: reg, Log: log,
 			Runs:    runs.NewRunner(runs.Config{Tier: *runTier, Image: *runImage, BrokerURL: *runBroker, Egress: proxy, Log: log}),
 			RunPool: *runPool,
@@ -203,21 +226,8 @@ func serveCmd(args []string) int {
 
 // defaultLimits reads cordon serve's default limits, each in the range a
 // create's own may take.
-func defaultLimits(pids int64, disk, memory string, cpus float64) (sandbox.Limits, error) {
-	l := sandbox.Limits{Pids: pids, CPUs: cpus}
-	for _, f := range []struct {
-		name, value string
-		to          *int64
-	}{{"--default-disk", disk, &l.DiskBytes}, {"--default-memory", memory, &l.MemoryBytes}} {
-		if f.value == "0" {
-			continue
-		}
-		n, err := parseSize(f.value)
-		if err != nil {
-			return l, fmt.Errorf("%s: %v", f.name, err)
-		}
-		*f.to = n
-	}
+func defaultLimits(pids, disk, memory int64, cpus float64) (sandbox.Limits, error) {
+	l := sandbox.Limits{Pids: pids, CPUs: cpus, DiskBytes: disk, MemoryBytes: memory}
 	spec := sandbox.Spec{Limits: l}
 	if l.MemoryBytes > 0 {
 		// The disk default is held to a memory default (WithDefaultLimits).
