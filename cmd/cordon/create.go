@@ -11,13 +11,13 @@ import (
 func createCmd(args []string) int {
 	fs := newFlagSet("create", "usage: cordon create [flags]\n\nCreates a sandbox on the daemon and prints its id.")
 	sf := addSpecFlags(fs, false)
-	ttl := fs.Duration("ttl", 0, "destroy the sandbox after this long, whatever it is doing (0: the daemon's default)")
-	idle := fs.Duration("idle", 0, "destroy it after this long without activity inside (0: the daemon's default; -1s: never)")
+	ttl := duration(fs, "ttl", 0, "destroy the sandbox after this long, whatever it is doing (0: the daemon's default)")
+	idle := duration(fs, "idle", 0, "destroy it after this long without activity inside (0: the daemon's default; -1s: never)")
 	pool := fs.String("pool", "", "claim from the warm pool `NAME`")
 	from := fs.String("from", "", "restore the snapshot `ID` into it (and take the snapshot's spec unless flags give one)")
 	tmpl := fs.String("template", "", "make it from the template `NAME` (cordon template save)")
 	output := fs.String("o", "", "output format: json (the sandbox, rather than its id)")
-	maxTimeout := fs.Duration("max-timeout", 0, "the longest timeout its commands may be given (0: 30m; at most the daemon's --max-exec-timeout)")
+	maxTimeout := duration(fs, "max-timeout", 0, "the longest timeout its commands may be given (0: 30m; at most the daemon's --max-exec-timeout)")
 	persistent := fs.Bool("persistent-workspace", false, "keep its writable space (workspace, home, /tmp) on storage of its own, of --disk bytes (the daemon's --disk-size without), so that it can be stopped (cordon stop) and started (cordon start) on it, across daemon restarts and host reboots")
 	autostart := fs.Bool("autostart", false, "with --persistent-workspace: start it again when the daemon starts and finds it stopped though it was running (a reboot); without, it is left stopped")
 	labels := labelFlag{}

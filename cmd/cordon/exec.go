@@ -16,7 +16,7 @@ func execCmd(args []string) int {
 	fs := newFlagSet("exec", "usage: cordon exec [flags] ID -- COMMAND [ARG...]\n\nRuns COMMAND in a sandbox on the daemon and exits with its status, as cordon\nrun does. Ctrl-C cancels the command and waits for the stop.")
 	env := envFlag{}
 	fs.Var(env, "env", "set an environment variable `K=V`; repeatable")
-	timeout := fs.Duration("timeout", 0, "stop the command after this long (0: the agent's default)")
+	timeout := duration(fs, "timeout", 0, "stop the command after this long (0: the agent's default)")
 	cwd := fs.String("cwd", "", "working directory inside")
 	interactive := fs.Bool("i", false, "pass cordon's standard input to the command")
 	output := fs.String("o", "", "output format: json (the command's output and result as one object, once it ends)")

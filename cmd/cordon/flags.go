@@ -5,9 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // newFlagSet is a verb's flag set; usage is its synopsis and what it does,
@@ -16,9 +20,45 @@ func newFlagSet(name, usage string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "%s\n\nflags:\n", strings.TrimRight(usage, "\n"))
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	return fs
+}
+
+// printDefaults is flag.PrintDefaults, which names the argument of a flag
+// of a type of its own "value": a size or duration flag's is named so.
+func printDefaults(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		switch f.Value.(type) {
+		case *sizeFlag:
+			if name == "value" {
+				name = "size"
+			}
+		case durationFlag:
+			if name == "value" {
+				name = "duration"
+			}
+		}
+		line := "  -" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		if len(line) <= 4 {
+			line += "\t"
+		} else {
+			line += "\n    \t"
+		}
+		line += strings.ReplaceAll(usage, "\n", "\n    \t")
+		switch d := f.DefValue; {
+		case d == "" || d == "0" || d == "false" || d == "0s":
+		case reflect.TypeOf(f.Value).String() == "*flag.stringValue":
+			line += fmt.Sprintf(" (default %q)", d)
+		default:
+			line += " (default " + d + ")"
+		}
+		fmt.Fprintln(fs.Output(), line)
+	})
 }
 
 // parseFlags parses a verb's flags: --help prints its usage on standard
@@ -107,4 +147,68 @@ func combinedShort(fs *flag.FlagSet, args []string) []string {
 		}
 	}
 	return out
+}
+
+// sizeFlag is a size flag, written as people write sizes (parseSize):
+// 4g, 512m, 1GiB or plain bytes; "0" only where zero means something.
+type sizeFlag struct {
+	n      int64
+	zeroOK bool
+}
+
+func (f *sizeFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	return humanSize(f.n)
+}
+
+func (f *sizeFlag) Set(s string) error {
+	if f.zeroOK && strings.TrimSpace(s) == "0" {
+		f.n = 0
+		return nil
+	}
+	n, err := parseSize(s)
+	f.n = n
+	return err
+}
+
+// size defines a size flag on fs.
+func size(fs *flag.FlagSet, name string, value int64, zeroOK bool, usage string) *int64 {
+	f := &sizeFlag{n: value, zeroOK: zeroOK}
+	fs.Var(f, name, usage)
+	return &f.n
+}
+
+// durationFlag is a duration flag: 30s, 5m, 1h30m, or a bare number of
+// seconds, as timeout(1) and docker's timeouts take them (Go's own flag
+// refused "5" with only "parse error").
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Set(s string) error {
+	t := strings.TrimSpace(s)
+	if n, err := strconv.ParseFloat(t, 64); err == nil && math.Abs(n) < float64(math.MaxInt64/int64(time.Second)) {
+		*f.d = time.Duration(n * float64(time.Second))
+		return nil
+	}
+	d, err := time.ParseDuration(t)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration like 30s, 5m or 1h30m (a bare number is seconds)", s)
+	}
+	*f.d = d
+	return nil
+}
+
+// duration defines a duration flag on fs.
+func duration(fs *flag.FlagSet, name string, value time.Duration, usage string) *time.Duration {
+	d := value
+	fs.Var(durationFlag{&d}, name, usage)
+	return &d
 }

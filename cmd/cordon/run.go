@@ -52,10 +52,10 @@ func runCmd(args []string) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: cordon run [flags] -- COMMAND [ARG...]\n\nRuns COMMAND in a fresh sandbox, streams its output, and exits with its\nexit status (128+N if it died of signal N, %d on timeout, %d out of memory,\n%d if cordon itself failed). Ctrl-C stops the command, waits for the stop\nto be confirmed and tears the sandbox down.\n\nNetwork: by default the sandbox reaches nothing (deny-all). Its commands\nsee HTTP_PROXY/HTTPS_PROXY pointing at cordon's egress proxy, which admits\nexactly the hosts and ports --allow or --egress-profile name and answers\n403 with the reason otherwise; a program that ignores the proxy variables\nhas no route at all.\n\nflags:\n", exitTimeout, exitOOM, exitCordon)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	sf := addSpecFlags(fs, true)
-	timeout := fs.Duration("timeout", 0, "stop the command after this long (0: the agent's default, 5m)")
+	timeout := duration(fs, "timeout", 0, "stop the command after this long (0: the agent's default, 5m)")
 	workspace := fs.String("workspace", "", "host `DIR` to use as the workspace (default: a fresh one, removed afterwards)")
 	interactive := fs.Bool("i", false, "pass cordon's standard input to the command")
 	tty := fs.Bool("t", false, "run the command on a terminal, cordon's own in raw mode (cordon run -it -- bash)")

@@ -410,7 +410,8 @@ func checkNoSetID(t *testing.T, dir string) {
 
 // TestCLIUsage: help goes to standard output with status 0, for cordon and
 // each verb; a mistyped flag is one line naming --help (status 2), not the
-// whole usage; sizes take the units people type; and the refusals say
+// whole usage; sizes take the units people type, durations a bare number
+// of seconds too; and the refusals say
 // what to do: no daemon at an address, a cache collection with no bound,
 // a host workspace on a tier without one.
 func TestCLIUsage(t *testing.T) {
@@ -433,6 +434,24 @@ func TestCLIUsage(t *testing.T) {
 		if _, errOut, code := cordon(t, "run", "--tier", "passthrough", "--memory", size, "--", "true"); code != 125 || !strings.Contains(errOut, "cannot enforce a memory limit") {
 			t.Errorf("--memory %s: %d %q", size, code, errOut)
 		}
+	}
+	// 0 is no limit, for --memory as for --pids (the passthrough tier
+	// refuses any memory limit); a bare number of seconds is a duration;
+	// the help names what a size or duration flag takes.
+	if out, errOut, code := cordon(t, "run", "--tier", "passthrough", "--memory", "0", "--disk", "0", "--pids", "0", "--", "echo", "none"); code != 0 || out != "none\n" {
+		t.Errorf("--memory 0: %d %q %q", code, out, errOut)
+	}
+	if _, errOut, code := cordon(t, "run", "--tier", "passthrough", "--timeout", "1", "--", "sleep", "30"); code != 124 {
+		t.Errorf("--timeout 1 (seconds): %d %q", code, errOut)
+	}
+	if _, errOut, code := cordon(t, "run", "--timeout", "5x", "--", "true"); code != 2 || !strings.Contains(errOut, "not a duration like 30s") {
+		t.Errorf("--timeout 5x: %d %q", code, errOut)
+	}
+	if out, _, _ := cordon(t, "run", "--help"); !strings.Contains(out, "-timeout duration\n") || !strings.Contains(out, "-memory string\n") {
+		t.Errorf("run --help names no duration: %q", out)
+	}
+	if out, _, _ := cordon(t, "serve", "--help"); !strings.Contains(out, "-disk-size size\n") || !strings.Contains(out, "(default 4g)") {
+		t.Errorf("serve --help names no size: %q", out)
 	}
 	if _, errOut, code := cordon(t, "run", "--tier", "container", "--workspace", t.TempDir(), "--", "true"); code != 125 || !strings.Contains(errOut, "--mount outputs=DIR") {
 		t.Errorf("--workspace on the container tier: %d %q", code, errOut)

@@ -40,7 +40,7 @@ apply.
 
 flags:
 `)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	port := cmp.Or(os.Getenv("PORT"), "8787")
 	listen := fs.String("listen", "127.0.0.1:"+port, "the `HOST:PORT` to serve (default port: $PORT, else 8787)")

@@ -29,37 +29,6 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
-// sizeFlag is a size flag, written as people write sizes (parseSize):
-// 4g, 512m, 1GiB or plain bytes; "0" only where zero means something.
-type sizeFlag struct {
-	n      int64
-	zeroOK bool
-}
-
-func (f *sizeFlag) String() string {
-	if f == nil {
-		return ""
-	}
-	return humanSize(f.n)
-}
-
-func (f *sizeFlag) Set(s string) error {
-	if f.zeroOK && strings.TrimSpace(s) == "0" {
-		f.n = 0
-		return nil
-	}
-	n, err := parseSize(s)
-	f.n = n
-	return err
-}
-
-// size defines a size flag on fs.
-func size(fs *flag.FlagSet, name string, value int64, zeroOK bool, usage string) *int64 {
-	f := &sizeFlag{n: value, zeroOK: zeroOK}
-	fs.Var(f, name, usage)
-	return &f.n
-}
-
 // defaultStateDir is where the daemon keeps its registry.
 func defaultStateDir() string {
 	if os.Geteuid() == 0 {
@@ -86,7 +55,7 @@ func serveCmd(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: cordon serve [flags]\n\nRuns the daemon: cordon's REST API (/v1, described at /v1/openapi.yaml) for\nmany callers. It listens on a unix socket by default, whose file mode is\nthe boundary: a request there without a key acts as the local\nadministrator. A TCP listener needs API keys (--admin-key-file, then POST\n/v1/keys) and takes TLS with --tls-cert and --tls-key. Sandboxes outlive the\ndaemon: a restart takes them back.\n\nflags:\n")
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	var listen, hostPaths, profiles listFlag
 	fs.Var(&listen, "listen", "an address to serve: `unix:///path` or tcp://host:port; repeatable (default unix://"+defaultSocket()+")")
@@ -96,10 +65,10 @@ func serveCmd(args []string) int {
 	tlsKey := fs.String("tls-key", "", "TLS key `FILE` for tcp listeners")
 	fs.Var(&hostPaths, "host-path", "let callers name host directories under `DIR` (root filesystems, layout mounts); repeatable")
 	fs.Var(&profiles, "egress-profile", "offer the egress profile in `FILE` (JSON) to creates by its name; repeatable")
-	defTTL := fs.Duration("default-ttl", 0, "TTL of a sandbox whose create gives none (0: none)")
-	maxTTL := fs.Duration("max-ttl", 0, "the longest TTL a create may ask for (0: no limit)")
-	maxExec := fs.Duration("max-exec-timeout", server.DefaultMaxExecTimeout, "the longest timeout a create may let its commands ask for (its maxTimeoutMs)")
-	idle := fs.Duration("idle-timeout", 0, "reap a sandbox after this long without activity inside, unless its create says otherwise (0: never)")
+	defTTL := duration(fs, "default-ttl", 0, "TTL of a sandbox whose create gives none (0: none)")
+	maxTTL := duration(fs, "max-ttl", 0, "the longest TTL a create may ask for (0: no limit)")
+	maxExec := duration(fs, "max-exec-timeout", server.DefaultMaxExecTimeout, "the longest timeout a create may let its commands ask for (its maxTimeoutMs)")
+	idle := duration(fs, "idle-timeout", 0, "reap a sandbox after this long without activity inside, unless its create says otherwise (0: never)")
 	maxSandboxes := fs.Int("max-sandboxes", 0, "live sandboxes per tenant (default 100)")
 	ephemeral := fs.Bool("ephemeral", false, "destroy every sandbox when the daemon stops (a private daemon, as cordon mcp starts); they die with it however it ends")
 	runBroker := fs.String("run-broker-url", "", "the one broker URL a run's bindings may name (POST /v1/runs; without it bindings are refused)")

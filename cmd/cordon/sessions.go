@@ -114,7 +114,7 @@ var signalNumbers = map[string]int{"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGK
 func killCmd(args []string) int {
 	fs := newFlagSet("kill", "usage: cordon kill [flags] ID SESSION\n\nSignals a session's process group (TERM by default), KILL after the grace,\nand returns once every process of it is gone.")
 	signal := fs.String("signal", "TERM", "the signal: TERM, KILL, INT, HUP, QUIT, USR1, USR2")
-	grace := fs.Duration("grace", 0, "how long before KILL (0: the agent's default, 5s)")
+	grace := duration(fs, "grace", 0, "how long before KILL (0: the agent's default, 5s)")
 	c, rest, code := daemonClientArgs(fs, args, 2)
 	if c == nil {
 		return code

@@ -34,7 +34,7 @@ Captures a sandbox's writable state (its workspace and its user's home)
 as a snapshot on the daemon and prints the snapshot's id. Its processes
 are stopped for the capture and go on after; they are not captured.
 cordon create --from SNAPSHOT restores one; cordon snapshots lists them.`)
-	ttl := fs.Duration("ttl", 0, "delete the snapshot after this long (0: keep it)")
+	ttl := duration(fs, "ttl", 0, "delete the snapshot after this long (0: keep it)")
 	c, rest, code := daemonClient(fs, args)
 	if c == nil {
 		return code
@@ -141,7 +141,7 @@ func snapshotsCmd(args []string) int {
 
 func forkCmd(args []string) int {
 	fs := newFlagSet("fork", "usage: cordon fork [flags] ID N\n\nMakes N new sandboxes (1 to 32) from a sandbox's current state, each with\nan identity of its own, and prints their ids, one a line.")
-	ttl := fs.Duration("ttl", 0, "destroy each fork after this long (0: the daemon's default)")
+	ttl := duration(fs, "ttl", 0, "destroy each fork after this long (0: the daemon's default)")
 	c, rest, code := daemonClient(fs, args)
 	if c == nil {
 		return code

@@ -37,8 +37,8 @@ func addSpecFlags(fs *flag.FlagSet, local bool) *specFlags {
 	}
 	f.tier = fs.String("tier", def, "isolation tier")
 	fs.Var(f.env, "env", "set an environment variable `K=V` (or K, taken from here); repeatable")
-	f.memory = fs.String("memory", "", "memory limit, e.g. 512m or 2g (the command is OOM-killed past it)")
-	f.disk = fs.String("disk", "", "writable space (the workspace, /tmp, the home directory), e.g. 1g: memory, at most --memory (default: half of it); full, it is ENOSPC")
+	f.memory = fs.String("memory", "", "memory limit, e.g. 512m or 2g (the command is OOM-killed past it; 0: none)")
+	f.disk = fs.String("disk", "", "writable space (the workspace, /tmp, the home directory), e.g. 1g: memory, at most --memory (default or 0: half of it); full, it is ENOSPC")
 	f.pids = fs.Int64("pids", 0, fmt.Sprintf("limit on processes and threads, with a reserve that keeps the agent alive (without one, the sandbox's tasks stop at %d, with no reserve)", baseline.DefaultTasks))
 	f.cpus = fs.Float64("cpus", 0, "CPU limit in cores, e.g. 0.5")
 	f.rootfs = fs.String("rootfs", "", "use `DIR` as the read-only root filesystem (default: the host's system directories)")
@@ -101,14 +101,15 @@ func maxOutputFlag(fs *flag.FlagSet) func() (int64, error) {
 func (f *specFlags) spec() (sandbox.Spec, error) {
 	spec := sandbox.Spec{Tier: *f.tier, Env: f.env, RootFS: *f.rootfs, Image: *f.image, Layout: f.layout, RuntimeClass: *f.runtimeClass,
 		Limits: sandbox.Limits{Pids: *f.pids, CPUs: *f.cpus}}
-	if *f.memory != "" {
+	// 0 is no limit, as for --pids and --cpus.
+	if *f.memory != "" && *f.memory != "0" {
 		n, err := parseSize(*f.memory)
 		if err != nil {
 			return spec, fmt.Errorf("--memory: %v", err)
 		}
 		spec.Limits.MemoryBytes = n
 	}
-	if *f.disk != "" {
+	if *f.disk != "" && *f.disk != "0" {
 		n, err := parseSize(*f.disk)
 		if err != nil {
 			return spec, fmt.Errorf("--disk: %v", err)
