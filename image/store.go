@@ -14,6 +14,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -28,6 +29,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sys/unix"
 
@@ -235,10 +237,40 @@ func DefaultDir() string {
 // ErrUnreachable: a pull could not reach the image's registry.
 var ErrUnreachable = errors.New("registry unreachable")
 
+// ErrInvalidReference: what names the image is no image reference.
+var ErrInvalidReference = errors.New("not an image reference")
+
+// ErrNoSuchImage: the registry answered that it has no such image (or
+// none the caller may pull).
+var ErrNoSuchImage = errors.New("no such image")
+
+// ParseReference reads ref as a pull would: an image reference whose
+// registry is a host name or address (the parser's own check let ".."
+// through, so "../../etc" became a pull from a host "..").
+func ParseReference(ref string) (name.Reference, error) {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %v", ErrInvalidReference, ref, err)
+	}
+	host := r.Context().RegistryStr()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if strings.HasPrefix(host, "[") || net.ParseIP(host) != nil {
+		return r, nil
+	}
+	for _, label := range strings.Split(host, ".") {
+		if label == "" || strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-") || strings.Trim(strings.ToLower(label), "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+			return nil, fmt.Errorf("%w: %q: its registry %q is no host name", ErrInvalidReference, ref, r.Context().RegistryStr())
+		}
+	}
+	return r, nil
+}
+
 // Pull fetches ref from its registry and unpacks it. With no options the
 // credentials come from the Docker config file; options replace that.
 func (s *Store) Pull(ctx context.Context, ref string, opts ...remote.Option) (*Record, error) {
-	r, err := name.ParseReference(ref)
+	r, err := ParseReference(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -249,10 +281,13 @@ func (s *Store) Pull(ctx context.Context, ref string, opts ...remote.Option) (*R
 	img, err := remote.Image(r, opts...)
 	var nerr net.Error
 	var oerr *net.OpError
+	var terr *transport.Error
 	switch {
 	case err == nil:
 	case errors.As(err, &nerr), errors.As(err, &oerr):
 		return nil, fmt.Errorf("%w: pull %s: the registry %s cannot be reached (%v); to use an image from elsewhere, save it there (docker save -o img.tar %s) and import it here (cordon image import img.tar)", ErrUnreachable, ref, r.Context().RegistryStr(), err, ref)
+	case errors.As(err, &terr) && (terr.StatusCode == http.StatusNotFound || terr.StatusCode == http.StatusUnauthorized || terr.StatusCode == http.StatusForbidden):
+		return nil, fmt.Errorf("%w: pull %s: the registry %s has none it lets us pull (%v)", ErrNoSuchImage, ref, r.Context().RegistryStr(), err)
 	default:
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}

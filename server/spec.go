@@ -169,7 +169,7 @@ func errorStatus(err error) (int, string) {
 		return http.StatusNotFound, api.CodeNotFound
 	case errors.Is(err, errForbiddenPath), errors.Is(err, errForbiddenEgress):
 		return http.StatusForbidden, api.CodeForbidden
-	case errors.Is(err, sandbox.ErrInvalidSpec), errors.Is(err, sandbox.ErrUnknownTier), errors.Is(err, egress.ErrInvalid):
+	case errors.Is(err, sandbox.ErrInvalidSpec), errors.Is(err, sandbox.ErrUnknownTier), errors.Is(err, egress.ErrInvalid), errors.Is(err, image.ErrInvalidReference):
 		return http.StatusBadRequest, api.CodeInvalid
 	case errors.Is(err, sandbox.ErrUnsupported):
 		return http.StatusUnprocessableEntity, api.CodeUnsupported
@@ -183,6 +183,8 @@ func errorStatus(err error) (int, string) {
 		return http.StatusNotFound, api.CodeNotFound
 	case errors.Is(err, sandbox.ErrSuspended):
 		return http.StatusConflict, api.CodeSuspended
+	case errors.Is(err, image.ErrNoSuchImage):
+		return http.StatusNotFound, api.CodeNotFound
 	case errors.Is(err, image.ErrUnreachable):
 		return http.StatusBadGateway, api.CodeRegistry
 	}

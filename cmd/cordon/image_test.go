@@ -3,9 +3,12 @@ package main_test
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,12 +17,15 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/cordon-sandbox/cordon/internal/testutil"
+	"github.com/cordon-sandbox/cordon/server/api"
+	sclient "github.com/cordon-sandbox/cordon/server/client"
 )
 
 // busyboxTarball writes a `docker save` tarball of a one-layer image: a
@@ -230,5 +236,41 @@ func TestImageHostileModes(t *testing.T) {
 	})
 	if len(found) > 0 {
 		t.Fatalf("in the image cache:\n%s", strings.Join(found, "\n"))
+	}
+}
+
+// TestDaemonImageRefusals: through the daemon, an image reference that is
+// none is the caller's mistake (400), checked before any network (a
+// registry named ".." was once dialled, and a bad digest answered 500),
+// and an image its registry does not have is 404; a registry that cannot
+// be reached stays 502.
+func TestDaemonImageRefusals(t *testing.T) {
+	testutil.RequiresRoot(t)
+	t.Setenv("CORDON_IMAGE_DIR", t.TempDir())
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer reg.Close()
+	_, sock, d := serveInTemp(t)
+	defer d.stop(t, sock)
+	c, err := sclient.New("unix://"+sock, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		image  string
+		status int
+		says   string
+	}{
+		{"x@sha256:zz", 400, "not an image reference"},
+		{"../../etc", 400, `its registry ".." is no host name`},
+		{"a..b/x:1", 400, "is no host name"},
+		{"NOT A REFERENCE!", 400, "not an image reference"},
+		{strings.TrimPrefix(reg.URL, "http://") + "/none/here:1", 404, "no such image"},
+		{"127.0.0.1:1/nothing:1", 502, "cannot be reached"},
+	} {
+		_, err := c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{Image: tc.image}})
+		var e *api.Error
+		if !errors.As(err, &e) || e.Status != tc.status || !strings.Contains(e.Message, tc.says) {
+			t.Errorf("create with image %q: %v, want %d saying %q", tc.image, err, tc.status, tc.says)
+		}
 	}
 }
