@@ -508,7 +508,7 @@ func (s *Server) timeoutFor(m json.RawMessage) (time.Duration, error) {
 	}
 	var ms float64
 	if err := json.Unmarshal(m, &ms); err != nil || math.IsNaN(ms) || ms <= 0 || ms > float64(s.cfg.MaxTimeout.Milliseconds()) {
-		return 0, fmt.Errorf("timeoutMs must be a finite number in (0, %d]; the ceiling is CORDON_AGENT_MAX_TIMEOUT_MS", s.cfg.MaxTimeout.Milliseconds())
+		return 0, fmt.Errorf("timeoutMs must be a finite number in (0, %d]: that is the sandbox's ceiling (its maxTimeoutMs at create; CORDON_AGENT_MAX_TIMEOUT_MS for an agent started by hand)", s.cfg.MaxTimeout.Milliseconds())
 	}
 	return time.Duration(ms * float64(time.Millisecond)), nil
 }

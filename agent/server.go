@@ -294,6 +294,12 @@ func (s *Server) ServeHTTP(w httpd.ResponseWriter, r *httpd.Request) {
 }
 
 func writeJSON(w httpd.ResponseWriter, status int, v any) {
+	switch e := v.(type) {
+	case wire.ErrorBody:
+		v = e.Explain()
+	case *wire.ErrorBody:
+		v = e.Explain()
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		status, b = httpd.StatusInternalServerError, []byte(`{"error":"internal"}`)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -236,6 +237,15 @@ func TestHostileLimits(t *testing.T) {
 	sb := create(t, c, api.CreateRequest{})
 	if st, m := raw("POST", "/v1/sandboxes/"+sb.ID+"/exec", "null"); st != 400 || m["error"] != api.CodeInvalid {
 		t.Errorf("exec null: %d %v", st, m)
+	}
+	// The agent's own refusals, passed on, say why too (the reference's
+	// carry only a code), and name the sandbox's ceiling as a caller of
+	// the daemon sets it.
+	if st, m := raw("POST", "/v1/sandboxes/"+sb.ID+"/exec", "{}"); st != 400 || m["error"] != "missing_command" || !strings.Contains(fmt.Sprint(m["message"]), "names no command") {
+		t.Errorf("exec without a command: %d %v", st, m)
+	}
+	if st, m := raw("POST", "/v1/sandboxes/"+sb.ID+"/exec", `{"command":"true","timeoutMs":-1}`); st != 400 || !strings.Contains(fmt.Sprint(m["message"]), "maxTimeoutMs at create") {
+		t.Errorf("exec with a negative timeout: %d %v", st, m)
 	}
 	if st, m := raw("GET", "/v1/nonesuch", ""); st != 404 || m["error"] != api.CodeNotFound {
 		t.Errorf("unknown route: %d %v", st, m)

@@ -419,3 +419,36 @@ const MaxListEntries = 10000
 type OKResponse struct {
 	OK bool `json:"ok"`
 }
+
+// explanations says what each code a refusal may carry without a message of
+// its own means (the reference's bodies carry only the code; cordon's
+// agent says why). An unauthenticated caller's 401 stays the reference's
+// bare {"error":"unauthorized"}: it learns nothing of the agent.
+var explanations = map[string]string{
+	CodeWorkerRetiring:           "the agent is retiring and takes no new work",
+	CodeNotFound:                 "no such route or object",
+	CodeMissingCommand:           "the request names no command (a non-empty string)",
+	CodeInvalidStdio:             "stdio, when given, is true",
+	CodeStdioRequiresReserved:    "stdio needs a reserved executionId, no stdin and the strict normal-exit policy",
+	CodeInvalidNormalExitPolicy:  "normalExitPolicy is strict or computer-lifetime",
+	CodeComputerLifetimeDisabled: "this agent does not allow the computer-lifetime normal-exit policy",
+	CodeInvalidExecutionID:       "the executionId is not one this agent issues (reserve one first)",
+	CodeUnknownExecution:         "no execution of that id (unknown, or forgotten since)",
+	CodeExecutionNotReserved:     "the execution is not reserved: it has started or ended",
+	CodeExecutionCancelled:       "the execution was cancelled",
+	CodeInvalidStdioWrite:        "a stdio write names the execution's executionId and its bytes",
+	CodeInvalidStdioBytes:        "the stdio bytes are not valid base64",
+	CodeStdioNotRunning:          "the execution is not running with its stdio open",
+	CodeStdioDeliveryUnknown:     "whether the bytes reached the command is not known",
+	CodeMissingPath:              "the request names no path",
+	CodeMissingPathOrContent:     "the request names no path, or no content",
+	CodeQuiesceInProgress:        "a quiesce is already in progress",
+}
+
+// Explain fills in e's message from its code where it has none.
+func (e ErrorBody) Explain() ErrorBody {
+	if e.Message == "" {
+		e.Message = explanations[e.Error]
+	}
+	return e
+}

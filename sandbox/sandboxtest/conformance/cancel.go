@@ -39,7 +39,7 @@ func testReserve(t *testing.T, h *harness, start Factory) {
 			t.Fatalf("stdout %q", r.stdout)
 		}
 		r = h.execute(t, map[string]any{"executionId": id, "command": "echo", "args": []string{"twice"}})
-		m := wantError(t, &response{status: r.status, body: r.body}, http.StatusConflict, wire.CodeExecutionNotReserved)
+		m := wantError(t, &response{status: r.status, body: r.body, reference: h.Reference}, http.StatusConflict, wire.CodeExecutionNotReserved)
 		if m["state"] != "completed" {
 			t.Fatalf("state %v", m["state"])
 		}
@@ -52,9 +52,9 @@ func testReserve(t *testing.T, h *harness, start Factory) {
 	})
 	t.Run("UnknownAndInvalidIDs", func(t *testing.T) {
 		r := h.execute(t, map[string]any{"executionId": "exec_00000000-0000-4000-8000-000000000000", "command": "true"})
-		wantError(t, &response{status: r.status, body: r.body}, http.StatusNotFound, wire.CodeUnknownExecution)
+		wantError(t, &response{status: r.status, body: r.body, reference: h.Reference}, http.StatusNotFound, wire.CodeUnknownExecution)
 		r = h.execute(t, map[string]any{"executionId": "nope", "command": "true"})
-		wantError(t, &response{status: r.status, body: r.body}, http.StatusBadRequest, wire.CodeInvalidExecutionID)
+		wantError(t, &response{status: r.status, body: r.body, reference: h.Reference}, http.StatusBadRequest, wire.CodeInvalidExecutionID)
 		wantError(t, h.post(t, wire.RouteCancel, map[string]any{"executionId": "exec_00000000-0000-4000-8000-000000000000"}), 404, wire.CodeUnknownExecution)
 		wantError(t, h.post(t, wire.RouteCancel, map[string]any{"executionId": 12}), 400, wire.CodeInvalidExecutionID)
 	})
@@ -63,7 +63,7 @@ func testReserve(t *testing.T, h *harness, start Factory) {
 		id := h2.reserve(t)
 		time.Sleep(300 * time.Millisecond)
 		r := h2.execute(t, map[string]any{"executionId": id, "command": "true"})
-		wantError(t, &response{status: r.status, body: r.body}, http.StatusNotFound, wire.CodeUnknownExecution)
+		wantError(t, &response{status: r.status, body: r.body, reference: h.Reference}, http.StatusNotFound, wire.CodeUnknownExecution)
 	})
 	t.Run("Capacity", func(t *testing.T) {
 		h2 := for2(t, Settings{"MAX_TRACKED_EXECUTIONS": "2"}, start)
@@ -94,7 +94,7 @@ func testReserve(t *testing.T, h *harness, start Factory) {
 		old, young := spare(), spare()
 		asked := h2.reserve(t)
 		r := h2.execute(t, map[string]any{"executionId": old, "command": "true"})
-		wantError(t, &response{status: r.status, body: r.body}, http.StatusNotFound, wire.CodeUnknownExecution)
+		wantError(t, &response{status: r.status, body: r.body, reference: h.Reference}, http.StatusNotFound, wire.CodeUnknownExecution)
 		// ... the oldest first, and a reservation asked for never yields.
 		h2.reserve(t)
 		wantError(t, h2.post(t, wire.RouteReserve, map[string]any{}), http.StatusServiceUnavailable, wire.CodeExecutionCapacity)
@@ -156,7 +156,7 @@ func testCancel(t *testing.T, h *harness) {
 			t.Fatalf("cancel reserved: %v", m)
 		}
 		r := h.execute(t, map[string]any{"executionId": id, "command": "touch", "args": []string{"must-not-exist"}})
-		mm := wantError(t, &response{status: r.status, body: r.body}, http.StatusConflict, wire.CodeExecutionNotReserved)
+		mm := wantError(t, &response{status: r.status, body: r.body, reference: h.Reference}, http.StatusConflict, wire.CodeExecutionNotReserved)
 		if mm["state"] != "cancelled" {
 			t.Fatalf("state %v", mm["state"])
 		}

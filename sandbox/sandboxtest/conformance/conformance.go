@@ -125,6 +125,9 @@ type response struct {
 	status int
 	header http.Header
 	body   []byte
+	// reference: from the reference worker, whose refusals carry only
+	// their code; cordon's also say why (a message).
+	reference bool
 }
 
 func (r *response) json(t *testing.T) map[string]any {
@@ -170,7 +173,7 @@ func (h *harness) rawWith(t *testing.T, method, uri, token string, body []byte, 
 	if err != nil {
 		t.Fatalf("%s %s: reading body: %v", method, uri, err)
 	}
-	return &response{status: resp.StatusCode, header: resp.Header, body: b}
+	return &response{status: resp.StatusCode, header: resp.Header, body: b, reference: h.Reference}
 }
 
 // post sends an authenticated JSON request.
@@ -192,6 +195,9 @@ func wantError(t *testing.T, r *response, status int, code string) map[string]an
 	m := r.json(t)
 	if code != "" && m["error"] != code {
 		t.Fatalf("error %q, want %q (body %s)", m["error"], code, r.body)
+	}
+	if msg, _ := m["message"].(string); msg == "" && !r.reference && status >= 400 {
+		t.Fatalf("a refusal that does not say why: %s", r.body)
 	}
 	return m
 }
