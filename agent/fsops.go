@@ -210,12 +210,20 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
-// fsError answers a refused file-system operation: 404 when the path does
-// not exist, 400 otherwise, with a sentence in "error" as the file routes do.
+// fsError answers a refused file-system operation of cordon's own routes
+// (the reference's /read-file and /write-file answer 400 to all), with a
+// sentence in "error" as the file routes do: 404 when the path does not
+// exist, 403 where the sandbox may not (outside the roots, permissions, a
+// read-only file system), 507 when the writable space is full, else 400.
 func fsError(w httpd.ResponseWriter, err error) {
 	status := httpd.StatusBadRequest
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, os.ErrNotExist) {
+	switch {
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, os.ErrNotExist):
 		status = httpd.StatusNotFound
+	case errors.Is(err, errEscapes), errors.Is(err, errLinkEscapes), errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM), errors.Is(err, unix.EROFS):
+		status = httpd.StatusForbidden
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+		status = httpd.StatusInsufficientStorage
 	}
 	writeJSON(w, status, wire.FileError{OK: false, Error: err.Error()})
 }

@@ -48,8 +48,20 @@ func place(p, workspace string, roots []string) (target, root string, err error)
 			return target, r, nil
 		}
 	}
-	return "", "", errEscapes
+	return "", "", outside{target, roots}
 }
+
+// outside is errEscapes for an absolute path, naming the places it may be.
+type outside struct {
+	path  string
+	roots []string
+}
+
+func (o outside) Error() string {
+	return o.path + " is outside the places this request may reach (" + strings.Join(o.roots, ", ") + ")"
+}
+
+func (o outside) Is(target error) bool { return target == errEscapes }
 
 func within(p, root string) bool {
 	if root == "/" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/internal/httpd"
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"golang.org/x/sys/unix"
 )
 
 // MaxRawFileBytes bounds one PUT /files body.
@@ -104,9 +105,10 @@ func (s *Server) handlePutFile(w httpd.ResponseWriter, r *httpd.Request) {
 		writeJSON(w, httpd.StatusRequestEntityTooLarge, wire.FileError{Error: fmt.Sprintf("a file may be at most %d bytes", MaxRawFileBytes)})
 		return
 	}
-	target, root, err := place(r.URL.Query().Get("path"), s.cfg.Workspace, s.cfg.WriteRoots)
+	path := r.URL.Query().Get("path")
+	target, root, err := place(path, s.cfg.Workspace, s.cfg.WriteRoots)
 	if err != nil {
-		fileError(w, err)
+		fsError(w, err)
 		return
 	}
 	perm := -1
@@ -128,10 +130,14 @@ func (s *Server) handlePutFile(w httpd.ResponseWriter, r *httpd.Request) {
 	}, perm)
 	if err != nil {
 		n = body.n
-		if errors.Is(err, io.ErrUnexpectedEOF) {
+		switch {
+		case errors.Is(err, io.ErrUnexpectedEOF):
 			err = fmt.Errorf("the upload ended after %d of %d bytes; the file was left as it was", n, want)
+		case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+			// Not the temporary file's name, which the caller never gave.
+			err = fmt.Errorf("writing %s: %w after %d of %d bytes: the sandbox's writable space is full (its disk limit); the file was left as it was", path, unix.ENOSPC, n, want)
 		}
-		fileError(w, err)
+		fsError(w, err)
 		return
 	}
 	writeJSON(w, httpd.StatusOK, wire.WriteFileResponse{OK: true, BytesWritten: int(n)})

@@ -443,6 +443,7 @@ func fileRefusal(resp *http.Response) error {
 		http.StatusNotFound: api.CodeNotFound, http.StatusRequestEntityTooLarge: api.CodeTooLarge,
 		http.StatusLengthRequired: api.CodeLengthRequired, http.StatusRequestedRangeNotSatisfiable: api.CodeRange,
 		http.StatusUnauthorized: api.CodeAgent, http.StatusServiceUnavailable: api.CodeAgent,
+		http.StatusForbidden: api.CodeForbidden, http.StatusInsufficientStorage: api.CodeNoSpace,
 	}[resp.StatusCode]
 	if code == "" {
 		code = api.CodeFileError

@@ -646,6 +646,63 @@ func TestDaemonFileHead(t *testing.T) {
 	}
 }
 
+// TestDaemonFileRefusals: a file the sandbox may not write is 403
+// (outside its writable places, a directory it may not write to, a file
+// it may not read), a full writable space 507 naming the caller's path
+// (not the agent's temporary file) with the old file kept, through the
+// REST API and cordon cp.
+func TestDaemonFileRefusals(t *testing.T) {
+	testutil.RequiresRoot(t)
+	_, sock, d := serveInTemp(t)
+	defer d.stop(t, sock)
+	host := "--host=unix://" + sock
+	run := onDaemon(t, host)
+	id, errOut, code := run("create", "--disk", "2m")
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, errOut)
+	}
+	id = strings.TrimSpace(id)
+	defer run("rm", id)
+	if _, errOut, code := run("exec", id, "--", "sh", "-c", "echo old > kept; mkdir ro; chmod 500 ro"); code != 0 {
+		t.Fatalf("exec: %s", errOut)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	big := bytes.Repeat([]byte("x"), 3<<20)
+	for _, c := range []struct {
+		method, path string
+		body         []byte
+		status       int
+		code, says   string
+	}{
+		{"PUT", "/etc/x", []byte("x"), 403, api.CodeForbidden, "/etc/x is outside the places"},
+		{"PUT", "ro/x", []byte("x"), 403, api.CodeForbidden, "permission denied"},
+		{"GET", "/proc/self/environ", nil, 403, api.CodeForbidden, "permission denied"},
+		{"PUT", "kept", big, 507, api.CodeNoSpace, "writing kept: no space left"},
+	} {
+		req, _ := http.NewRequest(c.method, "http://cordon/v1/sandboxes/"+id+"/files?path="+c.path, bytes.NewReader(c.body))
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e api.Error
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || e.Code != c.code || !strings.Contains(e.Message, c.says) || strings.Contains(e.Message, ".cordon-") {
+			t.Errorf("%s %s: %d %+v, want %d %s saying %q", c.method, c.path, resp.StatusCode, e, c.status, c.code, c.says)
+		}
+	}
+	src := filepath.Join(t.TempDir(), "big")
+	os.WriteFile(src, big, 0o644)
+	if _, errOut, code := run("cp", src, id+":kept"); code != 125 || !strings.Contains(errOut, "no_space") || !strings.Contains(errOut, "writable space is full") {
+		t.Errorf("cp of too much: %d %s", code, errOut)
+	}
+	if out, _, _ := run("exec", id, "--", "cat", "kept"); out != "old\n" {
+		t.Errorf("the file after the refusals: %q", out)
+	}
+}
+
 // TestCpNamesEscaped: copying a directory out of a sandbox whose names
 // were made to act on a terminal (an escape sequence in a file's name, a
 // FIFO's, which is skipped and said so) keeps the file as named but says

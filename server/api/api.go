@@ -242,6 +242,8 @@ const (
 	// why: outside the roots, not a regular file, ...).
 	CodeFileError = "file_error"
 	CodeRange     = "range_not_satisfiable"
+	// CodeNoSpace: the sandbox's writable space is full (507).
+	CodeNoSpace = "no_space"
 )
 
 // ExecutionHeader carries an exec stream's execution id, for cancel.

@@ -306,6 +306,7 @@ const (
 	StatusNotModified                  = 304
 	StatusBadRequest                   = 400
 	StatusUnauthorized                 = 401
+	StatusForbidden                    = 403
 	StatusNotFound                     = 404
 	StatusConflict                     = 409
 	StatusGone                         = 410
@@ -319,6 +320,7 @@ const (
 	StatusServiceUnavailable           = 503
 	StatusGatewayTimeout               = 504
 	StatusHTTPVersionNotSupported      = 505
+	StatusInsufficientStorage          = 507
 )
 
 // StatusText is the reason phrase for status ("Status N" for one the agent
@@ -337,6 +339,10 @@ func StatusText(status int) string {
 		return "Not Modified"
 	case StatusBadRequest:
 		return "Bad Request"
+	case StatusForbidden:
+		return "Forbidden"
+	case StatusInsufficientStorage:
+		return "Insufficient Storage"
 	case StatusUnauthorized:
 		return "Unauthorized"
 	case StatusNotFound:

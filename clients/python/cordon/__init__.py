@@ -5,6 +5,7 @@ from .errors import (
     AuthenticationException,
     CommandExitException,
     InvalidArgumentException,
+    NotEnoughSpaceException,
     NotFoundException,
     RateLimitException,
     SandboxException,
@@ -28,5 +29,5 @@ __all__ = [
     "Sandbox", "SandboxInfo", "SnapshotInfo", "CommandResult", "CommandHandle", "EntryInfo", "FileType", "WriteInfo",
     "FilesystemEvent", "FilesystemEventType", "WatchHandle", "SandboxException", "TimeoutException",
     "NotFoundException", "AuthenticationException", "InvalidArgumentException", "RateLimitException",
-    "CommandExitException",
+    "NotEnoughSpaceException", "CommandExitException",
 ]

@@ -31,6 +31,11 @@ class RateLimitException(SandboxException):
     """A quota of the caller's tenant is used up."""
 
 
+class NotEnoughSpaceException(SandboxException):
+    """The sandbox's writable space is full (its disk limit); the file was
+    left as it was."""
+
+
 class CommandExitException(SandboxException):
     """A command ended with a non-zero exit code (commands.run raises it, as
     E2B's does); the result is on the exception."""
@@ -64,6 +69,8 @@ def from_response(status, body):
         cls = AuthenticationException
     elif status == 429:
         cls = RateLimitException
+    elif status == 507:
+        cls = NotEnoughSpaceException
     elif status in (400, 413, 422):
         cls = InvalidArgumentException
     elif status == 504 or code == "deadline":

@@ -10,6 +10,7 @@ from cordon import (
     FilesystemEventType,
     FileType,
     InvalidArgumentException,
+    NotEnoughSpaceException,
     NotFoundException,
     Sandbox,
     SandboxException,
@@ -115,6 +116,13 @@ def test_refusals():
     with Sandbox() as sbx:
         with pytest.raises(SandboxException):
             sbx.commands.run("true", user="root")
+    # A full writable space is its own error, and the file is kept.
+    with Sandbox(disk_mb=2) as sbx:
+        sbx.files.write("kept", "old")
+        with pytest.raises(NotEnoughSpaceException) as e:
+            sbx.files.write("kept", b"x" * (3 << 20))
+        assert e.value.status == 507 and "writable space is full" in str(e.value)
+        assert sbx.files.read("kept") == "old"
 
 
 def test_attacker_cannot_reach_out():

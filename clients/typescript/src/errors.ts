@@ -12,6 +12,8 @@ export class NotFoundError extends SandboxError {}
 export class AuthenticationError extends SandboxError {}
 export class InvalidArgumentError extends SandboxError {}
 export class RateLimitError extends SandboxError {}
+/** The sandbox's writable space is full (its disk limit); the file was left as it was. */
+export class NotEnoughSpaceError extends SandboxError {}
 
 export interface CommandResult {
   stdout: string;
@@ -53,6 +55,7 @@ export function fromResponse(status: number, body: string): SandboxError {
   if (status === 404) return new NotFoundError(text, code, status);
   if (status === 401 || status === 403) return new AuthenticationError(text, code, status);
   if (status === 429) return new RateLimitError(text, code, status);
+  if (status === 507) return new NotEnoughSpaceError(text, code, status);
   if (status === 400 || status === 413 || status === 422) return new InvalidArgumentError(text, code, status);
   if (status === 504 || code === "deadline") return new TimeoutError(text, code, status);
   return new SandboxError(text, code, status);

@@ -9,6 +9,7 @@ export {
   AuthenticationError,
   InvalidArgumentError,
   RateLimitError,
+  NotEnoughSpaceError,
   CommandExitError,
 } from "./errors.js";
 export type { CommandResult } from "./errors.js";

@@ -27,7 +27,7 @@ export interface SandboxOpts extends ConnectionOpts {
   templateName?: string;
   /** Keep its files (workspace, home, /tmp) on a disk of its own, so that stop() and start() keep them, across daemon restarts and host reboots. */
   persistent?: boolean;
-  /** The persistent disk's size (its quota), in MiB; the daemon's default without. */
+  /** The writable space (workspace, home, /tmp), in MiB: a persistent disk's size (its quota), else memory; full, a write is NotEnoughSpaceError. The daemon's default without. */
   diskMb?: number;
   /** With persistent: start it again when the daemon starts and finds it stopped though it was running (a reboot). */
   autostart?: boolean;

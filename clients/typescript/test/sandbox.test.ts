@@ -1,6 +1,6 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { CommandExitError, InvalidArgumentError, NotFoundError, Sandbox, SandboxError, TimeoutError, type FilesystemEvent } from "../src/index.js";
+import { CommandExitError, InvalidArgumentError, NotEnoughSpaceError, NotFoundError, Sandbox, SandboxError, TimeoutError, type FilesystemEvent } from "../src/index.js";
 import { startDaemon } from "./daemon.js";
 
 let stop: () => Promise<void>;
@@ -101,6 +101,14 @@ test("refusals", async () => {
   await assert.rejects(Sandbox.create({ tier: "no-such-tier" }), SandboxError);
   await assert.rejects(Sandbox.connect("sbx_0000000000000000"), NotFoundError);
   await assert.rejects(Sandbox.create({ host: "ftp://nowhere" }), SandboxError);
+  // A full writable space is its own error, and the file is kept.
+  await using sbx = await Sandbox.create({ diskMb: 2 });
+  await sbx.files.write("kept", "old");
+  await assert.rejects(
+    sbx.files.write("kept", new Uint8Array(3 << 20)),
+    (e: unknown) => e instanceof NotEnoughSpaceError && e.status === 507 && /writable space is full/.test(e.message),
+  );
+  assert.equal(await sbx.files.read("kept"), "old");
 });
 
 test("an attacker in the sandbox cannot reach out", async () => {
