@@ -6,12 +6,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strings"
 	"syscall"
 	"time"
 
+	agentclient "github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/baseline"
 	"github.com/cordon-sandbox/cordon/internal/printable"
@@ -86,8 +88,18 @@ var daemonAddr string
 // refused.
 func apiFail(err error) int {
 	var e *api.Error
+	var dial *net.OpError
+	var ae *agentclient.Error
+	if errors.As(err, &ae) && !errors.As(err, &e) {
+		// Through the daemon's agent routes (shell, sessions) the daemon's
+		// own refusals, no sandbox of that id among them, come as the
+		// agent client's: said as the daemon's are.
+		err = &api.Error{Code: ae.Code, Message: ae.Message, Status: ae.Status}
+	}
 	switch {
-	case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED):
+	// Only a dial's: a local file that is not there (cordon cp) is not a
+	// daemon that is not there.
+	case errors.As(err, &dial) && dial.Op == "dial" && (errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)):
 		fmt.Fprintf(os.Stderr, "cordon: no cordon daemon answers at %s: start one with `cordon serve`, or name another with --host or CORDON_HOST (%v)\n", daemonAddr, err)
 	case errors.As(err, &e) && e.Status == http.StatusUnauthorized:
 		fmt.Fprintf(os.Stderr, "cordon: the daemon at %s refused the API key: set CORDON_API_KEY to a key it knows (%v)\n", daemonAddr, err)

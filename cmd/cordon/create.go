@@ -16,7 +16,7 @@ func createCmd(args []string) int {
 	pool := fs.String("pool", "", "claim from the warm pool `NAME`")
 	from := fs.String("from", "", "restore the snapshot `ID` into it (and take the snapshot's spec unless flags give one)")
 	tmpl := fs.String("template", "", "make it from the template `NAME` (cordon template save)")
-	output := fs.String("o", "", "output format: json (the sandbox, rather than its id)")
+	output := outputFormat(fs, "output format: json (the sandbox, rather than its id)")
 	maxTimeout := duration(fs, "max-timeout", 0, "the longest timeout its commands may be given (0: 30m; at most the daemon's --max-exec-timeout)")
 	persistent := fs.Bool("persistent-workspace", false, "keep its writable space (workspace, home, /tmp) on storage of its own, of --disk bytes (the daemon's --disk-size without), so that it can be stopped (cordon stop) and started (cordon start) on it, across daemon restarts and host reboots")
 	autostart := fs.Bool("autostart", false, "with --persistent-workspace: start it again when the daemon starts and finds it stopped though it was running (a reboot); without, it is left stopped")

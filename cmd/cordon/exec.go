@@ -19,7 +19,7 @@ func execCmd(args []string) int {
 	timeout := duration(fs, "timeout", 0, "stop the command after this long (0: the agent's default)")
 	cwd := fs.String("cwd", "", "working directory inside")
 	interactive := fs.Bool("i", false, "pass cordon's standard input to the command")
-	output := fs.String("o", "", "output format: json (the command's output and result as one object, once it ends)")
+	output := outputFormat(fs, "output format: json (the command's output and result as one object, once it ends)")
 	maxOutput := maxOutputFlag(fs)
 	tty := fs.Bool("t", false, "run the command on a terminal, cordon's own in raw mode (with -i: cordon exec -it ID -- bash)")
 	detach := fs.Bool("d", false, "start the command detached, as a session of the sandbox's own that outlives this call; print its id (cordon attach, sessions, kill)")

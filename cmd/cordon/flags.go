@@ -39,6 +39,10 @@ func printDefaults(fs *flag.FlagSet) {
 			if name == "value" {
 				name = "duration"
 			}
+		case formatFlag:
+			if name == "value" {
+				name = "format"
+			}
 		}
 		line := "  -" + f.Name
 		if name != "" {
@@ -211,4 +215,30 @@ func duration(fs *flag.FlagSet, name string, value time.Duration, usage string) 
 	d := value
 	fs.Var(durationFlag{&d}, name, usage)
 	return &d
+}
+
+// formatFlag is -o: json, or without it text. (A string flag took "-o
+// yaml" and printed the table.)
+type formatFlag struct{ s *string }
+
+func (f formatFlag) String() string {
+	if f.s == nil {
+		return ""
+	}
+	return *f.s
+}
+
+func (f formatFlag) Set(v string) error {
+	if v != "json" {
+		return fmt.Errorf("%q: the output format is json, or without -o text", v)
+	}
+	*f.s = v
+	return nil
+}
+
+// outputFormat defines -o on fs.
+func outputFormat(fs *flag.FlagSet, usage string) *string {
+	s := new(string)
+	fs.Var(formatFlag{s}, "o", usage)
+	return s
 }

@@ -12,7 +12,7 @@ func TestCombinedShort(t *testing.T) {
 	fs := newFlagSet("x", "")
 	fs.Bool("i", false, "")
 	fs.Bool("t", false, "")
-	fs.String("o", "", "")
+	outputFormat(fs, "")
 	for _, c := range []struct{ in, want []string }{
 		{[]string{"-it", "ID"}, []string{"-i", "-t", "ID"}},
 		{[]string{"-ti", "--", "-it"}, []string{"-t", "-i", "--", "-it"}},

@@ -47,7 +47,7 @@ func imageCmd(args []string) int {
 	fs := newFlagSet("image "+args[0], imageUsage)
 	asName := fs.String("name", "", "name the imported image")
 	maxSize := fs.String("max", "", "collect least recently used images until the cache is under `SIZE`")
-	output := fs.String("o", "", "output format: json (ls)")
+	output := outputFormat(fs, "output format: json (ls)")
 	tier := fs.String("tier", "", "import into this tier's own store (docker: the engine's, as docker load)")
 	rest, code, ok := parseInterspersed(fs, args[1:])
 	if !ok {

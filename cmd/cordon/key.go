@@ -19,7 +19,7 @@ func keyCmd(args []string) int {
 	tenant := fs.String("tenant", "", "the tenant the key acts for")
 	name := fs.String("name", "", "a name to know the key by")
 	admin := fs.Bool("admin", false, "the key administers the daemon (keys, pools)")
-	output := fs.String("o", "", "output format: json")
+	output := outputFormat(fs, "output format: json")
 	c, rest, code := daemonClient(fs, args[1:])
 	if c == nil {
 		return code

@@ -21,7 +21,7 @@ func lsCmd(args []string) int {
 	labels := labelFlag{}
 	fs.Var(labels, "label", "only sandboxes with label `KEY=VALUE`; repeatable")
 	quiet := fs.Bool("q", false, "print ids only")
-	output := fs.String("o", "", "output format: json")
+	output := outputFormat(fs, "output format: json")
 	c, ids, code := daemonClient(fs, args)
 	if c == nil {
 		return code

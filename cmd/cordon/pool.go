@@ -17,7 +17,7 @@ func poolCmd(args []string) int {
 	}
 	sf := addSpecFlags(fs, false)
 	size := fs.Int("size", 0, "how many ready sandboxes the pool keeps")
-	output := fs.String("o", "", "output format: json")
+	output := outputFormat(fs, "output format: json")
 	c, rest, code := daemonClient(fs, args[1:])
 	if c == nil {
 		return code

@@ -430,6 +430,14 @@ func TestCLIUsage(t *testing.T) {
 	if _, errOut, code := cordon(t, "ls", "--host", "unix://"+filepath.Join(t.TempDir(), "none.sock")); code != 125 || !strings.Contains(errOut, "no cordon daemon answers at") || !strings.Contains(errOut, "cordon serve") {
 		t.Errorf("no daemon: %d %q", code, errOut)
 	}
+	// A local file that is not there is not a daemon that is not there.
+	if _, errOut, code := cordon(t, "cp", "--host", "unix://"+filepath.Join(t.TempDir(), "none.sock"), filepath.Join(t.TempDir(), "missing"), "sbx_0000000000000000:x"); code != 125 || strings.Contains(errOut, "daemon") || !strings.Contains(errOut, "no such file") {
+		t.Errorf("cp of a missing local file: %d %q", code, errOut)
+	}
+	// An output format cordon does not write is refused, not ignored.
+	if _, errOut, code := cordon(t, "ls", "-o", "yaml"); code != 2 || !strings.Contains(errOut, "the output format is json") {
+		t.Errorf("ls -o yaml: %d %q", code, errOut)
+	}
 	for _, size := range []string{"1GB", "1g", "1GiB", "1.5G", "512m", "512MB"} {
 		if _, errOut, code := cordon(t, "run", "--tier", "passthrough", "--memory", size, "--", "true"); code != 125 || !strings.Contains(errOut, "cannot enforce a memory limit") {
 			t.Errorf("--memory %s: %d %q", size, code, errOut)

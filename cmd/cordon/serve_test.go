@@ -296,6 +296,13 @@ func TestDaemonVerbs(t *testing.T) {
 	if out, _, _ := run("ls", "-q", "--label", "job=8"); out != "" {
 		t.Fatalf("ls of another label: %q", out)
 	}
+	// A sandbox that is not there, through the daemon's agent routes too,
+	// is said as the daemon says it.
+	for _, args := range [][]string{{"shell", "sbx_0000000000000000", "--", "true"}, {"sessions", "sbx_0000000000000000"}, {"exec", "sbx_0000000000000000", "--", "true"}} {
+		if _, errOut, code := run(args...); code != 125 || !strings.Contains(errOut, "not_found (404): no sandbox") || strings.Contains(errOut, "agent answered") {
+			t.Errorf("%s of no sandbox: %d %q", args[0], code, errOut)
+		}
+	}
 	cases := []struct {
 		args   []string
 		stdout string

@@ -19,7 +19,7 @@ import (
 
 func sessionsCmd(args []string) int {
 	fs := newFlagSet("sessions", "usage: cordon sessions [flags] ID\n\nLists the sessions of a sandbox on the daemon: programs started with\ncordon exec -d, running or exited, with their retained output's range.")
-	output := fs.String("o", "", "output format: json")
+	output := outputFormat(fs, "output format: json")
 	c, rest, code := daemonClientArgs(fs, args, 1)
 	if c == nil {
 		return code

@@ -114,7 +114,7 @@ func snapshotImport(args []string) int {
 
 func snapshotsCmd(args []string) int {
 	fs := newFlagSet("snapshots", "usage: cordon snapshots [flags]\n\nLists your snapshots on the daemon.")
-	output := fs.String("o", "", "output format: json")
+	output := outputFormat(fs, "output format: json")
 	c, _, code := daemonClient(fs, args)
 	if c == nil {
 		return code

@@ -77,7 +77,7 @@ program started as a session ("start").`)
 
 func templatesCmd(args []string) int {
 	fs := newFlagSet("templates", "usage: cordon templates [flags]\n\nLists your templates on the daemon.")
-	output := fs.String("o", "", "output format: json")
+	output := outputFormat(fs, "output format: json")
 	c, _, code := daemonClient(fs, args)
 	if c == nil {
 		return code

@@ -15,7 +15,7 @@ import (
 func watchCmd(args []string) int {
 	fs := newFlagSet("watch", "usage: cordon watch [flags] ID PATH\n\nPrints the changes under a directory inside a sandbox on the daemon as they\nhappen, a line each (create, write, remove, rename, overflow), until\ninterrupted or the directory is removed.")
 	recursive := fs.Bool("r", false, "the directories below too")
-	output := fs.String("o", "", "output format: json (an event a line)")
+	output := outputFormat(fs, "output format: json (an event a line)")
 	c, rest, code := daemonClientArgs(fs, args, 2)
 	if c == nil {
 		return code
