@@ -79,6 +79,16 @@ func NormalizeHost(h string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: host %q: %v", ErrInvalid, h, err)
 	}
+	// The profile lets empty labels through ("a..test"), which no name
+	// resolves: such a rule would be accepted and admit nothing.
+	if len(a) > 253 {
+		return "", fmt.Errorf("%w: host %q: longer than a name's 253 bytes", ErrInvalid, h)
+	}
+	for _, label := range strings.Split(a, ".") {
+		if label == "" || len(label) > 63 || strings.Trim(label, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+			return "", fmt.Errorf("%w: host %q is no host name (each dot-separated label is 1 to 63 letters, digits or '-')", ErrInvalid, h)
+		}
+	}
 	return a, nil
 }
 
@@ -235,6 +245,11 @@ func compileAll(rules []Rule) ([]*compiled, error) {
 
 // ParseRule reads HOST or HOST:PORT[,PORT...] (IPv6 in brackets).
 func ParseRule(s string) (Rule, error) {
+	if scheme, rest, ok := strings.Cut(s, "://"); ok {
+		host, _, _ := strings.Cut(rest, "/")
+		port := map[string]string{"http": ":80", "https": ":443"}[strings.ToLower(scheme)]
+		return Rule{}, fmt.Errorf("%w: %q is a URL; a rule is HOST[:PORT,...], here %s%s", ErrInvalid, s, host, port)
+	}
 	host, ports := s, ""
 	if strings.HasPrefix(s, "[") {
 		if i := strings.Index(s, "]"); i > 0 {

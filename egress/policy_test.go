@@ -7,13 +7,16 @@ import (
 	"crypto/tls"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
 func TestRuleValidation(t *testing.T) {
 	bad := []Rule{{Host: "*"}, {Host: "user:pw@example.com"}, {Host: "example.com/path"}, {Host: "http://example.com"},
 		{Host: "example.com", Ports: []int{0}}, {Host: "example.com", Ports: []int{70000}}, {Host: "a.*.example.com"},
-		{Host: "*.com"}, {Host: ""}, {Host: "0x7f000001"}, {Host: "example.com:443"}}
+		{Host: "*.com"}, {Host: ""}, {Host: "0x7f000001"}, {Host: "example.com:443"},
+		// No name resolves these: accepted, they would admit nothing.
+		{Host: "a..test"}, {Host: ".a.test"}, {Host: "*..test"}, {Host: strings.Repeat("a", 64) + ".test"}, {Host: "a b.test"}, {Host: "a!.test"}}
 	for _, r := range bad {
 		if _, err := compile(r); err == nil {
 			t.Errorf("rule %+v accepted", r)
@@ -25,6 +28,12 @@ func TestRuleValidation(t *testing.T) {
 		c, err := compile(Rule{Host: in})
 		if err != nil || c.rule.Host != want {
 			t.Errorf("rule %q: %v, %q; want %q", in, err, c.rule.Host, want)
+		}
+	}
+	// A URL where a rule goes is refused saying the rule it meant.
+	for in, says := range map[string]string{"http://a.test/x": "here a.test:80", "https://a.test": "here a.test:443"} {
+		if _, err := ParseRule(in); err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("rule %q: %v, want it refused saying %q", in, err, says)
 		}
 	}
 	if err := (Profile{Name: "p", Hosts: []Rule{{Host: "*"}}}).Validate(); err == nil {

@@ -434,6 +434,13 @@ func TestCLIUsage(t *testing.T) {
 	if _, errOut, code := cordon(t, "cp", "--host", "unix://"+filepath.Join(t.TempDir(), "none.sock"), filepath.Join(t.TempDir(), "missing"), "sbx_0000000000000000:x"); code != 125 || strings.Contains(errOut, "daemon") || !strings.Contains(errOut, "no such file") {
 		t.Errorf("cp of a missing local file: %d %q", code, errOut)
 	}
+	// A URL or a name no resolver takes, where an egress rule goes, is
+	// refused, not accepted to admit nothing.
+	for rule, says := range map[string]string{"http://a.test/x": "here a.test:80", "a..test": "is no host name"} {
+		if _, errOut, code := cordon(t, "run", "--allow", rule, "--", "true"); code != 2 || !strings.Contains(errOut, says) {
+			t.Errorf("--allow %s: %d %q", rule, code, errOut)
+		}
+	}
 	// An output format cordon does not write is refused, not ignored.
 	if _, errOut, code := cordon(t, "ls", "-o", "yaml"); code != 2 || !strings.Contains(errOut, "the output format is json") {
 		t.Errorf("ls -o yaml: %d %q", code, errOut)
