@@ -1,10 +1,8 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -83,11 +81,7 @@ func TestMicroVM(t *testing.T) {
 // sock (as its local administrator).
 func daemonGet(t *testing.T, sock, path string) string {
 	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", sock)
-	}}}
-	resp, err := hc.Get("http://cordon" + path)
+	resp, err := unixHTTP(sock).Get("http://cordon" + path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -562,10 +562,18 @@ func onDaemon(t *testing.T, host string) func(args ...string) (string, string, i
 	}
 }
 
+// unixHTTP is an HTTP client of the daemon listening on socket sock.
+func unixHTTP(sock string) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+}
+
 // daemonSandbox starts a daemon in a temporary directory and creates a
-// sandbox on it: host is the --host flag naming the daemon, run runs a
-// cordon verb with it. Both go at the end of the test.
-func daemonSandbox(t *testing.T) (id, host string, run func(args ...string) (string, string, int)) {
+// sandbox on it with the create flags given: host is the --host flag
+// naming the daemon, run runs a cordon verb with it. Both go at the end of
+// the test.
+func daemonSandbox(t *testing.T, create ...string) (id, host string, run func(args ...string) (string, string, int)) {
 	t.Helper()
 	testutil.RequiresRoot(t)
 	_, sock, d := serveInTemp(t)
@@ -574,7 +582,7 @@ func daemonSandbox(t *testing.T) (id, host string, run func(args ...string) (str
 	run = func(args ...string) (string, string, int) {
 		return cordon(t, append(args[:1:1], append([]string{host}, args[1:]...)...)...)
 	}
-	out, errOut, code := run("create")
+	out, errOut, code := run(append([]string{"create"}, create...)...)
 	if code != 0 {
 		t.Fatalf("create: %d %s", code, errOut)
 	}
@@ -634,9 +642,7 @@ func TestDaemonFileHead(t *testing.T) {
 	if out, errOut, code := cordon(t, "exec", "--host=unix://"+sock, sb.ID, "--", "sh", "-c", "head -c 12345 /dev/zero > f.bin; ln -s f.bin link; mkdir d"); code != 0 {
 		t.Fatalf("exec: exit %d, %q, %s", code, out, errOut)
 	}
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
+	hc := unixHTTP(sock)
 	for path, want := range map[string]struct {
 		status int
 		length string
@@ -659,23 +665,11 @@ func TestDaemonFileHead(t *testing.T) {
 // (not the agent's temporary file) with the old file kept, through the
 // REST API and cordon cp.
 func TestDaemonFileRefusals(t *testing.T) {
-	testutil.RequiresRoot(t)
-	_, sock, d := serveInTemp(t)
-	defer d.stop(t, sock)
-	host := "--host=unix://" + sock
-	run := onDaemon(t, host)
-	id, errOut, code := run("create", "--disk", "2m")
-	if code != 0 {
-		t.Fatalf("create: %d %s", code, errOut)
-	}
-	id = strings.TrimSpace(id)
-	defer run("rm", id)
+	id, host, run := daemonSandbox(t, "--disk", "2m")
 	if _, errOut, code := run("exec", id, "--", "sh", "-c", "echo old > kept; mkdir ro; chmod 500 ro"); code != 0 {
 		t.Fatalf("exec: %s", errOut)
 	}
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
+	hc := unixHTTP(strings.TrimPrefix(host, "--host=unix://"))
 	big := bytes.Repeat([]byte("x"), 3<<20)
 	for _, c := range []struct {
 		method, path string
