@@ -453,7 +453,7 @@ func TestCLIUsage(t *testing.T) {
 	// 0 is no limit, for --memory as for --pids (the passthrough tier
 	// refuses any memory limit); a bare number of seconds is a duration;
 	// the help names what a size or duration flag takes.
-	if out, errOut, code := cordon(t, "run", "--tier", "passthrough", "--memory", "0", "--disk", "0", "--pids", "0", "--", "echo", "none"); code != 0 || out != "none\n" {
+	if out, errOut, code := cordon(t, "run", "--tier", "passthrough", "--memory", "0", "--disk", "0", "--pids", "0", "--max-output", "0", "--", "echo", "none"); code != 0 || out != "none\n" {
 		t.Errorf("--memory 0: %d %q %q", code, out, errOut)
 	}
 	if _, errOut, code := cordon(t, "run", "--tier", "passthrough", "--timeout", "1", "--", "sleep", "30"); code != 124 {

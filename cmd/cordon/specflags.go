@@ -84,9 +84,9 @@ const noOutputCap = 1 << 62
 
 // maxOutputFlag registers --max-output on fs and returns what reads it.
 func maxOutputFlag(fs *flag.FlagSet) func() (int64, error) {
-	s := fs.String("max-output", "", "stop passing on each of stdout and stderr past this much, e.g. 10m, and say so (default: no limit)")
+	s := fs.String("max-output", "", "stop passing on each of stdout and stderr past this much, e.g. 10m, and say so (default or 0: no limit)")
 	return func() (int64, error) {
-		if *s == "" {
+		if *s == "" || *s == "0" {
 			return noOutputCap, nil
 		}
 		n, err := parseSize(*s)
