@@ -79,7 +79,7 @@ const hostGrace = 30 * time.Second
 
 // capture reads e's writable state into a compressed archive in the store
 // (not yet named by its digest: addSnapshot does that).
-func (s *Server) capture(ctx context.Context, e *entry) (archived, error) {
+func (s *Server) capture(ctx context.Context, e *entry, tenant string) (archived, error) {
 	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout+hostGrace)
 	defer cancel()
 	ac := e.sb.Client()
@@ -102,7 +102,7 @@ func (s *Server) capture(ctx context.Context, e *entry) (archived, error) {
 			pw.Close()
 		}
 	}()
-	a, err := s.storeArchive(pr)
+	a, err := s.storeArchive(pr, tenant)
 	pr.CloseWithError(errors.New("capture over"))
 	return a, err
 }
@@ -121,9 +121,17 @@ var errTooLarge = errors.New("snapshot too large")
 
 // storeArchive writes the tar read from r, each header cleaned
 // (cleanHeader), compressed into a temporary file of the store; at most
-// Limits.MaxSnapshotBytes of content (headers counted) is read.
-func (s *Server) storeArchive(r io.Reader) (a archived, err error) {
+// Limits.MaxSnapshotBytes of content (headers counted) is read, and at
+// most what tenant's snapshots may still hold is written (its
+// Limits.MaxSnapshotStorePerTenant less what they hold): a tenant at its
+// bound once had up to 16 GiB written to the daemon's disk before
+// addSnapshot refused the snapshot.
+func (s *Server) storeArchive(r io.Reader, tenant string) (a archived, err error) {
 	if err := os.MkdirAll(s.snapshotDir(), 0o700); err != nil {
+		return a, err
+	}
+	budget, err := s.snapshotBudget(tenant)
+	if err != nil {
 		return a, err
 	}
 	f, err := os.CreateTemp(s.snapshotDir(), ".partial-*")
@@ -139,7 +147,9 @@ func (s *Server) storeArchive(r io.Reader) (a archived, err error) {
 	limit := s.cfg.Limits.MaxSnapshotBytes
 	r = &io.LimitedReader{R: r, N: limit + 1}
 	h := sha256.New()
-	cw := &countingWriter{w: io.MultiWriter(f, h)}
+	cw := &countingWriter{w: io.MultiWriter(f, h), max: budget, over: func() error {
+		return fmt.Errorf("%w: a tenant's snapshots may hold at most %d bytes on this daemon (cordon serve --max-snapshot-store), and this one would pass it; delete some (cordon snapshot rm)", errSnapshotQuota, s.cfg.Limits.MaxSnapshotStorePerTenant)
+	}}
 	gz, _ := gzip.NewWriterLevel(cw, gzip.BestSpeed)
 	tw := tar.NewWriter(gz)
 	tr := tar.NewReader(r)
@@ -276,15 +286,37 @@ func cleanHeader(h *tar.Header) (*tar.Header, bool, error) {
 	return out, true, nil
 }
 
+// countingWriter counts what it passes on to w; past max bytes it writes
+// no more and fails with over's error.
 type countingWriter struct {
-	w io.Writer
-	n int64
+	w    io.Writer
+	n    int64
+	max  int64
+	over func() error
 }
 
 func (c *countingWriter) Write(b []byte) (int, error) {
+	if c.over != nil && c.n+int64(len(b)) > c.max {
+		return 0, c.over()
+	}
 	n, err := c.w.Write(b)
 	c.n += int64(n)
 	return n, err
+}
+
+// snapshotBudget is what tenant's snapshots may still hold in the store.
+func (s *Server) snapshotBudget(tenant string) (int64, error) {
+	all, err := s.store.snapshots()
+	if err != nil {
+		return 0, err
+	}
+	left := s.cfg.Limits.MaxSnapshotStorePerTenant
+	for _, o := range all {
+		if o.Tenant == tenant {
+			left -= o.Size
+		}
+	}
+	return max(left, 0), nil
 }
 
 type limitedWriter struct {
@@ -363,7 +395,7 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) takeSnapshot(ctx context.Context, e *entry, ttlSeconds int64) (api.Snapshot, error) {
 	rec := s.recordOf(e)
-	a, err := s.capture(ctx, e)
+	a, err := s.capture(ctx, e, rec.Tenant)
 	if err != nil {
 		return api.Snapshot{}, err
 	}
@@ -562,8 +594,8 @@ func (s *Server) handleImportSnapshot(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, api.CodeInvalid, "data.tar.gz is not gzip: "+err.Error())
 			return
 		}
-		a, err := s.storeArchive(gz)
-		if errors.Is(err, errTooLarge) {
+		a, err := s.storeArchive(gz, c.tenant)
+		if errors.Is(err, errTooLarge) || errors.Is(err, errSnapshotQuota) {
 			snapshotError(w, "data.tar.gz", err)
 			return
 		}

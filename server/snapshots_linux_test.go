@@ -518,6 +518,15 @@ func TestSnapshotLimits(t *testing.T) {
 		if list, _ := d.local.Snapshots(ctx); len(list) != 1 {
 			t.Errorf("snapshots kept: %d, want 1", len(list))
 		}
+		// A capture stops writing where the bound is passed, rather than
+		// write all it reads (here 8 MiB) and refuse it after.
+		sh(t, d.local, sb.ID, "rm b && head -c 8000000 /dev/urandom > c")
+		if _, err := d.local.Snapshot(ctx, sb.ID, 0); !isAPIStatus(err, http.StatusTooManyRequests) || !strings.Contains(err.Error(), "this one would pass it") {
+			t.Errorf("a capture past what is left of 64 KiB: %v", err)
+		}
+		if ents, _ := os.ReadDir(filepath.Join(d.stateDir, "snapshots")); len(ents) != 1 {
+			t.Errorf("in the store after the refusal: %v, want the one snapshot's archive", ents)
+		}
 	}
 	// An import past the size limit is refused as a capture is.
 	var big bytes.Buffer
