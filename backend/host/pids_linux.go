@@ -136,3 +136,61 @@ func BoundTCP(memcg string) error {
 	}
 	return nil
 }
+
+// TierTasks is how many processes and threads one tier's sandboxes may
+// hold together on this host: half of what is left of the kernel's task
+// ids (kernel.pid_max, or kernel.threads-max where lower) once a quarter,
+// and at least 1024, is kept for the host. Each sandbox has a pids limit of
+// its own (1024 by the daemon's default) but a tenant may hold a hundred
+// sandboxes: without a bound above them, some thirty fork bombs at their
+// limits took every pid of a host with the kernel's default pid_max of
+// 32768, and nothing else on it could fork.
+func TierTasks() int64 {
+	n := min(readCount("/proc/sys/kernel/pid_max"), readCount("/proc/sys/kernel/threads-max"))
+	return max((n-max(n/4, 1024))/2, 1024)
+}
+
+func readCount(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 1 << 22 // the most pid_max may be
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n <= 0 {
+		return 1 << 22
+	}
+	return n
+}
+
+// PidsParent is the pids cgroup named name at the root of the host's pids
+// hierarchy (v1's, else a unified cgroup2 with the pids controller), ""
+// where there is none.
+func PidsParent(name string) string {
+	if v1 := PidsV1(); v1 != "" {
+		return filepath.Join(v1, name)
+	}
+	var st unix.Statfs_t
+	if ctrl, err := os.ReadFile("/sys/fs/cgroup/cgroup.subtree_control"); err == nil && unix.Statfs("/sys/fs/cgroup", &st) == nil &&
+		st.Type == unix.CGROUP2_SUPER_MAGIC && slices.Contains(strings.Fields(string(ctrl)), "pids") {
+		return filepath.Join("/sys/fs/cgroup", name)
+	}
+	return ""
+}
+
+// BoundTasks gives dir, a pids cgroup above a tier's sandboxes' own, the
+// bound limit where it has none ("max"), making it first; a bound already
+// there (an operator's) stays.
+func BoundTasks(dir string, limit int64) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f := filepath.Join(dir, "pids.max")
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(string(b)) != "max" {
+		return nil
+	}
+	return os.WriteFile(f, []byte(strconv.FormatInt(limit, 10)), 0)
+}

@@ -2,12 +2,17 @@ package host_test
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
@@ -64,4 +69,100 @@ ready.set()`)
 	if got, err := host.ThreadOf(pid, 9999); err == nil {
 		t.Fatalf("thread 9999: %d, want an error", got)
 	}
+}
+
+// TestBoundTasks: a tier's parent pids cgroup gets the bound where it has
+// none, keeps one already written (an operator's), and the bound holds
+// against processes of the cgroups below it together; TierTasks leaves the
+// host a quarter of its task ids, and each of two tiers half the rest.
+func TestBoundTasks(t *testing.T) {
+	testutil.RequiresRoot(t)
+	if host.PidsV1() == "" {
+		testutil.Missing(t, "a cgroup v1 pids hierarchy")
+	}
+	pidMax := readInt(t, "/proc/sys/kernel/pid_max")
+	n := min(pidMax, readInt(t, "/proc/sys/kernel/threads-max"))
+	if got, want := host.TierTasks(), max((n-max(n/4, 1024))/2, 1024); got != want || 2*got > n-1024 {
+		t.Errorf("TierTasks %d, want %d of %d", got, want, n)
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	dir := filepath.Join(host.PidsV1(), "cordon-test-"+hex.EncodeToString(b[:]))
+	t.Cleanup(func() {
+		// The killed children go a moment after their group's leader.
+		for _, d := range []string{filepath.Join(dir, "a"), filepath.Join(dir, "b"), dir} {
+			deadline := time.Now().Add(10 * time.Second)
+			for err := os.Remove(d); err != nil && !os.IsNotExist(err) && time.Now().Before(deadline); err = os.Remove(d) {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	})
+	if err := host.BoundTasks(dir, 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.BoundTasks(dir, 500); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "pids.max")); strings.TrimSpace(string(got)) != "20" {
+		t.Fatalf("pids.max %q after a second bound, want the first's 20", got)
+	}
+	// Two cgroups below it, as two sandboxes, each without a bound of
+	// its own: their forks together stop at the parent's. (Each python is
+	// moved in once it runs: a launcher of its own, pyenv's, forks.)
+	forked := map[string]int{}
+	for _, child := range []string{"a", "b"} {
+		os.Mkdir(filepath.Join(dir, child), 0o755)
+		cmd := exec.Command("python3", "-c", `import os, signal, sys
+print("ready", flush=True)
+sys.stdin.readline()
+n = 0
+try:
+    for _ in range(100):
+        if os.fork() == 0:
+            signal.pause()
+            os._exit(0)
+        n += 1
+except OSError:
+    pass
+print(n, flush=True)
+sys.stdin.readline()`)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		in, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+		rd := bufio.NewReader(out)
+		if line, err := rd.ReadString('\n'); err != nil || line != "ready\n" {
+			t.Fatalf("python: %q %v", line, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, child, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(in, "go\n")
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, _ := strconv.Atoi(strings.TrimSpace(line))
+		forked[child] = k
+	}
+	// The first takes the whole bound (its python and 19 children); the
+	// second, moved in after, forks nothing.
+	if forked["a"] != 19 || forked["b"] != 0 {
+		t.Fatalf("forked %v under a bound of 20 for both, want a 19 and b none", forked)
+	}
+}
+
+func readInt(t *testing.T, path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

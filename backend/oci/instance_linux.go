@@ -147,7 +147,7 @@ func (b *Backend) Adopt(ctx context.Context, state []byte, token string) (sandbo
 		return nil, fmt.Errorf("%w: unreadable container state", sandbox.ErrAgent)
 	}
 	inst := &instance{b: b, id: st.ID, dir: filepath.Join(b.cfg.StateDir, st.ID), logs: logbuf.New(64 << 10),
-		cgroup: "/cordon-oci/" + st.ID, created: true, socketUID: st.SocketUID}
+		cgroup: "/" + ociCgroupParent + "/" + st.ID, created: true, socketUID: st.SocketUID}
 	pid, err := b.statePid(ctx, st.ID)
 	if err == nil {
 		inst.proc, err = pidfd.Open(pid, "")

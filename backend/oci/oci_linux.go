@@ -190,14 +190,24 @@ func (b *Backend) probeOnce(ctx context.Context) error {
 	if b.stateDir() == nil {
 		host.SweepCgroups(b.cfg.StateDir, ociCgroupParents(), "cordon-", time.Minute)
 	}
+	// All of the OCI tiers' sandboxes together hold at most
+	// host.TierTasks. Where it cannot be set, each sandbox's own pids
+	// limit is all there is, as before.
+	if dir := host.PidsParent(ociCgroupParent); dir != "" {
+		_ = host.BoundTasks(dir, host.TierTasks())
+	}
 	return nil
 }
+
+// ociCgroupParent is the cgroup, at the root of each hierarchy, that every
+// OCI sandbox's cgroupsPath is below.
+const ociCgroupParent = "cordon-oci"
 
 // ociCgroupParents are the OCI tiers' cgroup parent ("/cordon-oci", what
 // every sandbox's cgroupsPath names) in each mounted hierarchy.
 func ociCgroupParents() []string {
-	parents, _ := filepath.Glob("/sys/fs/cgroup/*/cordon-oci")
-	return append(parents, "/sys/fs/cgroup/cordon-oci")
+	parents, _ := filepath.Glob("/sys/fs/cgroup/*/" + ociCgroupParent)
+	return append(parents, "/sys/fs/cgroup/"+ociCgroupParent)
 }
 
 // runtimeCmd runs the runtime with its state under the backend's own
@@ -302,7 +312,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 			h.release()
 		}
 	}()
-	inst := &instance{b: b, id: id, dir: filepath.Join(b.cfg.StateDir, id), logs: logbuf.New(64 << 10), cgroup: "/cordon-oci/" + id}
+	inst := &instance{b: b, id: id, dir: filepath.Join(b.cfg.StateDir, id), logs: logbuf.New(64 << 10), cgroup: "/" + ociCgroupParent + "/" + id}
 	fail := func(err error) (sandbox.Instance, error) {
 		return nil, errors.Join(err, inst.Destroy(context.WithoutCancel(ctx)))
 	}

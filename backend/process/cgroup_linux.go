@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/backend/host"
 	"os"
 	"path/filepath"
 	"slices"
@@ -103,6 +104,7 @@ func probeCgroups() cgroupSupport {
 			s.why = fmt.Sprintf("cannot create cgroups under %s: %v", probe, err)
 		} else {
 			s.writeable = true
+			s.boundTasks()
 		}
 	}
 	return s
@@ -130,6 +132,21 @@ func ownCgroups() map[string]string {
 }
 
 func (s cgroupSupport) limits() bool { return s.writeable }
+
+// boundTasks holds all of this tier's sandboxes below host.TierTasks
+// together, in the pids cgroup they are made in. Where it cannot be set (a
+// delegated subtree without the controller), each sandbox's own pids
+// limit and task ceiling are all there is, as before.
+func (s cgroupSupport) boundTasks() {
+	dir := s.v1Roots["pids"]
+	if s.unified {
+		_ = os.WriteFile(filepath.Join(filepath.Dir(s.v2Root), "cgroup.subtree_control"), []byte("+pids"), 0)
+		dir = s.v2Root
+	}
+	if dir != "" {
+		_ = host.BoundTasks(dir, host.TierTasks())
+	}
+}
 
 // parents are the directories its sandboxes' cgroups are made in, one
 // per hierarchy.

@@ -2,10 +2,12 @@ package main_test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
@@ -140,4 +142,44 @@ except OSError as e:
 			}
 		}
 	})
+}
+
+// TestTierTasks: the cgroup every sandbox of a tier is made below holds
+// them all to host.TierTasks together, set by the tier's first use where
+// nobody set a bound (a tenant's hundred sandboxes at their own pids limits
+// could otherwise take every task id of the host); an operator's own bound
+// there stays.
+func TestTierTasks(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.Requires(t, "crun")
+	own, err := host.CgroupOf(os.Getpid(), "pids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ tier, parent string }{
+		{"process", filepath.Join(host.PidsV1(), own, "cordon")},
+		{"container", filepath.Join(host.PidsV1(), "cordon-oci")},
+	} {
+		file := filepath.Join(c.parent, "pids.max")
+		// Unbounded for a moment, as on a host cordon never ran on.
+		os.MkdirAll(c.parent, 0o755)
+		if err := os.WriteFile(file, []byte("max"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, errOut, code := cordon(t, "run", "--tier", c.tier, "--", "true"); code != 0 {
+			t.Fatalf("run --tier %s: %d %s", c.tier, code, errOut)
+		}
+		if got, _ := os.ReadFile(file); strings.TrimSpace(string(got)) != fmt.Sprint(host.TierTasks()) {
+			t.Errorf("%s after a %s sandbox: %q, want %d", file, c.tier, got, host.TierTasks())
+		}
+		// An operator's bound is kept.
+		os.WriteFile(file, []byte("30000"), 0)
+		if _, errOut, code := cordon(t, "run", "--tier", c.tier, "--", "true"); code != 0 {
+			t.Fatalf("run --tier %s: %d %s", c.tier, code, errOut)
+		}
+		if got, _ := os.ReadFile(file); strings.TrimSpace(string(got)) != "30000" {
+			t.Errorf("%s with an operator's bound: %q", file, got)
+		}
+		os.WriteFile(file, []byte(fmt.Sprint(host.TierTasks())), 0)
+	}
 }
