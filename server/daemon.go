@@ -109,6 +109,9 @@ func RunDaemon(ctx context.Context, cfg DaemonConfig) error {
 		servers = append(servers, hs)
 		go func() { errc <- hs.Serve(ln) }()
 		log.Info("listening", "addr", addr)
+		if exposedInClear(addr, ln, cfg.TLSCert != "") {
+			log.Warn("this listener takes API keys in clear text from beyond this host: give --tls-cert and --tls-key, or listen on loopback behind a proxy that terminates TLS", "addr", addr)
+		}
 	}
 	var failed error
 	select {
@@ -126,6 +129,13 @@ func RunDaemon(ctx context.Context, cfg DaemonConfig) error {
 	stopAll(sctx)
 	release()
 	return failed
+}
+
+// exposedInClear reports whether ln, opened for addr, is TCP without TLS
+// on an address other hosts may reach (not loopback).
+func exposedInClear(addr string, ln net.Listener, withTLS bool) bool {
+	tcp, ok := ln.Addr().(*net.TCPAddr)
+	return ok && !withTLS && strings.HasPrefix(addr, "tcp://") && !tcp.IP.IsLoopback()
 }
 
 // Listen opens one listener: a unix socket with mode 0600 (removing a
