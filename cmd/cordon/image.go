@@ -25,16 +25,12 @@ func imageDir() string {
 const imageUsage = "usage: cordon image pull REF | import PATH [--name NAME] | import --tier docker TARBALL | ls [-o json] | rm NAME|DIGEST | gc --max SIZE"
 
 func imageCmd(args []string) int {
+	if code, ok := subcommandOf("image", args, imageUsage, "pull", "import", "ls", "rm", "gc"); !ok {
+		return code
+	}
 	usage := func() int {
 		fmt.Fprintln(os.Stderr, imageUsage)
 		return 2
-	}
-	if len(args) == 0 {
-		return usage()
-	}
-	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Println(imageUsage)
-		return 0
 	}
 	st, err := image.Open(imageDir(), image.DefaultLimits)
 	if err != nil {

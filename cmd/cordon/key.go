@@ -12,9 +12,9 @@ import (
 // keyCmd makes, lists and revokes the daemon's API keys (admin).
 func keyCmd(args []string) int {
 	const usage = "usage: cordon key create --tenant T [--name N] [--admin] | ls [-o json] | rm ID\n\nManages the daemon's API keys (as its administrator). A key's secret is\nshown once, at create."
-	fs := subcommandFlags("key", args, usage)
+	fs, code := subcommandFlags("key", args, usage, "create", "ls", "rm")
 	if fs == nil {
-		return 2
+		return code
 	}
 	tenant := fs.String("tenant", "", "the tenant the key acts for")
 	name := fs.String("name", "", "a name to know the key by")

@@ -11,9 +11,9 @@ import (
 // poolCmd keeps warm pools of ready sandboxes on the daemon (admin).
 func poolCmd(args []string) int {
 	const usage = "usage: cordon pool put NAME --size N [spec flags] | ls [-o json] | rm NAME\n\nManages the daemon's warm pools (as its administrator): a create whose\nspec equals a pool's, or that names it, claims a ready sandbox from it."
-	fs := subcommandFlags("pool", args, usage)
+	fs, code := subcommandFlags("pool", args, usage, "put", "ls", "rm")
 	if fs == nil {
-		return 2
+		return code
 	}
 	sf := addSpecFlags(fs, false)
 	size := fs.Int("size", 0, "how many ready sandboxes the pool keeps")

@@ -415,7 +415,7 @@ func checkNoSetID(t *testing.T, dir string) {
 // what to do: no daemon at an address, a cache collection with no bound,
 // a host workspace on a tier without one.
 func TestCLIUsage(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"help"}, {"run", "--help"}, {"ls", "--help"}, {"rm", "--help"}, {"events", "--help"}, {"create", "--help"}, {"exec", "--help"}, {"cp", "--help"}, {"serve", "--help"}, {"image", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"run", "--help"}, {"ls", "--help"}, {"rm", "--help"}, {"events", "--help"}, {"create", "--help"}, {"exec", "--help"}, {"cp", "--help"}, {"serve", "--help"}, {"image", "--help"}, {"pool", "--help"}, {"key", "--help"}, {"template", "--help"}, {"snapshot", "--help"}} {
 		out, errOut, code := cordon(t, args...)
 		if code != 0 || !strings.HasPrefix(out, "usage: cordon") || errOut != "" || strings.Contains(out, "Usage of") {
 			t.Errorf("%v: %d %q %q", args, code, out, errOut)
@@ -423,6 +423,11 @@ func TestCLIUsage(t *testing.T) {
 	}
 	if _, errOut, code := cordon(t, "ls", "--bogus"); code != 2 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "--help") {
 		t.Errorf("a mistyped flag: %d %q", code, errOut)
+	}
+	for _, verb := range []string{"pool", "key", "template", "image"} {
+		if _, errOut, code := cordon(t, verb, "bogus"); code != 2 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, `no subcommand "bogus"; there are`) {
+			t.Errorf("a mistyped subcommand of %s: %d %q", verb, code, errOut)
+		}
 	}
 	if _, errOut, code := cordon(t, "image", "gc"); code != 2 || !strings.Contains(errOut, "--max SIZE is required") {
 		t.Errorf("image gc without --max: %d %q", code, errOut)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -14,7 +15,16 @@ import (
 
 // templateCmd saves or removes templates; templatesCmd lists them.
 func templateCmd(all []string) int {
+	const usage = "usage: cordon template save [flags] NAME [DIR=URL[#REF]...]\n       cordon template rm NAME..."
 	sub, args := subcommand(all, "host", "from", "start", "seed-root", "tier", "image", "rootfs", "memory", "cpus", "pids", "disk", "user", "env", "allow", "egress-profile", "mount", "mount-owner", "runtime-class")
+	// Flags may come before the subcommand; a request of help is one.
+	said := []string{sub}
+	if sub == "" {
+		said = slices.DeleteFunc(slices.Clone(args), func(a string) bool { return !isHelp(a) })
+	}
+	if code, ok := subcommandOf("template", said, usage, "save", "rm"); !ok {
+		return code
+	}
 	args = append([]string{sub}, args...)
 	if sub == "rm" {
 		fs := newFlagSet("template rm", "usage: cordon template rm NAME...\n\nDeletes templates (and the snapshots they kept).")
@@ -33,10 +43,7 @@ func templateCmd(all []string) int {
 		}
 		return 0
 	}
-	if len(args) == 0 || args[0] != "save" {
-		fmt.Fprintln(os.Stderr, "usage: cordon template save [flags] NAME [DIR=URL[#REF]...]\n       cordon template rm NAME...")
-		return 2
-	}
+
 	fs := newFlagSet("template save", `usage: cordon template save [flags] NAME [DIR=URL[#REF]...]
 
 Saves a template: a spec (the flags), and optionally a snapshot's state
