@@ -135,7 +135,7 @@ func (s *Server) handlePutFile(w httpd.ResponseWriter, r *httpd.Request) {
 			err = fmt.Errorf("the upload ended after %d of %d bytes; the file was left as it was", n, want)
 		case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
 			// Not the temporary file's name, which the caller never gave.
-			err = fmt.Errorf("writing %s: %w after %d of %d bytes: the sandbox's writable space is full (its disk limit); the file was left as it was", path, unix.ENOSPC, n, want)
+			err = fmt.Errorf("writing %s: %w after %d of %d bytes: %s; the file was left as it was", path, unix.ENOSPC, n, want, whatIsFull(root))
 		}
 		fsError(w, err)
 		return
@@ -152,4 +152,14 @@ func (c *countReader) Read(p []byte) (int, error) {
 	k, err := c.r.Read(p)
 	c.n += int64(k)
 	return k, err
+}
+
+// whatIsFull says which of the writable space's bounds under root a write
+// met: its bytes, or its count of files (one a 4 KiB page of its size).
+func whatIsFull(root string) string {
+	var st unix.Statfs_t
+	if unix.Statfs(root, &st) == nil && st.Files > 0 && st.Ffree == 0 {
+		return fmt.Sprintf("the sandbox's writable space holds all the files it may (%d, one for each 4 KiB of its disk limit)", st.Files)
+	}
+	return "the sandbox's writable space is full (its disk limit)"
 }

@@ -702,6 +702,19 @@ func TestDaemonFileRefusals(t *testing.T) {
 	if out, _, _ := run("exec", id, "--", "cat", "kept"); out != "old\n" {
 		t.Errorf("the file after the refusals: %q", out)
 	}
+	// Out of files rather than bytes (a 2 MiB space holds 512), it says so.
+	run("exec", id, "--", "sh", "-c", "mkdir many; i=0; while touch many/$i 2>/dev/null; do i=$((i+1)); done")
+	req, _ := http.NewRequest("PUT", "http://cordon/v1/sandboxes/"+id+"/files?path=one-more", strings.NewReader("x"))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e api.Error
+	json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if resp.StatusCode != 507 || !strings.Contains(e.Message, "holds all the files it may (512") {
+		t.Errorf("a file past the space's count: %d %+v", resp.StatusCode, e)
+	}
 }
 
 // TestCpNamesEscaped: copying a directory out of a sandbox whose names
