@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -165,4 +166,87 @@ func readInt(t *testing.T, path string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestBoundMemory: a tier's parent memory cgroup gets the bound where it
+// has none and keeps one already written; and a sandbox below it without a
+// limit of its own, holding kernel memory no process's size shows (pipes'
+// buffers), is OOM-killed at the parent's bound, inside it, rather than the
+// host running out. TierMemory keeps the host a quarter of its memory.
+func TestBoundMemory(t *testing.T) {
+	testutil.RequiresRoot(t)
+	if host.TierParent("memory", "x") != filepath.Join("/sys/fs/cgroup/memory", "x") {
+		testutil.Missing(t, "a cgroup v1 memory hierarchy")
+	}
+	var total int64
+	for _, line := range strings.Split(readFile(t, "/proc/meminfo"), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			total = kb << 10
+		}
+	}
+	if got := host.TierMemory(); got != (total-max(total/4, 1<<30))&^(1<<20-1) {
+		t.Errorf("TierMemory %d of %d", got, total)
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	dir := host.TierParent("memory", "cordon-test-"+hex.EncodeToString(b[:]))
+	child := filepath.Join(dir, "a")
+	t.Cleanup(func() {
+		for _, d := range []string{child, dir} {
+			deadline := time.Now().Add(10 * time.Second)
+			for err := os.Remove(d); err != nil && !os.IsNotExist(err) && time.Now().Before(deadline); err = os.Remove(d) {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	})
+	if err := host.BoundMemory(dir, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.BoundMemory(dir, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(readFile(t, filepath.Join(dir, "memory.limit_in_bytes"))); got != strconv.Itoa(64<<20) {
+		t.Fatalf("memory.limit_in_bytes %s after a second bound, want the first's", got)
+	}
+	os.Mkdir(child, 0o755)
+	cmd := exec.Command("python3", "-c", `import os, sys
+print("ready", flush=True)
+sys.stdin.readline()
+pipes = []
+while len(pipes) < 200000:
+    r, w = os.pipe()
+    os.write(w, b"x" * 4096)
+    pipes.append((r, w))
+print("not stopped", len(pipes), flush=True)`)
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(out)
+	if line, err := rd.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("python: %q %v", line, err)
+	}
+	if err := os.WriteFile(filepath.Join(child, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(in, "go\n")
+	rest, _ := io.ReadAll(rd)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL || len(rest) > 0 {
+		t.Fatalf("the pipes' holder: %v %q, want it OOM-killed at the parent's 64 MiB", err, rest)
+	}
+	if used, _ := strconv.ParseInt(strings.TrimSpace(readFile(t, filepath.Join(dir, "memory.max_usage_in_bytes"))), 10, 64); used > 64<<20 {
+		t.Errorf("the parent held %d bytes, past its bound", used)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -191,10 +191,13 @@ func (b *Backend) probeOnce(ctx context.Context) error {
 		host.SweepCgroups(b.cfg.StateDir, ociCgroupParents(), "cordon-", time.Minute)
 	}
 	// All of the OCI tiers' sandboxes together hold at most
-	// host.TierTasks. Where it cannot be set, each sandbox's own pids
-	// limit is all there is, as before.
-	if dir := host.PidsParent(ociCgroupParent); dir != "" {
+	// host.TierTasks and host.TierMemory. Where they cannot be set, each
+	// sandbox's own limits are all there is, as before.
+	if dir := host.TierParent("pids", ociCgroupParent); dir != "" {
 		_ = host.BoundTasks(dir, host.TierTasks())
+	}
+	if dir := host.TierParent("memory", ociCgroupParent); dir != "" {
+		_ = host.BoundMemory(dir, host.TierMemory())
 	}
 	return nil
 }

@@ -104,7 +104,7 @@ func probeCgroups() cgroupSupport {
 			s.why = fmt.Sprintf("cannot create cgroups under %s: %v", probe, err)
 		} else {
 			s.writeable = true
-			s.boundTasks()
+			s.boundTier()
 		}
 	}
 	return s
@@ -133,18 +133,21 @@ func ownCgroups() map[string]string {
 
 func (s cgroupSupport) limits() bool { return s.writeable }
 
-// boundTasks holds all of this tier's sandboxes below host.TierTasks
-// together, in the pids cgroup they are made in. Where it cannot be set (a
-// delegated subtree without the controller), each sandbox's own pids
-// limit and task ceiling are all there is, as before.
-func (s cgroupSupport) boundTasks() {
-	dir := s.v1Roots["pids"]
+// boundTier holds all of this tier's sandboxes together below
+// host.TierTasks and host.TierMemory, in the cgroups theirs are made in.
+// Where they cannot be set (a delegated subtree without a controller),
+// each sandbox's own limits and task ceiling are all there is, as before.
+func (s cgroupSupport) boundTier() {
+	pids, memory := s.v1Roots["pids"], s.v1Roots["memory"]
 	if s.unified {
-		_ = os.WriteFile(filepath.Join(filepath.Dir(s.v2Root), "cgroup.subtree_control"), []byte("+pids"), 0)
-		dir = s.v2Root
+		_ = os.WriteFile(filepath.Join(filepath.Dir(s.v2Root), "cgroup.subtree_control"), []byte("+pids +memory"), 0)
+		pids, memory = s.v2Root, s.v2Root
 	}
-	if dir != "" {
-		_ = host.BoundTasks(dir, host.TierTasks())
+	if pids != "" {
+		_ = host.BoundTasks(pids, host.TierTasks())
+	}
+	if memory != "" {
+		_ = host.BoundMemory(memory, host.TierMemory())
 	}
 }
 

@@ -144,42 +144,54 @@ except OSError as e:
 	})
 }
 
-// TestTierTasks: the cgroup every sandbox of a tier is made below holds
-// them all to host.TierTasks together, set by the tier's first use where
-// nobody set a bound (a tenant's hundred sandboxes at their own pids limits
-// could otherwise take every task id of the host); an operator's own bound
-// there stays.
-func TestTierTasks(t *testing.T) {
+// TestTierBounds: the cgroups every sandbox of a tier is made below hold
+// them all to host.TierTasks and host.TierMemory together, set by the
+// tier's first use where nobody set a bound (a tenant's hundred sandboxes
+// at their own pids limits could otherwise take every task id of the host,
+// and one without a memory limit every byte of its memory); an operator's
+// own bound there stays.
+func TestTierBounds(t *testing.T) {
 	testutil.RequiresRoot(t)
 	testutil.Requires(t, "crun")
-	own, err := host.CgroupOf(os.Getpid(), "pids")
-	if err != nil {
-		t.Fatal(err)
+	own := map[string]string{}
+	for _, c := range []string{"pids", "memory"} {
+		var err error
+		if own[c], err = host.CgroupOf(os.Getpid(), c); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for _, c := range []struct{ tier, parent string }{
-		{"process", filepath.Join(host.PidsV1(), own, "cordon")},
-		{"container", filepath.Join(host.PidsV1(), "cordon-oci")},
+	for _, c := range []struct{ tier, file, operator string }{
+		{"process", filepath.Join("/sys/fs/cgroup/pids", own["pids"], "cordon", "pids.max"), fmt.Sprint(host.TierTasks())},
+		{"process", filepath.Join("/sys/fs/cgroup/memory", own["memory"], "cordon", "memory.limit_in_bytes"), fmt.Sprint(host.TierMemory())},
+		{"container", "/sys/fs/cgroup/pids/cordon-oci/pids.max", fmt.Sprint(host.TierTasks())},
+		{"container", "/sys/fs/cgroup/memory/cordon-oci/memory.limit_in_bytes", fmt.Sprint(host.TierMemory())},
 	} {
-		file := filepath.Join(c.parent, "pids.max")
+		want := c.operator
 		// Unbounded for a moment, as on a host cordon never ran on.
-		os.MkdirAll(c.parent, 0o755)
-		if err := os.WriteFile(file, []byte("max"), 0); err != nil {
+		os.MkdirAll(filepath.Dir(c.file), 0o755)
+		unbounded := "max"
+		if strings.HasSuffix(c.file, "memory.limit_in_bytes") {
+			unbounded = "-1"
+		}
+		if err := os.WriteFile(c.file, []byte(unbounded), 0); err != nil {
 			t.Fatal(err)
 		}
 		if _, errOut, code := cordon(t, "run", "--tier", c.tier, "--", "true"); code != 0 {
 			t.Fatalf("run --tier %s: %d %s", c.tier, code, errOut)
 		}
-		if got, _ := os.ReadFile(file); strings.TrimSpace(string(got)) != fmt.Sprint(host.TierTasks()) {
-			t.Errorf("%s after a %s sandbox: %q, want %d", file, c.tier, got, host.TierTasks())
+		if got, _ := os.ReadFile(c.file); strings.TrimSpace(string(got)) != want {
+			t.Errorf("%s after a %s sandbox: %q, want %s", c.file, c.tier, got, want)
 		}
-		// An operator's bound is kept.
-		os.WriteFile(file, []byte("30000"), 0)
+		// An operator's bound is kept (one a little below ours, which a
+		// memory cgroup rounds to its pages).
+		os.WriteFile(c.file, []byte("20000"+strings.Repeat("0", len(want)-5)), 0)
+		mine, _ := os.ReadFile(c.file)
 		if _, errOut, code := cordon(t, "run", "--tier", c.tier, "--", "true"); code != 0 {
 			t.Fatalf("run --tier %s: %d %s", c.tier, code, errOut)
 		}
-		if got, _ := os.ReadFile(file); strings.TrimSpace(string(got)) != "30000" {
-			t.Errorf("%s with an operator's bound: %q", file, got)
+		if got, _ := os.ReadFile(c.file); string(got) != string(mine) {
+			t.Errorf("%s with an operator's bound %q: %q", c.file, mine, got)
 		}
-		os.WriteFile(file, []byte(fmt.Sprint(host.TierTasks())), 0)
+		os.WriteFile(c.file, []byte(want), 0)
 	}
 }
