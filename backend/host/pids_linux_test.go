@@ -89,15 +89,7 @@ func TestBoundTasks(t *testing.T) {
 	var b [6]byte
 	rand.Read(b[:])
 	dir := filepath.Join(host.PidsV1(), "cordon-test-"+hex.EncodeToString(b[:]))
-	t.Cleanup(func() {
-		// The killed children go a moment after their group's leader.
-		for _, d := range []string{filepath.Join(dir, "a"), filepath.Join(dir, "b"), dir} {
-			deadline := time.Now().Add(10 * time.Second)
-			for err := os.Remove(d); err != nil && !os.IsNotExist(err) && time.Now().Before(deadline); err = os.Remove(d) {
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
-	})
+	removeCgroups(t, filepath.Join(dir, "a"), filepath.Join(dir, "b"), dir)
 	if err := host.BoundTasks(dir, 20); err != nil {
 		t.Fatal(err)
 	}
@@ -156,12 +148,21 @@ sys.stdin.readline()`)
 	}
 }
 
+// removeCgroups removes the cgroup directories dirs, in order, at t's
+// end: a killed process's children leave their cgroup a moment after it.
+func removeCgroups(t *testing.T, dirs ...string) {
+	t.Cleanup(func() {
+		for _, d := range dirs {
+			deadline := time.Now().Add(10 * time.Second)
+			for err := os.Remove(d); err != nil && !os.IsNotExist(err) && time.Now().Before(deadline); err = os.Remove(d) {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	})
+}
+
 func readInt(t *testing.T, path string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	n, err := strconv.ParseInt(strings.TrimSpace(readFile(t, path)), 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,14 +193,7 @@ func TestBoundMemory(t *testing.T) {
 	rand.Read(b[:])
 	dir := host.TierParent("memory", "cordon-test-"+hex.EncodeToString(b[:]))
 	child := filepath.Join(dir, "a")
-	t.Cleanup(func() {
-		for _, d := range []string{child, dir} {
-			deadline := time.Now().Add(10 * time.Second)
-			for err := os.Remove(d); err != nil && !os.IsNotExist(err) && time.Now().Before(deadline); err = os.Remove(d) {
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
-	})
+	removeCgroups(t, child, dir)
 	if err := host.BoundMemory(dir, 64<<20); err != nil {
 		t.Fatal(err)
 	}
