@@ -33,10 +33,7 @@ func TestBoundTasks(t *testing.T) {
 	if got, want := host.TierTasks(), max((n-max(n/4, 1024))/2, 1024); got != want || 2*got > n-1024 {
 		t.Errorf("TierTasks %d, want %d of %d", got, want, n)
 	}
-	var b [6]byte
-	rand.Read(b[:])
-	dir := filepath.Join(host.PidsV1(), "cordon-test-"+hex.EncodeToString(b[:]))
-	removeCgroups(t, filepath.Join(dir, "a"), filepath.Join(dir, "b"), dir)
+	dir := testCgroup(t, "pids", "a", "b")
 	if err := host.BoundTasks(dir, 20); err != nil {
 		t.Fatal(err)
 	}
@@ -47,15 +44,10 @@ func TestBoundTasks(t *testing.T) {
 		t.Fatalf("pids.max %q after a second bound, want the first's 20", got)
 	}
 	// Two cgroups below it, as two sandboxes, each without a bound of
-	// its own: their forks together stop at the parent's. (Each python is
-	// moved in once it runs: a launcher of its own, pyenv's, forks.)
+	// its own: their forks together stop at the parent's.
 	forked := map[string]int{}
 	for _, child := range []string{"a", "b"} {
-		os.Mkdir(filepath.Join(dir, child), 0o755)
-		cmd := exec.Command("python3", "-c", `import os, signal, sys
-print("ready", flush=True)
-sys.stdin.readline()
-n = 0
+		cmd, in, out := pythonIn(t, filepath.Join(dir, child), `n = 0
 try:
     for _ in range(100):
         if os.fork() == 0:
@@ -66,22 +58,8 @@ except OSError:
     pass
 print(n, flush=True)
 sys.stdin.readline()`)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		in, _ := cmd.StdinPipe()
-		out, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
-		rd := bufio.NewReader(out)
-		if line, err := rd.ReadString('\n'); err != nil || line != "ready\n" {
-			t.Fatalf("python: %q %v", line, err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, child, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
-			t.Fatal(err)
-		}
-		io.WriteString(in, "go\n")
-		line, err := rd.ReadString('\n')
+		t.Cleanup(func() { in.Close(); _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+		line, err := out.ReadString('\n')
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,9 +73,18 @@ sys.stdin.readline()`)
 	}
 }
 
-// removeCgroups removes the cgroup directories dirs, in order, at t's
-// end: a killed process's children leave their cgroup a moment after it.
-func removeCgroups(t *testing.T, dirs ...string) {
+// testCgroup makes a cgroup of the test's own at the root of controller's
+// v1 hierarchy, with the children named, and removes them all at t's end
+// (a killed process's children leave their cgroup a moment after it).
+func testCgroup(t *testing.T, controller string, children ...string) string {
+	var b [6]byte
+	rand.Read(b[:])
+	dir := filepath.Join("/sys/fs/cgroup", controller, "cordon-test-"+hex.EncodeToString(b[:]))
+	var dirs []string
+	for _, c := range children {
+		dirs = append(dirs, filepath.Join(dir, c))
+	}
+	dirs = append(dirs, dir)
 	t.Cleanup(func() {
 		for _, d := range dirs {
 			deadline := time.Now().Add(10 * time.Second)
@@ -106,6 +93,37 @@ func removeCgroups(t *testing.T, dirs ...string) {
 			}
 		}
 	})
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs[:len(children)] {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// pythonIn starts python3 running script (os, signal and sys imported),
+// in its own process group, moved into cgroup once it runs (pyenv's
+// launcher forks before it). The caller waits for it.
+func pythonIn(t *testing.T, cgroup, script string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
+	cmd := exec.Command("python3", "-c", "import os, signal, sys\nprint('ready', flush=True)\nsys.stdin.readline()\n"+script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(out)
+	if line, err := rd.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("python: %q %v", line, err)
+	}
+	if err := os.WriteFile(filepath.Join(cgroup, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(in, "go\n")
+	return cmd, in, rd
 }
 
 func readInt(t *testing.T, path string) int64 {
@@ -136,11 +154,7 @@ func TestBoundMemory(t *testing.T) {
 	if got := host.TierMemory(); got != (total-max(total/4, 1<<30))&^(1<<20-1) {
 		t.Errorf("TierMemory %d of %d", got, total)
 	}
-	var b [6]byte
-	rand.Read(b[:])
-	dir := host.TierParent("memory", "cordon-test-"+hex.EncodeToString(b[:]))
-	child := filepath.Join(dir, "a")
-	removeCgroups(t, child, dir)
+	dir := testCgroup(t, "memory", "a")
 	if err := host.BoundMemory(dir, 64<<20); err != nil {
 		t.Fatal(err)
 	}
@@ -150,30 +164,13 @@ func TestBoundMemory(t *testing.T) {
 	if got := strings.TrimSpace(readFile(t, filepath.Join(dir, "memory.limit_in_bytes"))); got != strconv.Itoa(64<<20) {
 		t.Fatalf("memory.limit_in_bytes %s after a second bound, want the first's", got)
 	}
-	os.Mkdir(child, 0o755)
-	cmd := exec.Command("python3", "-c", `import os, sys
-print("ready", flush=True)
-sys.stdin.readline()
-pipes = []
+	cmd, _, out := pythonIn(t, filepath.Join(dir, "a"), `pipes = []
 while len(pipes) < 200000:
     r, w = os.pipe()
     os.write(w, b"x" * 4096)
     pipes.append((r, w))
 print("not stopped", len(pipes), flush=True)`)
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	rd := bufio.NewReader(out)
-	if line, err := rd.ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("python: %q %v", line, err)
-	}
-	if err := os.WriteFile(filepath.Join(child, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
-		t.Fatal(err)
-	}
-	io.WriteString(in, "go\n")
-	rest, _ := io.ReadAll(rd)
+	rest, _ := io.ReadAll(out)
 	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL || len(rest) > 0 {
