@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/rand"
 	"encoding/base64"
@@ -166,16 +167,24 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 		bad(wire.CodeInvalidBody, err.Error())
 		return
 	}
+	// Only what a session takes: a field of /execute's (timeoutMs, stdin)
+	// or a misspelt one ("terminal" for tty) was once taken and ignored,
+	// and the session ran without what its caller asked for.
 	var req struct {
 		ID          json.RawMessage `json:"id"`
 		RetainBytes json.RawMessage `json:"retainBytes"`
 		TTY         bool            `json:"tty"`
 		Rows        int64           `json:"rows"`
 		Cols        int64           `json:"cols"`
-		executeBody
+		Command     json.RawMessage `json:"command"`
+		Args        json.RawMessage `json:"args"`
+		Cwd         json.RawMessage `json:"cwd"`
+		Env         json.RawMessage `json:"env"`
 	}
-	if err := json.Unmarshal(raw, &req); err != nil {
-		bad(wire.CodeInvalidBody, "request body is not a JSON object: "+err.Error())
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		bad(wire.CodeInvalidBody, "the request is not a session's (id, command, args, cwd, env, retainBytes, tty, rows, cols): "+err.Error())
 		return
 	}
 	// Command, args, cwd and env are judged as /execute judges them.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -185,6 +186,15 @@ func testSessions(t *testing.T, h *harness) {
 		} {
 			if _, err := h.c.StartSession(ctx, c.req); !isCode(err, c.status, c.code) {
 				t.Errorf("%+v: %v, want %d %s", c.req, err, c.status, c.code)
+			}
+		}
+		// A field a session does not take is refused, naming it, not
+		// ignored: "terminal" for tty ran a session with no terminal, and
+		// /execute's timeoutMs one with no timeout.
+		for _, body := range []string{`{"command":"cat","terminal":true}`, `{"command":"sleep","args":["30"],"timeoutMs":1000}`} {
+			r := h.raw(t, http.MethodPost, wire.RouteSessions, h.Endpoint.Token, []byte(body))
+			if m := wantError(t, r, http.StatusBadRequest, wire.CodeInvalidBody); !strings.Contains(fmt.Sprint(m["message"]), "unknown field") {
+				t.Errorf("%s: %s", body, r.body)
 			}
 		}
 		if err := h.c.ForgetSession(ctx, "dup"); !isCode(err, http.StatusConflict, wire.CodeSessionRunning) {
