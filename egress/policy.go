@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/idna"
+
+	"github.com/cordon-sandbox/cordon/internal/hostname"
 )
 
 // Mode is the kind of policy.
@@ -81,13 +83,8 @@ func NormalizeHost(h string) (string, error) {
 	}
 	// The profile lets empty labels through ("a..test"), which no name
 	// resolves: such a rule would be accepted and admit nothing.
-	if len(a) > 253 {
-		return "", fmt.Errorf("%w: host %q: longer than a name's 253 bytes", ErrInvalid, h)
-	}
-	for _, label := range strings.Split(a, ".") {
-		if label == "" || len(label) > 63 || strings.Trim(label, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
-			return "", fmt.Errorf("%w: host %q is no host name (each dot-separated label is 1 to 63 letters, digits or '-')", ErrInvalid, h)
-		}
+	if !hostname.Valid(a) {
+		return "", fmt.Errorf("%w: host %q is no host name (at most 253 bytes; each dot-separated label is 1 to 63 letters, digits or '-')", ErrInvalid, h)
 	}
 	return a, nil
 }

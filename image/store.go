@@ -33,6 +33,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-sandbox/cordon/internal/hostname"
 	"github.com/cordon-sandbox/cordon/internal/procid"
 )
 
@@ -256,13 +257,8 @@ func ParseReference(ref string) (name.Reference, error) {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	if strings.HasPrefix(host, "[") || net.ParseIP(host) != nil {
-		return r, nil
-	}
-	for _, label := range strings.Split(host, ".") {
-		if label == "" || strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-") || strings.Trim(strings.ToLower(label), "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
-			return nil, fmt.Errorf("%w: %q: its registry %q is no host name", ErrInvalidReference, ref, r.Context().RegistryStr())
-		}
+	if !strings.HasPrefix(host, "[") && net.ParseIP(host) == nil && !hostname.Valid(host) {
+		return nil, fmt.Errorf("%w: %q: its registry %q is no host name", ErrInvalidReference, ref, r.Context().RegistryStr())
 	}
 	return r, nil
 }
