@@ -148,7 +148,7 @@ func (s *Server) storeArchive(r io.Reader, tenant string) (a archived, err error
 	r = &io.LimitedReader{R: r, N: limit + 1}
 	h := sha256.New()
 	cw := &countingWriter{w: io.MultiWriter(f, h), max: budget, over: func() error {
-		return fmt.Errorf("%w: a tenant's snapshots may hold at most %d bytes on this daemon (cordon serve --max-snapshot-store), and this one would pass it; delete some (cordon snapshot rm)", errSnapshotQuota, s.cfg.Limits.MaxSnapshotStorePerTenant)
+		return s.storeFull("this one would pass it")
 	}}
 	gz, _ := gzip.NewWriterLevel(cw, gzip.BestSpeed)
 	tw := tar.NewWriter(gz)
@@ -233,7 +233,7 @@ func (s *Server) addSnapshot(sn api.Snapshot, tmp string) error {
 		return fmt.Errorf("%w: a tenant may keep at most %d snapshots", errSnapshotQuota, s.cfg.Limits.MaxSnapshotsPerTenant)
 	}
 	if held > s.cfg.Limits.MaxSnapshotStorePerTenant {
-		return fmt.Errorf("%w: a tenant's snapshots may hold at most %d bytes on this daemon (cordon serve --max-snapshot-store), and this one of %d would bring them to %d; delete some (cordon snapshot rm)", errSnapshotQuota, s.cfg.Limits.MaxSnapshotStorePerTenant, sn.Size, held)
+		return s.storeFull(fmt.Sprintf("this one of %d would bring them to %d", sn.Size, held))
 	}
 	if _, err := os.Stat(s.artifact(sn.Digest)); err != nil {
 		if tmp == "" {
@@ -302,6 +302,12 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 	n, err := c.w.Write(b)
 	c.n += int64(n)
 	return n, err
+}
+
+// storeFull is the refusal of a snapshot past what a tenant's snapshots
+// may hold, how it would pass it said in why.
+func (s *Server) storeFull(why string) error {
+	return fmt.Errorf("%w: a tenant's snapshots may hold at most %d bytes on this daemon (cordon serve --max-snapshot-store), and %s; delete some (cordon snapshot rm)", errSnapshotQuota, s.cfg.Limits.MaxSnapshotStorePerTenant, why)
 }
 
 // snapshotBudget is what tenant's snapshots may still hold in the store.
