@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"sort"
 	"strconv"
@@ -183,7 +184,11 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	err = dec.Decode(&req)
+	if err == nil && dec.More() {
+		err = errors.New("more follows the request's object")
+	}
+	if err != nil {
 		bad(wire.CodeInvalidBody, "the request is not a session's (id, command, args, cwd, env, retainBytes, tty, rows, cols): "+err.Error())
 		return
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,13 +55,24 @@ func printDefaults(fs *flag.FlagSet) {
 		line += strings.ReplaceAll(usage, "\n", "\n    \t")
 		switch d := f.DefValue; {
 		case d == "" || d == "0" || d == "false" || d == "0s":
-		case reflect.TypeOf(f.Value).String() == "*flag.stringValue":
+		case isString(f.Value):
 			line += fmt.Sprintf(" (default %q)", d)
 		default:
 			line += " (default " + d + ")"
 		}
 		fmt.Fprintln(fs.Output(), line)
 	})
+}
+
+// isString reports whether v is a string flag's (whose default, as
+// flag.PrintDefaults has it, is quoted).
+func isString(v flag.Value) bool {
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return false
+	}
+	_, ok = g.Get().(string)
+	return ok
 }
 
 // parseFlags parses a verb's flags: --help prints its usage on standard

@@ -43,7 +43,6 @@ func templateCmd(all []string) int {
 		}
 		return 0
 	}
-
 	fs := newFlagSet("template save", `usage: cordon template save [flags] NAME [DIR=URL[#REF]...]
 
 Saves a template: a spec (the flags), and optionally a snapshot's state

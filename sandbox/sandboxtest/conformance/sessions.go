@@ -191,9 +191,10 @@ func testSessions(t *testing.T, h *harness) {
 		// A field a session does not take is refused, naming it, not
 		// ignored: "terminal" for tty ran a session with no terminal, and
 		// /execute's timeoutMs one with no timeout.
-		for _, body := range []string{`{"command":"cat","terminal":true}`, `{"command":"sleep","args":["30"],"timeoutMs":1000}`} {
+		for body, says := range map[string]string{`{"command":"cat","terminal":true}`: "unknown field", `{"command":"sleep","args":["30"],"timeoutMs":1000}`: "unknown field",
+			`{"command":"true"} {"command":"true"}`: "more follows"} {
 			r := h.raw(t, http.MethodPost, wire.RouteSessions, h.Endpoint.Token, []byte(body))
-			if m := wantError(t, r, http.StatusBadRequest, wire.CodeInvalidBody); !strings.Contains(fmt.Sprint(m["message"]), "unknown field") {
+			if m := wantError(t, r, http.StatusBadRequest, wire.CodeInvalidBody); !strings.Contains(fmt.Sprint(m["message"]), says) {
 				t.Errorf("%s: %s", body, r.body)
 			}
 		}
