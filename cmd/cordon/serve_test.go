@@ -635,3 +635,24 @@ func TestDaemonLayoutLinkSwapped(t *testing.T) {
 		t.Fatalf("the sandbox read the root-only file: %q", out)
 	}
 }
+
+// TestServeWarnsOfClearText: cordon serve says at start that a TCP
+// listener without TLS beyond loopback takes API keys in clear text, and
+// says nothing of the kind for one on loopback.
+func TestServeWarnsOfClearText(t *testing.T) {
+	testutil.RequiresRoot(t)
+	key := filepath.Join(t.TempDir(), "admin.key")
+	if err := os.WriteFile(key, []byte(strings.Repeat("k", 40)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for addr, warns := range map[string]bool{"tcp://0.0.0.0:0": true, "tcp://127.0.0.1:0": false} {
+		_, sock, d := serveInTemp(t, "--listen", addr, "--admin-key-file", key)
+		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(d.out.String(), "listening addr="+addr) && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := strings.Contains(d.out.String(), "API keys in clear text"); got != warns {
+			t.Errorf("%s: warned %v, want %v:\n%s", addr, got, warns, d.out.String())
+		}
+		d.stop(t, sock)
+	}
+}
