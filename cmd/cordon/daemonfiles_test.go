@@ -118,6 +118,19 @@ func TestDaemonFileRefusals(t *testing.T) {
 		t.Fatalf("exec: %s", errOut)
 	}
 	hc := unixHTTP(strings.TrimPrefix(host, "--host=unix://"))
+	// do sends method to the file path and reads the refusal it answers.
+	do := func(method, path string, body []byte) (int, api.Error) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://cordon/v1/sandboxes/"+id+"/files?path="+path, bytes.NewReader(body))
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e api.Error
+		json.NewDecoder(resp.Body).Decode(&e)
+		return resp.StatusCode, e
+	}
 	big := bytes.Repeat([]byte("x"), 3<<20)
 	for _, c := range []struct {
 		method, path string
@@ -130,16 +143,9 @@ func TestDaemonFileRefusals(t *testing.T) {
 		{"GET", "/proc/self/environ", nil, 403, api.CodeForbidden, "permission denied"},
 		{"PUT", "kept", big, 507, api.CodeNoSpace, "writing kept: no space left"},
 	} {
-		req, _ := http.NewRequest(c.method, "http://cordon/v1/sandboxes/"+id+"/files?path="+c.path, bytes.NewReader(c.body))
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var e api.Error
-		json.NewDecoder(resp.Body).Decode(&e)
-		resp.Body.Close()
-		if resp.StatusCode != c.status || e.Code != c.code || !strings.Contains(e.Message, c.says) || strings.Contains(e.Message, ".cordon-") {
-			t.Errorf("%s %s: %d %+v, want %d %s saying %q", c.method, c.path, resp.StatusCode, e, c.status, c.code, c.says)
+		status, e := do(c.method, c.path, c.body)
+		if status != c.status || e.Code != c.code || !strings.Contains(e.Message, c.says) || strings.Contains(e.Message, ".cordon-") {
+			t.Errorf("%s %s: %d %+v, want %d %s saying %q", c.method, c.path, status, e, c.status, c.code, c.says)
 		}
 	}
 	src := filepath.Join(t.TempDir(), "big")
@@ -152,16 +158,8 @@ func TestDaemonFileRefusals(t *testing.T) {
 	}
 	// Out of files rather than bytes (a 2 MiB space holds 512), it says so.
 	run("exec", id, "--", "sh", "-c", "mkdir many; i=0; while touch many/$i 2>/dev/null; do i=$((i+1)); done")
-	req, _ := http.NewRequest("PUT", "http://cordon/v1/sandboxes/"+id+"/files?path=one-more", strings.NewReader("x"))
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var e api.Error
-	json.NewDecoder(resp.Body).Decode(&e)
-	resp.Body.Close()
-	if resp.StatusCode != 507 || !strings.Contains(e.Message, "holds all the files it may (512") {
-		t.Errorf("a file past the space's count: %d %+v", resp.StatusCode, e)
+	if status, e := do("PUT", "one-more", []byte("x")); status != 507 || !strings.Contains(e.Message, "holds all the files it may (512") {
+		t.Errorf("a file past the space's count: %d %+v", status, e)
 	}
 }
 
