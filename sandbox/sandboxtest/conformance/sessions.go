@@ -90,32 +90,37 @@ func testSessions(t *testing.T, h *harness) {
 		if _, err := h.c.WaitSession(ctx, s.ID, 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = h.c.SessionOutput(ctx, s.ID, 0, false, func(string, int64, []byte) error { return nil })
-		var ev *client.EvictedError
-		if !errors.As(err, &ev) || ev.First <= 0 {
-			t.Fatalf("a read of evicted output: %v", err)
-		}
 		// The output may still be draining from the pipes (the leader has
-		// exited): read from the first byte held until it has ended; what
-		// is read from there is the rest, up to the last line.
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			var b strings.Builder
-			next, done, err := h.c.SessionOutput(ctx, s.ID, ev.First, false, func(_ string, _ int64, d []byte) error { b.Write(d); return nil })
+		// exited): wait until it has ended, reading from wherever what is
+		// held begins.
+		var ev *client.EvictedError
+		for deadline, from := time.Now().Add(10*time.Second), int64(0); ; time.Sleep(20 * time.Millisecond) {
+			_, done, err := h.c.SessionOutput(ctx, s.ID, from, false, func(string, int64, []byte) error { return nil })
 			if errors.As(err, &ev) {
-				continue // evicted further meanwhile: from there
+				from = ev.First
+				continue
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
 			if done {
-				if !strings.HasSuffix(b.String(), "line-1999\n") || next-ev.First > wire.MinRetainBytes {
-					t.Fatalf("from %d: %d bytes, ends %q", ev.First, next-ev.First, b.String()[max(0, b.Len()-20):])
-				}
 				break
 			}
 			if time.Now().After(deadline) {
 				t.Fatal("the session's output never ended")
 			}
+		}
+		// Once it has, a read from the start is told where what is held
+		// begins, and what is held from there is at most the bound, ending
+		// with the last line.
+		_, _, err = h.c.SessionOutput(ctx, s.ID, 0, false, func(string, int64, []byte) error { return nil })
+		if !errors.As(err, &ev) || ev.First <= 0 {
+			t.Fatalf("a read of evicted output once it ended: %v", err)
+		}
+		var b strings.Builder
+		next, done, err := h.c.SessionOutput(ctx, s.ID, ev.First, false, func(_ string, _ int64, d []byte) error { b.Write(d); return nil })
+		if err != nil || !done || !strings.HasSuffix(b.String(), "line-1999\n") || next-ev.First > wire.MinRetainBytes {
+			t.Fatalf("from %d: %d bytes (done %v, %v), ends %q", ev.First, next-ev.First, done, err, b.String()[max(0, b.Len()-20):])
 		}
 		_ = h.c.ForgetSession(ctx, s.ID)
 	})
