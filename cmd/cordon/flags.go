@@ -163,6 +163,13 @@ func combinedShort(fs *flag.FlagSet, args []string) []string {
 	return out
 }
 
+// isSet reports whether the flag name was given on fs's command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // sizeFlag is a size flag, written as people write sizes (parseSize):
 // 4g, 512m, 1GiB or plain bytes; "0" only where zero means something.
 type sizeFlag struct {

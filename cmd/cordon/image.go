@@ -42,7 +42,7 @@ func imageCmd(args []string) int {
 	st.Progress = unpackProgress()
 	fs := newFlagSet("image "+args[0], imageUsage)
 	asName := fs.String("name", "", "name the imported image")
-	maxSize := fs.String("max", "", "collect least recently used images until the cache is under `SIZE`")
+	maxSize := size(fs, "max", 0, true, "collect least recently used images until the cache is under `SIZE`")
 	output := outputFormat(fs, "output format: json (ls)")
 	tier := fs.String("tier", "", "import into this tier's own store (docker: the engine's, as docker load)")
 	rest, code, ok := parseInterspersed(fs, args[1:])
@@ -105,19 +105,11 @@ func imageCmd(args []string) int {
 		}
 		fmt.Printf("removed %s\n", rest[0])
 	case "gc":
-		if *maxSize == "" {
+		if !isSet(fs, "max") {
 			fmt.Fprintln(os.Stderr, "cordon image gc: --max SIZE is required: the cache is collected down to it (0 empties it of unused images)")
 			return 2
 		}
-		n, err := parseSize(*maxSize)
-		if *maxSize == "0" {
-			n, err = 0, nil
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "cordon: --max: %v\n", err)
-			return 2
-		}
-		removed, err := st.GC(n)
+		removed, err := st.GC(*maxSize)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
 			return exitCordon

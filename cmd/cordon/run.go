@@ -93,9 +93,7 @@ func runCmd(args []string) int {
 			fmt.Fprintln(os.Stderr, "cordon: --workspace and --require-landlock are for a run without a daemon")
 			return 2
 		}
-		tierSet := false
-		fs.Visit(func(f *flag.Flag) { tierSet = tierSet || f.Name == "tier" })
-		if !tierSet {
+		if !isSet(fs, "tier") {
 			spec.Tier = "" // the daemon's default
 		}
 		c, err := sclient.New(h, os.Getenv("CORDON_API_KEY"))

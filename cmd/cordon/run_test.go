@@ -467,8 +467,16 @@ func TestCLIUsage(t *testing.T) {
 	if _, errOut, code := cordon(t, "run", "--timeout", "5x", "--", "true"); code != 2 || !strings.Contains(errOut, "not a duration like 30s") {
 		t.Errorf("--timeout 5x: %d %q", code, errOut)
 	}
-	if out, _, _ := cordon(t, "run", "--help"); !strings.Contains(out, "-timeout duration\n") || !strings.Contains(out, "-memory string\n") {
-		t.Errorf("run --help names no duration: %q", out)
+	if out, _, _ := cordon(t, "run", "--help"); !strings.Contains(out, "-timeout duration\n") || !strings.Contains(out, "-memory size\n") || !strings.Contains(out, "-max-output size\n") {
+		t.Errorf("run --help names no duration or size: %q", out)
+	}
+	// A bad size is a usage error (2), said with the flag's name, before
+	// any sandbox.
+	for flag, args := range map[string][]string{"memory": {"run", "--memory", "5x", "--", "true"}, "disk": {"run", "--disk", "-1", "--", "true"},
+		"max-output": {"exec", "--max-output", "10q", "x", "true"}, "max": {"image", "gc", "--max", "1q"}} {
+		if _, errOut, code := cordon(t, args...); code != 2 || !strings.Contains(errOut, "flag -"+flag+":") || !strings.Contains(errOut, "not a size") {
+			t.Errorf("%v: %d %q", args, code, errOut)
+		}
 	}
 	if out, _, _ := cordon(t, "serve", "--help"); !strings.Contains(out, "-disk-size size\n") || !strings.Contains(out, "(default 4g)") {
 		t.Errorf("serve --help names no size: %q", out)

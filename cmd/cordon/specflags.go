@@ -15,16 +15,17 @@ import (
 // specFlags are the flags that shape a sandbox, shared by run (daemonless)
 // and create (through a daemon).
 type specFlags struct {
-	tier, memory, disk, rootfs, image, profile *string
-	runtimeClass                               *string
-	mountOwner                                 *string
-	pids                                       *int64
-	cpus                                       *float64
-	user                                       *int // -1 until --user is given
-	allowAll                                   *bool
-	env                                        envFlag
-	allow                                      egress.Rules
-	layout                                     sandbox.Layout
+	tier, rootfs, image, profile *string
+	memory, disk                 *int64
+	runtimeClass                 *string
+	mountOwner                   *string
+	pids                         *int64
+	cpus                         *float64
+	user                         *int // -1 until --user is given
+	allowAll                     *bool
+	env                          envFlag
+	allow                        egress.Rules
+	layout                       sandbox.Layout
 }
 
 // addSpecFlags registers the flags on fs; withTier is false where the
@@ -37,8 +38,8 @@ func addSpecFlags(fs *flag.FlagSet, local bool) *specFlags {
 	}
 	f.tier = fs.String("tier", def, "isolation tier")
 	fs.Var(f.env, "env", "set an environment variable `K=V` (or K, taken from here); repeatable")
-	f.memory = fs.String("memory", "", "memory limit, e.g. 512m or 2g (the command is OOM-killed past it; 0: none)")
-	f.disk = fs.String("disk", "", "writable space (the workspace, /tmp, the home directory), e.g. 1g: memory, at most --memory (default or 0: half of it); full, it is ENOSPC")
+	f.memory = size(fs, "memory", 0, true, "memory limit, e.g. 512m or 2g (the command is OOM-killed past it; 0: none)")
+	f.disk = size(fs, "disk", 0, true, "writable space (the workspace, /tmp, the home directory), e.g. 1g: memory, at most --memory (default or 0: half of it); full, it is ENOSPC")
 	f.pids = fs.Int64("pids", 0, fmt.Sprintf("limit on processes and threads, with a reserve that keeps the agent alive (without one, the sandbox's tasks stop at %d, with no reserve)", baseline.DefaultTasks))
 	f.cpus = fs.Float64("cpus", 0, "CPU limit in cores, e.g. 0.5")
 	f.rootfs = fs.String("rootfs", "", "use `DIR` as the read-only root filesystem (default: the host's system directories)")
@@ -84,38 +85,19 @@ const noOutputCap = 1 << 62
 
 // maxOutputFlag registers --max-output on fs and returns what reads it.
 func maxOutputFlag(fs *flag.FlagSet) func() (int64, error) {
-	s := fs.String("max-output", "", "stop passing on each of stdout and stderr past this much, e.g. 10m, and say so (default or 0: no limit)")
+	n := size(fs, "max-output", 0, true, "stop passing on each of stdout and stderr past this much, e.g. 10m, and say so (default or 0: no limit)")
 	return func() (int64, error) {
-		if *s == "" || *s == "0" {
+		if *n == 0 {
 			return noOutputCap, nil
 		}
-		n, err := parseSize(*s)
-		if err != nil {
-			return 0, fmt.Errorf("--max-output: %v", err)
-		}
-		return n, nil
+		return *n, nil
 	}
 }
 
 // spec is the sandbox the flags describe.
 func (f *specFlags) spec() (sandbox.Spec, error) {
 	spec := sandbox.Spec{Tier: *f.tier, Env: f.env, RootFS: *f.rootfs, Image: *f.image, Layout: f.layout, RuntimeClass: *f.runtimeClass,
-		Limits: sandbox.Limits{Pids: *f.pids, CPUs: *f.cpus}}
-	// 0 is no limit, as for --pids and --cpus.
-	if *f.memory != "" && *f.memory != "0" {
-		n, err := parseSize(*f.memory)
-		if err != nil {
-			return spec, fmt.Errorf("--memory: %v", err)
-		}
-		spec.Limits.MemoryBytes = n
-	}
-	if *f.disk != "" && *f.disk != "0" {
-		n, err := parseSize(*f.disk)
-		if err != nil {
-			return spec, fmt.Errorf("--disk: %v", err)
-		}
-		spec.Limits.DiskBytes = n
-	}
+		Limits: sandbox.Limits{Pids: *f.pids, CPUs: *f.cpus, MemoryBytes: *f.memory, DiskBytes: *f.disk}}
 	if *f.user >= 0 {
 		u := *f.user
 		spec.User = &u
