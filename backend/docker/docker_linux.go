@@ -38,6 +38,34 @@ type Backend struct {
 	err  error
 
 	sweepOnce sync.Once
+
+	parentMu     sync.Mutex
+	parentKnown  bool
+	cgroupParent string
+}
+
+// parent is the cgroup parent of this backend's containers: where the
+// engine manages cgroups itself (its cgroupfs driver), the container
+// tiers' shared one, bounded as a whole (host.BoundContainers); with the
+// systemd driver, which takes only a slice, the engine's default (an
+// operator bounds that slice: docs/security.md). It is asked once, until
+// the engine answers.
+func (b *Backend) parent(ctx context.Context, api *engine) (string, error) {
+	b.parentMu.Lock()
+	defer b.parentMu.Unlock()
+	if b.parentKnown {
+		return b.cgroupParent, nil
+	}
+	driver, err := api.cgroupDriver(ctx)
+	if err != nil {
+		return "", fmt.Errorf("%w: docker: the engine's information: %v", sandbox.ErrUnavailable, err)
+	}
+	if driver == "cgroupfs" {
+		b.cgroupParent = "/" + host.ContainersCgroup
+		host.BoundContainers()
+	}
+	b.parentKnown = true
+	return b.cgroupParent, nil
 }
 
 // sweepOrphans removes, once per process, the sandboxes of this state
@@ -242,9 +270,13 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	// Under a pids limit the workload's tasks are held apart from the
 	// agent's (holdCommands), where the host's pids cgroups are v1.
 	apart := spec.Limits.Pids > 0 && host.PidsV1() != ""
+	parent, err := b.parent(ctx, api)
+	if err != nil {
+		return fail(err)
+	}
 	req, err := render(renderInput{
 		Image: ref, UID: uid, Env: env, AgentPath: agentPath, SocketDir: sock, Identity: identity,
-		Limits: spec.Limits, Budget: scratchBudget(), Landlock: landlock, CommandsApart: apart,
+		Limits: spec.Limits, Budget: scratchBudget(), Landlock: landlock, CommandsApart: apart, CgroupParent: parent,
 		Labels: map[string]string{LabelTier: Name, LabelOwner: b.cfg.Owner, LabelSandbox: name},
 	})
 	if err != nil {

@@ -180,6 +180,15 @@ func (e *engine) ping(ctx context.Context) error {
 	return e.call(ctx, http.MethodGet, "/_ping", nil, nil, nil)
 }
 
+// cgroupDriver is how the engine manages its containers' cgroups:
+// "cgroupfs" (itself, where a container's CgroupParent is a cgroup's
+// path) or "systemd" (as units, where it is a slice's name).
+func (e *engine) cgroupDriver(ctx context.Context) (string, error) {
+	var info struct{ CgroupDriver string }
+	err := e.call(ctx, http.MethodGet, "/info", nil, nil, &info)
+	return info.CgroupDriver, err
+}
+
 // imageID is the id of the image ref names in the engine's store.
 func (e *engine) imageID(ctx context.Context, ref string) (string, error) {
 	var info struct {

@@ -40,6 +40,7 @@ type hostConfig struct {
 	IpcMode        string
 	Sysctls        map[string]string
 	CgroupnsMode   string
+	CgroupParent   string `json:",omitempty"`
 	ReadonlyRootfs bool
 	Tmpfs          map[string]string
 	Mounts         []bindMount
@@ -93,7 +94,10 @@ type renderInput struct {
 	// CommandsApart: the host holds the workload's pids in a cgroup of
 	// their own (holdCommands), so the agent keeps no spare threads.
 	CommandsApart bool
-	Labels        map[string]string
+	// CgroupParent is the cgroup the container's are made below ("": the
+	// engine's own default).
+	CgroupParent string
+	Labels       map[string]string
 }
 
 // render is the security baseline as a Docker container: each setting
@@ -198,6 +202,10 @@ func render(in renderInput) (*createRequest, error) {
 		// limits to speak of: baseline.SysVIPC).
 		Sysctls:      baseline.Sysctls(),
 		CgroupnsMode: "private",
+		// Below the cgroup whose bounds hold all of the container tiers'
+		// sandboxes together (host.BoundContainers), where the engine
+		// manages cgroups itself.
+		CgroupParent: in.CgroupParent,
 		// The image is read-only; the writable paths are the tmpfs below.
 		ReadonlyRootfs: true,
 		Tmpfs:          tmpfs,

@@ -25,8 +25,8 @@ func TestRender(t *testing.T) {
 		AgentPath: "/state/agent-0123/cordon-agent", SocketDir: "/state/cordon-0123/sock",
 		Identity: []bindMount{bind("/state/accounts-0123/passwd", "/etc/passwd", true)},
 		Limits:   sandbox.Limits{MemoryBytes: 512 << 20, Pids: 64, CPUs: 1.5},
-		Landlock: "auto",
-		Labels:   map[string]string{LabelTier: Name, LabelOwner: "cordon", LabelSandbox: "cordon-0123"},
+		Landlock: "auto", CgroupParent: "/cordon-oci",
+		Labels: map[string]string{LabelTier: Name, LabelOwner: "cordon", LabelSandbox: "cordon-0123"},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -56,6 +56,25 @@ func TierParent(controller, name string) string {
 	return ""
 }
 
+// ContainersCgroup is the cgroup, at the root of each hierarchy, that the
+// container tiers' sandboxes are made below: crun's, runc's and runsc's,
+// and the docker engine's where it manages cgroups itself (its cgroupfs
+// driver). Together they hold TierTasks and TierMemory (BoundContainers),
+// as the process tier's sandboxes hold their own.
+const ContainersCgroup = "cordon-oci"
+
+// BoundContainers gives ContainersCgroup, in the pids and memory
+// hierarchies, the bounds TierTasks and TierMemory where it has none.
+// Where they cannot be set, each sandbox's own limits are all there is.
+func BoundContainers() {
+	if dir := TierParent("pids", ContainersCgroup); dir != "" {
+		_ = BoundTasks(dir, TierTasks())
+	}
+	if dir := TierParent("memory", ContainersCgroup); dir != "" {
+		_ = BoundMemory(dir, TierMemory())
+	}
+}
+
 // BoundTasks gives dir, a pids cgroup above a tier's sandboxes' own, the
 // bound limit where it has none, making it first; a bound already there
 // (an operator's) stays.

@@ -190,21 +190,13 @@ func (b *Backend) probeOnce(ctx context.Context) error {
 	if b.stateDir() == nil {
 		host.SweepCgroups(b.cfg.StateDir, ociCgroupParents(), "cordon-", time.Minute)
 	}
-	// All of the OCI tiers' sandboxes together hold at most
-	// host.TierTasks and host.TierMemory. Where they cannot be set, each
-	// sandbox's own limits are all there is, as before.
-	if dir := host.TierParent("pids", ociCgroupParent); dir != "" {
-		_ = host.BoundTasks(dir, host.TierTasks())
-	}
-	if dir := host.TierParent("memory", ociCgroupParent); dir != "" {
-		_ = host.BoundMemory(dir, host.TierMemory())
-	}
+	host.BoundContainers()
 	return nil
 }
 
 // ociCgroupParent is the cgroup, at the root of each hierarchy, that every
 // OCI sandbox's cgroupsPath is below.
-const ociCgroupParent = "cordon-oci"
+const ociCgroupParent = host.ContainersCgroup
 
 // ociCgroupParents are the OCI tiers' cgroup parent ("/cordon-oci", what
 // every sandbox's cgroupsPath names) in each mounted hierarchy.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
@@ -243,5 +245,54 @@ func TestRunDockerContext(t *testing.T) {
 	cmd.Env = append(env, "DOCKER_CONFIG="+config, "CORDON_DOCKER_IMAGE="+testutil.EngineImage, "CORDON_STATE_DIR="+t.TempDir())
 	if out, err := cmd.CombinedOutput(); err != nil || string(out) != "through the context\n" {
 		t.Fatalf("%v: %s", err, out)
+	}
+}
+
+// TestDockerTierBounds: where the engine manages cgroups itself, a docker
+// sandbox is made below the container tiers' shared cgroup, whose bounds
+// (host.TierTasks, host.TierMemory) hold all of them together, and which
+// the tier sets where nobody has: without them a tenant's docker
+// sandboxes could take every task id of the host, as they could on the
+// other tiers before.
+func TestDockerTierBounds(t *testing.T) {
+	testutil.RequiresRoot(t)
+	env := append(os.Environ(), dockerEnv(t)...)
+	d := testutil.Engine(t)
+	env = append(env, "CORDON_STATE_DIR="+t.TempDir())
+	files := map[string]struct{ unbounded, want string }{
+		"/sys/fs/cgroup/pids/" + host.ContainersCgroup + "/pids.max":                {"max", fmt.Sprint(host.TierTasks())},
+		"/sys/fs/cgroup/memory/" + host.ContainersCgroup + "/memory.limit_in_bytes": {"-1", fmt.Sprint(host.TierMemory())},
+	}
+	for f, v := range files {
+		// Unbounded for a moment, as on a host cordon never ran on.
+		os.MkdirAll(filepath.Dir(f), 0o755)
+		if err := os.WriteFile(f, []byte(v.unbounded), 0); err != nil {
+			t.Fatal(err)
+		}
+		defer os.WriteFile(f, []byte(v.want), 0)
+	}
+	cmd := exec.Command(buildCLI(t), "run", "--tier", "docker", "--", "sleep", "60")
+	cmd.Env = env
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	}()
+	var id string
+	for deadline := time.Now().Add(30 * time.Second); id == ""; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no container came up")
+		}
+		id = strings.TrimSpace(d.Docker(t, "ps", "-q", "--no-trunc", "--filter", "label=dev.cordon.owner=cordon-run"))
+	}
+	for f, v := range files {
+		if got, _ := os.ReadFile(f); strings.TrimSpace(string(got)) != v.want {
+			t.Errorf("%s after a docker sandbox: %q, want %s", f, got, v.want)
+		}
+		if _, err := os.Stat(filepath.Join(filepath.Dir(f), id)); err != nil {
+			t.Errorf("the sandbox's cgroup is not below %s: %v", filepath.Dir(f), err)
+		}
 	}
 }
