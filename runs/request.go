@@ -7,8 +7,11 @@ package runs
 import (
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 	"unicode"
+
+	"github.com/cordon-sandbox/cordon/baseline"
 )
 
 // Limits a run request is held to. The capability bounds, the body cap, the
@@ -242,11 +245,17 @@ func check(r Request) (*plan, error) {
 		return nil, invalid("files", "at most %d", MaxFiles)
 	}
 	total = 0
+	placed := map[string]bool{}
 	for i, f := range r.Files {
 		field := fmt.Sprintf("files[%d]", i)
 		if f.Path == "" || strings.ContainsRune(f.Path, 0) || len(f.Path) > 4096 {
 			return nil, invalid(field+".path", "want a path of 1 to 4096 bytes")
 		}
+		where, err := placement(f.Path, placed)
+		if err != nil {
+			return nil, invalid(field+".path", "%q: %v", f.Path, err)
+		}
+		placed[where] = true
 		var data []byte
 		switch f.Encoding {
 		case "", "utf-8", "utf8":
@@ -266,9 +275,55 @@ func check(r Request) (*plan, error) {
 		if len(data) > MaxFileBytes || total > MaxTotalFileBytes {
 			return nil, invalid(field+".content", "at most %d bytes a file, %d in all", MaxFileBytes, MaxTotalFileBytes)
 		}
-		p.files = append(p.files, decodedFile{path: f.Path, data: data, mode: f.Mode})
+		p.files = append(p.files, decodedFile{path: where, data: data, mode: f.Mode})
 	}
 	return p, nil
+}
+
+// placement is where a run's file at p goes: p is relative to the
+// workspace, or absolute in one of the sandbox's writable directories,
+// and names a file that stays there, apart from every file placed
+// before (which it is neither below nor above). What a caller gets wrong
+// here is refused before any sandbox is taken.
+func placement(p string, placed map[string]bool) (string, error) {
+	where := path.Clean(p)
+	if !path.IsAbs(p) {
+		where = path.Join(baseline.Workspace, p)
+	}
+	var dir string
+	for _, d := range baseline.ScratchDirs {
+		if where == d.Path || strings.HasPrefix(where, d.Path+"/") {
+			dir = d.Path
+		}
+	}
+	switch {
+	case dir == "" && !path.IsAbs(p):
+		return "", fmt.Errorf("want a path inside the workspace (no .. out of it)")
+	case dir == "":
+		return "", fmt.Errorf("want a path relative to the workspace, or inside %s", scratchPaths())
+	case where == dir || strings.HasSuffix(p, "/") || strings.HasSuffix(p, "/.") || strings.HasSuffix(p, "/.."):
+		return "", fmt.Errorf("names a directory: want a file's path")
+	}
+	for up := path.Dir(where); up != dir; up = path.Dir(up) {
+		if placed[up] {
+			return "", fmt.Errorf("is below %s, which is a file of this run", up)
+		}
+	}
+	for q := range placed {
+		if strings.HasPrefix(q, where+"/") {
+			return "", fmt.Errorf("is a directory of %s, a file of this run", q)
+		}
+	}
+	return where, nil
+}
+
+// scratchPaths names the sandbox's writable directories.
+func scratchPaths() string {
+	var names []string
+	for _, d := range baseline.ScratchDirs {
+		names = append(names, d.Path)
+	}
+	return strings.Join(names, ", ")
 }
 
 // checkHosts admits host[:port] entries as the questpie server does: no

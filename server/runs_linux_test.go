@@ -108,6 +108,11 @@ func TestRunsLanguages(t *testing.T) {
 	if r.Stdout != "placed" {
 		t.Errorf("file placed as base64 read back %q", r.Stdout)
 	}
+	// Below directories it makes, and in another writable directory.
+	r = runResult(t, d, key, `{"language":"shell","source":"cat sub/deep/x /tmp/y ./z","files":[{"path":"sub/deep/x","content":"a"},{"path":"/tmp/y","content":"b"},{"path":"./sub/../z","content":"c"}]}`)
+	if r.Stdout != "abc" {
+		t.Errorf("files placed below directories read back %q (%s)", r.Stdout, r.Stderr)
+	}
 }
 
 // TestRunsEndings: each way a run ends without a result of its own has
@@ -176,6 +181,19 @@ func TestRunsRefusals(t *testing.T) {
 		{`{"source":"x","capabilities":{"net":["name.invalid"],"import":[]}}`, 403, "egress_refused", "capabilities"},
 		{`{"source":"x","bindings":{"url":"http://127.0.0.1:1/rpc","token":"t"}}`, 403, "bindings_refused", "bindings.url"},
 		{`{"source":"` + strings.Repeat("x", runs.MaxRequestBodyBytes) + `"}`, 413, api.CodeTooLarge, ""},
+		// A file goes in the workspace (or a writable directory), as a
+		// file: a caller's path that leaves it, names a directory, or
+		// crosses another file of the run is the caller's mistake, told
+		// before any sandbox is taken.
+		{`{"source":"x","files":[{"path":"../../etc/cron.d/x","content":"a"}]}`, 400, api.CodeInvalid, "files[0].path"},
+		{`{"source":"x","files":[{"path":"a/../../x","content":"a"}]}`, 400, api.CodeInvalid, "files[0].path"},
+		{`{"source":"x","files":[{"path":"/etc/x","content":"a"}]}`, 400, api.CodeInvalid, "files[0].path"},
+		{`{"source":"x","files":[{"path":"/workspacex/y","content":"a"}]}`, 400, api.CodeInvalid, "files[0].path"},
+		{`{"source":"x","files":[{"path":".","content":"a"}]}`, 400, api.CodeInvalid, "files[0].path"},
+		{`{"source":"x","files":[{"path":"/tmp","content":"a"}]}`, 400, api.CodeInvalid, "files[0].path"},
+		{`{"source":"x","files":[{"path":"dir/","content":"a"}]}`, 400, api.CodeInvalid, "files[0].path"},
+		{`{"source":"x","files":[{"path":"a","content":"a"},{"path":"a/b","content":"b"}]}`, 400, api.CodeInvalid, "files[1].path"},
+		{`{"source":"x","files":[{"path":"a/b/c","content":"a"},{"path":"/workspace/a/b","content":"b"}]}`, 400, api.CodeInvalid, "files[1].path"},
 	} {
 		status, b := postRun(t, d, key, tc.body)
 		var e struct{ Error, Message, Field string }
