@@ -2,6 +2,7 @@ package oci
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -9,16 +10,24 @@ import (
 	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/internal/pidfd"
+	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 // stateDir makes the state directory, traversable by everyone (mode 0711):
 // a container's user-namespaced root reaches its bundle's root through it.
 // The runtime, asked first (a daemon's sweep at start), would make it 0700.
+// Its parents are the operator's: one that is not traversable is said so.
 func (b *Backend) stateDir() error {
 	if err := os.MkdirAll(b.cfg.StateDir, 0o711); err != nil {
 		return err
 	}
-	return os.Chmod(b.cfg.StateDir, 0o711)
+	if err := os.Chmod(b.cfg.StateDir, 0o711); err != nil {
+		return err
+	}
+	if err := host.Traversable(b.cfg.StateDir); err != nil {
+		return fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
+	}
+	return nil
 }
 
 // orphanAge is how old a sandbox directory without an owner must be to be

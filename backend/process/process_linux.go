@@ -227,7 +227,7 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 	// (Without root it runs as this user.)
 	if os.Geteuid() == 0 {
 		for _, p := range []string{b.cfg.StateDir, filepath.Dir(agent)} {
-			if err := traversable(p); err != nil {
+			if err := host.Traversable(p); err != nil {
 				return nil, fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
 			}
 		}
@@ -634,17 +634,4 @@ func (b *Backend) taskCeiling() uint64 {
 		return baseline.DefaultTasks
 	}
 	return uint64(b.cfg.Tasks)
-}
-
-// traversable checks that every directory from p up to / lets anyone pass.
-func traversable(p string) error {
-	for dir := p; ; dir = filepath.Dir(dir) {
-		st, err := os.Stat(dir)
-		if err == nil && st.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("%s is not searchable by other users (mode %v); sandboxes run as unprivileged mapped users and must pass through it", dir, st.Mode().Perm())
-		}
-		if dir == "/" || dir == "." {
-			return nil
-		}
-	}
 }

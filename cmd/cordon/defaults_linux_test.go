@@ -3,6 +3,7 @@ package main_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
+	"golang.org/x/sys/unix"
 )
 
 // TestDaemonDefaultLimits: a daemon gives a sandbox whose create names no
@@ -193,5 +195,43 @@ func TestTierBounds(t *testing.T) {
 			t.Errorf("%s with an operator's bound %q: %q", c.file, mine, got)
 		}
 		os.WriteFile(c.file, []byte(want), 0)
+	}
+}
+
+// TestPrivateStateDir: as root, a sandbox's processes are unprivileged
+// mapped users who reach their state directory through its parents. One
+// the operator made private (mode 0700, as mktemp -d makes it) is said
+// so, naming it, on every tier that needs it, rather than failing in the
+// runtime ("execve: permission denied", "cannot read client sync file").
+func TestPrivateStateDir(t *testing.T) {
+	testutil.RequiresRoot(t)
+	for _, c := range []struct{ tier, needs string }{{"process", ""}, {"container", "crun"}, {"gvisor", "runsc"}} {
+		t.Run(c.tier, func(t *testing.T) {
+			if c.needs != "" {
+				testutil.Requires(t, c.needs)
+			}
+			dir := t.TempDir()
+			os.Chmod(dir, 0o711)
+			os.Chmod(filepath.Dir(dir), 0o711) // t.TempDir makes both levels private
+			private := filepath.Join(dir, "state")
+			if err := os.Mkdir(private, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			// (runsc keeps a network namespace of its own mounted there.)
+			t.Cleanup(func() { unix.Unmount(filepath.Join(private, "gvisor", "runtime", "null-netns"), unix.MNT_DETACH) })
+			cmd := exec.Command(buildCLI(t), "run", "--tier", c.tier, "--", "true")
+			cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+private)
+			out, _ := cmd.CombinedOutput()
+			if cmd.ProcessState.ExitCode() != 125 || !strings.Contains(string(out), private+" is not searchable by other users") {
+				t.Fatalf("exit %d: %s", cmd.ProcessState.ExitCode(), out)
+			}
+			// Searchable, it serves.
+			os.Chmod(private, 0o711)
+			cmd = exec.Command(buildCLI(t), "run", "--tier", c.tier, "--", "echo", "served")
+			cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+private)
+			if out, err := cmd.CombinedOutput(); err != nil || string(out) != "served\n" {
+				t.Fatalf("a searchable state directory: %v: %s", err, out)
+			}
+		})
 	}
 }
