@@ -435,12 +435,12 @@ func (s *Server) snapshotFor(c *caller, id string) (api.Snapshot, error) {
 		return api.Snapshot{}, err
 	}
 	if !found || !(sn.Tenant == c.tenant || c.admin && c.tenant == LocalTenant) || expired(sn, time.Now()) {
-		return api.Snapshot{}, fmt.Errorf("%w: no snapshot %s", errNoSnapshot, id)
+		return api.Snapshot{}, fmt.Errorf("%w %s", errNoSnapshot, id)
 	}
 	return sn, nil
 }
 
-var errNoSnapshot = errors.New("no such snapshot")
+var errNoSnapshot = errors.New("no snapshot")
 
 func expired(sn api.Snapshot, now time.Time) bool {
 	return sn.ExpiresAt != nil && now.After(*sn.ExpiresAt)
