@@ -182,6 +182,58 @@ func TestServeSurvivesKill9(t *testing.T) {
 	}
 }
 
+// TestServeSharedSandboxDir: a daemon removes, at start, every sandbox in
+// its sandboxes' directory that its registry does not know. A second
+// daemon with a registry of its own but the same directory (one
+// CORDON_STATE_DIR, or none: /run/cordon/serve) once destroyed all of the
+// first one's sandboxes that way, on every tier. It is refused, saying
+// why and what to do, and the first one's sandboxes go on; with a
+// directory of its own it serves beside the first.
+func TestServeSharedSandboxDir(t *testing.T) {
+	testutil.RequiresRoot(t)
+	dir, sock, d := serveInTemp(t)
+	defer d.stop(t, sock)
+	host := "--host=unix://" + sock
+	ids := map[string]string{}
+	for _, tier := range []string{"process", "container"} {
+		out, errOut, code := cordon(t, "create", host, "--tier", tier)
+		if code != 0 {
+			t.Fatalf("create on %s: %d %s", tier, code, errOut)
+		}
+		ids[tier] = strings.TrimSpace(out)
+	}
+	second := func(processDir string) *exec.Cmd {
+		cmd := exec.Command(buildCLI(t), "serve", "--listen", "unix://"+filepath.Join(dir, "second.sock"), "--state-dir", filepath.Join(dir, "second"))
+		cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+processDir)
+		return cmd
+	}
+	cmd := second(filepath.Join(dir, "process"))
+	// Were it to serve, it is stopped after a while (and fails the test).
+	time.AfterFunc(20*time.Second, func() { _ = cmd.Process.Kill() })
+	out, _ := cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != 125 || !strings.Contains(string(out), "keeps its sandboxes in "+filepath.Join(dir, "process", "serve")) ||
+		!strings.Contains(string(out), "CORDON_STATE_DIR=DIR") {
+		t.Fatalf("a second daemon on the first one's sandboxes: exit %d: %s", cmd.ProcessState.ExitCode(), out)
+	}
+	for tier, id := range ids {
+		if out, errOut, code := cordon(t, "exec", host, id, "--", "echo", "alive"); code != 0 || out != "alive\n" {
+			t.Errorf("the first daemon's %s sandbox after a second daemon tried: %d %q %s", tier, code, out, errOut)
+		}
+	}
+	// With a directory of its own, it serves beside the first.
+	p := startServeCmd(t, filepath.Join(dir, "second.sock"), second(filepath.Join(dir, "process2")), filepath.Join(dir, "process2"))
+	defer p.stop(t, filepath.Join(dir, "second.sock"))
+	defer killRecorded(filepath.Join(dir, "process2", "serve"))
+	if out, errOut, code := cordon(t, "run", "--host=unix://"+filepath.Join(dir, "second.sock"), "--", "echo", "beside"); code != 0 || out != "beside\n" {
+		t.Errorf("a second daemon with its own directory: %d %q %s", code, out, errOut)
+	}
+	for tier, id := range ids {
+		if out, errOut, code := cordon(t, "exec", host, id, "--", "echo", "alive"); code != 0 || out != "alive\n" {
+			t.Errorf("the first daemon's %s sandbox beside a second daemon: %d %q %s", tier, code, out, errOut)
+		}
+	}
+}
+
 // sandboxDirs lists the process tier's sandbox directories in dir.
 func sandboxDirs(dir string) []string {
 	var out []string
