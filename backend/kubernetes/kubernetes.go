@@ -644,7 +644,7 @@ func (b *Backend) Adopt(ctx context.Context, raw []byte, token string) (sandbox.
 		return nil, fmt.Errorf("%w: kubernetes: pod %s: %v", sandbox.ErrAgent, st.Name, err)
 	}
 	running := p.Status.Phase == "Running" && p.Status.PodIP != "" && p.Metadata.DeletionTimestamp == nil
-	if p.Metadata.Labels[LabelOwner] != b.cfg.Owner || !running {
+	if owner := p.Metadata.Labels[LabelOwner]; owner != b.cfg.Owner && !slices.Contains(b.cfg.FormerOwners, owner) || !running {
 		return nil, fmt.Errorf("%w: kubernetes: pod %s is not a running sandbox of this backend", sandbox.ErrAgent, st.Name)
 	}
 	inst := &instance{b: b, name: st.Name, uid: st.UID, exited: make(chan struct{}), token: token}

@@ -45,12 +45,20 @@ func kubeDaemon(t *testing.T, k *testutil.Kube, flags ...string) (string, func()
 		}
 	})
 	sock := filepath.Join(dir, "cordon.sock")
-	agent, image := k.Images(t)
 	return sock, func() *serveProc {
-		cmd := k.Command(buildCLI(t), append([]string{"serve", "--listen", "unix://" + sock, "--state-dir", filepath.Join(dir, "state"),
-			"--kubeconfig", k.Kubeconfig(), "--kube-image", image, "--kube-agent-image", agent, "--kube-network-policy"}, flags...)...)
-		return startServeCmd(t, sock, cmd, filepath.Join(dir, "process"))
+		return kubeServe(t, k, sock, filepath.Join(dir, "state"), filepath.Join(dir, "process"), flags...)
 	}
+}
+
+// kubeServe starts a daemon on sock with its registry in state and its
+// sandboxes' directory in processDir, inside the cluster's network
+// namespace, driving the cluster with the test's images and flags.
+func kubeServe(t *testing.T, k *testutil.Kube, sock, state, processDir string, flags ...string) *serveProc {
+	t.Helper()
+	agent, image := k.Images(t)
+	cmd := k.Command(buildCLI(t), append([]string{"serve", "--listen", "unix://" + sock, "--state-dir", state,
+		"--kubeconfig", k.Kubeconfig(), "--kube-image", image, "--kube-agent-image", agent, "--kube-network-policy"}, flags...)...)
+	return startServeCmd(t, sock, cmd, processDir)
 }
 
 // kubeSandbox makes a sandbox on the kubernetes tier through the daemon d
@@ -294,11 +302,9 @@ func TestDaemonKubernetesSuspend(t *testing.T) {
 func TestDaemonKubernetesEphemeralKilled(t *testing.T) {
 	k, _ := kubeEnv(t)
 	sock, serve := kubeDaemon(t, k, "--ephemeral")
-	// The daemon's pods carry its owner label, named for its sandboxes'
-	// state directory (kubeDaemon's "process", and "serve" in it).
-	sum := sha256.Sum256([]byte(filepath.Join(filepath.Dir(sock), "process", "serve")))
-	owned := "dev.cordon.owner=cordon-daemon-" + hex.EncodeToString(sum[:6])
 	d := serve()
+	// The daemon's pods carry its owner label, its registry's id.
+	owned := "dev.cordon.owner=cordon-daemon-" + registryID(t, filepath.Join(filepath.Dir(sock), "state"))
 	_, sb := kubeSandbox(t, sock, d)
 	host := "--host=unix://" + sock
 	if out, errOut, code := cordon(t, "exec", host, sb.ID, "--", "sh", "-c", "echo kept > /workspace/mark; echo ok"); code != 0 || out != "ok\n" {
@@ -324,5 +330,66 @@ func TestDaemonKubernetesEphemeralKilled(t *testing.T) {
 	}
 	if left := k.Kubectl(t, "get", "pods,secrets,networkpolicies,persistentvolumeclaims", "-l", owned, "-o", "name"); left != "" {
 		t.Fatalf("left in the cluster after the private daemon stopped: %s\ndaemon said:\n%s", left, d.out.String())
+	}
+}
+
+// registryID is the id of the daemon whose registry is in state.
+func registryID(t *testing.T, state string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(state, "owner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// TestDaemonKubernetesOwners: daemons on different hosts may share a
+// cluster, and their sandboxes' directories may have the same path there
+// (the default, /run/cordon/serve). A daemon's pods were labelled by that
+// path, so the next daemon to start removed every pod of every other
+// daemon as not its registry's. They are labelled by the registry's own
+// id now: here a second daemon with a registry of its own, on a directory
+// of the same path (the first one's, left to it: what another host's
+// would be), starts, and the first one's sandbox lives on; and pods a
+// daemon labelled by the path before are still its own to take back.
+func TestDaemonKubernetesOwners(t *testing.T) {
+	k, _ := kubeEnv(t)
+	sock, serve := kubeDaemon(t, k)
+	dir := filepath.Dir(sock)
+	d := serve()
+	_, sb := kubeSandbox(t, sock, d)
+	host := "--host=unix://" + sock
+	if out, errOut, code := cordon(t, "exec", host, sb.ID, "--", "sh", "-c", "echo kept > /workspace/mark; echo ok"); code != 0 || out != "ok\n" {
+		d.stop(t, sock)
+		t.Fatalf("exec: exit %d, %q, %s", code, out, errOut)
+	}
+	// Stopped: its sandboxes stay. The directory is given up, as on
+	// another host it would never have been claimed.
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = d.cmd.Wait()
+	processDir := filepath.Join(dir, "process")
+	if err := os.Remove(filepath.Join(processDir, "serve", ".serve.lock")); err != nil {
+		t.Fatal(err)
+	}
+	other := kubeServe(t, k, filepath.Join(dir, "other.sock"), filepath.Join(dir, "other"), processDir)
+	if _, err := sclient.New("unix://"+filepath.Join(dir, "other.sock"), ""); err != nil {
+		t.Fatal(err)
+	}
+	other.stop(t, filepath.Join(dir, "other.sock"))
+	owned := "dev.cordon.owner=cordon-daemon-" + registryID(t, filepath.Join(dir, "state"))
+	if pods := k.Kubectl(t, "get", "pods", "-l", owned, "-o", "name"); !strings.Contains(pods, "pod/") {
+		t.Fatalf("another daemon's start removed the first one's pod: %q", pods)
+	}
+	// Labelled as the daemon labelled its pods before, by its
+	// directory's path: still its own.
+	sum := sha256.Sum256([]byte(filepath.Join(processDir, "serve")))
+	k.Kubectl(t, "label", "pods", "-l", owned, "--overwrite", "dev.cordon.owner=cordon-daemon-"+hex.EncodeToString(sum[:6]))
+	os.Remove(filepath.Join(processDir, "serve", ".serve.lock"))
+	d = serve()
+	defer d.stop(t, sock)
+	if out, errOut, code := cordon(t, "exec", host, sb.ID, "--", "cat", "/workspace/mark"); code != 0 || out != "kept\n" {
+		t.Fatalf("the first daemon, back: exit %d, %q, %s", code, out, errOut)
 	}
 }

@@ -40,6 +40,8 @@ type daemonTiers struct {
 	// ends, as a cordon run's do. (A cluster has no lifeline: pods stay
 	// detached, deleted when the daemon stops.)
 	ephemeral bool
+	// owner is the daemon's id (registryOwner), which labels its pods.
+	owner string
 }
 
 // kubeConfig is the kubernetes tier's configuration from the environment:
@@ -81,11 +83,15 @@ func backends(base string, d *daemonTiers) []sandbox.Backend {
 	if d != nil {
 		dcfg.Detached, dcfg.Owner = detached, "cordon-daemon-"+ownerTag(base)
 	}
-	// The kubernetes tier's pods likewise.
+	// The kubernetes tier's pods are labelled with the daemon's registry's
+	// id: daemons on different hosts may share a cluster, and the same
+	// state directory there. (Its pods were labelled by that directory
+	// once, and are still taken back by that label, never swept by it.)
 	kcfg := kubeConfig()
 	if d != nil {
 		kcfg = d.kube
-		kcfg.Detached, kcfg.Owner = true, "cordon-daemon-"+ownerTag(base)
+		kcfg.Detached, kcfg.Owner = true, "cordon-daemon-"+d.owner
+		kcfg.FormerOwners = []string{"cordon-daemon-" + ownerTag(base)}
 	}
 	return []sandbox.Backend{
 		process.New(pcfg),

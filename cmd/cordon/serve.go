@@ -137,7 +137,7 @@ func serveCmd(args []string) int {
 	// The daemon's sandboxes live in a directory of their own: at start it
 	// removes every sandbox there that its registry does not explain, which
 	// must never touch a `cordon run` sandbox, nor another daemon's (the
-	// directory is this daemon's alone: lockSandboxDir).
+	// directory is this daemon's registry's alone: claimSandboxDir).
 	processDir := os.Getenv("CORDON_STATE_DIR")
 	if processDir == "" {
 		processDir = process.New(process.Config{}).StateDir()
@@ -162,12 +162,16 @@ func serveCmd(args []string) int {
 	if *prestart < 0 || *prestart > 64 {
 		return fail("--prestart %d: 0 to 64", *prestart)
 	}
-	lock, err := lockSandboxDir(processDir, *stateDir)
+	owner, err := registryOwner(*stateDir)
+	if err != nil {
+		return fail("%v", err)
+	}
+	lock, err := claimSandboxDir(processDir, *stateDir, owner, !*ephemeral)
 	if err != nil {
 		return fail("%v", err)
 	}
 	defer lock.Close()
-	tiers := backends(processDir, &daemonTiers{prestart: *prestart, kube: kube, ephemeral: *ephemeral})
+	tiers := backends(processDir, &daemonTiers{prestart: *prestart, kube: kube, ephemeral: *ephemeral, owner: owner})
 	provider := sandbox.NewProvider(tiers, sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()), sandbox.WithEgressProxy(proxy), sandbox.WithLogger(log),
 		sandbox.WithDisks(filepath.Join(*stateDir, "disks"), *diskSize), sandbox.WithDefaultLimits(defaults))
 	var adminKey string

@@ -192,7 +192,7 @@ func TestServeSurvivesKill9(t *testing.T) {
 func TestServeSharedSandboxDir(t *testing.T) {
 	testutil.RequiresRoot(t)
 	dir, sock, d := serveInTemp(t)
-	defer d.stop(t, sock)
+	defer func() { d.stop(t, sock) }() // the daemon running at the end
 	host := "--host=unix://" + sock
 	ids := map[string]string{}
 	for _, tier := range []string{"process", "container"} {
@@ -222,15 +222,45 @@ func TestServeSharedSandboxDir(t *testing.T) {
 	}
 	// With a directory of its own, it serves beside the first.
 	p := startServeCmd(t, filepath.Join(dir, "second.sock"), second(filepath.Join(dir, "process2")), filepath.Join(dir, "process2"))
-	defer p.stop(t, filepath.Join(dir, "second.sock"))
 	defer killRecorded(filepath.Join(dir, "process2", "serve"))
 	if out, errOut, code := cordon(t, "run", "--host=unix://"+filepath.Join(dir, "second.sock"), "--", "echo", "beside"); code != 0 || out != "beside\n" {
 		t.Errorf("a second daemon with its own directory: %d %q %s", code, out, errOut)
 	}
+	p.stop(t, filepath.Join(dir, "second.sock"))
 	for tier, id := range ids {
 		if out, errOut, code := cordon(t, "exec", host, id, "--", "echo", "alive"); code != 0 || out != "alive\n" {
 			t.Errorf("the first daemon's %s sandbox beside a second daemon: %d %q %s", tier, code, out, errOut)
 		}
+	}
+	// The first stopped, its sandboxes stay for its next start: the
+	// directory is still its registry's, and another's is refused, told
+	// how to let them go.
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	_ = d.cmd.Wait()
+	cmd = second(filepath.Join(dir, "process"))
+	time.AfterFunc(20*time.Second, func() { _ = cmd.Process.Kill() })
+	out, _ = cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != 125 || !strings.Contains(string(out), "registry is "+filepath.Join(dir, "state")) ||
+		!strings.Contains(string(out), "remove "+filepath.Join(dir, "process", "serve", ".serve.lock")) {
+		t.Fatalf("another daemon after the first stopped: exit %d: %s", cmd.ProcessState.ExitCode(), out)
+	}
+	d = startServe(t, sock, filepath.Join(dir, "state"), filepath.Join(dir, "process"))
+	for tier, id := range ids {
+		if out, errOut, code := cordon(t, "exec", host, id, "--", "echo", "alive"); code != 0 || out != "alive\n" {
+			t.Errorf("the first daemon's %s sandbox after its restart: %d %q %s", tier, code, out, errOut)
+		}
+	}
+	// A registry that is gone can take nothing back: the next daemon on
+	// the directory takes it over, and removes what it held.
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	_ = d.cmd.Wait()
+	if err := os.RemoveAll(filepath.Join(dir, "state")); err != nil {
+		t.Fatal(err)
+	}
+	d = startServeCmd(t, filepath.Join(dir, "second.sock"), second(filepath.Join(dir, "process")), filepath.Join(dir, "process"))
+	sock = filepath.Join(dir, "second.sock")
+	if left := sandboxDirs(filepath.Join(dir, "process", "serve")); len(left) != 0 {
+		t.Errorf("the gone registry's sandboxes after another daemon took the directory over: %v", left)
 	}
 }
 
