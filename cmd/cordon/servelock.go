@@ -74,14 +74,15 @@ func claimSandboxDir(dir, registry, owner string, durable bool) (*os.File, error
 	if err != nil {
 		return nil, err
 	}
+	locked := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	// The record, read once locked where it could be: owner pid registry.
 	record, _ := os.ReadFile(name)
-	// owner pid registry
 	fields := strings.SplitN(strings.TrimSpace(string(record)), " ", 3)
 	theirs := "another cordon serve"
 	if len(fields) == 3 {
 		theirs = fmt.Sprintf("the cordon serve whose registry is %s (id %s, last pid %s)", fields[2], fields[0], fields[1])
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := locked; err != nil {
 		f.Close()
 		if !errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, fmt.Errorf("lock %s: %v", name, err)
