@@ -215,6 +215,13 @@ func TestServeSharedSandboxDir(t *testing.T) {
 		!strings.Contains(string(out), "CORDON_STATE_DIR=DIR") {
 		t.Fatalf("a second daemon on the first one's sandboxes: exit %d: %s", cmd.ProcessState.ExitCode(), out)
 	}
+	// The same registry twice is said so.
+	cmd = exec.Command(buildCLI(t), "serve", "--listen", "unix://"+filepath.Join(dir, "again.sock"), "--state-dir", filepath.Join(dir, "state"))
+	cmd.Env = append(os.Environ(), "CORDON_STATE_DIR="+filepath.Join(dir, "process"))
+	time.AfterFunc(20*time.Second, func() { _ = cmd.Process.Kill() })
+	if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 125 || !strings.Contains(string(out), "of this registry ("+filepath.Join(dir, "state")+") is running already") {
+		t.Fatalf("the first daemon's registry again: exit %d: %s", cmd.ProcessState.ExitCode(), out)
+	}
 	for tier, id := range ids {
 		if out, errOut, code := cordon(t, "exec", host, id, "--", "echo", "alive"); code != 0 || out != "alive\n" {
 			t.Errorf("the first daemon's %s sandbox after a second daemon tried: %d %q %s", tier, code, out, errOut)

@@ -87,6 +87,9 @@ func claimSandboxDir(dir, registry, owner string, durable bool) (*os.File, error
 		if !errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, fmt.Errorf("lock %s: %v", name, err)
 		}
+		if len(fields) == 3 && fields[0] == owner {
+			return nil, fmt.Errorf("a cordon serve of this registry (%s) is running already (pid %s)", fields[2], fields[1])
+		}
 		return nil, fmt.Errorf("%s keeps its sandboxes in %s, and is running; a daemon removes the sandboxes there that its registry does not know: give this one a directory of its own with CORDON_STATE_DIR=DIR (its sandboxes go in DIR/serve)", theirs, dir)
 	}
 	if len(fields) == 3 && fields[0] != owner && registryHolds(fields[2], fields[0]) {
