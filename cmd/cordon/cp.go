@@ -95,6 +95,11 @@ func cpCmd(args []string) int {
 		}
 		if err == nil && fi.Type == "dir" {
 			switch {
+			case dst == "-" && isTerminal(os.Stdout):
+				// A tar on a terminal is noise, with the sandbox's bytes
+				// (escape sequences among them) in it.
+				fmt.Fprintln(os.Stderr, "cordon cp: "+printable.String(src)+" is a directory, which goes to - as a tar, and standard output is a terminal: send it to a file or a pipe (| tar -x), or copy it to a local directory")
+				return 2
 			case dst == "-":
 				err = downloadTar(ctx, c, sid, spath, os.Stdout)
 			default:

@@ -189,3 +189,27 @@ func TestCpNamesEscaped(t *testing.T) {
 		t.Fatalf("the copied file: %q, %v", b, err)
 	}
 }
+
+// TestBinaryToTerminal: a directory copied out to - is a tar, and a
+// snapshot's export is one: on a terminal (a real one here) both are
+// refused, saying where to send them, rather than written there with the
+// sandbox's bytes, escape sequences among them. To a pipe they go as
+// before (TestDaemonCopy, TestSnapshotVerbs).
+func TestBinaryToTerminal(t *testing.T) {
+	id, host, run := daemonSandbox(t)
+	if _, errOut, code := run("exec", id, "--", "sh", "-c", "mkdir -p d && printf '\\033]0;pwned\\007' > d/x"); code != 0 {
+		t.Fatalf("exec: %d %s", code, errOut)
+	}
+	p := startOnPTY(t, 24, 80, "cp", host, id+":d", "-")
+	if code := p.exitCode(); code != 2 || !strings.Contains(p.screen(), "standard output is a terminal") || strings.Contains(p.screen(), "pwned") {
+		t.Fatalf("cp ID:DIR - on a terminal: exit %d, %q", code, p.screen())
+	}
+	sid, errOut, code := run("snapshot", id)
+	if code != 0 {
+		t.Fatalf("snapshot: %d %s", code, errOut)
+	}
+	p = startOnPTY(t, 24, 80, "snapshot", "export", host, strings.TrimSpace(sid))
+	if code := p.exitCode(); code != 2 || !strings.Contains(p.screen(), "standard output is a terminal") {
+		t.Fatalf("snapshot export on a terminal: exit %d, %q", code, p.screen())
+	}
+}

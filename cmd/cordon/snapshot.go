@@ -79,6 +79,12 @@ func snapshotExport(args []string) int {
 		fs.Usage()
 		return 2
 	}
+	if isTerminal(os.Stdout) {
+		// A tar of compressed data on a terminal is noise at best, and
+		// its bytes are the sandbox's: escape sequences among them.
+		fmt.Fprintln(os.Stderr, "cordon snapshot export: standard output is a terminal; send it to a file: cordon snapshot export SNAPSHOT > FILE")
+		return 2
+	}
 	if err := c.ExportSnapshot(context.Background(), rest[0], os.Stdout); err != nil {
 		return apiFail(err)
 	}
