@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -190,14 +189,8 @@ func (rn *Runner) run(ctx context.Context, d *client.Client, p *plan, start time
 			return rn.failed(res, start, ReasonSandbox, "the run's egress policy could not be set: "+err.Error()), nil
 		}
 	}
-	for i, f := range p.files {
+	for _, f := range p.files {
 		if err := d.UploadMode(ctx, sb.ID, f.path, bytes.NewReader(f.data), int64(len(f.data)), fileMode(f.mode)); err != nil {
-			// The sandbox refusing the place (its permissions, its space)
-			// is the caller's to change, as a refusal before it was.
-			var ae *api.Error
-			if errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusForbidden || ae.Status == http.StatusInsufficientStorage) {
-				return nil, invalid(fmt.Sprintf("files[%d].path", i), "%s could not be placed: %s", f.path, ae.Message)
-			}
 			return rn.failed(res, start, ReasonSandbox, fmt.Sprintf("file %s could not be placed: %v", f.path, err)), nil
 		}
 	}

@@ -78,10 +78,10 @@ type Config struct {
 	Detached bool
 	// Owner labels the objects this backend makes, so that Sweep removes
 	// only its own (a daemon's id); empty means "cordon".
+	Owner string
 	// FormerOwners are labels its objects carried under an earlier name:
 	// Adopt takes those back (their names are in its registry), and Sweep
 	// never removes by them (another daemon may carry them still).
-	Owner        string
 	FormerOwners []string
 }
 

@@ -140,7 +140,11 @@ func (s cgroupSupport) limits() bool { return s.writeable }
 func (s cgroupSupport) boundTier() {
 	pids, memory := s.v1Roots["pids"], s.v1Roots["memory"]
 	if s.unified {
-		_ = os.WriteFile(filepath.Join(filepath.Dir(s.v2Root), "cgroup.subtree_control"), []byte("+pids +memory"), 0)
+		// One controller a write: a write naming one the parent lacks
+		// enables none of them.
+		for _, c := range []string{"+pids", "+memory"} {
+			_ = os.WriteFile(filepath.Join(filepath.Dir(s.v2Root), "cgroup.subtree_control"), []byte(c), 0)
+		}
 		pids, memory = s.v2Root, s.v2Root
 	}
 	if pids != "" {

@@ -65,12 +65,8 @@ func execCmd(args []string) int {
 		fmt.Println(s.ID)
 		return 0
 	}
-	opts := sclient.ExecOptions{Args: argv[1:], Cwd: *cwd, Env: env, Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr, RawOutput: true}
-	var err error
-	if opts.MaxOutputBytes, err = maxOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
-		return 2
-	}
+	opts := sclient.ExecOptions{Args: argv[1:], Cwd: *cwd, Env: env, Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr, RawOutput: true,
+		MaxOutputBytes: maxOutput()}
 	if *interactive {
 		opts.StdinStream = os.Stdin
 	}

@@ -79,11 +79,7 @@ func runCmd(args []string) int {
 	if *timeout > 0 {
 		spec.MaxTimeout = *timeout
 	}
-	opts := sandbox.ExecOptions{Args: argv[1:], Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr, RawOutput: true}
-	if opts.MaxOutputBytes, err = maxOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
-		return 2
-	}
+	opts := sandbox.ExecOptions{Args: argv[1:], Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr, RawOutput: true, MaxOutputBytes: maxOutput()}
 	if *interactive {
 		// As it arrives, unbounded, ended at cordon's end of input.
 		opts.StdinStream = os.Stdin

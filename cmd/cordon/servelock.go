@@ -36,12 +36,12 @@ func registryOwner(stateDir string) (string, error) {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return "", err
 		}
+		// Written whole beside it, then linked in place: the id is there
+		// complete or not at all, however the daemon ends, and of two
+		// daemons making it at once, one's is kept and both read it.
 		var rnd [6]byte
 		_, _ = rand.Read(rnd[:])
-		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			continue // another made it meanwhile: read it
-		}
+		f, err := os.CreateTemp(stateDir, ".owner-")
 		if err != nil {
 			return "", err
 		}
@@ -50,8 +50,11 @@ func registryOwner(stateDir string) (string, error) {
 			err = f.Sync()
 		}
 		f.Close()
-		if err != nil {
-			os.Remove(p)
+		if err == nil {
+			err = os.Link(f.Name(), p)
+		}
+		os.Remove(f.Name())
+		if err != nil && !errors.Is(err, fs.ErrExist) {
 			return "", err
 		}
 	}

@@ -16,10 +16,9 @@ import (
 // and create (through a daemon).
 type specFlags struct {
 	tier, rootfs, image, profile *string
-	memory, disk                 *int64
+	memory, disk, pids           *int64
 	runtimeClass                 *string
 	mountOwner                   *string
-	pids                         *int64
 	cpus                         *float64
 	user                         *int // -1 until --user is given
 	allowAll                     *bool
@@ -84,13 +83,13 @@ func (u uidFlag) Set(s string) error {
 const noOutputCap = 1 << 62
 
 // maxOutputFlag registers --max-output on fs and returns what reads it.
-func maxOutputFlag(fs *flag.FlagSet) func() (int64, error) {
+func maxOutputFlag(fs *flag.FlagSet) func() int64 {
 	n := size(fs, "max-output", 0, true, "stop passing on each of stdout and stderr past this much, e.g. 10m, and say so (default or 0: no limit)")
-	return func() (int64, error) {
+	return func() int64 {
 		if *n == 0 {
-			return noOutputCap, nil
+			return noOutputCap
 		}
-		return *n, nil
+		return *n
 	}
 }
 
