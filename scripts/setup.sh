@@ -14,6 +14,7 @@ command -v npm >/dev/null 2>&1 || need_apt+=(npm)             # fetches Deno, th
 /usr/bin/python3 -c 'import setuptools' >/dev/null 2>&1 || need_apt+=(python3-setuptools)
 [ -x /usr/bin/python3 ] || need_apt+=(python3)                # the demo and the tests' workloads, inside sandboxes
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)   # a real browser judges exposed ports' origins
 command -v busybox >/dev/null 2>&1 || need_apt+=(busybox-static)   # tiny root filesystems for tests
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)         # the process tier's benchmark baseline
 command -v runc >/dev/null 2>&1 || need_apt+=(runc)                # the container tier's runtimes

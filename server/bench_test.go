@@ -427,6 +427,68 @@ print(lat[len(lat)//2] * 1000, lat[len(lat)*99//100] * 1000)
 	})
 }
 
+// BenchmarkExposedPort: an HTTP request to a Python server inside a
+// process-tier sandbox through its exposed port, a new connection each, at
+// its URL on the daemon's origin (Path) and on its own origin (Origin, the
+// host routed before the API's routes); each answer's headers are
+// confined on the way out.
+func BenchmarkExposedPort(b *testing.B) {
+	d := startDaemon(b, func(c *server.Config) { c.PortsURL = "http://*.ports.test" })
+	ctx := context.Background()
+	sb, err := d.local.Create(ctx, api.CreateRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.local.Delete(context.Background(), sb.ID)
+	if _, err := d.local.Agent(sb.ID).StartSession(ctx, wire.SessionRequest{Command: "python3", Args: []string{"-c", `
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Set-Cookie", "s=1; Path=/"); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"ok")
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer(("127.0.0.1", 8000), H).serve_forever()
+`}}); err != nil {
+		b.Fatal(err)
+	}
+	p, err := d.local.ExposePort(ctx, sb.ID, 8000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	get := func(host, path string) error {
+		req, _ := http.NewRequest("GET", "http://"+d.tcp+path, nil)
+		req.Host = host
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if body, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(body) != "ok" {
+			return fmt.Errorf("%d %q", resp.StatusCode, body)
+		}
+		return nil
+	}
+	for deadline := time.Now().Add(15 * time.Second); get(d.tcp, p.URL) != nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("the server inside never answered")
+		}
+	}
+	origin := strings.TrimSuffix(strings.TrimPrefix(p.OriginURL, "http://"), "/")
+	for _, c := range []struct{ name, host, path string }{{"Path", d.tcp, p.URL}, {"Origin", origin, "/"}} {
+		b.Run(c.name, func(b *testing.B) {
+			var lat []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if err := get(c.host, c.path); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			testutil.ReportPercentiles(b, "", lat)
+		})
+	}
+}
+
 // BenchmarkRuns: a run of 1+1 through POST /v1/runs, end to end, from one
 // client and from 8 clients at once, with a warm pool of the runs'
 // sandboxes (cordon serve --run-pool). Per-run latency percentiles and

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -90,15 +91,26 @@ func RunDaemon(ctx context.Context, cfg DaemonConfig) error {
 		}
 	}
 	errc := make(chan error, len(cfg.Listen))
+	lns := make([]net.Listener, 0, len(cfg.Listen))
 	for _, addr := range cfg.Listen {
 		ln, err := Listen(addr, srv.HasKeys(), cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
-			for _, hs := range servers {
-				hs.Close()
+			for _, ln := range lns {
+				ln.Close()
 			}
 			release()
 			return fmt.Errorf("%s: %w", addr, err)
 		}
+		lns = append(lns, ln)
+	}
+	if srv.portsURL == nil {
+		srv.portsURL = loopbackPortsURL(lns, cfg.TLSCert != "")
+	}
+	if srv.portsURL != nil {
+		log.Info("exposed ports have origins of their own", "url", srv.portsURL.url("*"))
+	}
+	for i, ln := range lns {
+		addr := cfg.Listen[i]
 		hs := &http.Server{
 			Handler: srv.Handler(), ConnContext: LocalConnContext,
 			ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, IdleTimeout: 2 * time.Minute,
@@ -108,6 +120,9 @@ func RunDaemon(ctx context.Context, cfg DaemonConfig) error {
 		hs.RegisterOnShutdown(srv.EndStreams)
 		servers = append(servers, hs)
 		go func() { errc <- hs.Serve(ln) }()
+		if tcp, ok := ln.Addr().(*net.TCPAddr); ok && strings.HasSuffix(addr, ":0") {
+			addr = strings.TrimSuffix(addr, "0") + strconv.Itoa(tcp.Port) // the port it was given
+		}
 		log.Info("listening", "addr", addr)
 		if exposedInClear(addr, ln, cfg.TLSCert != "") {
 			log.Warn("this listener takes API keys in clear text from beyond this host: give --tls-cert and --tls-key, or listen on loopback behind a proxy that terminates TLS", "addr", addr)
@@ -129,6 +144,21 @@ func RunDaemon(ctx context.Context, cfg DaemonConfig) error {
 	stopAll(sctx)
 	release()
 	return failed
+}
+
+// loopbackPortsURL is the ports URL of a daemon with a plain TCP listener
+// on loopback: http://*.localhost:PORT, which every browser reaches there
+// (RFC 6761 keeps names below localhost for loopback). nil without one.
+func loopbackPortsURL(lns []net.Listener, withTLS bool) *portsURL {
+	if withTLS {
+		return nil // a certificate for *.localhost is not to be expected
+	}
+	for _, ln := range lns {
+		if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
+			return &portsURL{scheme: "http", domain: "localhost", port: strconv.Itoa(tcp.Port)}
+		}
+	}
+	return nil
 }
 
 // exposedInClear reports whether ln, opened for addr, is TCP without TLS

@@ -41,6 +41,15 @@ func newPortToken() string {
 
 func portURL(token string) string { return "/v1/ports/" + token + "/" }
 
+// port is an exposed port as the API gives it.
+func (s *Server) port(p *exposed) api.Port {
+	ap := api.Port{Port: p.port, URL: portURL(p.token), Token: p.token}
+	if s.portsURL != nil {
+		ap.OriginURL = s.portsURL.url(p.token)
+	}
+	return ap
+}
+
 func (s *Server) handleExposePort(w http.ResponseWriter, r *http.Request) {
 	e, ok := s.usable(w, r)
 	if !ok {
@@ -64,7 +73,7 @@ func (s *Server) handleExposePort(w http.ResponseWriter, r *http.Request) {
 	for _, p := range s.ports {
 		if p.sandbox == e.rec.ID {
 			if p.port == req.Port {
-				writeJSON(w, http.StatusOK, api.Port{Port: p.port, URL: portURL(p.token), Token: p.token})
+				writeJSON(w, http.StatusOK, s.port(p))
 				return
 			}
 			n++
@@ -76,7 +85,7 @@ func (s *Server) handleExposePort(w http.ResponseWriter, r *http.Request) {
 	}
 	p := &exposed{sandbox: e.rec.ID, port: req.Port, token: newPortToken()}
 	s.ports[p.token] = p
-	writeJSON(w, http.StatusCreated, api.Port{Port: p.port, URL: portURL(p.token), Token: p.token})
+	writeJSON(w, http.StatusCreated, s.port(p))
 }
 
 func (s *Server) handleListPorts(w http.ResponseWriter, r *http.Request) {
@@ -88,7 +97,7 @@ func (s *Server) handleListPorts(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	for _, p := range s.ports {
 		if p.sandbox == e.rec.ID {
-			list.Ports = append(list.Ports, api.Port{Port: p.port, URL: portURL(p.token), Token: p.token})
+			list.Ports = append(list.Ports, s.port(p))
 		}
 	}
 	s.mu.Unlock()
@@ -125,23 +134,64 @@ func (s *Server) dropPortsLocked(id string) {
 	}
 }
 
-// handlePortProxy serves /v1/ports/{token}/{path...}: HTTP and WebSocket to
-// the exposed port, through the sandbox agent's tcp-connect. A token that
-// is not one (or whose sandbox is gone) is 404, as a missing page.
+// handlePortProxy serves /v1/ports/{token}/{path...}, the path form of an
+// exposed port. A token that is not one (or whose sandbox is gone) is 404,
+// as a missing page.
+//
+// Every port reached this way shares the daemon's one origin, so a
+// browser would let the page of one exposed port read what another's left
+// in its storage, set cookies for the others, or install a service worker
+// over every URL of the daemon (each other port's, token included). So a
+// browser's navigation here goes to the port's own origin where the
+// daemon has one (PortsURL), and a page served here runs in an opaque
+// origin of its own (a CSP sandbox) with its cookies held to its path.
 func (s *Server) handlePortProxy(w http.ResponseWriter, r *http.Request) {
 	token := r.PathValue("token")
+	prefix := portURL(token)
+	rest, _ := strings.CutPrefix(r.URL.EscapedPath(), strings.TrimSuffix(prefix, "/"))
+	if s.portsURL != nil && r.Header.Get("Sec-Fetch-Mode") == "navigate" && s.exposedPort(token) != nil {
+		to := strings.TrimSuffix(s.portsURL.url(token), "/") + "/" + strings.TrimPrefix(rest, "/")
+		if r.URL.RawQuery != "" {
+			to += "?" + r.URL.RawQuery
+		}
+		w.Header().Set("Location", to)
+		w.WriteHeader(http.StatusTemporaryRedirect)
+		return
+	}
+	s.proxyPort(w, r, token, rest, strings.TrimSuffix(prefix, "/"))
+}
+
+// servePortHost serves a request to an exposed port's own origin (a host
+// of PortsURL): the whole request goes to the port, path as it came.
+func (s *Server) servePortHost(w http.ResponseWriter, r *http.Request, token string) {
+	s.proxyPort(w, r, token, r.URL.EscapedPath(), "")
+}
+
+// exposedPort is the port exposed under token, or nil.
+func (s *Server) exposedPort(token string) *exposed {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	var p *exposed
 	for t, x := range s.ports {
 		if subtle.ConstantTimeCompare([]byte(t), []byte(token)) == 1 {
 			p = x
 		}
 	}
+	return p
+}
+
+// proxyPort carries r to the port exposed under token, through the
+// sandbox agent's tcp-connect, with path (escaped) as its path. pathForm
+// is the path the port is served under on the daemon's own origin ("" on
+// the port's own origin).
+func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request, token, path, pathForm string) {
+	p := s.exposedPort(token)
 	var e *entry
 	if p != nil {
+		s.mu.Lock()
 		e = s.live[p.sandbox]
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
 	if p == nil || e == nil || e.sb == nil {
 		writeError(w, http.StatusNotFound, api.CodeNotFound, "no such port")
 		return
@@ -159,6 +209,13 @@ func (s *Server) handlePortProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	ac := e.sb.Client()
 	port := p.port
+	raw := "/" + strings.TrimPrefix(path, "/")
+	unescaped, err := url.PathUnescape(raw)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeInvalid, "the path: "+err.Error())
+		return
+	}
+	out := &url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(port), Path: unescaped, RawPath: raw, RawQuery: r.URL.RawQuery}
 	rp := &httputil.ReverseProxy{
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return ac.DialTCP(ctx, port) },
@@ -168,10 +225,14 @@ func (s *Server) handlePortProxy(w http.ResponseWriter, r *http.Request) {
 			ResponseHeaderTimeout: 5 * time.Minute,
 		},
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL = &url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(port), Path: "/" + strings.TrimPrefix(r.PathValue("path"), "/"), RawQuery: r.URL.RawQuery}
+			pr.Out.URL = out
 			pr.Out.Host = pr.In.Host
 			pr.Out.Header.Del("Authorization")
 			pr.SetXForwarded()
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			confinePortAnswer(resp.Header, pathForm)
+			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
@@ -181,4 +242,117 @@ func (s *Server) handlePortProxy(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// portSandboxCSP makes a page served on the daemon's own origin an opaque
+// origin of its own: scripts, forms and popups work; its storage, cookies
+// and service workers, which that origin shares with every other port's
+// pages, are out of its reach.
+const portSandboxCSP = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
+
+// confinePortAnswer keeps a program's answer from reaching past its port:
+// no cookie for a whole domain (every port's origin below it) nor, on the
+// daemon's origin (pathForm, the port's path there), for another path; no
+// service worker scope above the page's own; no clearing of what the
+// browser holds for other origins; and on the daemon's origin, pages in a
+// sandbox of their own (portSandboxCSP).
+func confinePortAnswer(h http.Header, pathForm string) {
+	h.Del("Service-Worker-Allowed")
+	h.Del("Clear-Site-Data")
+	if cookies := h.Values("Set-Cookie"); len(cookies) > 0 {
+		h.Del("Set-Cookie")
+		for _, c := range cookies {
+			h.Add("Set-Cookie", confineCookie(c, pathForm))
+		}
+	}
+	if pathForm != "" {
+		h.Add("Content-Security-Policy", portSandboxCSP)
+	}
+}
+
+// confineCookie is a Set-Cookie value with no Domain attribute (the cookie
+// stays with the host that set it) and, where pathForm is set, its Path
+// below pathForm.
+func confineCookie(c, pathForm string) string {
+	parts := strings.Split(c, ";")
+	kept := parts[:1]
+	for _, a := range parts[1:] {
+		name, val, _ := strings.Cut(strings.TrimSpace(a), "=")
+		switch strings.ToLower(strings.TrimSpace(name)) {
+		case "domain":
+			continue
+		case "path":
+			if pathForm != "" {
+				a = " Path=" + pathForm + "/" + strings.TrimPrefix(strings.TrimSpace(val), "/")
+			}
+		}
+		kept = append(kept, a)
+	}
+	return strings.Join(kept, ";")
+}
+
+// portsURL gives each exposed port an origin of its own: a host below one
+// domain per port (a wildcard DNS name; below localhost, a loopback
+// daemon's own), as E2B's and Modal's exposed ports have. A page there
+// shares nothing with another port's, nor with the daemon's API.
+type portsURL struct {
+	scheme string
+	domain string // the host's name below which each port has its label
+	port   string // the port in the URLs given out ("": the scheme's)
+}
+
+// portLabel is a port's host label for its token (pt_HEX: pt-HEX, which a
+// host name may hold).
+func portLabel(token string) string { return strings.Replace(token, "_", "-", 1) }
+
+// CheckPortsURL says what is wrong with a ports URL (Config.PortsURL).
+func CheckPortsURL(s string) error {
+	_, err := parsePortsURL(s)
+	return err
+}
+
+// parsePortsURL reads a ports URL: http or https, a host whose first label
+// is *, and nothing after it but "/". "http://*.localhost:8080" gives each
+// port http://pt-….localhost:8080/.
+func parsePortsURL(s string) (*portsURL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	domain, ok := strings.CutPrefix(strings.ToLower(u.Hostname()), "*.")
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("%q: want http:// or https://", s)
+	case !ok || domain == "" || strings.Contains(domain, "*"):
+		return nil, fmt.Errorf("%q: want a host of the form *.DOMAIN (a wildcard name every port's host is below)", s)
+	case u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+		return nil, fmt.Errorf("%q: want only a scheme, *.DOMAIN and a port", s)
+	}
+	return &portsURL{scheme: u.Scheme, domain: domain, port: u.Port()}, nil
+}
+
+// url is the port's URL for token ("*": the pattern).
+func (p *portsURL) url(token string) string {
+	host := portLabel(token) + "." + p.domain
+	if p.port != "" {
+		host = net.JoinHostPort(host, p.port)
+	}
+	return p.scheme + "://" + host + "/"
+}
+
+// token reads a request's host: whether it is below the domain (no API is
+// served there), and the token its label names.
+func (p *portsURL) token(host string) (token string, below bool) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	label, ok := strings.CutSuffix(strings.ToLower(strings.TrimSuffix(host, ".")), "."+p.domain)
+	if !ok {
+		return "", false
+	}
+	hex, ok := strings.CutPrefix(label, "pt-")
+	if !ok || strings.Contains(hex, ".") {
+		return "", true
+	}
+	return "pt_" + hex, true
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/server"
 	"github.com/cordon-sandbox/cordon/server/api"
 )
 
@@ -134,5 +135,122 @@ while True:
 	}
 	if st, _ := get(p.URL + "index.html"); st != 404 {
 		t.Errorf("a revoked port: %d", st)
+	}
+}
+
+// TestExposedPortOrigins: with a ports URL, a port's URL is its own host
+// below the URL's domain, where every path (an API route's included) is
+// the program's, and a host below the domain that names no port is 404;
+// a browser's navigation to the path URL is sent there, path and query
+// kept. What the program answers cannot reach past its port: no cookie
+// for the whole domain, on the daemon's origin none for another path, no
+// service worker scope above its own, no clearing of the browser's data,
+// and there its pages run sandboxed.
+func TestExposedPortOrigins(t *testing.T) {
+	d := startDaemon(t, func(c *server.Config) { c.PortsURL = "http://*.Ports.test:8080" })
+	alice, _ := d.tenant(t, "alice")
+	ctx := t.Context()
+	sb := create(t, alice, api.CreateRequest{})
+	if _, err := alice.Agent(sb.ID).StartSession(ctx, wire.SessionRequest{Command: "python3", Args: []string{"-c", `
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Service-Worker-Allowed", "/")
+        self.send_header("Clear-Site-Data", '"*"')
+        self.send_header("Set-Cookie", "a=1; Domain=ports.test; Path=/; HttpOnly")
+        self.send_header("Set-Cookie", "b=2;path=/app;domain=.ports.test")
+        self.send_header("Set-Cookie", "c=3")
+        self.end_headers()
+        self.wfile.write(("%s %s" % (self.path, self.headers.get("Host"))).encode())
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", 8000), H).serve_forever()
+`}}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := alice.ExposePort(ctx, sb.ID, 8000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	label := strings.Replace(p.Token, "_", "-", 1)
+	if p.OriginURL != "http://"+label+".ports.test:8080/" || p.URL != "/v1/ports/"+p.Token+"/" {
+		t.Fatalf("the port's URLs: %+v", p)
+	}
+	get := func(host, path string, header ...string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+d.tcp+path, nil)
+		req.Host = host
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	body := func(resp *http.Response) string {
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	// On its own host, an API route's path is the program's.
+	var resp *http.Response
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if resp = get(label+".PORTS.test:8080", "/v1/sandboxes/a%2Fb?x=1"); resp.StatusCode == 200 {
+			break
+		}
+		resp.Body.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("through the port's host: %d", resp.StatusCode)
+		}
+	}
+	h := resp.Header
+	if got := body(resp); got != "/v1/sandboxes/a%2Fb?x=1 "+label+".PORTS.test:8080" {
+		t.Errorf("the program saw %q", got)
+	}
+	if h.Get("Service-Worker-Allowed") != "" || h.Get("Clear-Site-Data") != "" || h.Get("Content-Security-Policy") != "" {
+		t.Errorf("on its own host: %v", h)
+	}
+	if got := h.Values("Set-Cookie"); strings.Join(got, "|") != "a=1; Path=/; HttpOnly|b=2;path=/app|c=3" {
+		t.Errorf("cookies on its own host: %q", got)
+	}
+	// Below the domain, a host that names no port is a missing page, not
+	// the API.
+	for _, host := range []string{"ports.test.ports.test", "pt-" + strings.Repeat("0", 48) + ".ports.test", "x." + label + ".ports.test"} {
+		if resp := get(host, "/v1/sandboxes"); resp.StatusCode != 404 || !strings.Contains(body(resp), "no such port") {
+			t.Errorf("host %s: %d", host, resp.StatusCode)
+		}
+	}
+	// The domain itself and other hosts serve the API as before.
+	if resp := get("ports.test:8080", "/healthz"); resp.StatusCode != 200 {
+		t.Errorf("the domain's own host: %d", resp.StatusCode)
+	}
+	// On the daemon's origin, the path URL: cookies held to the port's
+	// path, the page sandboxed.
+	resp = get(d.tcp, p.URL+"x?y=1")
+	if got := body(resp); got != "/x?y=1 "+d.tcp {
+		t.Errorf("through the path URL the program saw %q", got)
+	}
+	h = resp.Header
+	if h.Get("Service-Worker-Allowed") != "" || h.Get("Clear-Site-Data") != "" || !strings.HasPrefix(h.Get("Content-Security-Policy"), "sandbox ") {
+		t.Errorf("on the daemon's origin: %v", h)
+	}
+	prefix := strings.TrimSuffix(p.URL, "/")
+	if got := h.Values("Set-Cookie"); strings.Join(got, "|") != "a=1; Path="+prefix+"/; HttpOnly|b=2; Path="+prefix+"/app|c=3" {
+		t.Errorf("cookies on the daemon's origin: %q", got)
+	}
+	// A browser's navigation there goes to the port's own host.
+	resp = get(d.tcp, p.URL+"a%2Fb/c?q=1", "Sec-Fetch-Mode", "navigate")
+	body(resp)
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusTemporaryRedirect || loc != p.OriginURL+"a%2Fb/c?q=1" {
+		t.Errorf("a navigation to the path URL: %d %q", resp.StatusCode, loc)
+	}
+	// Revoked, its host is a missing page.
+	if err := alice.RevokePort(ctx, sb.ID, 8000); err != nil {
+		t.Fatal(err)
+	}
+	if resp := get(label+".ports.test", "/"); resp.StatusCode != 404 {
+		t.Errorf("a revoked port's host: %d", resp.StatusCode)
 	}
 }

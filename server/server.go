@@ -60,6 +60,13 @@ type Config struct {
 	// RunPool keeps this many sandboxes ready for runs of the default
 	// memory (pool "runs"; zero: none).
 	RunPool int
+	// PortsURL gives each exposed port an origin of its own,
+	// scheme://*.DOMAIN[:PORT] (a wildcard name that reaches the daemon):
+	// a port's pages then share nothing with another's. Empty: a daemon
+	// listening on loopback TCP without TLS uses http://*.localhost:PORT
+	// (browsers take every name below localhost for loopback); otherwise
+	// ports have only their path on the daemon's origin.
+	PortsURL string
 }
 
 // Limits bound every input.
@@ -128,6 +135,9 @@ type Server struct {
 	metrics *daemonMetrics
 	mux     *http.ServeMux
 	routes  []route
+	// portsURL gives each exposed port its own origin (nil: none); set
+	// before the daemon serves.
+	portsURL *portsURL
 
 	mu      sync.Mutex
 	live    map[string]*entry // sandboxes this daemon holds, by id
@@ -162,6 +172,13 @@ func New(cfg Config) (*Server, error) {
 		cfg.Registry = metrics.NewRegistry()
 	}
 	cfg.Limits.defaults()
+	var ports *portsURL
+	if cfg.PortsURL != "" {
+		var err error
+		if ports, err = parsePortsURL(cfg.PortsURL); err != nil {
+			return nil, fmt.Errorf("server: the ports URL %w", err)
+		}
+	}
 	st, err := openStore(cfg.StateDir)
 	if err != nil {
 		return nil, err
@@ -169,7 +186,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: cfg.Log, store: st, events: newHub(),
 		live: map[string]*entry{}, keys: map[string]*keyRecord{}, pools: map[string]*pool{}, ports: map[string]*exposed{},
-		streams: map[string]int{}, stop: make(chan struct{}),
+		streams: map[string]int{}, stop: make(chan struct{}), portsURL: ports,
 	}
 	if s.metrics, err = newMetrics(cfg.Registry, s); err != nil {
 		st.close()
@@ -341,6 +358,18 @@ func (s *Server) adopt(ctx context.Context, r *record) (*sandbox.Sandbox, error)
 // not take, is refused in the API's JSON shape, as every refusal is.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A host below the ports URL's domain is an exposed port's origin,
+		// wholly: no route of the API is served there.
+		if s.portsURL != nil {
+			if token, below := s.portsURL.token(r.Host); below {
+				if token == "" {
+					writeError(w, http.StatusNotFound, api.CodeNotFound, "no such port")
+					return
+				}
+				s.servePortHost(w, r, token)
+				return
+			}
+		}
 		h, pattern := s.mux.Handler(r)
 		if pattern != "" {
 			s.mux.ServeHTTP(w, r)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -9,7 +10,7 @@ import (
 )
 
 func exposeCmd(args []string) int {
-	fs := newFlagSet("expose", "usage: cordon expose [flags] ID PORT\n\nExposes a port of a sandbox's own loopback at a URL of the daemon, over\nHTTP and WebSocket, and prints the URL: its token is its only credential\n(share it as a link to that one port). --revoke ends it; --list shows\nthe sandbox's exposed ports.")
+	fs := newFlagSet("expose", "usage: cordon expose [flags] ID PORT\n\nExposes a port of a sandbox's own loopback at a URL of the daemon, over\nHTTP and WebSocket, and prints the URL: its token is its only credential\n(share it as a link to that one port). A browser is sent on from it to\nthe port's own origin where the daemon gives ports one (cordon serve\n--ports-url; on a loopback listener, http://pt-….localhost:PORT/).\n--revoke ends it; --list shows the sandbox's exposed ports: each one's\nport, URL and origin URL.")
 	revoke := fs.Bool("revoke", false, "end the port's URL")
 	list := fs.Bool("list", false, "list the sandbox's exposed ports (ID only)")
 	c, rest, code := daemonClient(fs, args)
@@ -27,7 +28,7 @@ func exposeCmd(args []string) int {
 			return apiFail(err)
 		}
 		for _, p := range ports {
-			fmt.Printf("%d\t%s\n", p.Port, exposedURL(c.Base(), p.URL))
+			fmt.Printf("%d\t%s\t%s\n", p.Port, exposedURL(c.Base(), p.URL), cmp.Or(p.OriginURL, "-"))
 		}
 		return 0
 	}

@@ -63,6 +63,11 @@ func serveCmd(args []string) int {
 	adminKeyFile := fs.String("admin-key-file", "", "install the admin API key read from `FILE` (at least 32 characters)")
 	tlsCert := fs.String("tls-cert", "", "TLS certificate `FILE` for tcp listeners")
 	tlsKey := fs.String("tls-key", "", "TLS key `FILE` for tcp listeners")
+	var portsURL string
+	fs.Func("ports-url", "give each exposed port an origin of its own, `URL` scheme://*.DOMAIN[:PORT], a wildcard name that reaches the daemon (default on a loopback tcp listener without TLS: http://*.localhost:PORT; without one, ports share the daemon's origin, where their pages run sandboxed)", func(v string) error {
+		portsURL = v
+		return server.CheckPortsURL(v)
+	})
 	fs.Var(&hostPaths, "host-path", "let callers name host directories under `DIR` (root filesystems, layout mounts); repeatable")
 	fs.Var(&profiles, "egress-profile", "offer the egress profile in `FILE` (JSON) to creates by its name; repeatable")
 	defTTL := duration(fs, "default-ttl", 0, "TTL of a sandbox whose create gives none (0: none)")
@@ -190,8 +195,9 @@ func serveCmd(args []string) int {
 			DefaultTTL: *defTTL, MaxTTL: *maxTTL, DefaultIdleTimeout: *idle, MaxExecTimeout: *maxExec,
 			Limits:   server.Limits{MaxSandboxesPerTenant: *maxSandboxes, MaxDiskBytes: *maxDiskSize, MaxSnapshotStorePerTenant: *snapStore, MaxDiskStorePerTenant: *diskStore},
 			Registry: reg, Log: log,
-			Runs:    runs.NewRunner(runs.Config{Tier: *runTier, Image: *runImage, BrokerURL: *runBroker, Egress: proxy, Log: log}),
-			RunPool: *runPool,
+			Runs:     runs.NewRunner(runs.Config{Tier: *runTier, Image: *runImage, BrokerURL: *runBroker, Egress: proxy, Log: log}),
+			RunPool:  *runPool,
+			PortsURL: portsURL,
 		},
 		Listen: listen, TLSCert: *tlsCert, TLSKey: *tlsKey, AdminKey: adminKey, Backends: tiers,
 		Started:   func(srv *server.Server) { events.Store(srv) },

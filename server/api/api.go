@@ -259,9 +259,15 @@ type PortRequest struct {
 // reaches it over HTTP or WebSocket with the token in the URL as the only
 // credential, for as long as the sandbox lives or until it is revoked.
 type Port struct {
-	Port  int    `json:"port"`
-	URL   string `json:"url"`
-	Token string `json:"token"`
+	Port int `json:"port"`
+	// URL is its path on the daemon, /v1/ports/TOKEN/, which every client
+	// reaches; a browser is sent on from there to OriginURL.
+	URL string `json:"url"`
+	// OriginURL is the port's URL on an origin of its own, where the
+	// daemon has a ports URL: http://pt-….localhost:PORT/ on a loopback
+	// listener, whose name a browser resolves and many programs do not.
+	OriginURL string `json:"originUrl,omitempty"`
+	Token     string `json:"token"`
 }
 
 // PortList is GET /v1/sandboxes/{id}/ports's answer.
