@@ -2,6 +2,7 @@
 an agent to cordon is a change of import and host."""
 
 import base64
+import codecs
 import enum
 import json
 import queue
@@ -46,20 +47,32 @@ class CommandHandle:
         """Follows the output (from the start) until the command ends, and
         returns its result; a non-zero exit raises CommandExitException."""
         out, err = [], []
+        # The output comes in chunks of bytes, which may end inside a
+        # character: each stream's decoder holds such a character's first
+        # bytes until the rest arrives.
+        decoders = {"stdout": codecs.getincrementaldecoder("utf-8")("replace"), "stderr": codecs.getincrementaldecoder("utf-8")("replace")}
+
+        def take(stream, text):
+            if not text:
+                return
+            if stream == "stderr":
+                err.append(text)
+                if on_stderr:
+                    on_stderr(text)
+            else:
+                out.append(text)
+                if on_stdout:
+                    on_stdout(text)
+
         resp = self._sb._t.open("GET", self._path("/output"), query={"from": 0, "follow": 1})
         for ev in Transport.lines(resp):
             if ev.get("type") == "output":
-                text = base64.b64decode(ev.get("data", "")).decode("utf-8", "replace")
-                if ev.get("stream") == "stderr":
-                    err.append(text)
-                    if on_stderr:
-                        on_stderr(text)
-                else:
-                    out.append(text)
-                    if on_stdout:
-                        on_stdout(text)
+                stream = "stderr" if ev.get("stream") == "stderr" else "stdout"
+                take(stream, decoders[stream].decode(base64.b64decode(ev.get("data", ""))))
             elif ev.get("type") == "end" and ev.get("done"):
                 break
+        for stream, d in decoders.items():
+            take(stream, d.decode(b"", final=True))
         s = self._sb._t.call("GET", self._path("/wait"), query={"timeoutMs": 60000})
         code = s.get("exitCode")
         result = CommandResult("".join(out), "".join(err), code if code is not None else -1, signal=s.get("signal") or None)
@@ -262,8 +275,11 @@ class Files:
         self._sb = sandbox
 
     def read(self, path: str, format: str = "text", request_timeout: Optional[float] = None) -> Union[str, bytes, Iterator[bytes]]:
-        """The file's content: text (the default), bytes (format="bytes") or
-        an iterator of chunks (format="stream")."""
+        """The file's content: text (the default; what is not UTF-8 reads
+        as U+FFFD, as E2B's does), bytes (format="bytes") or an iterator of
+        chunks (format="stream")."""
+        if format not in ("text", "bytes", "stream"):
+            raise SandboxException("format %r: want text, bytes or stream" % format, code="invalid_request")
         resp = self._sb._t.open("GET", _q(self._sb.sandbox_id, "/files"), query={"path": path}, timeout=request_timeout)
         if format == "stream":
             def chunks():
@@ -282,9 +298,7 @@ class Files:
             resp._cordon_conn.close()
         if format == "bytes":
             return data
-        if format != "text":
-            raise SandboxException("format %r: want text, bytes or stream" % format, code="invalid_request")
-        return data.decode("utf-8")
+        return data.decode("utf-8", "replace")
 
     def write(self, path, data=None, mode: Optional[int] = None, request_timeout: Optional[float] = None):
         """Writes a file (str, bytes or a binary file object), making its

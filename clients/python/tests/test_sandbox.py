@@ -89,6 +89,18 @@ def test_background_commands_and_ports():
         done = sbx.commands.run("echo one; sleep 0.2; echo two", background=True).wait(on_stdout=out.append)
         assert done.exit_code == 0 and "".join(out) == "one\ntwo\n"
 
+        # A character whose bytes come in two chunks of output is one
+        # character, on both streams.
+        split = ("python3 -c \"import sys, time\n"
+                 "for f in (sys.stdout, sys.stderr):\n"
+                 "    b = 'é✓'.encode(); f.buffer.write(b[:1]); f.flush(); time.sleep(0.3); f.buffer.write(b[1:4]); f.flush(); time.sleep(0.3); f.buffer.write(b[4:] + bytes([255]) + b'\\n'); f.flush()\"")
+        seen = []
+        done = sbx.commands.run(split, background=True).wait(on_stdout=seen.append)
+        assert done.stdout == "é✓\ufffd\n" and done.stderr == "é✓\ufffd\n" and "".join(seen) == done.stdout
+        assert sbx.commands.run(split).stdout == "é✓\ufffd\n"
+        sbx.files.write("latin1.txt", "café".encode("latin-1"))
+        assert sbx.files.read("latin1.txt") == "caf\ufffd"
+
 
 def test_watch():
     with Sandbox() as sbx:

@@ -87,22 +87,33 @@ export class CommandHandle {
   async wait(opts: { onStdout?: (d: string) => void; onStderr?: (d: string) => void } = {}): Promise<CommandResult> {
     let stdout = "";
     let stderr = "";
+    // The output comes in chunks of bytes, which may end inside a
+    // character: each stream's decoder holds such a character's first
+    // bytes until the rest arrives.
+    const outText = new TextDecoder();
+    const errText = new TextDecoder();
+    const take = (stream: string | undefined, text: string) => {
+      if (text === "") return;
+      if (stream === "stderr") {
+        stderr += text;
+        opts.onStderr?.(text);
+      } else {
+        stdout += text;
+        opts.onStdout?.(text);
+      }
+    };
     const res = await this.sb.transport.open("GET", this.path("/output"), { query: { from: 0, follow: 1 } });
     for await (const ev of lines(res)) {
       if (ev.type === "output") {
-        const text = Buffer.from(ev.data ?? "", "base64").toString();
-        if (ev.stream === "stderr") {
-          stderr += text;
-          opts.onStderr?.(text);
-        } else {
-          stdout += text;
-          opts.onStdout?.(text);
-        }
+        const bytes = Buffer.from(ev.data ?? "", "base64");
+        take(ev.stream, (ev.stream === "stderr" ? errText : outText).decode(bytes, { stream: true }));
       } else if (ev.type === "end" && ev.done) {
         res.destroy();
         break;
       }
     }
+    take("stdout", outText.decode());
+    take("stderr", errText.decode());
     const s = await this.sb.transport.call("GET", this.path("/wait"), { query: { timeoutMs: 60000 } });
     const result: CommandResult = { stdout, stderr, exitCode: s.exitCode ?? -1, signal: s.signal || undefined };
     if (result.exitCode !== 0) throw new CommandExitError(result);

@@ -80,6 +80,19 @@ test("background commands and ports", async () => {
   const done = await (await sbx.commands.run("echo one; sleep 0.2; echo two", { background: true })).wait({ onStdout: (d) => out.push(d) });
   assert.equal(done.exitCode, 0);
   assert.equal(out.join(""), "one\ntwo\n");
+
+  // A character whose bytes come in two chunks of output is one
+  // character, on both streams.
+  const split =
+    'python3 -c "import sys, time\n' +
+    "for f in (sys.stdout, sys.stderr):\n" +
+    "    b = 'é✓'.encode(); f.buffer.write(b[:1]); f.flush(); time.sleep(0.3); f.buffer.write(b[1:4]); f.flush(); time.sleep(0.3); f.buffer.write(b[4:] + bytes([255]) + b'\\n'); f.flush()\"";
+  const seen: string[] = [];
+  const whole = await (await sbx.commands.run(split, { background: true })).wait({ onStdout: (d) => seen.push(d) });
+  assert.equal(whole.stdout, "é✓\ufffd\n");
+  assert.equal(whole.stderr, "é✓\ufffd\n");
+  assert.equal(seen.join(""), whole.stdout);
+  assert.equal((await sbx.commands.run(split)).stdout, "é✓\ufffd\n");
 });
 
 test("watch", async () => {
