@@ -209,7 +209,7 @@ func (j *jsonStringWriter) write(b []byte) {
 		b = append(j.carry, b...)
 		j.carry = nil
 	}
-	cut := completeUTF8(b)
+	cut := wire.CompleteUTF8(b)
 	j.carry = append(j.carry, b[cut:]...)
 	j.emit(b[:cut])
 }

@@ -8,9 +8,9 @@ import (
 	"encoding/json"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/cordon-sandbox/cordon/agent/internal/httpd"
+	"github.com/cordon-sandbox/cordon/agent/wire"
 )
 
 // eventStream writes NDJSON events to one /execute response. Writes block
@@ -146,7 +146,7 @@ func (c *outputClip) take(chunk []byte) string {
 		return ""
 	}
 	buf := append(c.carry, chunk...)
-	cut := completeUTF8(buf)
+	cut := wire.CompleteUTF8(buf)
 	c.carry = append([]byte(nil), buf[cut:]...)
 	return string(buf[:cut])
 }
@@ -157,32 +157,4 @@ func (c *outputClip) flush() string {
 	s := string(c.carry)
 	c.carry = nil
 	return s
-}
-
-// completeUTF8 returns the length of the longest prefix of b that does not
-// end inside a multi-byte character that could still be completed.
-func completeUTF8(b []byte) int {
-	n := len(b)
-	for i := 1; i <= 3 && i <= n; i++ {
-		c := b[n-i]
-		if c < 0x80 {
-			return n // ASCII: nothing pending
-		}
-		if c >= 0xc0 { // a lead byte i bytes from the end
-			need := 0
-			switch {
-			case c >= 0xf0:
-				need = 4
-			case c >= 0xe0:
-				need = 3
-			default:
-				need = 2
-			}
-			if need > i && !utf8.FullRune(b[n-i:]) {
-				return n - i
-			}
-			return n
-		}
-	}
-	return n
 }

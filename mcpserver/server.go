@@ -316,8 +316,9 @@ type FileOut struct {
 	Content  string `json:"content"`
 	Encoding string `json:"encoding" jsonschema:"utf-8 or base64"`
 	Size     int64  `json:"size"`
-	// More says the file goes on past this read.
-	More bool `json:"more,omitempty"`
+	// More says the file goes on past this read, from Next.
+	More bool  `json:"more,omitempty"`
+	Next int64 `json:"next" jsonschema:"the offset to read from next"`
 }
 
 func (t *tools) readFile(ctx context.Context, _ *mcp.CallToolRequest, in FileIn) (*mcp.CallToolResult, FileOut, error) {
@@ -342,6 +343,12 @@ func (t *tools) readFile(ctx context.Context, _ *mcp.CallToolRequest, in FileIn)
 		}
 	}
 	out := FileOut{Size: info.Size, More: in.Offset+int64(buf.Len()) < info.Size}
+	// A read that stops before the file's end may stop inside a
+	// character: its first bytes are left to the next read.
+	if cut := wire.CompleteUTF8(buf.Bytes()); out.More && cut > 0 {
+		buf.Truncate(cut)
+	}
+	out.Next = in.Offset + int64(buf.Len())
 	if utf8.Valid(buf.Bytes()) {
 		out.Content, out.Encoding = buf.String(), "utf-8"
 	} else {
@@ -459,7 +466,9 @@ func (t *tools) readProcess(ctx context.Context, _ *mcp.CallToolRequest, in Outp
 	ac := t.d.Agent(in.Sandbox)
 	defer ac.Close()
 	var out OutputOut
-	var stdout, stderr strings.Builder
+	var stdout, stderr bytes.Buffer
+	var last *bytes.Buffer // the stream of the read's last piece
+	var lastEnd int64
 	n := 0
 	next, _, err := ac.SessionOutput(ctx, in.Process, in.Offset, false, func(stream string, offset int64, data []byte) error {
 		if n+len(data) > maxProcessReadBytes {
@@ -467,12 +476,13 @@ func (t *tools) readProcess(ctx context.Context, _ *mcp.CallToolRequest, in Outp
 			return errEnough
 		}
 		n += len(data)
+		last = &stdout
 		if stream == "stderr" {
-			stderr.Write(data)
-		} else {
-			stdout.Write(data)
+			last = &stderr
 		}
+		last.Write(data)
 		out.Next = offset + int64(len(data))
+		lastEnd = out.Next
 		return nil
 	})
 	if err != nil && !errors.Is(err, errEnough) {
@@ -484,6 +494,14 @@ func (t *tools) readProcess(ctx context.Context, _ *mcp.CallToolRequest, in Outp
 	s, err := ac.Session(ctx, in.Process)
 	if err != nil {
 		return nil, out, err
+	}
+	// Where the output goes on, a read may end inside a character: its
+	// first bytes are left to the next read, which starts on the
+	// character rather than in it (each read would show U+FFFD otherwise).
+	if last != nil && lastEnd == out.Next && (out.More || s.State == wire.SessionRunning) {
+		held := last.Len() - wire.CompleteUTF8(last.Bytes())
+		last.Truncate(last.Len() - held)
+		out.Next -= int64(held)
 	}
 	out.Stdout, out.Stderr = stdout.String(), stderr.String()
 	out.Running, out.ExitCode, out.Signal = s.State == "running", s.ExitCode, s.Signal

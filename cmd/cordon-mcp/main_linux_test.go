@@ -125,6 +125,49 @@ func TestMCPStdio(t *testing.T) {
 	if file.Content != "AP8B" || file.Encoding != "base64" {
 		t.Errorf("read_file of bytes: %+v", file)
 	}
+	// A file longer than one read, whose read ends inside a character:
+	// each read is text, the next one starting on the character.
+	c.must("run_command", map[string]any{"sandbox": sb.ID, "command": `python3 -c "open('long.txt', 'w').write('a' * 1048575 + 'é…')"`}, nil)
+	var page struct {
+		Content, Encoding string
+		More              bool
+		Next              int64
+	}
+	c.must("read_file", map[string]any{"sandbox": sb.ID, "path": "long.txt"}, &page)
+	if page.Encoding != "utf-8" || page.Content != strings.Repeat("a", 1048575) || !page.More || page.Next != 1048575 {
+		t.Errorf("read_file's first page: %s, %d bytes, more %v, next %d", page.Encoding, len(page.Content), page.More, page.Next)
+	}
+	from := page.Next
+	page.More = false // left out when false
+	c.must("read_file", map[string]any{"sandbox": sb.ID, "path": "long.txt", "offset": from}, &page)
+	if page.Encoding != "utf-8" || page.Content != "é…" || page.More || page.Next != 1048580 {
+		t.Errorf("read_file's second page: %s, %d bytes, more %v, next %d", page.Encoding, len(page.Content), page.More, page.Next)
+	}
+	// A program's output read while a character of it is half written
+	// is read whole once the rest comes.
+	var split struct{ Process string }
+	c.must("start_process", map[string]any{"sandbox": sb.ID, "command": `printf 'x\303'; sleep 1; printf '\251y\n'`}, &split)
+	var got string
+	var next int64
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var more struct {
+			Stdout  string
+			Next    int64
+			Running bool
+		}
+		c.must("read_process_output", map[string]any{"sandbox": sb.ID, "process": split.Process, "offset": next}, &more)
+		got, next = got+more.Stdout, more.Next
+		if !more.Running && more.Stdout == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the program said %q", got)
+		}
+	}
+	if got != "xéy\n" {
+		t.Errorf("read_process_output, read piece by piece: %q", got)
+	}
+
 	var list struct{ Entries []struct{ Name, Type string } }
 	c.must("list_files", map[string]any{"sandbox": sb.ID, "path": "notes"}, &list)
 	if len(list.Entries) != 1 || list.Entries[0].Name != "a.txt" {
