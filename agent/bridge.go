@@ -18,15 +18,25 @@ const MaxEgressConnections = 512
 
 // withProxyEnv replaces any proxy settings in env with the bridge's.
 func withProxyEnv(env []string, listen string) []string {
-	out := make([]string, 0, len(env)+6)
+	out := make([]string, 0, len(env)+7)
+	node := false
 	for _, kv := range env {
-		switch strings.ToUpper(kv[:max(0, strings.IndexByte(kv, '='))]) {
+		switch name := kv[:max(0, strings.IndexByte(kv, '='))]; strings.ToUpper(name) {
 		case "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY":
 			continue
+		case "NODE_USE_ENV_PROXY":
+			node = true
 		}
 		out = append(out, kv)
 	}
-	return append(out, proxyEnv(listen)...)
+	out = append(out, proxyEnv(listen)...)
+	if !node {
+		// Node.js's fetch and http (22.21 and later) take the proxy from
+		// the environment only when told to; a sandbox's env may say
+		// otherwise.
+		out = append(out, "NODE_USE_ENV_PROXY=1")
+	}
+	return out
 }
 
 // proxyEnv points commands at the egress bridge. A program that ignores it

