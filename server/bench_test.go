@@ -176,6 +176,25 @@ func BenchmarkExecWarm(b *testing.B) {
 	p.report(b)
 }
 
+// BenchmarkUpdate: a sandbox's TTL moved through the API (PATCH; the
+// registry's write included), as an SDK's setTimeout does.
+func BenchmarkUpdate(b *testing.B) {
+	d := startDaemon(b)
+	sb, err := d.local.Create(b.Context(), api.CreateRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var lat []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := d.local.Update(b.Context(), sb.ID, api.UpdateRequest{TTLSeconds: new(int64(3600))}); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	testutil.ReportPercentiles(b, "", lat)
+}
+
 // BenchmarkExecOutput: 16 MiB of a command's output through the API (the
 // agent's stream relayed by the daemon, decoded by the client).
 func BenchmarkExecOutput(b *testing.B) {

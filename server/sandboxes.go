@@ -89,35 +89,13 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	now := time.Now().UTC()
 	rec := &record{Sandbox: api.Sandbox{Tenant: c.tenant, State: api.StateRunning, Labels: req.Labels, CreatedAt: now, LastActivity: now}}
-	// Durations are judged in seconds before they are multiplied, so no
-	// number a caller sends overflows into a short or negative one.
-	maxTTL := int64(maxDurationSeconds)
-	if s.cfg.MaxTTL > 0 {
-		maxTTL = int64(s.cfg.MaxTTL / time.Second)
+	var msg string
+	if rec.ExpiresAt, msg = s.expiry(now, req.TTLSeconds); msg == "" {
+		rec.IdleTimeoutNs, msg = s.idleTimeout(req.IdleTimeoutSeconds)
 	}
-	var ttl time.Duration
-	switch {
-	case req.TTLSeconds < 0 || req.TTLSeconds > maxTTL:
-		writeError(w, http.StatusBadRequest, api.CodeInvalid, fmt.Sprintf("ttlSeconds %d: want 0 (the daemon's default) to %d", req.TTLSeconds, maxTTL))
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, api.CodeInvalid, msg)
 		return
-	case req.TTLSeconds == 0:
-		ttl = s.cfg.DefaultTTL
-	default:
-		ttl = time.Duration(req.TTLSeconds) * time.Second
-	}
-	if ttl > 0 {
-		exp := now.Add(ttl)
-		rec.ExpiresAt = &exp
-	}
-	switch {
-	case req.IdleTimeoutSeconds > maxDurationSeconds:
-		writeError(w, http.StatusBadRequest, api.CodeInvalid, fmt.Sprintf("idleTimeoutSeconds %d: want a negative number (never), 0 (the daemon's default) or up to %d", req.IdleTimeoutSeconds, int64(maxDurationSeconds)))
-		return
-	case req.IdleTimeoutSeconds < 0:
-	case req.IdleTimeoutSeconds == 0:
-		rec.IdleTimeoutNs = s.cfg.DefaultIdleTimeout
-	default:
-		rec.IdleTimeoutNs = time.Duration(req.IdleTimeoutSeconds) * time.Second
 	}
 	rec.IdleTimeout = int64(rec.IdleTimeoutNs / time.Second)
 	if msg := labelsProblem(req.Labels); msg != "" {
@@ -360,6 +338,102 @@ func (s *Server) usable(w http.ResponseWriter, r *http.Request) (*entry, bool) {
 // handleGet describes a sandbox: a live one, or one the registry still
 // remembers as destroyed (with the reason: deleted, ttl, idle, lost,
 // deadline…).
+// expiry is when a sandbox asking for ttlSeconds from now ends (nil:
+// never), or why the request is refused. Zero takes the daemon's default;
+// with a maximum, no sandbox lives past it, the default's included.
+// Durations are judged in seconds before they are multiplied, so no
+// number a caller sends overflows into a short or negative one.
+func (s *Server) expiry(now time.Time, ttlSeconds int64) (*time.Time, string) {
+	maxTTL := int64(maxDurationSeconds)
+	if s.cfg.MaxTTL > 0 {
+		maxTTL = int64(s.cfg.MaxTTL / time.Second)
+	}
+	if ttlSeconds < 0 || ttlSeconds > maxTTL {
+		return nil, fmt.Sprintf("ttlSeconds %d: want 0 (the daemon's default) to %d", ttlSeconds, maxTTL)
+	}
+	ttl := time.Duration(ttlSeconds) * time.Second
+	if ttl == 0 {
+		ttl = s.cfg.DefaultTTL
+	}
+	if s.cfg.MaxTTL > 0 && (ttl == 0 || ttl > s.cfg.MaxTTL) {
+		ttl = s.cfg.MaxTTL
+	}
+	if ttl == 0 {
+		return nil, ""
+	}
+	exp := now.Add(ttl)
+	return &exp, ""
+}
+
+// idleTimeout is the idle timeout a request's idleTimeoutSeconds gives
+// (zero: none), or why it is refused.
+func (s *Server) idleTimeout(seconds int64) (time.Duration, string) {
+	switch {
+	case seconds > maxDurationSeconds:
+		return 0, fmt.Sprintf("idleTimeoutSeconds %d: want a negative number (never), 0 (the daemon's default) or up to %d", seconds, int64(maxDurationSeconds))
+	case seconds < 0:
+		return 0, ""
+	case seconds == 0:
+		return s.cfg.DefaultIdleTimeout, ""
+	}
+	return time.Duration(seconds) * time.Second, ""
+}
+
+// handleUpdate serves PATCH /v1/sandboxes/{id}: a new TTL counted from
+// now, a new idle timeout, or both, as a create would take them.
+func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request) {
+	e, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	var req api.UpdateRequest
+	if !readJSON(w, r, 4<<10, &req) {
+		return
+	}
+	if req.TTLSeconds == nil && req.IdleTimeoutSeconds == nil {
+		writeError(w, http.StatusBadRequest, api.CodeInvalid, "nothing to change: give ttlSeconds, idleTimeoutSeconds or both")
+		return
+	}
+	var exp *time.Time
+	var idle time.Duration
+	var msg string
+	if req.TTLSeconds != nil {
+		exp, msg = s.expiry(time.Now().UTC(), *req.TTLSeconds)
+	}
+	if req.IdleTimeoutSeconds != nil && msg == "" {
+		idle, msg = s.idleTimeout(*req.IdleTimeoutSeconds)
+	}
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, api.CodeInvalid, msg)
+		return
+	}
+	s.mu.Lock()
+	if e.rec.State == api.StateDestroying {
+		s.mu.Unlock()
+		writeError(w, http.StatusConflict, api.CodeConflict, "the sandbox is "+api.StateDestroying)
+		return
+	}
+	if req.TTLSeconds != nil {
+		e.rec.ExpiresAt = exp
+	}
+	if req.IdleTimeoutSeconds != nil {
+		e.rec.IdleTimeoutNs, e.rec.IdleTimeout = idle, int64(idle/time.Second)
+	}
+	rec := *e.rec
+	s.mu.Unlock()
+	e.touch()
+	if err := s.store.putSandbox(&rec); err != nil {
+		writeErr(w, err)
+		return
+	}
+	data := map[string]any{"idleTimeoutSeconds": rec.IdleTimeout}
+	if rec.ExpiresAt != nil {
+		data["expiresAt"] = rec.ExpiresAt
+	}
+	s.emit(api.EventUpdated, &rec, data)
+	writeJSON(w, http.StatusOK, s.describe(e))
+}
+
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	id, c := r.PathValue("id"), callerOf(r)
 	s.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/server/api"
 )
@@ -38,12 +39,7 @@ func createCmd(args []string) int {
 	spec.MaxTimeout, spec.PersistentWorkspace = *maxTimeout, *persistent
 	aspec := toAPISpec(spec)
 	aspec.Autostart = *autostart
-	req := api.CreateRequest{Spec: aspec, TTLSeconds: int64(ttl.Seconds()), Labels: labels, Pool: *pool, FromSnapshot: *from, Template: *tmpl}
-	if *idle < 0 {
-		req.IdleTimeoutSeconds = -1
-	} else {
-		req.IdleTimeoutSeconds = int64(idle.Seconds())
-	}
+	req := api.CreateRequest{Spec: aspec, TTLSeconds: int64(ttl.Seconds()), IdleTimeoutSeconds: idleSeconds(*idle), Labels: labels, Pool: *pool, FromSnapshot: *from, Template: *tmpl}
 	sb, err := c.Create(context.Background(), req)
 	if err != nil {
 		return apiFail(err)
@@ -53,4 +49,48 @@ func createCmd(args []string) int {
 	}
 	fmt.Println(sb.ID)
 	return 0
+}
+
+// idleSeconds is an idle timeout as the API takes it: -1 for never.
+func idleSeconds(d time.Duration) int64 {
+	if d < 0 {
+		return -1
+	}
+	return int64(d.Seconds())
+}
+
+// updateCmd moves sandboxes' TTL, idle timeout or both.
+func updateCmd(args []string) int {
+	fs := newFlagSet("update", "usage: cordon update [flags] ID...\n\nGives sandboxes on the daemon a new TTL, counted from now (to keep one\nalive longer, or to end it sooner), a new idle timeout, or both.")
+	ttl := duration(fs, "ttl", 0, "destroy the sandbox this long from now, whatever it is doing (0: the daemon's default, which may be none)")
+	idle := duration(fs, "idle", 0, "destroy it after this long without activity inside (0: the daemon's default; -1s: never)")
+	output := outputFormat(fs, "output format: json (each sandbox as it now is)")
+	c, ids, code := daemonClient(fs, args)
+	if c == nil {
+		return code
+	}
+	var req api.UpdateRequest
+	if isSet(fs, "ttl") {
+		req.TTLSeconds = new(int64(ttl.Seconds()))
+	}
+	if isSet(fs, "idle") {
+		req.IdleTimeoutSeconds = new(idleSeconds(*idle))
+	}
+	if len(ids) == 0 || (req.TTLSeconds == nil && req.IdleTimeoutSeconds == nil) {
+		fs.Usage()
+		return 2
+	}
+	code = 0
+	for _, id := range ids {
+		sb, err := c.Update(context.Background(), id, req)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "cordon: %s: ", id)
+			code = apiFail(err)
+			continue
+		}
+		if *output == "json" {
+			printJSON(sb)
+		}
+	}
+	return code
 }

@@ -143,6 +143,10 @@ except OSError as e:
 				t.Errorf("serve %s %s: exit %d, %q; want %d naming %s", c.flag, c.value, code, stderr, c.code, c.says)
 			}
 		}
+		dir := t.TempDir()
+		if _, stderr, code := cordon(t, "serve", "--listen", "unix://"+filepath.Join(dir, "s.sock"), "--state-dir", dir, "--default-ttl", "2h", "--max-ttl", "1h"); code != 125 || !strings.Contains(stderr, "--default-ttl 2h0m0s: at most --max-ttl (1h0m0s)") {
+			t.Errorf("a default TTL past the maximum: exit %d, %q", code, stderr)
+		}
 	})
 }
 

@@ -71,7 +71,7 @@ func serveCmd(args []string) int {
 	fs.Var(&hostPaths, "host-path", "let callers name host directories under `DIR` (root filesystems, layout mounts); repeatable")
 	fs.Var(&profiles, "egress-profile", "offer the egress profile in `FILE` (JSON) to creates by its name; repeatable")
 	defTTL := duration(fs, "default-ttl", 0, "TTL of a sandbox whose create gives none (0: none)")
-	maxTTL := duration(fs, "max-ttl", 0, "the longest TTL a create may ask for (0: no limit)")
+	maxTTL := duration(fs, "max-ttl", 0, "the longest TTL a sandbox may have, and the TTL of one whose create asks for none where --default-ttl is 0 (0: no limit)")
 	maxExec := duration(fs, "max-exec-timeout", server.DefaultMaxExecTimeout, "the longest timeout a create may let its commands ask for (its maxTimeoutMs)")
 	idle := duration(fs, "idle-timeout", 0, "reap a sandbox after this long without activity inside, unless its create says otherwise (0: never)")
 	maxSandboxes := fs.Int("max-sandboxes", 0, "live sandboxes per tenant (default 100)")
@@ -159,6 +159,9 @@ func serveCmd(args []string) int {
 	}
 	if *maxDiskSize < *diskSize {
 		return fail("--max-disk-size %s: at least --disk-size (%s)", humanSize(*maxDiskSize), humanSize(*diskSize))
+	}
+	if *maxTTL > 0 && *defTTL > *maxTTL {
+		return fail("--default-ttl %v: at most --max-ttl (%v)", *defTTL, *maxTTL)
 	}
 	defaults, err := defaultLimits(*defPids, *defDisk, *defMemory, *defCPUs)
 	if err != nil {

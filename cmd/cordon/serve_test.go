@@ -545,6 +545,17 @@ func TestDaemonAdminVerbs(t *testing.T) {
 	if out, _, code := run("exec", "-o", "json", sb.ID, "--", "sh", "-c", "echo out; echo err >&2; exit 3"); code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.ExitCode != 3 || res.Stdout != "out\n" || res.Stderr != "err\n" {
 		t.Fatalf("exec -o json: %d %q", code, out)
 	}
+	// A new TTL and idle timeout, counted from now.
+	var upd api.Sandbox
+	if out, errOut, code := run("update", "-o", "json", "--ttl", "2h", "--idle", "-1s", sb.ID); code != 0 || json.Unmarshal([]byte(out), &upd) != nil || upd.ExpiresAt == nil || time.Until(*upd.ExpiresAt) < 119*time.Minute || upd.IdleTimeout != 0 {
+		t.Fatalf("update: %d %q %s", code, out, errOut)
+	}
+	if _, errOut, code := run("update", sb.ID); code != 2 || !strings.Contains(errOut, "usage: cordon update") {
+		t.Errorf("update with nothing to change: %d %s", code, errOut)
+	}
+	if _, errOut, code := run("update", "--ttl", "1000000h", sb.ID); code == 0 || !strings.Contains(errOut, "ttlSeconds 3600000000: want 0") {
+		t.Errorf("update past the range: %d %s", code, errOut)
+	}
 	if _, errOut, code := run("pause", sb.ID); code != 0 {
 		t.Fatalf("pause: %s", errOut)
 	}

@@ -96,6 +96,14 @@ type Spec struct {
 	Autostart bool `json:"autostart,omitempty"`
 }
 
+// UpdateRequest is the body of PATCH /v1/sandboxes/{id}: each field given
+// replaces the sandbox's, as a create would set it, counted from now (a
+// TTL extended or cut, E2B's setTimeout).
+type UpdateRequest struct {
+	TTLSeconds         *int64 `json:"ttlSeconds,omitempty"`
+	IdleTimeoutSeconds *int64 `json:"idleTimeoutSeconds,omitempty"`
+}
+
 // CreateRequest is the body of POST /v1/sandboxes.
 type CreateRequest struct {
 	Spec
@@ -204,6 +212,7 @@ const (
 	EventLost          = "lost"
 	EventSeeded        = "seeded"
 	EventSnapshot      = "snapshot"
+	EventUpdated       = "updated"
 )
 
 // Error is every refusal's body: a stable code and a sentence.

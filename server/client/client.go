@@ -273,6 +273,13 @@ func (c *Client) Get(ctx context.Context, id string) (*api.Sandbox, error) {
 	return &out, c.call(ctx, http.MethodGet, sbPath(id, ""), nil, &out)
 }
 
+// Update gives a sandbox a new TTL counted from now, a new idle timeout,
+// or both (PATCH /v1/sandboxes/{id}).
+func (c *Client) Update(ctx context.Context, id string, req api.UpdateRequest) (*api.Sandbox, error) {
+	var out api.Sandbox
+	return &out, c.call(ctx, http.MethodPatch, sbPath(id, ""), req, &out)
+}
+
 // ListOptions filter List.
 type ListOptions struct {
 	State  string

@@ -459,6 +459,13 @@ class Sandbox:
         except NotFoundException:
             return False
 
+    def set_timeout(self, timeout: int) -> None:
+        """Destroys the sandbox timeout seconds from now, whatever it is
+        doing, rather than when it was to end: a longer life or a shorter
+        one, as E2B's set_timeout (0: the daemon's default, which may be
+        none; never past the daemon's maximum)."""
+        self._t.call("PATCH", _q(self.sandbox_id), body={"ttlSeconds": int(timeout)})
+
     def kill(self) -> bool:
         """Destroys the sandbox; returns once its teardown is confirmed
         (False if it was gone already)."""

@@ -12,6 +12,8 @@ print(json.dumps({"sum": sum(r["y"] for r in rows)}))
 
 
 def agent_step(sbx):
+    # Keep the sandbox for as long as this step may take.
+    sbx.set_timeout(120)
     # The model wrote a program: put it in the sandbox, run it, read the output.
     sbx.files.write("analysis.py", SCRIPT)
     streamed = []

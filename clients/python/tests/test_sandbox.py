@@ -55,6 +55,16 @@ def test_commands_files_and_kill():
         with pytest.raises(NotFoundException):
             sbx.files.read("dir/none")
 
+        # A new end, counted from now: later, then sooner.
+        first = sbx.get_info().end_at
+        sbx.set_timeout(7200)
+        later = sbx.get_info().end_at
+        assert later and first and later > first
+        sbx.set_timeout(60)
+        assert sbx.get_info().end_at < first
+        with pytest.raises(InvalidArgumentException):
+            sbx.set_timeout(-1)
+
         again = Sandbox.connect(sbx.sandbox_id)
         assert again.files.read("dir/b.bin", format="bytes") == b"\x00\xff\x01"
         assert any(s.sandbox_id == sbx.sandbox_id and s.metadata == {"suite": "python"} for s in Sandbox.list())

@@ -376,6 +376,11 @@ export class Sandbox {
     }
   }
 
+  /** Destroys the sandbox timeoutMs from now, whatever it is doing, rather than when it was to end: a longer life or a shorter one, as E2B's setTimeout (0: the daemon's default, which may be none; never past the daemon's maximum). */
+  async setTimeout(timeoutMs: number): Promise<void> {
+    await this.transport.call("PATCH", sbPath(this.sandboxId), { body: { ttlSeconds: Math.ceil(timeoutMs / 1000) } });
+  }
+
   /** Destroys the sandbox; resolves once its teardown is confirmed (false if it was gone already). */
   async kill(): Promise<boolean> {
     try {

@@ -21,6 +21,8 @@ print(json.dumps({"sum": sum(r["y"] for r in rows)}))
 `;
 
 async function agentStep(sandbox: Sandbox) {
+  // Keep the sandbox for as long as this step may take.
+  await sandbox.setTimeout(120_000);
   await sandbox.files.write("analysis.py", SCRIPT);
   const streamed: string[] = [];
   const result = await sandbox.commands.run("python3 analysis.py", { onStdout: (data) => streamed.push(data), timeoutMs: 30_000 });

@@ -32,6 +32,15 @@ test("commands, files and kill", async () => {
     await assert.rejects(sbx.commands.run("sleep 30", { timeoutMs: 300 }), TimeoutError);
     assert.ok(Date.now() - start < 20_000);
 
+    // A new end, counted from now: later, then sooner.
+    const endAt = async () => Date.parse((await sbx.getInfo()).endAt!);
+    const first = await endAt();
+    await sbx.setTimeout(7_200_000);
+    assert.ok((await endAt()) > first + 3_600_000);
+    await sbx.setTimeout(60_000);
+    assert.ok((await endAt()) < first);
+    await assert.rejects(sbx.setTimeout(-1000), InvalidArgumentError);
+
     await sbx.files.write("dir/a.txt", "text ✓\n");
     assert.equal(await sbx.files.read("dir/a.txt"), "text ✓\n");
     await sbx.files.write("dir/b.bin", new Uint8Array([0, 255, 1]));
