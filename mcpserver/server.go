@@ -202,7 +202,14 @@ func (t *tools) create(ctx context.Context, _ *mcp.CallToolRequest, in CreateIn)
 	if ttl == 0 {
 		ttl = int64(defaultSandboxTTL / time.Second)
 	}
-	sb, err := t.d.Create(ctx, api.CreateRequest{Spec: spec, TTLSeconds: ttl, Labels: map[string]string{"cordon.mcp": "1"}})
+	req := api.CreateRequest{Spec: spec, TTLSeconds: ttl, Labels: map[string]string{"cordon.mcp": "1"}}
+	sb, err := t.d.Create(ctx, req)
+	if ae := (*api.Error)(nil); in.TTLSeconds == 0 && errors.As(err, &ae) && ae.Status == http.StatusBadRequest && strings.HasPrefix(ae.Message, "ttlSeconds ") {
+		// The model named no TTL and the daemon allows less than this
+		// server's default: the daemon's own, held to its maximum.
+		req.TTLSeconds = 0
+		sb, err = t.d.Create(ctx, req)
+	}
 	if err != nil {
 		return nil, CreateOut{}, err
 	}

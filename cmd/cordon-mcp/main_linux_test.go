@@ -306,7 +306,7 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	cordon := binaries(t)
 	dir := testutil.StateDir(t)
 	sock := filepath.Join(dir, "cordon.sock")
-	serve := exec.Command(cordon, "serve", "--ephemeral", "--listen", "unix://"+sock, "--state-dir", filepath.Join(dir, "state"))
+	serve := exec.Command(cordon, "serve", "--ephemeral", "--listen", "unix://"+sock, "--state-dir", filepath.Join(dir, "state"), "--max-ttl", "30m")
 	serve.Env = append(os.Environ(), "CORDON_STATE_DIR="+filepath.Join(dir, "sandboxes"))
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
@@ -358,8 +358,23 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	}
 	defer cs.Close()
 	c := caller{t, cs}
+	// The daemon allows 30 minutes, less than cordon mcp's default TTL:
+	// a sandbox the model gives none gets the daemon's maximum.
 	var sb struct{ ID string }
 	c.must("create_sandbox", map[string]any{}, &sb)
+	var listed struct {
+		Sandboxes []struct {
+			ID        string
+			ExpiresAt *time.Time
+		}
+	}
+	c.must("list_sandboxes", map[string]any{}, &listed)
+	if len(listed.Sandboxes) != 1 || listed.Sandboxes[0].ExpiresAt == nil || time.Until(*listed.Sandboxes[0].ExpiresAt) > 30*time.Minute {
+		t.Errorf("under a daemon's --max-ttl 30m: %+v", listed)
+	}
+	if isErr, text := c.call("create_sandbox", map[string]any{"ttlSeconds": 3600}, nil); !isErr || !strings.Contains(text, "ttlSeconds 3600: want 0 (the daemon's default) to 1800") {
+		t.Errorf("a TTL past the daemon's maximum, asked for: %v %s", isErr, text)
+	}
 	var out struct {
 		ExitCode int
 		Stdout   string
