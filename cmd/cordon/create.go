@@ -39,7 +39,7 @@ func createCmd(args []string) int {
 	spec.MaxTimeout, spec.PersistentWorkspace = *maxTimeout, *persistent
 	aspec := toAPISpec(spec)
 	aspec.Autostart = *autostart
-	req := api.CreateRequest{Spec: aspec, TTLSeconds: int64(ttl.Seconds()), IdleTimeoutSeconds: idleSeconds(*idle), Labels: labels, Pool: *pool, FromSnapshot: *from, Template: *tmpl}
+	req := api.CreateRequest{Spec: aspec, TTLSeconds: wholeSeconds(*ttl), IdleTimeoutSeconds: idleSeconds(*idle), Labels: labels, Pool: *pool, FromSnapshot: *from, Template: *tmpl}
 	sb, err := c.Create(context.Background(), req)
 	if err != nil {
 		return apiFail(err)
@@ -51,12 +51,26 @@ func createCmd(args []string) int {
 	return 0
 }
 
+// wholeSeconds is a duration as the API takes it, in seconds, a part of
+// one counted whole, away from zero (500ms is not 0, which would ask for
+// the default, nor -500ms, which the daemon refuses).
+func wholeSeconds(d time.Duration) int64 {
+	n := int64(d / time.Second)
+	switch {
+	case d%time.Second > 0:
+		n++
+	case d%time.Second < 0:
+		n--
+	}
+	return n
+}
+
 // idleSeconds is an idle timeout as the API takes it: -1 for never.
 func idleSeconds(d time.Duration) int64 {
 	if d < 0 {
 		return -1
 	}
-	return int64(d.Seconds())
+	return wholeSeconds(d)
 }
 
 // updateCmd moves sandboxes' TTL, idle timeout or both.
@@ -71,7 +85,7 @@ func updateCmd(args []string) int {
 	}
 	var req api.UpdateRequest
 	if isSet(fs, "ttl") {
-		req.TTLSeconds = new(int64(ttl.Seconds()))
+		req.TTLSeconds = new(wholeSeconds(*ttl))
 	}
 	if isSet(fs, "idle") {
 		req.IdleTimeoutSeconds = new(idleSeconds(*idle))

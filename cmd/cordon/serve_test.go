@@ -550,6 +550,11 @@ func TestDaemonAdminVerbs(t *testing.T) {
 	if out, errOut, code := run("update", "-o", "json", "--ttl", "2h", "--idle", "-1s", sb.ID); code != 0 || json.Unmarshal([]byte(out), &upd) != nil || upd.ExpiresAt == nil || time.Until(*upd.ExpiresAt) < 119*time.Minute || upd.IdleTimeout != 0 {
 		t.Fatalf("update: %d %q %s", code, out, errOut)
 	}
+	// Part of a second is a second, not 0 (the daemon's default, here none).
+	var brief api.Sandbox
+	if out, errOut, code := run("create", "-o", "json", "--ttl", "500ms"); code != 0 || json.Unmarshal([]byte(out), &brief) != nil || brief.ExpiresAt == nil || time.Until(*brief.ExpiresAt) > 2*time.Second {
+		t.Fatalf("create --ttl 500ms: %d %q %s", code, out, errOut)
+	}
 	if _, errOut, code := run("update", sb.ID); code != 2 || !strings.Contains(errOut, "usage: cordon update") {
 		t.Errorf("update with nothing to change: %d %s", code, errOut)
 	}

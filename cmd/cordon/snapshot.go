@@ -161,7 +161,7 @@ func forkCmd(args []string) int {
 		fmt.Fprintf(os.Stderr, "cordon fork: N %q is not a number\n", rest[1])
 		return 2
 	}
-	forks, err := c.Fork(context.Background(), rest[0], api.ForkRequest{Count: n, TTLSeconds: int64(ttl.Seconds())})
+	forks, err := c.Fork(context.Background(), rest[0], api.ForkRequest{Count: n, TTLSeconds: wholeSeconds(*ttl)})
 	if err != nil {
 		return apiFail(err)
 	}
