@@ -16,6 +16,7 @@ from .errors import CommandExitException, NotFoundException, SandboxException, T
 
 DEFAULT_SANDBOX_TIMEOUT = 300  # seconds a sandbox lives unless told
 DEFAULT_COMMAND_TIMEOUT = 60  # seconds a command runs unless told
+DEFAULT_MAX_TIMEOUT_MS = 30 * 60 * 1000  # a sandbox's ceiling on its commands' timeouts unless its create set one
 
 
 def _q(sid, rest=""):
@@ -111,8 +112,9 @@ class Commands:
     ) -> Union[CommandResult, CommandHandle]:
         """Runs cmd with sh -c. In the foreground it returns the result once
         the command ends (raising CommandExitException on a non-zero exit and
-        TimeoutException past timeout seconds; 0 or None: no limit), calling
-        on_stdout and on_stderr with output as it comes. With background=True
+        TimeoutException past timeout seconds; 0 or None: as long as the
+        sandbox lets a command run, 30 minutes unless its create said
+        otherwise), calling on_stdout and on_stderr with output as it comes. With background=True
         it returns a CommandHandle at once."""
         if user is not None:
             raise SandboxException("user: commands run as the sandbox's own user; cordon takes no other per command", code="unsupported")
@@ -129,6 +131,10 @@ class Commands:
             body["stdin"] = stdin
         if timeout:
             body["timeoutMs"] = max(1, int(timeout * 1000))
+        else:
+            # No limit asked for: as long as the sandbox lets a command run
+            # (without timeoutMs the daemon's default, 5 minutes, holds).
+            body["timeoutMs"] = self._sb._ceiling_ms()
         resp = self._sb._t.open("POST", _q(self._sb.sandbox_id, "/exec"), body=body, timeout=request_timeout)
         out, err, result = [], [], None
         for ev in Transport.lines(resp):
@@ -150,7 +156,7 @@ class Commands:
         res = CommandResult("".join(out), "".join(err), result.get("exitCode", -1), signal=result.get("signal") or None)
         if result.get("timedOut"):
             res.error = "timed out"
-            raise TimeoutException("the command ran past its timeout (%ss) and was ended" % timeout)
+            raise TimeoutException("the command ran past its timeout (%gs) and was ended" % (body["timeoutMs"] / 1000))
         if res.exit_code != 0:
             res.error = "exit status %d" % res.exit_code
             raise CommandExitException(res)
@@ -426,6 +432,7 @@ class Sandbox:
                 body["template"] = template_name
             _sandbox_id = self._t.call("POST", "/v1/sandboxes", body=body)["id"]
         self.sandbox_id = _sandbox_id
+        self._max_timeout_ms = None
         self.commands = Commands(self)
         self.files = Files(self)
 
@@ -458,6 +465,14 @@ class Sandbox:
             return self.get_info().state in ("running", "paused")
         except NotFoundException:
             return False
+
+    def _ceiling_ms(self) -> int:
+        """The longest timeout the sandbox lets a command have: its create's
+        maxTimeoutMs, else the agent's 30 minutes."""
+        if self._max_timeout_ms is None:
+            spec = self._t.call("GET", _q(self.sandbox_id)).get("spec") or {}
+            self._max_timeout_ms = int(spec.get("maxTimeoutMs") or DEFAULT_MAX_TIMEOUT_MS)
+        return self._max_timeout_ms
 
     def set_timeout(self, timeout: int) -> None:
         """Destroys the sandbox timeout seconds from now, whatever it is

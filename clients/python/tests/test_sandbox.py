@@ -5,6 +5,7 @@ import urllib.request
 
 import pytest
 
+from cordon._http import Transport
 from cordon import (
     CommandExitException,
     FilesystemEventType,
@@ -39,6 +40,15 @@ def test_commands_files_and_kill():
         with pytest.raises(TimeoutException):
             sbx.commands.run("sleep 30", timeout=0.3)
         assert time.time() - start < 20
+        # No limit asked for is the sandbox's ceiling (without timeoutMs the
+        # daemon's default of 5 minutes would hold instead).
+        ceiling = Sandbox.connect(Transport(None, None).call("POST", "/v1/sandboxes", body={"maxTimeoutMs": 1500, "ttlSeconds": 120})["id"])
+        try:
+            assert ceiling.commands.run("sleep 0.2; echo done", timeout=0).stdout == "done\n"
+            with pytest.raises(TimeoutException, match=r"\(1\.5s\)"):
+                ceiling.commands.run("sleep 30", timeout=None)
+        finally:
+            ceiling.kill()
 
         info = sbx.files.write("dir/a.txt", "text ✓\n")
         assert info.name == "a.txt"

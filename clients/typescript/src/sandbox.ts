@@ -6,6 +6,8 @@ import { ConnectionOpts, Transport, lines, readAll } from "./transport.js";
 
 const DEFAULT_SANDBOX_TIMEOUT_MS = 300_000;
 const DEFAULT_COMMAND_TIMEOUT_MS = 60_000;
+/** A sandbox's ceiling on its commands' timeouts unless its create set one. */
+const DEFAULT_MAX_TIMEOUT_MS = 30 * 60_000;
 
 const sbPath = (id: string, rest = "") => "/v1/sandboxes/" + encodeURIComponent(id) + rest;
 
@@ -65,7 +67,7 @@ export interface RunOpts {
   stdin?: string;
   onStdout?: (data: string) => void;
   onStderr?: (data: string) => void;
-  /** End the command after this long (default 60000; 0: no limit). */
+  /** End the command after this long (default 60000; 0: as long as the sandbox lets a command run, 30 minutes unless its create said otherwise). */
   timeoutMs?: number;
   requestTimeoutMs?: number;
 }
@@ -150,8 +152,11 @@ export class Commands {
     if (opts.cwd) body.cwd = opts.cwd;
     if (opts.envs) body.env = opts.envs;
     if (opts.stdin !== undefined) body.stdin = opts.stdin;
-    const timeoutMs = opts.timeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
-    if (timeoutMs > 0) body.timeoutMs = Math.max(1, Math.round(timeoutMs));
+    // No limit asked for is the sandbox's ceiling: without timeoutMs the
+    // daemon's default, 5 minutes, would hold.
+    const asked = opts.timeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
+    const timeoutMs = asked > 0 ? Math.max(1, Math.round(asked)) : await this.sb.ceilingMs();
+    body.timeoutMs = timeoutMs;
     const res = await t.open("POST", sbPath(this.sb.sandboxId, "/exec"), { body, timeoutMs: opts.requestTimeoutMs });
     let stdout = "";
     let stderr = "";
@@ -322,9 +327,17 @@ export class Sandbox {
   readonly commands: Commands;
   readonly files: Files;
 
+  private maxTimeoutMs?: number;
+
   private constructor(readonly sandboxId: string, readonly transport: Transport) {
     this.commands = new Commands(this);
     this.files = new Files(this);
+  }
+
+  /** The longest timeout the sandbox lets a command have: its create's maxTimeoutMs, else the agent's 30 minutes. */
+  async ceilingMs(): Promise<number> {
+    this.maxTimeoutMs ??= (await this.transport.call("GET", sbPath(this.sandboxId))).spec?.maxTimeoutMs || DEFAULT_MAX_TIMEOUT_MS;
+    return this.maxTimeoutMs!;
   }
 
   static async create(opts?: SandboxOpts): Promise<Sandbox>;

@@ -1,5 +1,6 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { Transport } from "../src/transport.js";
 import { CommandExitError, InvalidArgumentError, NotEnoughSpaceError, NotFoundError, Sandbox, SandboxError, TimeoutError, type FilesystemEvent } from "../src/index.js";
 import { startDaemon } from "./daemon.js";
 
@@ -31,6 +32,14 @@ test("commands, files and kill", async () => {
     const start = Date.now();
     await assert.rejects(sbx.commands.run("sleep 30", { timeoutMs: 300 }), TimeoutError);
     assert.ok(Date.now() - start < 20_000);
+    // No limit asked for is the sandbox's ceiling (without timeoutMs the
+    // daemon's default of 5 minutes would hold instead).
+    {
+      const made = await new Transport({}).call("POST", "/v1/sandboxes", { body: { maxTimeoutMs: 1500, ttlSeconds: 120 } });
+      await using ceiling = await Sandbox.connect(made.id);
+      assert.equal((await ceiling.commands.run("sleep 0.2; echo done", { timeoutMs: 0 })).stdout, "done\n");
+      await assert.rejects(ceiling.commands.run("sleep 30", { timeoutMs: 0 }), (e: unknown) => e instanceof TimeoutError && e.message.includes("(1500 ms)"));
+    }
 
     // A new end, counted from now: later, then sooner.
     const endAt = async () => Date.parse((await sbx.getInfo()).endAt!);
