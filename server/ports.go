@@ -340,9 +340,10 @@ func (p *portsURL) url(token string) string {
 	return p.scheme + "://" + host + "/"
 }
 
-// token reads a request's host: whether it is below the domain (no API is
-// served there), and the token its label names.
-func (p *portsURL) token(host string) (token string, below bool) {
+// token reads a request's host: whether it is a port's (pt-… below the
+// domain, where no API is served), and the token it names. Other names
+// below the domain are the API's, so that it may share the domain.
+func (p *portsURL) token(host string) (token string, port bool) {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
@@ -351,7 +352,10 @@ func (p *portsURL) token(host string) (token string, below bool) {
 		return "", false
 	}
 	hex, ok := strings.CutPrefix(label, "pt-")
-	if !ok || strings.Contains(hex, ".") {
+	if !ok {
+		return "", false
+	}
+	if strings.Contains(hex, ".") {
 		return "", true
 	}
 	return "pt_" + hex, true

@@ -215,16 +215,19 @@ http.server.HTTPServer(("127.0.0.1", 8000), H).serve_forever()
 	if got := h.Values("Set-Cookie"); strings.Join(got, "|") != "a=1; Path=/; HttpOnly|b=2;path=/app|c=3" {
 		t.Errorf("cookies on its own host: %q", got)
 	}
-	// Below the domain, a host that names no port is a missing page, not
-	// the API.
-	for _, host := range []string{"ports.test.ports.test", "pt-" + strings.Repeat("0", 48) + ".ports.test", "x." + label + ".ports.test"} {
+	// Below the domain, a port's host that names no port is a missing
+	// page, not the API.
+	for _, host := range []string{"pt-" + strings.Repeat("0", 48) + ".ports.test", label + ".x.ports.test", "pt-.ports.test"} {
 		if resp := get(host, "/v1/sandboxes"); resp.StatusCode != 404 || !strings.Contains(body(resp), "no such port") {
 			t.Errorf("host %s: %d", host, resp.StatusCode)
 		}
 	}
-	// The domain itself and other hosts serve the API as before.
-	if resp := get("ports.test:8080", "/healthz"); resp.StatusCode != 200 {
-		t.Errorf("the domain's own host: %d", resp.StatusCode)
+	// The domain itself, other names below it (the API may share the
+	// domain) and other hosts serve the API as before.
+	for _, host := range []string{"ports.test:8080", "api.ports.test", "x." + label + ".ports.test", "other.test"} {
+		if resp := get(host, "/healthz"); resp.StatusCode != 200 {
+			t.Errorf("the API at %s: %d", host, resp.StatusCode)
+		}
 	}
 	// On the daemon's origin, the path URL: cookies held to the port's
 	// path, the page sandboxed.

@@ -358,10 +358,10 @@ func (s *Server) adopt(ctx context.Context, r *record) (*sandbox.Sandbox, error)
 // not take, is refused in the API's JSON shape, as every refusal is.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// A host below the ports URL's domain is an exposed port's origin,
+		// A port's host below the ports URL's domain is its origin,
 		// wholly: no route of the API is served there.
 		if s.portsURL != nil {
-			if token, below := s.portsURL.token(r.Host); below {
+			if token, port := s.portsURL.token(r.Host); port {
 				if token == "" {
 					writeError(w, http.StatusNotFound, api.CodeNotFound, "no such port")
 					return
