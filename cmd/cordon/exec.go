@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/internal/printable"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
 )
 
@@ -43,7 +44,7 @@ func execCmd(args []string) int {
 		if err != nil {
 			return apiFail(err)
 		}
-		fmt.Println(s.ID)
+		fmt.Println(printable.String(s.ID))
 		return 0
 	}
 	if *tty {
@@ -62,7 +63,7 @@ func execCmd(args []string) int {
 		if err != nil {
 			return apiFail(err)
 		}
-		fmt.Println(s.ID)
+		fmt.Println(printable.String(s.ID))
 		return 0
 	}
 	opts := sclient.ExecOptions{Args: argv[1:], Cwd: *cwd, Env: env, Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr, RawOutput: true,

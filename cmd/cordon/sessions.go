@@ -42,7 +42,8 @@ func sessionsCmd(args []string) int {
 			}
 		}
 		started := time.UnixMilli(s.StartedAt).Format(time.TimeOnly)
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d-%d\t%s\n", s.ID, s.Pid, state, started, s.OutputFirst, s.OutputNext, printable.String(s.Command))
+		// All of it is the agent's word, which the sandbox may have forged.
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d-%d\t%s\n", printable.String(s.ID), s.Pid, printable.String(state), started, s.OutputFirst, s.OutputNext, printable.String(s.Command))
 	}
 	tw.Flush()
 	return 0
@@ -123,6 +124,6 @@ func killCmd(args []string) int {
 	if err != nil {
 		return apiFail(err)
 	}
-	fmt.Printf("%s %s\n", s.ID, map[bool]string{true: "killed " + s.Signal, false: "exited"}[s.Signal != ""])
+	fmt.Println(printable.String(fmt.Sprintf("%s %s", s.ID, map[bool]string{true: "killed " + s.Signal, false: "exited"}[s.Signal != ""])))
 	return 0
 }

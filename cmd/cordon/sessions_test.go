@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 )
 
@@ -111,5 +115,32 @@ func TestSessionVerbs(t *testing.T) {
 	// Refusals are one line and 125: an unknown session.
 	if _, errOut, code := run("attach", id, "nope"); code == 0 || !strings.Contains(errOut, "unknown_session") {
 		t.Fatalf("attach to an unknown session: %d %s", code, errOut)
+	}
+}
+
+// TestAgentWordsEscaped: what a sandbox's agent answers is the sandbox's
+// word (a workload that took its agent over writes it), so a session's id
+// and state, and a watch event's type, reach the terminal escaped, as its
+// command and paths do. A daemon here relays such an agent.
+func TestAgentWordsEscaped(t *testing.T) {
+	const forged = "\x1b]0;owned\a\x1b[2J"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/agent/sessions"):
+			json.NewEncoder(w).Encode(wire.SessionList{Sessions: []wire.Session{{ID: "sess_" + forged, State: forged, Command: "x"}}})
+		case strings.HasSuffix(r.URL.Path, "/agent/watch"):
+			for _, ev := range []wire.WatchEvent{{Type: wire.WatchReady}, {Type: forged, Path: "a"}} {
+				json.NewEncoder(w).Encode(ev)
+			}
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	for _, args := range [][]string{{"sessions", "--host", srv.URL, "sbx_1"}, {"watch", "--host", srv.URL, "sbx_1", "."}} {
+		out, errOut, _ := cordon(t, args...)
+		if strings.Contains(out+errOut, "\x1b") || !strings.Contains(out, `\x1b]0;owned\a\x1b[2J`) {
+			t.Errorf("cordon %s: %q %q", args[0], out, errOut)
+		}
 	}
 }

@@ -32,9 +32,10 @@ func watchCmd(args []string) int {
 			fmt.Println(string(b))
 			return nil
 		}
-		// Paths the sandbox named, shown escaped where they hold what a
-		// terminal would act on (-o json has them as they are).
-		line := ev.Type + " " + printable.String(ev.Path)
+		// The sandbox's words (the agent's event, the paths it names),
+		// shown escaped where they hold what a terminal would act on (-o
+		// json has them as they are).
+		line := printable.String(ev.Type) + " " + printable.String(ev.Path)
 		if ev.From != "" {
 			line += " (from " + printable.String(ev.From) + ")"
 		}
