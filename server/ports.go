@@ -227,7 +227,12 @@ func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request, token, path, 
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = out
 			pr.Out.Host = pr.In.Host
-			pr.Out.Header.Del("Authorization")
+			if pathForm != "" {
+				// On the daemon's origin it may be the caller's API key,
+				// sent with every request there; a port's own host has no
+				// API, and what is sent there is the program's.
+				pr.Out.Header.Del("Authorization")
+			}
 			pr.SetXForwarded()
 		},
 		ModifyResponse: func(resp *http.Response) error {

@@ -162,7 +162,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_header("Set-Cookie", "b=2;path=/app;domain=.ports.test")
         self.send_header("Set-Cookie", "c=3")
         self.end_headers()
-        self.wfile.write(("%s %s" % (self.path, self.headers.get("Host"))).encode())
+        self.wfile.write(("%s %s%s" % (self.path, self.headers.get("Host"), " " + self.headers["Authorization"] if self.headers.get("Authorization") else "")).encode())
     def log_message(self, *a): pass
 http.server.HTTPServer(("127.0.0.1", 8000), H).serve_forever()
 `}}); err != nil {
@@ -197,7 +197,7 @@ http.server.HTTPServer(("127.0.0.1", 8000), H).serve_forever()
 	// On its own host, an API route's path is the program's.
 	var resp *http.Response
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if resp = get(label+".PORTS.test:8080", "/v1/sandboxes/a%2Fb?x=1"); resp.StatusCode == 200 {
+		if resp = get(label+".PORTS.test:8080", "/v1/sandboxes/a%2Fb?x=1", "Authorization", "Bearer app-token"); resp.StatusCode == 200 {
 			break
 		}
 		resp.Body.Close()
@@ -206,7 +206,7 @@ http.server.HTTPServer(("127.0.0.1", 8000), H).serve_forever()
 		}
 	}
 	h := resp.Header
-	if got := body(resp); got != "/v1/sandboxes/a%2Fb?x=1 "+label+".PORTS.test:8080" {
+	if got := body(resp); got != "/v1/sandboxes/a%2Fb?x=1 "+label+".PORTS.test:8080 Bearer app-token" {
 		t.Errorf("the program saw %q", got)
 	}
 	if h.Get("Service-Worker-Allowed") != "" || h.Get("Clear-Site-Data") != "" || h.Get("Content-Security-Policy") != "" {
@@ -231,7 +231,7 @@ http.server.HTTPServer(("127.0.0.1", 8000), H).serve_forever()
 	}
 	// On the daemon's origin, the path URL: cookies held to the port's
 	// path, the page sandboxed.
-	resp = get(d.tcp, p.URL+"x?y=1")
+	resp = get(d.tcp, p.URL+"x?y=1", "Authorization", "Bearer cordon_api_key")
 	if got := body(resp); got != "/x?y=1 "+d.tcp {
 		t.Errorf("through the path URL the program saw %q", got)
 	}
