@@ -23,6 +23,26 @@ def _q(sid, rest=""):
     return "/v1/sandboxes/" + urllib.parse.quote(sid, safe="") + rest
 
 
+class _either:
+    """A method of a sandbox that may also be called on the class with the
+    sandbox's id first (and api_key=, host=), as E2B's are:
+    Sandbox.kill(sandbox_id) as well as sbx.kill()."""
+
+    def __init__(self, fn):
+        self._fn = fn
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, obj, cls):
+        if obj is not None:
+            return self._fn.__get__(obj, cls)
+
+        def on_id(sandbox_id: str, *args, api_key: Optional[str] = None, host: Optional[str] = None, **kwargs):
+            return self._fn(cls(_sandbox_id=sandbox_id, _transport=Transport(host, api_key)), *args, **kwargs)
+
+        on_id.__doc__ = self._fn.__doc__
+        return on_id
+
+
 @dataclass
 class CommandResult:
     stdout: str
@@ -457,6 +477,7 @@ class Sandbox:
     def id(self) -> str:
         return self.sandbox_id
 
+    @_either
     def get_info(self) -> SandboxInfo:
         return _info(self._t.call("GET", _q(self.sandbox_id)))
 
@@ -474,6 +495,7 @@ class Sandbox:
             self._max_timeout_ms = int(spec.get("maxTimeoutMs") or DEFAULT_MAX_TIMEOUT_MS)
         return self._max_timeout_ms
 
+    @_either
     def set_timeout(self, timeout: int) -> None:
         """Destroys the sandbox timeout seconds from now, whatever it is
         doing, rather than when it was to end: a longer life or a shorter
@@ -481,6 +503,7 @@ class Sandbox:
         none; never past the daemon's maximum)."""
         self._t.call("PATCH", _q(self.sandbox_id), body={"ttlSeconds": int(timeout)})
 
+    @_either
     def kill(self) -> bool:
         """Destroys the sandbox; returns once its teardown is confirmed
         (False if it was gone already)."""

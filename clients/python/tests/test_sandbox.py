@@ -82,6 +82,14 @@ def test_commands_files_and_kill():
     assert not sbx.is_running()
     assert sbx.kill() is False
 
+    # By id, on the class, as E2B's are.
+    other = Sandbox()
+    assert Sandbox.get_info(other.sandbox_id).state == "running"
+    Sandbox.set_timeout(other.sandbox_id, 7200)
+    assert Sandbox.get_info(other.sandbox_id).end_at > other.get_info().started_at
+    assert Sandbox.kill(other.sandbox_id) is True
+    assert Sandbox.kill(other.sandbox_id) is False
+
 
 def test_background_commands_and_ports():
     with Sandbox() as sbx:

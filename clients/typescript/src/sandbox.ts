@@ -375,6 +375,21 @@ export class Sandbox {
     return (doc.sandboxes ?? []).filter((s: any) => s.state !== "destroyed").map(info);
   }
 
+  /** A sandbox's description by its id, as E2B's Sandbox.getInfo. */
+  static async getInfo(sandboxId: string, opts: ConnectionOpts = {}): Promise<SandboxInfo> {
+    return new Sandbox(sandboxId, new Transport(opts)).getInfo();
+  }
+
+  /** Sandbox.prototype.setTimeout by the sandbox's id, as E2B's. */
+  static async setTimeout(sandboxId: string, timeoutMs: number, opts: ConnectionOpts = {}): Promise<void> {
+    return new Sandbox(sandboxId, new Transport(opts)).setTimeout(timeoutMs);
+  }
+
+  /** Sandbox.prototype.kill by the sandbox's id, as E2B's. */
+  static async kill(sandboxId: string, opts: ConnectionOpts = {}): Promise<boolean> {
+    return new Sandbox(sandboxId, new Transport(opts)).kill();
+  }
+
   async getInfo(): Promise<SandboxInfo> {
     return info(await this.transport.call("GET", sbPath(this.sandboxId)));
   }

@@ -72,6 +72,14 @@ test("commands, files and kill", async () => {
   const gone = await Sandbox.connect(id);
   assert.equal(await gone.isRunning(), false);
   assert.equal(await gone.kill(), false);
+
+  // By id, on the class, as E2B's are.
+  const other = await Sandbox.create();
+  assert.equal((await Sandbox.getInfo(other.sandboxId)).state, "running");
+  await Sandbox.setTimeout(other.sandboxId, 7_200_000);
+  assert.ok(Date.parse((await Sandbox.getInfo(other.sandboxId)).endAt!) > Date.now() + 3_600_000);
+  assert.equal(await Sandbox.kill(other.sandboxId), true);
+  assert.equal(await Sandbox.kill(other.sandboxId), false);
 });
 
 test("background commands and ports", async () => {
