@@ -202,6 +202,47 @@ func (s *Server) handleRemove(w httpd.ResponseWriter, r *httpd.Request) {
 	writeJSON(w, httpd.StatusOK, wire.OKResponse{OK: true})
 }
 
+// handleRename serves POST /fs/rename?path=P&to=Q: P, under a write root,
+// becomes Q, replacing a file Q names as rename(2) does. Both parents are
+// opened through the jail and the final components renamed relative to
+// them, so a symlink P is moved itself, and nothing outside the roots can
+// be reached by swapping a parent. The write roots are file systems of
+// their own: a move between them is refused, saying so.
+func (s *Server) handleRename(w httpd.ResponseWriter, r *httpd.Request) {
+	q := r.URL.Query()
+	if q.Get("to") == "" {
+		fsError(w, errors.New("to: the path to move it to is required"))
+		return
+	}
+	fromDir, fromBase, from, err := jailedParent(q.Get("path"), s.cfg.Workspace, s.cfg.WriteRoots)
+	if err != nil {
+		fsError(w, err)
+		return
+	}
+	defer unix.Close(fromDir)
+	toDir, toBase, to, err := jailedParent(q.Get("to"), s.cfg.Workspace, s.cfg.WriteRoots)
+	if err != nil {
+		fsError(w, err)
+		return
+	}
+	defer unix.Close(toDir)
+	if err := unix.Renameat(fromDir, fromBase, toDir, toBase); err != nil {
+		if errors.Is(err, unix.EXDEV) {
+			err = fmt.Errorf("%s and %s are on different file systems of the sandbox (its writable directories are each its own): copy it, then remove it", from, to)
+		}
+		fsError(w, &os.PathError{Op: "rename", Path: from, Err: err})
+		return
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(toDir, toBase, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		fsError(w, &os.PathError{Op: "stat", Path: to, Err: err})
+		return
+	}
+	info := infoFrom(toBase, &st)
+	info.Path = to
+	writeJSON(w, httpd.StatusOK, info)
+}
+
 func unwrapPathErr(err error) error {
 	var pe *os.PathError
 	if errors.As(err, &pe) {

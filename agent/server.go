@@ -44,6 +44,8 @@ var Features = []string{
 	"activity",
 	// stat, list, mkdir and remove under the path jail (/fs/...).
 	"fs-ops",
+	// POST /fs/rename moves a path to another under the write roots.
+	"fs-rename",
 	// A reservation marked as a host's spare (Cordon-Lease: spare) yields
 	// its slot to another reservation when the agent is at capacity.
 	"spare-leases",
@@ -254,6 +256,8 @@ func (s *Server) ServeHTTP(w httpd.ResponseWriter, r *httpd.Request) {
 			h = s.handleMkdir
 		case r.Method == httpd.MethodPost && r.URL.Path == wire.RouteRemove:
 			h = s.handleRemove
+		case r.Method == httpd.MethodPost && r.URL.Path == wire.RouteRename:
+			h = s.handleRename
 		}
 	}
 	if r.Method == httpd.MethodGet && strings.HasPrefix(r.URL.Path, wire.RouteExecutions) && strings.HasSuffix(r.URL.Path, "/output") && r.RequestURI == r.URL.RequestURI() {

@@ -585,6 +585,7 @@ func (s *Server) baseRoutes() []route {
 		{method: "GET", pattern: "/v1/sandboxes/{id}/stat", h: s.handleFiles},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/dir", h: s.handleFiles},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/dir", h: s.handleFiles},
+		{method: "POST", pattern: "/v1/sandboxes/{id}/rename", h: s.handleFiles},
 		{method: "PUT", pattern: "/v1/sandboxes/{id}/network-policy", h: s.handlePolicy},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/pause", h: s.handlePause},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/resume", h: s.handlePause},

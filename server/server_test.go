@@ -76,6 +76,12 @@ func TestLifecycleAndFiles(t *testing.T) {
 	if l, err := c.ListDir(ctx, sb.ID, "out"); err != nil || len(l.Entries) != 2 || l.Entries[0].Name != "data.bin" || l.Entries[1].Type != "dir" {
 		t.Fatalf("list dir: %+v %v", l, err)
 	}
+	if fi, err := c.Rename(ctx, sb.ID, "out/data.bin", "out/sub/moved.bin"); err != nil || fi.Size != int64(len(data)) || !strings.HasSuffix(fi.Path, "/out/sub/moved.bin") {
+		t.Fatalf("rename: %+v %v", fi, err)
+	}
+	if _, err := c.Rename(ctx, sb.ID, "out/sub/moved.bin", ""); err == nil || !strings.Contains(err.Error(), "the to query parameter") {
+		t.Fatalf("rename with no to: %v", err)
+	}
 	if err := c.Remove(ctx, sb.ID, "out", true); err != nil {
 		t.Fatal(err)
 	}
@@ -227,6 +233,7 @@ func TestTenantIsolation(t *testing.T) {
 		{"POST", base + "/executions/x/cancel", ""}, {"GET", base + "/files?path=mine", ""},
 		{"PUT", base + "/files?path=mine", "x"}, {"DELETE", base + "/files?path=mine", ""},
 		{"GET", base + "/stat?path=mine", ""}, {"GET", base + "/dir?path=.", ""}, {"POST", base + "/dir?path=d", ""},
+		{"POST", base + "/rename?path=mine&to=theirs", ""},
 		{"PUT", base + "/network-policy", `{"mode":"allow-all"}`}, {"POST", base + "/pause", ""}, {"POST", base + "/resume", ""},
 		{"POST", base + "/agent/execute", `{"command":"true"}`}, {"GET", base + "/agent/files?path=mine", ""},
 	}

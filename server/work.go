@@ -344,7 +344,8 @@ func withBody(r *http.Request, v any) *http.Request {
 
 // handleFiles serves the file routes as raw streams through the agent:
 // GET and PUT /files (Range, atomic replace), DELETE /files (remove),
-// GET /stat, GET /dir (list) and POST /dir (mkdir), each with ?path=.
+// GET /stat, GET /dir (list), POST /dir (mkdir) and POST /rename (&to=),
+// each with ?path=.
 func (s *Server) handleFiles(w http.ResponseWriter, r *http.Request) {
 	e, ok := s.usable(w, r)
 	if !ok {
@@ -377,6 +378,12 @@ func (s *Server) handleFiles(w http.ResponseWriter, r *http.Request) {
 		feature, route = "fs-ops", wire.RouteList
 	case last == "dir":
 		feature, route = "fs-ops", wire.RouteMkdir
+	case last == "rename":
+		feature, route = "fs-rename", wire.RouteRename
+		if q.Get("to") == "" {
+			writeError(w, http.StatusBadRequest, api.CodeInvalid, "the to query parameter, where to move it, is required")
+			return
+		}
 	}
 	if !hasFeature(e, feature) {
 		writeError(w, http.StatusNotImplemented, api.CodeUnsupported, "this sandbox's agent lacks "+feature)
@@ -388,6 +395,9 @@ func (s *Server) handleFiles(w http.ResponseWriter, r *http.Request) {
 	}
 	if route == wire.RouteRemove && (q.Get("recursive") == "1" || q.Get("recursive") == "true") {
 		query.Set("recursive", "1")
+	}
+	if route == wire.RouteRename {
+		query.Set("to", q.Get("to"))
 	}
 	done, ok := s.stream(w, r, e)
 	if !ok {

@@ -202,6 +202,16 @@ func (c *Client) Mkdir(ctx context.Context, path string) error {
 	return c.fsCall(ctx, http.MethodPost, wire.RouteMkdir, path, "", &wire.OKResponse{})
 }
 
+// Rename moves path to to, replacing a file there (feature "fs-rename"),
+// and describes it where it now is.
+func (c *Client) Rename(ctx context.Context, path, to string) (*wire.FileInfo, error) {
+	var fi wire.FileInfo
+	if err := c.fsCall(ctx, http.MethodPost, wire.RouteRename, path, "&to="+url.QueryEscape(to), &fi); err != nil {
+		return nil, err
+	}
+	return &fi, nil
+}
+
 // Remove removes a file, symlink or empty directory; recursive removes a
 // directory with its contents (feature "fs-ops").
 func (c *Client) Remove(ctx context.Context, path string, recursive bool) error {

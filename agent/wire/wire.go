@@ -72,6 +72,10 @@ const (
 	RouteList   = "/fs/list"
 	RouteMkdir  = "/fs/mkdir"
 	RouteRemove = "/fs/remove"
+	// RouteRename (feature "fs-rename"): POST /fs/rename?path=P&to=Q moves
+	// P to Q, replacing what Q names as rename(2) does, and answers Q's
+	// FileInfo.
+	RouteRename = "/fs/rename"
 )
 
 // Error codes carried in the "error" field of a JSON error body.

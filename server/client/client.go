@@ -483,6 +483,13 @@ func (c *Client) Mkdir(ctx context.Context, id, path string) error {
 	return c.call(ctx, http.MethodPost, filePath(id, "/dir", path, nil), nil, nil)
 }
 
+// Rename moves path to to inside the sandbox, replacing a file there, and
+// describes it where it now is.
+func (c *Client) Rename(ctx context.Context, id, path, to string) (*wire.FileInfo, error) {
+	var out wire.FileInfo
+	return &out, c.call(ctx, http.MethodPost, filePath(id, "/rename", path, url.Values{"to": {to}}), nil, &out)
+}
+
 // Remove removes a path; recursive for a directory tree.
 func (c *Client) Remove(ctx context.Context, id, path string, recursive bool) error {
 	var extra url.Values

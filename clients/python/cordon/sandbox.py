@@ -296,6 +296,11 @@ class WatchHandle:
             self._resp._cordon_conn.close()
 
 
+def _entry(e, path) -> "EntryInfo":
+    """An EntryInfo from the agent's description of one path."""
+    return EntryInfo(e["name"], FileType(e.get("type", "other")), e.get("path", path), e.get("size", 0), e.get("mode", 0), e.get("mtimeMs", 0))
+
+
 class Files:
     def __init__(self, sandbox):
         self._sb = sandbox
@@ -353,8 +358,7 @@ class Files:
                           e.get("mtimeMs", 0), e.get("target")) for e in doc.get("entries", [])]
 
     def get_info(self, path: str) -> EntryInfo:
-        e = self._sb._t.call("GET", _q(self._sb.sandbox_id, "/stat"), query={"path": path})
-        return EntryInfo(e["name"], FileType(e.get("type", "other")), e.get("path", path), e.get("size", 0), e.get("mode", 0), e.get("mtimeMs", 0))
+        return _entry(self._sb._t.call("GET", _q(self._sb.sandbox_id, "/stat"), query={"path": path}), path)
 
     def exists(self, path: str) -> bool:
         try:
@@ -367,6 +371,11 @@ class Files:
         existed = self.exists(path)
         self._sb._t.call("POST", _q(self._sb.sandbox_id, "/dir"), query={"path": path})
         return not existed
+
+    def rename(self, old_path: str, new_path: str) -> EntryInfo:
+        """Moves old_path to new_path (replacing a file there), as E2B's;
+        returns what is now at new_path."""
+        return _entry(self._sb._t.call("POST", _q(self._sb.sandbox_id, "/rename"), query={"path": old_path, "to": new_path}), new_path)
 
     def remove(self, path: str):
         self._sb._t.call("DELETE", _q(self._sb.sandbox_id, "/files"), query={"path": path, "recursive": 1})

@@ -60,6 +60,12 @@ def test_commands_files_and_kill():
         assert names == [("a.txt", FileType.FILE), ("b.bin", FileType.FILE)]
         assert sbx.files.exists("dir/a.txt") and not sbx.files.exists("dir/none")
         assert sbx.files.make_dir("dir/sub") is True
+        moved = sbx.files.rename("dir/b.bin", "dir/sub/c.bin")
+        assert moved.name == "c.bin" and moved.path.endswith("/dir/sub/c.bin") and moved.size == 3
+        assert not sbx.files.exists("dir/b.bin")
+        sbx.files.rename("dir/sub/c.bin", "dir/b.bin")
+        with pytest.raises(NotFoundException):
+            sbx.files.rename("dir/none", "dir/x")
         sbx.files.remove("dir/a.txt")
         assert not sbx.files.exists("dir/a.txt")
         with pytest.raises(NotFoundException):

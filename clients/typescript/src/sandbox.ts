@@ -224,6 +224,11 @@ export class WatchHandle {
   }
 }
 
+/** An EntryInfo from the agent's description of one path. */
+function entry(e: any, path: string): EntryInfo {
+  return { name: e.name, type: e.type, path: e.path ?? path, size: e.size ?? 0, mode: e.mode ?? 0, modifiedTimeMs: e.mtimeMs ?? 0 };
+}
+
 export class Files {
   constructor(private readonly sb: Sandbox) {}
 
@@ -262,8 +267,12 @@ export class Files {
   }
 
   async getInfo(path: string): Promise<EntryInfo> {
-    const e = await this.sb.transport.call("GET", sbPath(this.sb.sandboxId, "/stat"), { query: { path } });
-    return { name: e.name, type: e.type, path: e.path ?? path, size: e.size ?? 0, mode: e.mode ?? 0, modifiedTimeMs: e.mtimeMs ?? 0 };
+    return entry(await this.sb.transport.call("GET", sbPath(this.sb.sandboxId, "/stat"), { query: { path } }), path);
+  }
+
+  /** Moves oldPath to newPath (replacing a file there), as E2B's; resolves to what is now at newPath. */
+  async rename(oldPath: string, newPath: string): Promise<EntryInfo> {
+    return entry(await this.sb.transport.call("POST", sbPath(this.sb.sandboxId, "/rename"), { query: { path: oldPath, to: newPath } }), newPath);
   }
 
   async exists(path: string): Promise<boolean> {

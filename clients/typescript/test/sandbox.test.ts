@@ -59,6 +59,11 @@ test("commands, files and kill", async () => {
     assert.deepEqual(new Uint8Array(Buffer.concat(chunks)), new Uint8Array([0, 255, 1]));
     assert.deepEqual((await sbx.files.list("dir")).map((e) => [e.name, e.type]).sort(), [["a.txt", "file"], ["b.bin", "file"]]);
     assert.equal(await sbx.files.exists("dir/none"), false);
+    const moved = await sbx.files.rename("dir/b.bin", "dir/c.bin");
+    assert.ok(moved.name === "c.bin" && moved.path.endsWith("/dir/c.bin") && moved.size === 3, JSON.stringify(moved));
+    assert.equal(await sbx.files.exists("dir/b.bin"), false);
+    await sbx.files.rename("dir/c.bin", "dir/b.bin");
+    await assert.rejects(sbx.files.rename("dir/none", "dir/x"), NotFoundError);
     await sbx.files.remove("dir/a.txt");
     assert.equal(await sbx.files.exists("dir/a.txt"), false);
     await assert.rejects(sbx.files.read("dir/none"), NotFoundError);

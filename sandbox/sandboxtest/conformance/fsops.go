@@ -13,7 +13,8 @@ import (
 )
 
 // testFSOps covers cordon's stat, list, mkdir and remove routes (feature
-// "fs-ops") and the healthz activity report (feature "activity").
+// "fs-ops"), rename (feature "fs-rename") and the healthz activity report
+// (feature "activity").
 func testFSOps(t *testing.T, h *harness) {
 	ctx := context.Background()
 	if !h.c.HasFeature(ctx, "fs-ops") {
@@ -74,6 +75,48 @@ func testFSOps(t *testing.T, h *harness) {
 			t.Fatalf("remove of a missing path: %v", err)
 		}
 	})
+	t.Run("Rename", func(t *testing.T) {
+		if !h.c.HasFeature(ctx, "fs-rename") {
+			t.Fatal("cordon-agent does not advertise fs-rename")
+		}
+		h.sh(t, "mkdir -p fsops/mv && printf A > fsops/mv/a && printf BB > fsops/mv/b && ln -sfn b fsops/mv/link")
+		// Onto a file that exists: it is replaced, as rename(2) does.
+		fi, err := h.c.Rename(ctx, "fsops/mv/a", "fsops/mv/b")
+		if err != nil || fi.Type != "file" || fi.Size != 1 || !strings.HasSuffix(fi.Path, "/fsops/mv/b") || fi.Name != "b" {
+			t.Fatalf("rename: %+v %v", fi, err)
+		}
+		// A symlink is moved itself, not what it names.
+		if fi, err := h.c.Rename(ctx, "fsops/mv/link", "fsops/mv/link2"); err != nil || fi.Type != "symlink" {
+			t.Fatalf("rename of a symlink: %+v %v", fi, err)
+		}
+		if got := h.sh(t, "cd fsops/mv && ls -A && readlink link2 && cat b"); got != "b\nlink2\nb\nA" {
+			t.Fatalf("after the renames: %q", got)
+		}
+		if _, err := h.c.Rename(ctx, "fsops/mv/none", "fsops/mv/x"); status(err) != http.StatusNotFound {
+			t.Errorf("rename of a missing path: %v", err)
+		}
+		if _, err := h.c.Rename(ctx, "fsops/mv/b", "fsops/mv/no/such/dir/b"); status(err) != http.StatusNotFound {
+			t.Errorf("rename into a missing directory: %v", err)
+		}
+		// Between writable directories that are file systems of their
+		// own, refused and said so; where they share one, moved. (An
+		// agent run in a test's process has the workspace alone: /tmp is
+		// outside what it may reach.)
+		h.sh(t, "printf T > /tmp/cordon-mv")
+		_, err = h.c.Rename(ctx, "/tmp/cordon-mv", "fsops/mv/t")
+		switch {
+		case err == nil:
+			if h.sh(t, "cat fsops/mv/t") != "T" {
+				t.Error("moved between writable directories, but not there")
+			}
+		case strings.Contains(err.Error(), "different file systems") || status(err) == http.StatusForbidden && strings.Contains(err.Error(), "outside the places"):
+		default:
+			t.Errorf("a move between writable directories: %v", err)
+		}
+		if r := h.raw(t, "POST", wire.RouteRename+"?path=fsops/mv/b", h.Endpoint.Token, nil); r.status != http.StatusBadRequest {
+			t.Errorf("no to: %d", r.status)
+		}
+	})
 	t.Run("Jail", func(t *testing.T) {
 		outside := strings.TrimSpace(h.sh(t, "d=$(mktemp -d /tmp/cordon-fs-XXXXXX) && mkdir $d/keep && echo s > $d/keep/s && ln -sfn $d fsops/out && echo $d"))
 		t.Cleanup(func() { h.sh(t, "rm -rf "+outside) })
@@ -83,6 +126,17 @@ func testFSOps(t *testing.T, h *harness) {
 		}
 		if err := h.c.Mkdir(ctx, "fsops/out/new"); err == nil {
 			t.Error("mkdir through a symlink out")
+		}
+		// A move neither takes from nor puts through a symlinked parent,
+		// nor reaches past the roots, nor moves a root.
+		h.sh(t, "printf m > fsops/moved")
+		for _, mv := range [][2]string{{"fsops/moved", "fsops/out/moved"}, {"fsops/out/keep/s", "fsops/stolen"}, {"fsops/moved", "/etc/moved"}, {"/etc/hostname", "fsops/h"}, {".", "fsops/ws"}, {"fsops/moved", "."}} {
+			if _, err := h.c.Rename(ctx, mv[0], mv[1]); err == nil {
+				t.Errorf("rename %s to %s accepted", mv[0], mv[1])
+			}
+		}
+		if got := h.sh(t, "ls -A "+outside+"; ls -A "+outside+"/keep; cat fsops/moved"); got != "keep\ns\nm" {
+			t.Errorf("after the refused moves: %q", got)
 		}
 		if _, err := h.c.List(ctx, "fsops/out"); err == nil {
 			t.Error("listed through a symlink out")
