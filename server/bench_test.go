@@ -195,6 +195,31 @@ func BenchmarkUpdate(b *testing.B) {
 	testutil.ReportPercentiles(b, "", lat)
 }
 
+// BenchmarkRename: a file moved back and forth inside a sandbox through
+// the API (the daemon's route, the agent's jail, rename(2)).
+func BenchmarkRename(b *testing.B) {
+	d := startDaemon(b)
+	sb, err := d.local.Create(b.Context(), api.CreateRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d.local.Upload(b.Context(), sb.ID, "a", strings.NewReader("x"), 1); err != nil {
+		b.Fatal(err)
+	}
+	names := [2]string{"a", "b"}
+	var lat []time.Duration
+	i := 0
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := d.local.Rename(b.Context(), sb.ID, names[i%2], names[(i+1)%2]); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+		i++
+	}
+	testutil.ReportPercentiles(b, "", lat)
+}
+
 // BenchmarkExecOutput: 16 MiB of a command's output through the API (the
 // agent's stream relayed by the daemon, decoded by the client).
 func BenchmarkExecOutput(b *testing.B) {
