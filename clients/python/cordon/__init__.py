@@ -18,6 +18,8 @@ from .sandbox import (
     FilesystemEvent,
     FilesystemEventType,
     FileType,
+    Pty,
+    PtySize,
     Sandbox,
     SandboxInfo,
     SnapshotInfo,
@@ -27,6 +29,7 @@ from .sandbox import (
 
 __all__ = [
     "Sandbox", "SandboxInfo", "SnapshotInfo", "CommandResult", "CommandHandle", "EntryInfo", "FileType", "WriteInfo",
+    "Pty", "PtySize",
     "FilesystemEvent", "FilesystemEventType", "WatchHandle", "SandboxException", "TimeoutException",
     "NotFoundException", "AuthenticationException", "InvalidArgumentException", "RateLimitException",
     "NotEnoughSpaceException", "CommandExitException",

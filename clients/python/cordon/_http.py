@@ -84,9 +84,9 @@ class Transport:
         resp._cordon_conn = conn
         return resp
 
-    def call(self, method, path, query=None, body=None, timeout=None):
+    def call(self, method, path, query=None, body=None, timeout=None, headers=None):
         """A request whose answer is JSON (or nothing)."""
-        resp = self.open(method, path, query=query, body=body, timeout=timeout)
+        resp = self.open(method, path, query=query, body=body, headers=headers, timeout=timeout)
         try:
             data = resp.read()
         finally:

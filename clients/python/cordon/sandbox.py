@@ -64,9 +64,11 @@ class CommandHandle:
     def _path(self, rest=""):
         return _q(self._sb.sandbox_id, "/agent/sessions/" + urllib.parse.quote(self.id, safe="") + rest)
 
-    def wait(self, on_stdout: Optional[Callable[[str], None]] = None, on_stderr: Optional[Callable[[str], None]] = None) -> CommandResult:
+    def wait(self, on_stdout: Optional[Callable[[str], None]] = None, on_stderr: Optional[Callable[[str], None]] = None,
+             on_pty: Optional[Callable[[bytes], None]] = None) -> CommandResult:
         """Follows the output (from the start) until the command ends, and
-        returns its result; a non-zero exit raises CommandExitException."""
+        returns its result; a non-zero exit raises CommandExitException. A
+        terminal's output (sbx.pty) goes to on_pty as the bytes it wrote."""
         out, err = [], []
         # The output comes in chunks of bytes, which may end inside a
         # character: each stream's decoder holds such a character's first
@@ -89,7 +91,10 @@ class CommandHandle:
         for ev in Transport.lines(resp):
             if ev.get("type") == "output":
                 stream = "stderr" if ev.get("stream") == "stderr" else "stdout"
-                take(stream, decoders[stream].decode(base64.b64decode(ev.get("data", ""))))
+                data = base64.b64decode(ev.get("data", ""))
+                if on_pty and data:
+                    on_pty(data)
+                take(stream, decoders[stream].decode(data))
             elif ev.get("type") == "end" and ev.get("done"):
                 break
         for stream, d in decoders.items():
@@ -188,16 +193,57 @@ class Commands:
 
     def kill(self, pid: Union[int, str]) -> bool:
         """Kills a background command by its pid (or its id)."""
-        for s in self.list():
-            if s.get("pid") == pid or s.get("id") == pid:
-                return CommandHandle(self._sb, s).kill()
-        return False
+        try:
+            return self.connect(pid).kill()
+        except NotFoundException:
+            return False
 
     def connect(self, pid: Union[int, str]) -> CommandHandle:
+        """The background command (or terminal) of that pid (or id)."""
         for s in self.list():
             if s.get("pid") == pid or s.get("id") == pid:
                 return CommandHandle(self._sb, s)
         raise NotFoundException("no background command %r" % (pid,))
+
+
+@dataclass
+class PtySize:
+    rows: int
+    cols: int
+
+
+class Pty:
+    """Terminals in the sandbox, as E2B's sbx.pty: a shell on a terminal of
+    its own, typed into and resized by its pid, its output the terminal's
+    bytes (handle.wait(on_pty=...))."""
+
+    def __init__(self, sandbox):
+        self._sb = sandbox
+
+    def create(self, size: PtySize = PtySize(24, 80), cwd: Optional[str] = None, envs: Optional[Dict[str, str]] = None,
+               cmd: Optional[str] = None) -> CommandHandle:
+        """Starts bash (else sh), or cmd with sh -c, on a terminal of
+        size rows by cols (1 to 4096 each) and returns its handle at once."""
+        body = {"command": "/bin/sh", "args": ["-c", cmd or "command -v bash >/dev/null 2>&1 && exec bash -i || exec sh -i"],
+                "tty": True, "rows": size.rows, "cols": size.cols, "cwd": cwd or "", "env": envs or {}}
+        return CommandHandle(self._sb, self._sb._t.call("POST", _q(self._sb.sandbox_id, "/agent/sessions"), body=body))
+
+    def send_stdin(self, pid: Union[int, str], data: Union[bytes, str]) -> None:
+        """Types data into the terminal, as typed ("\\x03" is Ctrl-C); at
+        most 1 MiB a call."""
+        if isinstance(data, str):
+            data = data.encode()
+        h = self._sb.commands.connect(pid)
+        self._sb._t.call("POST", h._path("/input"), body=data, headers={"Content-Type": "application/octet-stream"})
+
+    def resize(self, pid: Union[int, str], size: PtySize) -> None:
+        """Sets the terminal's size; the program is told (SIGWINCH)."""
+        h = self._sb.commands.connect(pid)
+        self._sb._t.call("POST", h._path("/resize"), body={"rows": size.rows, "cols": size.cols})
+
+    def kill(self, pid: Union[int, str]) -> bool:
+        """Stops the terminal's program (KILL); False if there is none."""
+        return self._sb.commands.kill(pid)
 
 
 class FileType(enum.Enum):
@@ -463,6 +509,7 @@ class Sandbox:
         self.sandbox_id = _sandbox_id
         self._max_timeout_ms = None
         self.commands = Commands(self)
+        self.pty = Pty(self)
         self.files = Files(self)
 
     @classmethod

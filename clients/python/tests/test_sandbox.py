@@ -13,6 +13,7 @@ from cordon import (
     InvalidArgumentException,
     NotEnoughSpaceException,
     NotFoundException,
+    PtySize,
     Sandbox,
     SandboxException,
     TimeoutException,
@@ -216,3 +217,42 @@ def test_persistent_stop_and_start():
         assert sbx.files.read("kept.txt") == "v1"
         r = sbx.commands.run("dd if=/dev/zero of=big bs=1M count=100 2>&1 || true")
         assert "No space left" in r.stdout
+
+
+def test_pty():
+    with Sandbox() as sbx:
+        term = sbx.pty.create(PtySize(rows=24, cols=80))
+        assert term.pid
+        # What the terminal wrote, as it wrote it, on_pty's; typed input,
+        # a size change the program sees, and the shell's exit status.
+        seen, ended = [], []
+
+        def follow():
+            try:
+                term.wait(on_pty=seen.append)
+            except CommandExitException as e:
+                ended.append(e.exit_code)
+
+        reader = threading.Thread(target=follow)
+        reader.start()
+
+        def until(text):
+            deadline = time.time() + 20
+            while text not in b"".join(seen).decode(errors="replace"):
+                assert time.time() < deadline, b"".join(seen)
+                time.sleep(0.05)
+
+        sbx.pty.send_stdin(term.pid, "stty size; echo $((6 * 7)); tty\n")
+        until("/dev/pts/")
+        sbx.pty.resize(term.pid, PtySize(rows=30, cols=100))
+        sbx.pty.send_stdin(term.pid, b"stty size; exit 3\n")
+        reader.join(30)
+        out = b"".join(seen).decode()
+        assert all(isinstance(b, bytes) for b in seen)
+        assert "24 80" in out and "42" in out and "30 100" in out, out
+        assert ended == [3]
+        # A terminal's program is killed by its pid; after, there is none.
+        other = sbx.pty.create(PtySize(rows=10, cols=10), cmd="sleep 600")
+        assert sbx.pty.kill(other.pid) is True
+        with pytest.raises(NotFoundException):
+            sbx.pty.send_stdin(123456789, "x")

@@ -76,17 +76,28 @@ export interface RunOpts {
 export class CommandHandle {
   readonly id: string;
   readonly pid: number;
+  /** A terminal's output, followed from its start (Pty.create). */
+  private following?: Promise<CommandResult>;
+
   constructor(private readonly sb: Sandbox, session: { id: string; pid: number }) {
     this.id = session.id;
     this.pid = session.pid;
   }
 
-  private path(rest = "") {
+  /** @internal */
+  path(rest = "") {
     return sbPath(this.sb.sandboxId, "/agent/sessions/" + encodeURIComponent(this.id) + rest);
   }
 
-  /** Follows the output (from the start) until the command ends; a non-zero exit throws CommandExitError. */
-  async wait(opts: { onStdout?: (d: string) => void; onStderr?: (d: string) => void } = {}): Promise<CommandResult> {
+  /** @internal Follows the output from now on, to onPty as the bytes written; wait() then ends with it. */
+  follow(onPty: (d: Uint8Array) => void): void {
+    this.following = this.wait({ onPty });
+    this.following.catch(() => {}); // a caller of wait() sees it
+  }
+
+  /** Follows the output (from the start) until the command ends; a non-zero exit throws CommandExitError. A terminal's output goes to onPty as the bytes it wrote. */
+  async wait(opts: { onStdout?: (d: string) => void; onStderr?: (d: string) => void; onPty?: (d: Uint8Array) => void } = {}): Promise<CommandResult> {
+    if (this.following) return this.following;
     let stdout = "";
     let stderr = "";
     // The output comes in chunks of bytes, which may end inside a
@@ -108,6 +119,7 @@ export class CommandHandle {
     for await (const ev of lines(res)) {
       if (ev.type === "output") {
         const bytes = Buffer.from(ev.data ?? "", "base64");
+        if (bytes.length) opts.onPty?.(new Uint8Array(bytes));
         take(ev.stream, (ev.stream === "stderr" ? errText : outText).decode(bytes, { stream: true }));
       } else if (ev.type === "end" && ev.done) {
         res.destroy();
@@ -192,8 +204,59 @@ export class Commands {
 
   /** Kills a background command by its pid (or its id). */
   async kill(pid: number | string): Promise<boolean> {
+    try {
+      return await (await this.connect(pid)).kill();
+    } catch (e) {
+      if (e instanceof NotFoundError) return false;
+      throw e;
+    }
+  }
+
+  /** The background command (or terminal) of that pid (or id). */
+  async connect(pid: number | string): Promise<CommandHandle> {
     const s = (await this.list()).find((x) => x.pid === pid || x.id === pid);
-    return s ? new CommandHandle(this.sb, s).kill() : false;
+    if (!s) throw new NotFoundError(`no background command ${pid}`, "not_found");
+    return new CommandHandle(this.sb, s);
+  }
+}
+
+/** Terminals in the sandbox, as E2B's sandbox.pty: a shell on a terminal of its own, typed into and resized by its pid. */
+export class Pty {
+  constructor(private readonly sb: Sandbox) {}
+
+  /** Starts bash (else sh), or cmd with sh -c, on a terminal of rows by cols (1 to 4096 each); its output goes to onData as the bytes the terminal wrote, and the handle's wait() ends with it. */
+  async create(opts: { cols: number; rows: number; onData: (data: Uint8Array) => void; cwd?: string; envs?: Record<string, string>; cmd?: string }): Promise<CommandHandle> {
+    const s = await this.sb.transport.call("POST", sbPath(this.sb.sandboxId, "/agent/sessions"), {
+      body: {
+        command: "/bin/sh",
+        args: ["-c", opts.cmd ?? "command -v bash >/dev/null 2>&1 && exec bash -i || exec sh -i"],
+        tty: true,
+        rows: opts.rows,
+        cols: opts.cols,
+        cwd: opts.cwd ?? "",
+        env: opts.envs ?? {},
+      },
+    });
+    const h = new CommandHandle(this.sb, s);
+    h.follow(opts.onData);
+    return h;
+  }
+
+  /** Types data into the terminal, as typed ("\x03" is Ctrl-C); at most 1 MiB a call. */
+  async sendInput(pid: number | string, data: Uint8Array | string): Promise<void> {
+    const h = await this.sb.commands.connect(pid);
+    await this.sb.transport.call("POST", h.path("/input"), { body: typeof data === "string" ? new TextEncoder().encode(data) : data });
+  }
+
+  /** Sets the terminal's size; the program is told (SIGWINCH). */
+  async resize(pid: number | string, size: { cols: number; rows: number }): Promise<void> {
+    const h = await this.sb.commands.connect(pid);
+    await this.sb.transport.call("POST", h.path("/resize"), { body: { rows: size.rows, cols: size.cols } });
+  }
+
+  /** Stops the terminal's program (KILL); false if there is none. */
+  async kill(pid: number | string): Promise<boolean> {
+    return this.sb.commands.kill(pid);
   }
 }
 
@@ -334,12 +397,14 @@ function info(s: any): SandboxInfo {
 /** A sandbox on a cordon daemon: Sandbox.create() makes one; `await using` kills it at the end of the scope. */
 export class Sandbox {
   readonly commands: Commands;
+  readonly pty: Pty;
   readonly files: Files;
 
   private maxTimeoutMs?: number;
 
   private constructor(readonly sandboxId: string, readonly transport: Transport) {
     this.commands = new Commands(this);
+    this.pty = new Pty(this);
     this.files = new Files(this);
   }
 

@@ -204,3 +204,32 @@ test("a persistent sandbox stopped and started keeps its files", async () => {
   const r = await sbx.commands.run("dd if=/dev/zero of=big bs=1M count=100 2>&1 || true");
   assert.match(r.stdout, /No space left/);
 });
+
+test("pty", async () => {
+  await using sbx = await Sandbox.create();
+  const seen: Uint8Array[] = [];
+  const term = await sbx.pty.create({ rows: 24, cols: 80, onData: (d) => seen.push(d) });
+  assert.ok(term.pid > 0);
+  const out = () => Buffer.concat(seen).toString();
+  const until = async (text: string) => {
+    const deadline = Date.now() + 20_000;
+    while (!out().includes(text)) {
+      assert.ok(Date.now() < deadline, out());
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  // What the terminal wrote, as it wrote it, to onData; typed input, a
+  // size change the program sees, and the shell's exit status.
+  await sbx.pty.sendInput(term.pid, "stty size; echo $((6 * 7)); tty\n");
+  await until("/dev/pts/");
+  await sbx.pty.resize(term.pid, { rows: 30, cols: 100 });
+  await sbx.pty.sendInput(term.pid, new TextEncoder().encode("stty size; exit 3\n"));
+  await assert.rejects(term.wait(), (e: unknown) => e instanceof CommandExitError && e.exitCode === 3);
+  assert.ok(seen.every((d) => d instanceof Uint8Array));
+  assert.ok(out().includes("24 80") && out().includes("42") && out().includes("30 100"), out());
+  // A terminal's program is killed by its pid; after, there is none.
+  const other = await sbx.pty.create({ rows: 10, cols: 10, cmd: "sleep 600", onData: () => {} });
+  assert.equal(await sbx.pty.kill(other.pid), true);
+  await assert.rejects(other.wait(), CommandExitError);
+  await assert.rejects(sbx.pty.sendInput(123456789, "x"), NotFoundError);
+});
