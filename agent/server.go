@@ -46,6 +46,9 @@ var Features = []string{
 	"fs-ops",
 	// POST /fs/rename moves a path to another under the write roots.
 	"fs-rename",
+	// A session without a terminal may have a standard input of its own
+	// (stdin: true), written and closed through /sessions/ID/input.
+	"session-stdin",
 	// A reservation marked as a host's spare (Cordon-Lease: spare) yields
 	// its slot to another reservation when the agent is at capacity.
 	"spare-leases",

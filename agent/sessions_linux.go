@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,6 +47,21 @@ type session struct {
 	// written there, sizes set on it. inMu serialises the writes.
 	tty  *os.File
 	inMu sync.Mutex
+	// stdin is the write end of a Stdin session's standard input, until
+	// it is closed (?end=1, or the session's end); under inMu, which a
+	// write holds. stdinOpen says so without waiting for one.
+	stdin     *os.File
+	stdinOpen atomic.Bool
+}
+
+// closeStdinLocked closes the session's standard input, if it has one
+// open; under inMu.
+func (se *session) closeStdinLocked() {
+	if se.stdin != nil {
+		se.stdin.Close()
+		se.stdin = nil
+		se.stdinOpen.Store(false)
+	}
 }
 
 func (se *session) wireLocked() wire.Session {
@@ -53,7 +69,7 @@ func (se *session) wireLocked() wire.Session {
 	w := wire.Session{
 		ID: se.id, Command: se.command, Args: se.args, Pid: se.pid, State: wire.SessionRunning,
 		StartedAt: se.startedAt.UnixMilli(), OutputFirst: first, OutputNext: next, RetainBytes: se.out.limit,
-		TTY: se.tty != nil,
+		TTY: se.tty != nil, Stdin: se.stdinOpen.Load(),
 	}
 	if se.ws != nil {
 		w.State, w.EndedAt = wire.SessionExited, se.endedAt.UnixMilli()
@@ -175,6 +191,7 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 		ID          json.RawMessage `json:"id"`
 		RetainBytes json.RawMessage `json:"retainBytes"`
 		TTY         bool            `json:"tty"`
+		Stdin       bool            `json:"stdin"`
 		Rows        int64           `json:"rows"`
 		Cols        int64           `json:"cols"`
 		Command     json.RawMessage `json:"command"`
@@ -189,7 +206,7 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 		err = errors.New("more follows the request's object")
 	}
 	if err != nil {
-		bad(wire.CodeInvalidBody, "the request is not a session's (id, command, args, cwd, env, retainBytes, tty, rows, cols): "+err.Error())
+		bad(wire.CodeInvalidBody, "the request is not a session's (id, command, args, cwd, env, retainBytes, tty, rows, cols, stdin): "+err.Error())
 		return
 	}
 	// Command, args, cwd and env are judged as /execute judges them.
@@ -234,8 +251,12 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 		bad(wire.CodeInvalidBody, err.Error())
 		return
 	}
-	// The program's stdio: two pipes, or one terminal.
-	var outR, outW, errR, errW, tty, ttyIn *os.File
+	if req.Stdin && req.TTY {
+		bad(wire.CodeInvalidBody, "stdin is for a session without a terminal: a terminal's input is typed through /sessions/ID/input")
+		return
+	}
+	// The program's stdio: two pipes (three with stdin), or one terminal.
+	var outR, outW, errR, errW, tty, ttyIn, inR, inW *os.File
 	if req.TTY {
 		tty, ttyIn, err = openTerminal()
 		if err == nil {
@@ -260,15 +281,25 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 			writeJSON(w, httpd.StatusInternalServerError, wire.ErrorBody{Error: wire.CodeInternal, Message: err.Error()})
 			return
 		}
+		if req.Stdin {
+			if inR, inW, err = os.Pipe(); err != nil {
+				for _, f := range []*os.File{outR, outW, errR, errW} {
+					f.Close()
+				}
+				writeJSON(w, httpd.StatusInternalServerError, wire.ErrorBody{Error: wire.CodeInternal, Message: err.Error()})
+				return
+			}
+		}
 	}
 	closeAll := func() {
-		for _, f := range []*os.File{outR, outW, errR, errW, tty, ttyIn} {
+		for _, f := range []*os.File{outR, outW, errR, errW, tty, ttyIn, inR, inW} {
 			if f != nil {
 				f.Close()
 			}
 		}
 	}
-	se := &session{id: id, command: q.command, args: q.argv[1:], out: newRetained(retain), exited: make(chan struct{}), tty: tty}
+	se := &session{id: id, command: q.command, args: q.argv[1:], out: newRetained(retain), exited: make(chan struct{}), tty: tty, stdin: inW}
+	se.stdinOpen.Store(inW != nil)
 	// The id is taken and the program spawned in one step, so that two
 	// starts of one id cannot both run.
 	s.mu.Lock()
@@ -290,6 +321,9 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 		files = []uintptr{ttyIn.Fd(), ttyIn.Fd(), ttyIn.Fd()}
 	} else {
 		files[1], files[2] = outW.Fd(), errW.Fd()
+		if inR != nil {
+			files[0] = inR.Fd()
+		}
 	}
 	pid, exited, err := s.reaper.spawnTTY(path, q.argv, q.env, dir, files, tty != nil)
 	if err != nil {
@@ -312,6 +346,9 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 	} else {
 		outW.Close()
 		errW.Close()
+		if inR != nil {
+			inR.Close() // the program's
+		}
 	}
 	// A running session is work: the agent does not idle out under it.
 	release := s.acquireActivity()
@@ -337,6 +374,9 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 		se.ws, se.endedAt = &ws, time.Now()
 		s.mu.Unlock()
 		close(se.exited)
+		se.inMu.Lock()
+		se.closeStdinLocked()
+		se.inMu.Unlock()
 		release()
 		// The output ends when every holder of its pipes has closed them
 		// (the leader's children may keep writing).
@@ -543,8 +583,13 @@ func (s *Server) waitSession(w httpd.ResponseWriter, r *httpd.Request, se *sessi
 
 // sessionInput writes the raw body to a terminal session, as typed.
 func (s *Server) sessionInput(w httpd.ResponseWriter, r *httpd.Request, se *session) {
+	end := r.URL.Query().Get("end") == "1" || r.URL.Query().Get("end") == "true"
 	if se.tty == nil {
-		writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeNotATerminal, Message: "the session has no terminal to type into"})
+		s.stdinInput(w, r, se, end)
+		return
+	}
+	if end {
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: "a terminal's input has no end to close: type \x04 (Ctrl-D) to end a line discipline's input"})
 		return
 	}
 	// Bytes as typed: Enter alone is "\r", not an empty JSON body.
@@ -572,6 +617,40 @@ func (s *Server) sessionInput(w httpd.ResponseWriter, r *httpd.Request, se *sess
 	if err != nil {
 		writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeStdioDeliveryUnknown, Message: "the terminal took " + strconv.Itoa(n) + " bytes: " + err.Error()})
 		return
+	}
+	writeJSON(w, httpd.StatusOK, wire.StdioWriteResponse{OK: true, BytesWritten: n})
+}
+
+// stdinInput writes to a Stdin session's standard input, then, with end,
+// closes it.
+func (s *Server) stdinInput(w httpd.ResponseWriter, r *httpd.Request, se *session, end bool) {
+	data, err := s.rawBody(r)
+	if err != nil || len(data) > wire.MaxInputBytes {
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: "input is at most " + strconv.Itoa(wire.MaxInputBytes) + " bytes a request"})
+		return
+	}
+	se.inMu.Lock()
+	defer se.inMu.Unlock()
+	if se.stdin == nil {
+		select {
+		case <-se.exited:
+			writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeStdioNotRunning, Message: "the session has exited"})
+		default:
+			writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeNoStdin, Message: "the session has no standard input to write to: start it with stdin: true (or its input was closed)"})
+		}
+		return
+	}
+	n := 0
+	if len(data) > 0 {
+		// A program that reads nothing cannot hold this request forever.
+		_ = se.stdin.SetWriteDeadline(time.Now().Add(s.cfg.CancelConfirmTimeout))
+		if n, err = se.stdin.Write(data); err != nil {
+			writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeStdioDeliveryUnknown, Message: "its standard input took " + strconv.Itoa(n) + " bytes: " + err.Error()})
+			return
+		}
+	}
+	if end {
+		se.closeStdinLocked()
 	}
 	writeJSON(w, httpd.StatusOK, wire.StdioWriteResponse{OK: true, BytesWritten: n})
 }

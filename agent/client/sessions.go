@@ -200,9 +200,20 @@ func (c *Client) sessionFirst(ctx context.Context, id string) (int64, int64, err
 	return s.OutputFirst, s.OutputNext, nil
 }
 
-// SessionInput types data into a terminal session (feature "terminals").
+// SessionInput types data into a terminal session (feature "terminals"),
+// or writes it to a Stdin session's standard input ("session-stdin").
 func (c *Client) SessionInput(ctx context.Context, id string, data []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+sessionRoute(id, "input"), bytes.NewReader(data))
+	return c.sessionInput(ctx, id, data, "")
+}
+
+// CloseSessionStdin writes data (may be empty) to a Stdin session's
+// standard input and closes it (feature "session-stdin").
+func (c *Client) CloseSessionStdin(ctx context.Context, id string, data []byte) error {
+	return c.sessionInput(ctx, id, data, "?end=1")
+}
+
+func (c *Client) sessionInput(ctx context.Context, id string, data []byte, query string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+sessionRoute(id, "input")+query, bytes.NewReader(data))
 	if err != nil {
 		return err
 	}

@@ -64,6 +64,11 @@ type SessionRequest struct {
 	TTY  bool   `json:"tty,omitempty"`
 	Rows uint16 `json:"rows,omitempty"`
 	Cols uint16 `json:"cols,omitempty"`
+	// Stdin gives a session without a terminal a standard input of its
+	// own, a pipe (feature "session-stdin"), written through POST
+	// /sessions/ID/input and closed with ?end=1 there; without it the
+	// program reads /dev/null.
+	Stdin bool `json:"stdin,omitempty"`
 }
 
 // MaxTermSize bounds a terminal's rows and columns.
@@ -75,11 +80,17 @@ type ResizeRequest struct {
 	Cols uint16 `json:"cols"`
 }
 
-// Terminal session input: POST /sessions/ID/input with the bytes as a raw
-// body (at most MaxInputBytes; a Content-Length is required) writes them
-// to the terminal, as typed: "\x03" is Ctrl-C, reaching the foreground
-// job as SIGINT. It answers {ok, bytesWritten} once they are written.
+// Session input: POST /sessions/ID/input with the bytes as a raw body (at
+// most MaxInputBytes; a Content-Length is required) writes them to the
+// terminal, as typed ("\x03" is Ctrl-C, reaching the foreground job as
+// SIGINT), or to a Stdin session's standard input, which ?end=1 then
+// closes (the program reads its end). It answers {ok, bytesWritten} once
+// they are written.
 const MaxInputBytes = 1 << 20
+
+// CodeNoStdin: input for a session that has neither a terminal nor a
+// standard input of its own.
+const CodeNoStdin = "no_stdin"
 
 // Session states.
 const (
@@ -105,8 +116,10 @@ type Session struct {
 	EndedAt   int64 `json:"endedAt,omitempty"`
 	// OutputFirst is the first byte offset still held; OutputNext the one
 	// the next byte will take (every byte written so far is below it).
-	// TTY: the session runs on a terminal.
+	// TTY: the session runs on a terminal. Stdin: it has a standard
+	// input of its own, still open.
 	TTY         bool  `json:"tty,omitempty"`
+	Stdin       bool  `json:"stdin,omitempty"`
 	OutputFirst int64 `json:"outputFirst"`
 	OutputNext  int64 `json:"outputNext"`
 	RetainBytes int64 `json:"retainBytes"`

@@ -22,6 +22,9 @@ type ptyClient struct {
 	mu  sync.Mutex
 	out bytes.Buffer
 	end chan error
+	// drained is closed once everything the program wrote was read (the
+	// terminal's reads end after its last holder exited).
+	drained chan struct{}
 }
 
 func startOnPTY(t *testing.T, rows, cols uint16, args ...string) *ptyClient {
@@ -32,8 +35,9 @@ func startOnPTY(t *testing.T, rows, cols uint16, args ...string) *ptyClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &ptyClient{t: t, cmd: cmd, tty: tty, end: make(chan error, 1)}
+	p := &ptyClient{t: t, cmd: cmd, tty: tty, end: make(chan error, 1), drained: make(chan struct{})}
 	go func() {
+		defer close(p.drained)
 		buf := make([]byte, 4096)
 		for {
 			n, err := tty.Read(buf)
@@ -91,6 +95,11 @@ func (p *ptyClient) exitCode() int {
 	case <-p.end:
 	case <-time.After(30 * time.Second):
 		p.t.Fatalf("cordon did not exit:\n%s", p.screen())
+	}
+	// What it wrote last may still be in the terminal, unread.
+	select {
+	case <-p.drained:
+	case <-time.After(10 * time.Second):
 	}
 	return p.cmd.ProcessState.ExitCode()
 }

@@ -131,7 +131,7 @@ class Commands:
         cwd: Optional[str] = None,
         on_stdout: Optional[Callable[[str], None]] = None,
         on_stderr: Optional[Callable[[str], None]] = None,
-        stdin: Optional[str] = None,
+        stdin: Union[None, bool, str, bytes] = None,
         timeout: Optional[float] = DEFAULT_COMMAND_TIMEOUT,
         request_timeout: Optional[float] = None,
     ) -> Union[CommandResult, CommandHandle]:
@@ -139,21 +139,34 @@ class Commands:
         the command ends (raising CommandExitException on a non-zero exit and
         TimeoutException past timeout seconds; 0 or None: as long as the
         sandbox lets a command run, 30 minutes unless its create said
-        otherwise), calling on_stdout and on_stderr with output as it comes. With background=True
-        it returns a CommandHandle at once."""
+        otherwise), calling on_stdout and on_stderr with output as it comes;
+        stdin, text or bytes, is its whole input. With background=True it
+        returns a CommandHandle at once; stdin=True gives it a standard input
+        of its own (send_stdin, close_stdin), text or bytes that and its
+        end."""
         if user is not None:
             raise SandboxException("user: commands run as the sandbox's own user; cordon takes no other per command", code="unsupported")
         if background:
-            s = self._sb._t.call("POST", _q(self._sb.sandbox_id, "/agent/sessions"),
-                                 body={"command": "/bin/sh", "args": ["-c", cmd], "cwd": cwd or "", "env": envs or {}})
-            return CommandHandle(self._sb, s)
+            body = {"command": "/bin/sh", "args": ["-c", cmd], "cwd": cwd or "", "env": envs or {}}
+            if stdin is not None and stdin is not False:
+                # stdin=True: a standard input of its own, for send_stdin;
+                # text: that, then its end.
+                body["stdin"] = True
+            h = CommandHandle(self._sb, self._sb._t.call("POST", _q(self._sb.sandbox_id, "/agent/sessions"), body=body))
+            if isinstance(stdin, (str, bytes)):
+                self.close_stdin(h.id, stdin)
+            return h
+        if stdin is True:
+            raise SandboxException("stdin=True is for a background command, whose input send_stdin writes; give a foreground command its input as text", code="invalid_request")
         body = {"command": "/bin/sh", "args": ["-c", cmd]}
         if cwd:
             body["cwd"] = cwd
         if envs:
             body["env"] = envs
-        if stdin is not None:
+        if isinstance(stdin, str):
             body["stdin"] = stdin
+        elif isinstance(stdin, bytes):
+            body["stdin"], body["stdinEncoding"] = base64.b64encode(stdin).decode(), "base64"
         if timeout:
             body["timeoutMs"] = max(1, int(timeout * 1000))
         else:
@@ -186,6 +199,23 @@ class Commands:
             res.error = "exit status %d" % res.exit_code
             raise CommandExitException(res)
         return res
+
+    def send_stdin(self, pid: Union[int, str], data: Union[str, bytes]) -> None:
+        """Writes data to the standard input of a background command started
+        with stdin=True (or types it into a terminal), as E2B's."""
+        self._input(pid, data, False)
+
+    def close_stdin(self, pid: Union[int, str], data: Union[str, bytes] = b"") -> None:
+        """Writes data, then closes the command's standard input: it reads
+        its end."""
+        self._input(pid, data, True)
+
+    def _input(self, pid, data, end):
+        if isinstance(data, str):
+            data = data.encode()
+        h = self.connect(pid)
+        self._sb._t.call("POST", h._path("/input"), query={"end": 1} if end else None, body=data,
+                         headers={"Content-Type": "application/octet-stream"})
 
     def list(self) -> List[dict]:
         """The background commands the sandbox holds (running or exited)."""
@@ -231,10 +261,7 @@ class Pty:
     def send_stdin(self, pid: Union[int, str], data: Union[bytes, str]) -> None:
         """Types data into the terminal, as typed ("\\x03" is Ctrl-C); at
         most 1 MiB a call."""
-        if isinstance(data, str):
-            data = data.encode()
-        h = self._sb.commands.connect(pid)
-        self._sb._t.call("POST", h._path("/input"), body=data, headers={"Content-Type": "application/octet-stream"})
+        self._sb.commands.send_stdin(pid, data)
 
     def resize(self, pid: Union[int, str], size: PtySize) -> None:
         """Sets the terminal's size; the program is told (SIGWINCH)."""

@@ -124,6 +124,18 @@ def test_background_commands_and_ports():
         done = sbx.commands.run("echo one; sleep 0.2; echo two", background=True).wait(on_stdout=out.append)
         assert done.exit_code == 0 and "".join(out) == "one\ntwo\n"
 
+        # A background command's own standard input, written piece by
+        # piece and then ended, as E2B's send_stdin; or given whole.
+        reader = sbx.commands.run("while read l; do echo got:$l; done; echo end", background=True, stdin=True)
+        sbx.commands.send_stdin(reader.pid, "one\ntw")
+        sbx.commands.send_stdin(reader.pid, b"o\n")
+        sbx.commands.close_stdin(reader.pid)
+        assert reader.wait().stdout == "got:one\ngot:two\nend\n"
+        assert sbx.commands.run("wc -c", background=True, stdin=b"\x00\xff\n").wait().stdout.strip() == "3"
+        assert sbx.commands.run("wc -c", stdin=b"\x00\xff\n").stdout.strip() == "3"
+        with pytest.raises(SandboxException):
+            sbx.commands.send_stdin(sbx.commands.run("sleep 30", background=True).pid, "x")
+
         # A character whose bytes come in two chunks of output is one
         # character, on both streams.
         split = ("python3 -c \"import sys, time\n"

@@ -64,7 +64,8 @@ export interface RunOpts {
   background?: boolean;
   envs?: Record<string, string>;
   cwd?: string;
-  stdin?: string;
+  /** A foreground command's whole input; in the background, true gives it a standard input of its own (sendStdin, closeStdin), text that and its end. */
+  stdin?: string | boolean;
   onStdout?: (data: string) => void;
   onStderr?: (data: string) => void;
   /** End the command after this long (default 60000; 0: as long as the sandbox lets a command run, 30 minutes unless its create said otherwise). */
@@ -155,15 +156,19 @@ export class Commands {
   async run(cmd: string, opts: RunOpts = {}): Promise<CommandResult | CommandHandle> {
     const t = this.sb.transport;
     if (opts.background) {
+      const withStdin = opts.stdin !== undefined && opts.stdin !== false;
       const s = await t.call("POST", sbPath(this.sb.sandboxId, "/agent/sessions"), {
-        body: { command: "/bin/sh", args: ["-c", cmd], cwd: opts.cwd ?? "", env: opts.envs ?? {} },
+        body: { command: "/bin/sh", args: ["-c", cmd], cwd: opts.cwd ?? "", env: opts.envs ?? {}, ...(withStdin ? { stdin: true } : {}) },
       });
-      return new CommandHandle(this.sb, s);
+      const h = new CommandHandle(this.sb, s);
+      if (typeof opts.stdin === "string") await this.closeStdin(h.id, opts.stdin);
+      return h;
     }
+    if (opts.stdin === true) throw new SandboxError("stdin: true is for a background command, whose input sendStdin writes; give a foreground command its input as text", "invalid_request");
     const body: Record<string, unknown> = { command: "/bin/sh", args: ["-c", cmd] };
     if (opts.cwd) body.cwd = opts.cwd;
     if (opts.envs) body.env = opts.envs;
-    if (opts.stdin !== undefined) body.stdin = opts.stdin;
+    if (typeof opts.stdin === "string") body.stdin = opts.stdin;
     // No limit asked for is the sandbox's ceiling: without timeoutMs the
     // daemon's default, 5 minutes, would hold.
     const asked = opts.timeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
@@ -212,6 +217,21 @@ export class Commands {
     }
   }
 
+  /** Writes data to the standard input of a background command started with stdin: true (or types it into a terminal), as E2B's. */
+  async sendStdin(pid: number | string, data: string | Uint8Array): Promise<void> {
+    await this.input(pid, data, false);
+  }
+
+  /** Writes data, then closes the command's standard input: it reads its end. */
+  async closeStdin(pid: number | string, data: string | Uint8Array = ""): Promise<void> {
+    await this.input(pid, data, true);
+  }
+
+  private async input(pid: number | string, data: string | Uint8Array, end: boolean): Promise<void> {
+    const h = await this.connect(pid);
+    await this.sb.transport.call("POST", h.path("/input"), { query: end ? { end: 1 } : undefined, body: typeof data === "string" ? new TextEncoder().encode(data) : data });
+  }
+
   /** The background command (or terminal) of that pid (or id). */
   async connect(pid: number | string): Promise<CommandHandle> {
     const s = (await this.list()).find((x) => x.pid === pid || x.id === pid);
@@ -244,8 +264,7 @@ export class Pty {
 
   /** Types data into the terminal, as typed ("\x03" is Ctrl-C); at most 1 MiB a call. */
   async sendInput(pid: number | string, data: Uint8Array | string): Promise<void> {
-    const h = await this.sb.commands.connect(pid);
-    await this.sb.transport.call("POST", h.path("/input"), { body: typeof data === "string" ? new TextEncoder().encode(data) : data });
+    await this.sb.commands.sendStdin(pid, data);
   }
 
   /** Sets the terminal's size; the program is told (SIGWINCH). */

@@ -112,6 +112,16 @@ test("background commands and ports", async () => {
   assert.equal(done.exitCode, 0);
   assert.equal(out.join(""), "one\ntwo\n");
 
+  // A background command's own standard input, written piece by piece and
+  // then ended, as E2B's sendStdin; or given whole.
+  const reader = await sbx.commands.run("while read l; do echo got:$l; done; echo end", { background: true, stdin: true });
+  await sbx.commands.sendStdin(reader.pid, "one\ntw");
+  await sbx.commands.sendStdin(reader.pid, new TextEncoder().encode("o\n"));
+  await sbx.commands.closeStdin(reader.pid);
+  assert.equal((await reader.wait()).stdout, "got:one\ngot:two\nend\n");
+  assert.equal((await (await sbx.commands.run("wc -c", { background: true, stdin: "abc" })).wait()).stdout.trim(), "3");
+  await assert.rejects(sbx.commands.sendStdin((await sbx.commands.run("sleep 30", { background: true })).pid, "x"), SandboxError);
+
   // A character whose bytes come in two chunks of output is one
   // character, on both streams.
   const split =

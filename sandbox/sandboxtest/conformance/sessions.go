@@ -365,19 +365,78 @@ func testTerminals(t *testing.T, h *harness) {
 	if err != nil || w.State != wire.SessionExited || w.ExitCode == nil || *w.ExitCode != 3 {
 		t.Fatalf("wait: %+v %v", w, err)
 	}
-	// A session without a terminal takes no typing; sizes are bounded.
+	// A session with neither a terminal nor a standard input of its own
+	// takes no input; sizes are bounded.
 	plain, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sleep", Args: []string{"30"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.c.SessionInput(ctx, plain.ID, []byte("x")); !isCode(err, http.StatusConflict, wire.CodeNotATerminal) {
-		t.Errorf("input to a session without a terminal: %v", err)
+	if err := h.c.SessionInput(ctx, plain.ID, []byte("x")); !isCode(err, http.StatusConflict, wire.CodeNoStdin) {
+		t.Errorf("input to a session without a terminal or stdin: %v", err)
 	}
 	_, _ = h.c.KillSession(ctx, plain.ID, "KILL", 0)
 	_ = h.c.ForgetSession(ctx, plain.ID)
 	if _, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sh", TTY: true, Rows: 5000}); !isCode(err, http.StatusBadRequest, wire.CodeInvalidSize) {
 		t.Errorf("a 5000-row terminal: %v", err)
 	}
+	if _, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sh", TTY: true, Stdin: true}); !isCode(err, http.StatusBadRequest, wire.CodeInvalidBody) {
+		t.Errorf("stdin with a terminal: %v", err)
+	}
+}
+
+// testSessionStdin: a session without a terminal given a standard input of
+// its own (feature "session-stdin") reads what is written to it, in
+// order, and its end once closed; then, and once the session has exited,
+// input is refused.
+func testSessionStdin(t *testing.T, h *harness) {
+	ctx := context.Background()
+	if !h.c.HasFeature(ctx, "session-stdin") {
+		if h.Reference {
+			t.Skip("cordon addition: the reference worker has no sessions")
+		}
+		t.Fatal("cordon-agent does not advertise session-stdin")
+	}
+	s, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sh", Args: []string{"-c", "while read l; do echo got:$l; done; echo end"}, Stdin: true})
+	if err != nil || !s.Stdin {
+		t.Fatalf("start: %+v %v", s, err)
+	}
+	if err := h.c.SessionInput(ctx, s.ID, []byte("one\ntw")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.SessionInput(ctx, s.ID, []byte("o\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.CloseSessionStdin(ctx, s.ID, []byte("three\n")); err != nil {
+		t.Fatal(err)
+	}
+	w, err := h.c.WaitSession(ctx, s.ID, 10*time.Second)
+	if err != nil || w.State != wire.SessionExited || w.ExitCode == nil || *w.ExitCode != 0 || w.Stdin {
+		t.Fatalf("wait: %+v %v", w, err)
+	}
+	var out strings.Builder
+	if _, _, err := h.c.SessionOutput(ctx, s.ID, 0, false, func(_ string, _ int64, b []byte) error { out.Write(b); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "got:one\ngot:two\ngot:three\nend\n" {
+		t.Fatalf("the program read: %q", out.String())
+	}
+	if err := h.c.SessionInput(ctx, s.ID, []byte("x")); !isCode(err, http.StatusConflict, wire.CodeStdioNotRunning) {
+		t.Errorf("input once it exited: %v", err)
+	}
+	// Closed while the program runs: it reads the end; more is refused.
+	open, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sh", Args: []string{"-c", "cat >/dev/null; sleep 30"}, Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.CloseSessionStdin(ctx, open.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.SessionInput(ctx, open.ID, []byte("x")); !isCode(err, http.StatusConflict, wire.CodeNoStdin) {
+		t.Errorf("input once closed: %v", err)
+	}
+	_, _ = h.c.KillSession(ctx, open.ID, "KILL", 0)
+	_ = h.c.ForgetSession(ctx, open.ID)
+	_ = h.c.ForgetSession(ctx, s.ID)
 }
 
 // testBootIDHeader: every authenticated answer, a stream's head included,
