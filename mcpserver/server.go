@@ -141,8 +141,9 @@ func New(cfg Config) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "read_file", Description: "Read a file in a sandbox (at most 1 MiB a call; use offset for more). Text comes as text, anything else as base64."}, t.readFile)
 	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Description: "Write a file in a sandbox (creating its directories), from text or base64."}, t.writeFile)
 	mcp.AddTool(s, &mcp.Tool{Name: "list_files", Description: "List a directory in a sandbox."}, t.listFiles)
-	mcp.AddTool(s, &mcp.Tool{Name: "start_process", Description: "Start a background program (sh -c) in a sandbox; it runs until it exits or the sandbox goes. Returns a process id for read_process_output and stop_process."}, t.startProcess)
+	mcp.AddTool(s, &mcp.Tool{Name: "start_process", Description: "Start a background program (sh -c) in a sandbox; it runs until it exits or the sandbox goes. Returns a process id for read_process_output, write_process_input (with stdin true) and stop_process."}, t.startProcess)
 	mcp.AddTool(s, &mcp.Tool{Name: "read_process_output", Description: "Read a background program's output from an offset (0 for all that is kept), and whether it still runs."}, t.readProcess)
+	mcp.AddTool(s, &mcp.Tool{Name: "write_process_input", Description: "Write text to the standard input of a background program started with stdin true (an interpreter's lines, answers to its prompts); end closes it."}, t.writeProcessInput)
 	mcp.AddTool(s, &mcp.Tool{Name: "stop_process", Description: "Stop a background program (TERM, then KILL after a grace) and confirm it gone."}, t.stopProcess)
 	mcp.AddTool(s, &mcp.Tool{Name: "expose_port", Description: "Give a port a program in the sandbox listens on a URL of the daemon, with a token of its own."}, t.exposePort)
 	mcp.AddTool(s, &mcp.Tool{Name: "list_sandboxes", Description: "List your sandboxes."}, t.list)
@@ -427,6 +428,7 @@ type ProcessIn struct {
 	Command string            `json:"command" jsonschema:"a shell command line, run by sh -c"`
 	Cwd     string            `json:"cwd,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
+	Stdin   bool              `json:"stdin,omitempty" jsonschema:"give it a standard input of its own, which write_process_input writes (else it reads nothing)"`
 }
 
 // ProcessOut names a started program.
@@ -441,11 +443,40 @@ func (t *tools) startProcess(ctx context.Context, _ *mcp.CallToolRequest, in Pro
 	}
 	ac := t.d.Agent(in.Sandbox)
 	defer ac.Close()
-	s, err := ac.StartSession(ctx, wire.SessionRequest{Command: "/bin/sh", Args: []string{"-c", in.Command}, Cwd: in.Cwd, Env: in.Env})
+	s, err := ac.StartSession(ctx, wire.SessionRequest{Command: "/bin/sh", Args: []string{"-c", in.Command}, Cwd: in.Cwd, Env: in.Env, Stdin: in.Stdin})
 	if err != nil {
 		return nil, ProcessOut{}, err
 	}
 	return nil, ProcessOut{Process: s.ID, Pid: s.Pid}, nil
+}
+
+// InputIn writes to a program's standard input.
+type InputIn struct {
+	Sandbox string `json:"sandbox"`
+	Process string `json:"process"`
+	Input   string `json:"input" jsonschema:"the text to write (end each line with a newline); at most 1 MiB"`
+	End     bool   `json:"end,omitempty" jsonschema:"then close its standard input: it reads its end"`
+}
+
+// InputOut says what was written.
+type InputOut struct {
+	Written int  `json:"written"`
+	Ended   bool `json:"ended,omitempty"`
+}
+
+func (t *tools) writeProcessInput(ctx context.Context, _ *mcp.CallToolRequest, in InputIn) (*mcp.CallToolResult, InputOut, error) {
+	ac := t.d.Agent(in.Sandbox)
+	defer ac.Close()
+	var err error
+	if in.End {
+		err = ac.CloseSessionStdin(ctx, in.Process, []byte(in.Input))
+	} else {
+		err = ac.SessionInput(ctx, in.Process, []byte(in.Input))
+	}
+	if err != nil {
+		return nil, InputOut{}, err
+	}
+	return nil, InputOut{Written: len(in.Input), Ended: in.End}, nil
 }
 
 // OutputIn reads a program's output.

@@ -41,8 +41,8 @@ func run(args []string) int {
 
 Serves cordon's sandboxes as MCP tools (create_sandbox, run_command,
 run_code, read_file, write_file, list_files, start_process,
-read_process_output, stop_process, expose_port, list_sandboxes,
-destroy_sandbox) and a sandbox's files as resources
+read_process_output, write_process_input, stop_process, expose_port,
+list_sandboxes, destroy_sandbox) and a sandbox's files as resources
 (cordon://sandboxes/ID/files/PATH), on stdio, or with --listen on
 streamable HTTP at /mcp. Over HTTP every request must carry the token
 read from --token-file (Authorization: Bearer TOKEN): whoever reaches the

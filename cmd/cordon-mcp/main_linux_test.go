@@ -97,7 +97,7 @@ func TestMCPStdio(t *testing.T) {
 	for _, tl := range tools.Tools {
 		names = append(names, tl.Name)
 	}
-	for _, want := range []string{"create_sandbox", "run_command", "run_code", "read_file", "write_file", "list_files", "start_process", "read_process_output", "stop_process", "expose_port", "list_sandboxes", "destroy_sandbox"} {
+	for _, want := range []string{"create_sandbox", "run_command", "run_code", "read_file", "write_file", "list_files", "start_process", "read_process_output", "write_process_input", "stop_process", "expose_port", "list_sandboxes", "destroy_sandbox"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no tool %s in %v", want, names)
 		}
@@ -166,6 +166,36 @@ func TestMCPStdio(t *testing.T) {
 	}
 	if got != "xéy\n" {
 		t.Errorf("read_process_output, read piece by piece: %q", got)
+	}
+
+	// An interpreter fed line by line through its standard input.
+	var repl struct{ Process string }
+	c.must("start_process", map[string]any{"sandbox": sb.ID, "command": "python3 -u -i 2>&1", "stdin": true}, &repl)
+	c.must("write_process_input", map[string]any{"sandbox": sb.ID, "process": repl.Process, "input": "x = 6 * 7\n"}, nil)
+	c.must("write_process_input", map[string]any{"sandbox": sb.ID, "process": repl.Process, "input": "print('answer', x)\n", "end": true}, nil)
+	var said string
+	for deadline, next := time.Now().Add(30*time.Second), int64(0); ; time.Sleep(50 * time.Millisecond) {
+		var more struct {
+			Stdout  string
+			Next    int64
+			Running bool
+		}
+		c.must("read_process_output", map[string]any{"sandbox": sb.ID, "process": repl.Process, "offset": next}, &more)
+		said, next = said+more.Stdout, more.Next
+		if !more.Running && more.Stdout == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the interpreter said %q", said)
+		}
+	}
+	if !strings.Contains(said, "answer 42") {
+		t.Errorf("the interpreter fed through write_process_input said %q", said)
+	}
+	var quiet struct{ Process string }
+	c.must("start_process", map[string]any{"sandbox": sb.ID, "command": "sleep 30"}, &quiet)
+	if isErr, text := c.call("write_process_input", map[string]any{"sandbox": sb.ID, "process": quiet.Process, "input": "x"}, nil); !isErr || !strings.Contains(text, "no standard input") {
+		t.Errorf("input to a program started without stdin: %v %s", isErr, text)
 	}
 
 	var list struct{ Entries []struct{ Name, Type string } }
