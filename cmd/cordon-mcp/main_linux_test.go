@@ -40,6 +40,30 @@ func binaries(t testing.TB) string {
 	return cordon
 }
 
+// outputToEnd reads a background program's stdout with
+// read_process_output, piece by piece from where each read ends, until
+// the program has ended and nothing more comes.
+func (c caller) outputToEnd(sandbox, process string) string {
+	c.t.Helper()
+	var got string
+	var next int64
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var more struct {
+			Stdout  string
+			Next    int64
+			Running bool
+		}
+		c.must("read_process_output", map[string]any{"sandbox": sandbox, "process": process, "offset": next}, &more)
+		got, next = got+more.Stdout, more.Next
+		if !more.Running && more.Stdout == "" {
+			return got
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the program said %q", got)
+		}
+	}
+}
+
 type caller struct {
 	t  *testing.T
 	cs *mcp.ClientSession
@@ -147,23 +171,7 @@ func TestMCPStdio(t *testing.T) {
 	// is read whole once the rest comes.
 	var split struct{ Process string }
 	c.must("start_process", map[string]any{"sandbox": sb.ID, "command": `printf 'x\303'; sleep 1; printf '\251y\n'`}, &split)
-	var got string
-	var next int64
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		var more struct {
-			Stdout  string
-			Next    int64
-			Running bool
-		}
-		c.must("read_process_output", map[string]any{"sandbox": sb.ID, "process": split.Process, "offset": next}, &more)
-		got, next = got+more.Stdout, more.Next
-		if !more.Running && more.Stdout == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the program said %q", got)
-		}
-	}
+	got := c.outputToEnd(sb.ID, split.Process)
 	if got != "xéy\n" {
 		t.Errorf("read_process_output, read piece by piece: %q", got)
 	}
@@ -173,22 +181,7 @@ func TestMCPStdio(t *testing.T) {
 	c.must("start_process", map[string]any{"sandbox": sb.ID, "command": "python3 -u -i 2>&1", "stdin": true}, &repl)
 	c.must("write_process_input", map[string]any{"sandbox": sb.ID, "process": repl.Process, "input": "x = 6 * 7\n"}, nil)
 	c.must("write_process_input", map[string]any{"sandbox": sb.ID, "process": repl.Process, "input": "print('answer', x)\n", "end": true}, nil)
-	var said string
-	for deadline, next := time.Now().Add(30*time.Second), int64(0); ; time.Sleep(50 * time.Millisecond) {
-		var more struct {
-			Stdout  string
-			Next    int64
-			Running bool
-		}
-		c.must("read_process_output", map[string]any{"sandbox": sb.ID, "process": repl.Process, "offset": next}, &more)
-		said, next = said+more.Stdout, more.Next
-		if !more.Running && more.Stdout == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the interpreter said %q", said)
-		}
-	}
+	said := c.outputToEnd(sb.ID, repl.Process)
 	if !strings.Contains(said, "answer 42") {
 		t.Errorf("the interpreter fed through write_process_input said %q", said)
 	}

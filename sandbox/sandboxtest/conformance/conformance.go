@@ -226,6 +226,21 @@ func (h *harness) execute(t *testing.T, req any) *run {
 
 // sh runs a shell command and fails the test unless it exits 0; it returns
 // stdout.
+// addition skips t against the reference worker, which has none of what
+// cordon adds (lacks says what it has not), and fails it against an agent
+// that does not advertise every one of features.
+func (h *harness) addition(t *testing.T, lacks string, features ...string) {
+	t.Helper()
+	for _, f := range features {
+		if !h.c.HasFeature(context.Background(), f) {
+			if h.Reference {
+				t.Skip("cordon addition: the reference worker has no " + lacks)
+			}
+			t.Fatalf("cordon-agent does not advertise %s", f)
+		}
+	}
+}
+
 func (h *harness) sh(t *testing.T, script string) string {
 	t.Helper()
 	r := h.execute(t, map[string]any{"command": "sh", "args": []string{"-c", script}})

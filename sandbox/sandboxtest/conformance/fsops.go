@@ -17,12 +17,7 @@ import (
 // (feature "activity").
 func testFSOps(t *testing.T, h *harness) {
 	ctx := context.Background()
-	if !h.c.HasFeature(ctx, "fs-ops") {
-		if h.Reference {
-			t.Skip("cordon addition: the reference worker has no file-system routes")
-		}
-		t.Fatal("cordon-agent does not advertise fs-ops")
-	}
+	h.addition(t, "file-system routes", "fs-ops")
 	status := func(err error) int {
 		var e *client.Error
 		if errors.As(err, &e) {

@@ -14,12 +14,7 @@ import (
 func testQuiesce(t *testing.T, start Factory) {
 	h := for2(t, Settings{}, start)
 	ctx := context.Background()
-	if !h.c.HasFeature(ctx, "quiesce") || !h.c.HasFeature(ctx, "flush") {
-		if h.Reference {
-			t.Skip("cordon addition: the reference worker has no quiesce or flush")
-		}
-		t.Fatal("cordon-agent does not advertise quiesce and flush")
-	}
+	h.addition(t, "quiesce or flush", "quiesce", "flush")
 	// An orphan that left every group and was reparented to the agent, a
 	// session, and a command in flight.
 	orphan := strings.TrimSpace(h.sh(t, "setsid sh -c 'sleep 300 >/dev/null 2>&1 & echo $!' </dev/null"))

@@ -19,12 +19,7 @@ import (
 // "sessions").
 func testSessions(t *testing.T, h *harness) {
 	ctx := context.Background()
-	if !h.c.HasFeature(ctx, "sessions") {
-		if h.Reference {
-			t.Skip("cordon addition: the reference worker has no sessions")
-		}
-		t.Fatal("cordon-agent does not advertise sessions")
-	}
+	h.addition(t, "sessions", "sessions")
 	readAll := func(t *testing.T, id string, from int64, follow bool) (string, int64, bool) {
 		t.Helper()
 		var b strings.Builder
@@ -242,12 +237,7 @@ func isCode(err error, status int, code string) bool {
 // hold the request, and the session and the agent still answer.
 func testTerminalNobodyReads(t *testing.T, h *harness, start Factory) {
 	ctx := context.Background()
-	if !h.c.HasFeature(ctx, "terminals") {
-		if h.Reference {
-			t.Skip("cordon addition: the reference worker has no terminals")
-		}
-		t.Fatal("cordon-agent does not advertise terminals")
-	}
+	h.addition(t, "terminals", "terminals")
 	tg := start(t, Settings{"CANCEL_CONFIRM_TIMEOUT_MS": "300"})
 	c := client.New(tg.Endpoint)
 	defer c.Close()
@@ -286,12 +276,7 @@ func testTerminalNobodyReads(t *testing.T, h *harness, start Factory) {
 // input, sizes, Ctrl-C reaching the foreground job, the exit status.
 func testTerminals(t *testing.T, h *harness) {
 	ctx := context.Background()
-	if !h.c.HasFeature(ctx, "terminals") {
-		if h.Reference {
-			t.Skip("cordon addition: the reference worker has no terminals")
-		}
-		t.Fatal("cordon-agent does not advertise terminals")
-	}
+	h.addition(t, "terminals", "terminals")
 	s, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sh", TTY: true, Rows: 30, Cols: 100, Env: map[string]string{"PS1": "$ "}})
 	if err != nil {
 		t.Fatal(err)
@@ -390,12 +375,7 @@ func testTerminals(t *testing.T, h *harness) {
 // input is refused.
 func testSessionStdin(t *testing.T, h *harness) {
 	ctx := context.Background()
-	if !h.c.HasFeature(ctx, "session-stdin") {
-		if h.Reference {
-			t.Skip("cordon addition: the reference worker has no sessions")
-		}
-		t.Fatal("cordon-agent does not advertise session-stdin")
-	}
+	h.addition(t, "sessions", "session-stdin")
 	s, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sh", Args: []string{"-c", "while read l; do echo got:$l; done; echo end"}, Stdin: true})
 	if err != nil || !s.Stdin {
 		t.Fatalf("start: %+v %v", s, err)
@@ -443,12 +423,7 @@ func testSessionStdin(t *testing.T, h *harness) {
 // names the agent's start; the same id as its health says.
 func testBootIDHeader(t *testing.T, h *harness) {
 	ctx := context.Background()
-	if !h.c.HasFeature(ctx, "boot-id-header") {
-		if h.Reference {
-			t.Skip("cordon addition: the reference worker has no boot id")
-		}
-		t.Fatal("cordon-agent does not advertise boot-id-header")
-	}
+	h.addition(t, "boot id", "boot-id-header")
 	hl, err := h.c.Admit(ctx)
 	if err != nil || hl.BootID == "" {
 		t.Fatalf("health: %+v %v", hl, err)

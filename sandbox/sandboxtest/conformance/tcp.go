@@ -17,12 +17,7 @@ import (
 // "tcp-connect").
 func testTCP(t *testing.T, h *harness) {
 	ctx := context.Background()
-	if !h.c.HasFeature(ctx, "tcp-connect") {
-		if h.Reference {
-			t.Skip("cordon addition: the reference worker has no tcp-connect")
-		}
-		t.Fatal("cordon-agent does not advertise tcp-connect")
-	}
+	h.addition(t, "tcp-connect", "tcp-connect")
 	// A server inside: it answers each connection with what it read, once
 	// the client has half-closed (so the half-close must pass), upper-cased.
 	port := 20000 + int(time.Now().UnixNano()%10000)

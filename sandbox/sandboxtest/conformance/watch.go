@@ -13,12 +13,7 @@ import (
 // testWatch covers directory watches (feature "watch").
 func testWatch(t *testing.T, h *harness) {
 	ctx := context.Background()
-	if !h.c.HasFeature(ctx, "watch") {
-		if h.Reference {
-			t.Skip("cordon addition: the reference worker has no watch")
-		}
-		t.Fatal("cordon-agent does not advertise watch")
-	}
+	h.addition(t, "watch", "watch")
 	h.sh(t, "rm -rf watched other; mkdir -p watched other")
 	var mu sync.Mutex
 	var events []string
