@@ -60,15 +60,42 @@ class CommandHandle:
         self._sb = sandbox
         self.id = session["id"]
         self.pid = session.get("pid")
+        self._following = None  # the thread following its output, and what it got
 
     def _path(self, rest=""):
         return _q(self._sb.sandbox_id, "/agent/sessions/" + urllib.parse.quote(self.id, safe="") + rest)
+
+    def _follow(self, on_stdout=None, on_stderr=None):
+        """Follows the output from now on, in a thread, to the callbacks
+        (run(background=True, on_stdout=...)); wait() then ends with it."""
+        got = {}
+
+        def follow():
+            try:
+                got["result"] = self._wait(on_stdout, on_stderr, None)
+            except Exception as e:  # wait() raises it
+                got["error"] = e
+
+        t = threading.Thread(target=follow, daemon=True)
+        self._following = (t, got)
+        t.start()
 
     def wait(self, on_stdout: Optional[Callable[[str], None]] = None, on_stderr: Optional[Callable[[str], None]] = None,
              on_pty: Optional[Callable[[bytes], None]] = None) -> CommandResult:
         """Follows the output (from the start) until the command ends, and
         returns its result; a non-zero exit raises CommandExitException. A
-        terminal's output (sbx.pty) goes to on_pty as the bytes it wrote."""
+        terminal's output (sbx.pty) goes to on_pty as the bytes it wrote.
+        For a command started with callbacks, it waits for the thread that
+        calls them."""
+        if self._following:
+            t, got = self._following
+            t.join()
+            if "error" in got:
+                raise got["error"]
+            return got["result"]
+        return self._wait(on_stdout, on_stderr, on_pty)
+
+    def _wait(self, on_stdout, on_stderr, on_pty) -> CommandResult:
         out, err = [], []
         # The output comes in chunks of bytes, which may end inside a
         # character: each stream's decoder holds such a character's first
@@ -153,6 +180,9 @@ class Commands:
                 # text: that, then its end.
                 body["stdin"] = True
             h = CommandHandle(self._sb, self._sb._t.call("POST", _q(self._sb.sandbox_id, "/agent/sessions"), body=body))
+            if on_stdout or on_stderr:
+                # Its output to the callbacks as it comes, as E2B's.
+                h._follow(on_stdout, on_stderr)
             if isinstance(stdin, (str, bytes)):
                 self.close_stdin(h.id, stdin)
             return h

@@ -124,6 +124,16 @@ def test_background_commands_and_ports():
         done = sbx.commands.run("echo one; sleep 0.2; echo two", background=True).wait(on_stdout=out.append)
         assert done.exit_code == 0 and "".join(out) == "one\ntwo\n"
 
+        # Callbacks given at the start get a background command's output
+        # as it comes; wait() ends with them.
+        seen = []
+        h = sbx.commands.run("echo a; sleep 0.3; echo b >&2", background=True, on_stdout=seen.append, on_stderr=lambda e: seen.append("err:" + e))
+        deadline = time.time() + 20
+        while "a\n" not in seen:
+            assert time.time() < deadline, seen
+            time.sleep(0.02)
+        assert h.wait().stdout == "a\n" and seen == ["a\n", "err:b\n"]
+
         # A background command's own standard input, written piece by
         # piece and then ended, as E2B's send_stdin; or given whole.
         reader = sbx.commands.run("while read l; do echo got:$l; done; echo end", background=True, stdin=True)

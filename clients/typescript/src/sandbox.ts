@@ -90,9 +90,9 @@ export class CommandHandle {
     return sbPath(this.sb.sandboxId, "/agent/sessions/" + encodeURIComponent(this.id) + rest);
   }
 
-  /** @internal Follows the output from now on, to onPty as the bytes written; wait() then ends with it. */
-  follow(onPty: (d: Uint8Array) => void): void {
-    this.following = this.wait({ onPty });
+  /** @internal Follows the output from now on, to the callbacks (a terminal's to onPty as the bytes written); wait() then ends with it. */
+  follow(opts: { onStdout?: (d: string) => void; onStderr?: (d: string) => void; onPty?: (d: Uint8Array) => void }): void {
+    this.following = this.wait(opts);
     this.following.catch(() => {}); // a caller of wait() sees it
   }
 
@@ -161,6 +161,8 @@ export class Commands {
         body: { command: "/bin/sh", args: ["-c", cmd], cwd: opts.cwd ?? "", env: opts.envs ?? {}, ...(withStdin ? { stdin: true } : {}) },
       });
       const h = new CommandHandle(this.sb, s);
+      // Its output to the callbacks as it comes, as E2B's.
+      if (opts.onStdout || opts.onStderr) h.follow({ onStdout: opts.onStdout, onStderr: opts.onStderr });
       if (typeof opts.stdin === "string") await this.closeStdin(h.id, opts.stdin);
       return h;
     }
@@ -258,7 +260,7 @@ export class Pty {
       },
     });
     const h = new CommandHandle(this.sb, s);
-    h.follow(opts.onData);
+    h.follow({ onPty: opts.onData });
     return h;
   }
 

@@ -112,6 +112,14 @@ test("background commands and ports", async () => {
   assert.equal(done.exitCode, 0);
   assert.equal(out.join(""), "one\ntwo\n");
 
+  // Callbacks given at the start get a background command's output as it
+  // comes; wait() ends with them.
+  const called: string[] = [];
+  const h2 = await sbx.commands.run("echo a; sleep 0.3; echo b >&2", { background: true, onStdout: (d) => called.push(d), onStderr: (d) => called.push("err:" + d) });
+  for (const deadline = Date.now() + 20_000; !called.includes("a\n"); await new Promise((r) => setTimeout(r, 20))) assert.ok(Date.now() < deadline, JSON.stringify(called));
+  assert.equal((await h2.wait()).stdout, "a\n");
+  assert.deepEqual(called, ["a\n", "err:b\n"]);
+
   // A background command's own standard input, written piece by piece and
   // then ended, as E2B's sendStdin; or given whole.
   const reader = await sbx.commands.run("while read l; do echo got:$l; done; echo end", { background: true, stdin: true });
