@@ -155,7 +155,7 @@ func loopbackPortsURL(lns []net.Listener, withTLS bool) *portsURL {
 	}
 	for _, ln := range lns {
 		if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
-			return &portsURL{scheme: "http", domain: "localhost", port: strconv.Itoa(tcp.Port)}
+			return &portsURL{scheme: "http", domain: "localhost", port: strconv.Itoa(tcp.Port), loopback: true}
 		}
 	}
 	return nil

@@ -150,7 +150,11 @@ func (s *Server) handlePortProxy(w http.ResponseWriter, r *http.Request) {
 	prefix := portURL(token)
 	rest, _ := strings.CutPrefix(r.URL.EscapedPath(), strings.TrimSuffix(prefix, "/"))
 	if s.portsURL != nil && r.Header.Get("Sec-Fetch-Mode") == "navigate" && s.exposedPort(token) != nil {
-		to := strings.TrimSuffix(s.portsURL.url(token), "/") + "/" + strings.TrimPrefix(rest, "/")
+		pu := *s.portsURL
+		if _, port, err := net.SplitHostPort(r.Host); err == nil && pu.loopback {
+			pu.port = port
+		}
+		to := strings.TrimSuffix(pu.url(token), "/") + "/" + strings.TrimPrefix(rest, "/")
 		if r.URL.RawQuery != "" {
 			to += "?" + r.URL.RawQuery
 		}
@@ -304,6 +308,10 @@ type portsURL struct {
 	scheme string
 	domain string // the host's name below which each port has its label
 	port   string // the port in the URLs given out ("": the scheme's)
+	// loopback: the daemon's own default on a loopback listener, which
+	// a browser may reach through another port (an SSH tunnel's): a
+	// browser is sent on through the port it came by.
+	loopback bool
 }
 
 // portLabel is a port's host label for its token (pt_HEX: pt-HEX, which a

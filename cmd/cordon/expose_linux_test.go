@@ -3,6 +3,7 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,6 +145,21 @@ func TestExposedPortsInBrowser(t *testing.T) {
 					t.Fatalf("%s's origin URL %s: one of its own %v, want %v", tenant, listed[2], got, c.ownOrigins)
 				}
 				origins[tenant] = listed[2]
+			}
+			if c.ownOrigins {
+				// Reached through another port (an SSH tunnel's), a browser is
+				// sent on through that port.
+				req, _ := http.NewRequest("GET", urls["alice"], nil)
+				req.Host = "localhost:9999"
+				req.Header.Set("Sec-Fetch-Mode", "navigate")
+				resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if want := strings.Replace(origins["alice"], ":"+port+"/", ":9999/", 1); resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != want {
+					t.Errorf("through another port: %d %q, want %q", resp.StatusCode, resp.Header.Get("Location"), want)
+				}
 			}
 			// One profile: one person's browser.
 			profile := t.TempDir()
