@@ -24,12 +24,13 @@ from .sandbox import (
     SandboxInfo,
     SnapshotInfo,
     WatchHandle,
+    WriteEntry,
     WriteInfo,
 )
 
 __all__ = [
     "Sandbox", "SandboxInfo", "SnapshotInfo", "CommandResult", "CommandHandle", "EntryInfo", "FileType", "WriteInfo",
-    "Pty", "PtySize",
+    "Pty", "PtySize", "WriteEntry",
     "FilesystemEvent", "FilesystemEventType", "WatchHandle", "SandboxException", "TimeoutException",
     "NotFoundException", "AuthenticationException", "InvalidArgumentException", "RateLimitException",
     "NotEnoughSpaceException", "CommandExitException",

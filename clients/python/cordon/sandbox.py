@@ -328,6 +328,13 @@ class WriteInfo:
     type: FileType = FileType.FILE
 
 
+@dataclass
+class WriteEntry:
+    """One file of files.write([...]), as E2B's."""
+    path: str
+    data: Union[str, bytes]
+
+
 class FilesystemEventType(enum.Enum):
     CREATE = "create"
     WRITE = "write"
@@ -436,9 +443,10 @@ class Files:
 
     def write(self, path, data=None, mode: Optional[int] = None, request_timeout: Optional[float] = None):
         """Writes a file (str, bytes or a binary file object), making its
-        directories; or, given a list of {"path", "data"}, each of them."""
+        directories; or, given a list of WriteEntry (or {"path", "data"}),
+        each of them."""
         if isinstance(path, list):
-            return [self.write(f["path"], f["data"], mode=mode, request_timeout=request_timeout) for f in path]
+            return [self.write(*((f["path"], f["data"]) if isinstance(f, dict) else (f.path, f.data)), mode=mode, request_timeout=request_timeout) for f in path]
         if isinstance(data, str):
             data = data.encode()
         elif hasattr(data, "read"):

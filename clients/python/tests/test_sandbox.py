@@ -17,6 +17,7 @@ from cordon import (
     Sandbox,
     SandboxException,
     TimeoutException,
+    WriteEntry,
 )
 
 
@@ -55,6 +56,8 @@ def test_commands_files_and_kill():
         assert info.name == "a.txt"
         assert sbx.files.read("dir/a.txt") == "text ✓\n"
         sbx.files.write("dir/b.bin", b"\x00\xff\x01")
+        infos = sbx.files.write([WriteEntry("many/one.txt", "1"), {"path": "many/two.bin", "data": b"2"}])
+        assert [i.name for i in infos] == ["one.txt", "two.bin"] and sbx.files.read("many/two.bin") == "2"
         assert sbx.files.read("dir/b.bin", format="bytes") == b"\x00\xff\x01"
         assert b"".join(sbx.files.read("dir/b.bin", format="stream")) == b"\x00\xff\x01"
         names = sorted((e.name, e.type) for e in sbx.files.list("dir"))
