@@ -529,6 +529,7 @@ class Sandbox:
         tier: Optional[str] = None,
         memory_mb: Optional[int] = None,
         allow: Optional[List[str]] = None,
+        allow_internet_access: Optional[bool] = None,
         pool: Optional[str] = None,
         snapshot: Optional[str] = None,
         template_name: Optional[str] = None,
@@ -558,8 +559,14 @@ class Sandbox:
                 spec["persistentWorkspace"] = True
             if autostart:
                 spec["autostart"] = True
+            if allow and allow_internet_access:
+                raise SandboxException("allow and allow_internet_access=True: give one (the hosts it may reach, or any public one)", code="invalid_request")
             if allow:
                 spec["egress"] = {"mode": "static", "rules": [_rule(h) for h in allow]}
+            elif allow_internet_access:
+                # E2B's word for any public address; private, loopback and
+                # metadata addresses stay refused (docs/egress.md).
+                spec["egress"] = {"mode": "allow-all"}
             body = dict(spec)
             body["ttlSeconds"] = int(timeout if timeout is not None else DEFAULT_SANDBOX_TIMEOUT)
             if metadata:

@@ -206,6 +206,18 @@ def test_attacker_cannot_reach_out():
         assert "403" in e.value.stderr or "refused" in e.value.stderr.lower()
 
 
+def test_allow_internet_access():
+    """E2B's allow_internet_access=True is any public address; the cloud's
+    metadata service, the host's loopback and private ranges stay refused."""
+    with Sandbox(allow_internet_access=True) as sbx:
+        assert Transport(None, None).call("GET", "/v1/sandboxes/" + sbx.sandbox_id)["spec"]["egress"]["mode"] == "allow-all"
+        with pytest.raises(CommandExitException) as e:
+            sbx.commands.run("python3 -c \"import urllib.request; urllib.request.urlopen('http://169.254.169.254/', timeout=5)\"")
+        assert "403" in e.value.stderr
+    with pytest.raises(SandboxException):
+        Sandbox(allow=["a.test"], allow_internet_access=True)
+
+
 def test_snapshot_and_fork():
     with Sandbox() as sbx:
         sbx.files.write("state.txt", "v1")

@@ -22,6 +22,8 @@ export interface SandboxOpts extends ConnectionOpts {
   memoryMb?: number;
   /** Hosts the sandbox may reach (host or host:port); none when empty. */
   allow?: string[];
+  /** Any public address (E2B's word); private, loopback and metadata addresses stay refused. Not with allow. */
+  allowInternetAccess?: boolean;
   pool?: string;
   /** Restore this snapshot's state into the new sandbox (its spec too, unless given). */
   snapshot?: string;
@@ -450,7 +452,9 @@ export class Sandbox {
     if (Object.keys(limits).length) body.limits = limits;
     if (opts.persistent) body.persistentWorkspace = true;
     if (opts.autostart) body.autostart = true;
+    if (opts.allow?.length && opts.allowInternetAccess) throw new SandboxError("allow and allowInternetAccess: give one (the hosts it may reach, or any public one)", "invalid_request");
     if (opts.allow?.length) body.egress = { mode: "static", rules: opts.allow.map(rule) };
+    else if (opts.allowInternetAccess) body.egress = { mode: "allow-all" };
     if (opts.metadata) body.labels = opts.metadata;
     if (opts.pool) body.pool = opts.pool;
     if (opts.snapshot) body.fromSnapshot = opts.snapshot;

@@ -181,6 +181,17 @@ test("an attacker in the sandbox cannot reach out", async () => {
   );
 });
 
+test("allowInternetAccess is any public address, and no more", async () => {
+  await using sbx = await Sandbox.create({ allowInternetAccess: true });
+  const made = await new Transport({}).call("GET", "/v1/sandboxes/" + sbx.sandboxId);
+  assert.equal(made.spec.egress.mode, "allow-all");
+  await assert.rejects(
+    sbx.commands.run(`python3 -c "import urllib.request; urllib.request.urlopen('http://169.254.169.254/', timeout=5)"`),
+    (e: unknown) => e instanceof CommandExitError && /403/.test(e.stderr),
+  );
+  await assert.rejects(Sandbox.create({ allow: ["a.test"], allowInternetAccess: true }), SandboxError);
+});
+
 test("snapshot and fork", async () => {
   await using sbx = await Sandbox.create();
   await sbx.files.write("state.txt", "v1");
