@@ -41,13 +41,33 @@ func newPortToken() string {
 
 func portURL(token string) string { return "/v1/ports/" + token + "/" }
 
-// port is an exposed port as the API gives it.
-func (s *Server) port(p *exposed) api.Port {
+// port is an exposed port as the API gives it to r's caller.
+func (s *Server) port(r *http.Request, p *exposed) api.Port {
 	ap := api.Port{Port: p.port, URL: portURL(p.token), Token: p.token}
-	if s.portsURL != nil {
+	if s.originsFor(r) {
 		ap.OriginURL = s.portsURL.url(p.token)
 	}
 	return ap
+}
+
+// originsFor reports whether ports have origins of their own for r's
+// caller: always under an operator's ports URL; under a loopback daemon's
+// own, only for a caller on this host (names below localhost lead a
+// browser elsewhere to its own machine).
+func (s *Server) originsFor(r *http.Request) bool {
+	if s.portsURL == nil {
+		return false
+	}
+	if !s.portsURL.loopback {
+		return true
+	}
+	switch a := r.Context().Value(http.LocalAddrContextKey).(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	return false
 }
 
 func (s *Server) handleExposePort(w http.ResponseWriter, r *http.Request) {
@@ -73,7 +93,7 @@ func (s *Server) handleExposePort(w http.ResponseWriter, r *http.Request) {
 	for _, p := range s.ports {
 		if p.sandbox == e.rec.ID {
 			if p.port == req.Port {
-				writeJSON(w, http.StatusOK, s.port(p))
+				writeJSON(w, http.StatusOK, s.port(r, p))
 				return
 			}
 			n++
@@ -85,7 +105,7 @@ func (s *Server) handleExposePort(w http.ResponseWriter, r *http.Request) {
 	}
 	p := &exposed{sandbox: e.rec.ID, port: req.Port, token: newPortToken()}
 	s.ports[p.token] = p
-	writeJSON(w, http.StatusCreated, s.port(p))
+	writeJSON(w, http.StatusCreated, s.port(r, p))
 }
 
 func (s *Server) handleListPorts(w http.ResponseWriter, r *http.Request) {
@@ -97,7 +117,7 @@ func (s *Server) handleListPorts(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	for _, p := range s.ports {
 		if p.sandbox == e.rec.ID {
-			list.Ports = append(list.Ports, s.port(p))
+			list.Ports = append(list.Ports, s.port(r, p))
 		}
 	}
 	s.mu.Unlock()
@@ -149,7 +169,7 @@ func (s *Server) handlePortProxy(w http.ResponseWriter, r *http.Request) {
 	token := r.PathValue("token")
 	prefix := portURL(token)
 	rest, _ := strings.CutPrefix(r.URL.EscapedPath(), strings.TrimSuffix(prefix, "/"))
-	if s.portsURL != nil && r.Header.Get("Sec-Fetch-Mode") == "navigate" && s.exposedPort(token) != nil {
+	if s.originsFor(r) && r.Header.Get("Sec-Fetch-Mode") == "navigate" && s.exposedPort(token) != nil {
 		pu := *s.portsURL
 		if _, port, err := net.SplitHostPort(r.Host); err == nil && pu.loopback {
 			pu.port = port
