@@ -146,8 +146,9 @@ func testSessions(t *testing.T, h *harness) {
 	})
 	t.Run("SurvivesOtherCommands", func(t *testing.T) {
 		// A command that times out, whose orphans the agent sweeps, leaves
-		// the sandbox's sessions alone.
-		s, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sleep", Args: []string{"30"}})
+		// the sandbox's sessions alone. (The session sleeps for longer
+		// than all this may take, a minute and more under emulation.)
+		s, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sleep", Args: []string{"600"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -393,8 +394,10 @@ func testSessionStdin(t *testing.T, h *harness) {
 	if err != nil || w.State != wire.SessionExited || w.ExitCode == nil || *w.ExitCode != 0 || w.Stdin {
 		t.Fatalf("wait: %+v %v", w, err)
 	}
+	// Followed to its end: what the program wrote last may still be on
+	// its way from its pipes when it has exited.
 	var out strings.Builder
-	if _, _, err := h.c.SessionOutput(ctx, s.ID, 0, false, func(_ string, _ int64, b []byte) error { out.Write(b); return nil }); err != nil {
+	if _, _, err := h.c.SessionOutput(ctx, s.ID, 0, true, func(_ string, _ int64, b []byte) error { out.Write(b); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if out.String() != "got:one\ngot:two\ngot:three\nend\n" {
