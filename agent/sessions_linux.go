@@ -583,19 +583,19 @@ func (s *Server) waitSession(w httpd.ResponseWriter, r *httpd.Request, se *sessi
 
 // sessionInput writes the raw body to a terminal session, as typed.
 func (s *Server) sessionInput(w httpd.ResponseWriter, r *httpd.Request, se *session) {
-	end := r.URL.Query().Get("end") == "1" || r.URL.Query().Get("end") == "true"
-	if se.tty == nil {
-		s.stdinInput(w, r, se, end)
-		return
-	}
-	if end {
-		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: "a terminal's input has no end to close: type \x04 (Ctrl-D) to end a line discipline's input"})
-		return
-	}
-	// Bytes as typed: Enter alone is "\r", not an empty JSON body.
+	// Bytes as written: Enter alone is "\r", not an empty JSON body.
 	data, err := s.rawBody(r)
 	if err != nil || len(data) > wire.MaxInputBytes {
 		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: "input is at most " + strconv.Itoa(wire.MaxInputBytes) + " bytes a request"})
+		return
+	}
+	end := r.URL.Query().Get("end") == "1" || r.URL.Query().Get("end") == "true"
+	if se.tty == nil {
+		s.stdinInput(w, se, data, end)
+		return
+	}
+	if end {
+		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: "a terminal's input has no end to close: type \\x04 (Ctrl-D) to end a line discipline's input"})
 		return
 	}
 	select {
@@ -621,14 +621,9 @@ func (s *Server) sessionInput(w httpd.ResponseWriter, r *httpd.Request, se *sess
 	writeJSON(w, httpd.StatusOK, wire.StdioWriteResponse{OK: true, BytesWritten: n})
 }
 
-// stdinInput writes to a Stdin session's standard input, then, with end,
-// closes it.
-func (s *Server) stdinInput(w httpd.ResponseWriter, r *httpd.Request, se *session, end bool) {
-	data, err := s.rawBody(r)
-	if err != nil || len(data) > wire.MaxInputBytes {
-		writeJSON(w, httpd.StatusBadRequest, wire.ErrorBody{Error: wire.CodeInvalidBody, Message: "input is at most " + strconv.Itoa(wire.MaxInputBytes) + " bytes a request"})
-		return
-	}
+// stdinInput writes data to a Stdin session's standard input, then, with
+// end, closes it.
+func (s *Server) stdinInput(w httpd.ResponseWriter, se *session, data []byte, end bool) {
 	se.inMu.Lock()
 	defer se.inMu.Unlock()
 	if se.stdin == nil {
@@ -644,6 +639,7 @@ func (s *Server) stdinInput(w httpd.ResponseWriter, r *httpd.Request, se *sessio
 	if len(data) > 0 {
 		// A program that reads nothing cannot hold this request forever.
 		_ = se.stdin.SetWriteDeadline(time.Now().Add(s.cfg.CancelConfirmTimeout))
+		var err error
 		if n, err = se.stdin.Write(data); err != nil {
 			writeJSON(w, httpd.StatusConflict, wire.ErrorBody{Error: wire.CodeStdioDeliveryUnknown, Message: "its standard input took " + strconv.Itoa(n) + " bytes: " + err.Error()})
 			return

@@ -167,8 +167,8 @@ func (s *Server) dropPortsLocked(id string) {
 // origin of its own (a CSP sandbox) with its cookies held to its path.
 func (s *Server) handlePortProxy(w http.ResponseWriter, r *http.Request) {
 	token := r.PathValue("token")
-	prefix := portURL(token)
-	rest, _ := strings.CutPrefix(r.URL.EscapedPath(), strings.TrimSuffix(prefix, "/"))
+	base := strings.TrimSuffix(portURL(token), "/")
+	rest, _ := strings.CutPrefix(r.URL.EscapedPath(), base)
 	if s.originsFor(r) && r.Header.Get("Sec-Fetch-Mode") == "navigate" && s.exposedPort(token) != nil {
 		pu := *s.portsURL
 		if _, port, err := net.SplitHostPort(r.Host); err == nil && pu.loopback {
@@ -182,7 +182,7 @@ func (s *Server) handlePortProxy(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusTemporaryRedirect)
 		return
 	}
-	s.proxyPort(w, r, token, rest, strings.TrimSuffix(prefix, "/"))
+	s.proxyPort(w, r, token, rest, base)
 }
 
 // servePortHost serves a request to an exposed port's own origin (a host

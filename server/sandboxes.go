@@ -335,9 +335,6 @@ func (s *Server) usable(w http.ResponseWriter, r *http.Request) (*entry, bool) {
 	return nil, false
 }
 
-// handleGet describes a sandbox: a live one, or one the registry still
-// remembers as destroyed (with the reason: deleted, ttl, idle, lost,
-// deadline…).
 // expiry is when a sandbox asking for ttlSeconds from now ends (nil:
 // never), or why the request is refused. Zero takes the daemon's default;
 // with a maximum, no sandbox lives past it, the default's included.
@@ -434,6 +431,9 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.describe(e))
 }
 
+// handleGet describes a sandbox: a live one, or one the registry still
+// remembers as destroyed (with the reason: deleted, ttl, idle, lost,
+// deadline…).
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	id, c := r.PathValue("id"), callerOf(r)
 	s.mu.Lock()

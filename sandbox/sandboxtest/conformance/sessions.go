@@ -420,6 +420,17 @@ func testSessionStdin(t *testing.T, h *harness) {
 	_, _ = h.c.KillSession(ctx, open.ID, "KILL", 0)
 	_ = h.c.ForgetSession(ctx, open.ID)
 	_ = h.c.ForgetSession(ctx, s.ID)
+	// A terminal's input has no end to close; the refusal says what to
+	// type instead, as text.
+	term, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sleep", Args: []string{"600"}, TTY: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.CloseSessionStdin(ctx, term.ID, nil); !isCode(err, http.StatusBadRequest, wire.CodeInvalidBody) || strings.ContainsRune(err.Error(), 4) || !strings.Contains(err.Error(), `\x04`) {
+		t.Errorf("an end to a terminal's input: %q", err)
+	}
+	_, _ = h.c.KillSession(ctx, term.ID, "KILL", 0)
+	_ = h.c.ForgetSession(ctx, term.ID)
 }
 
 // testBootIDHeader: every authenticated answer, a stream's head included,
