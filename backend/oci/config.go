@@ -1,10 +1,34 @@
 package oci
 
+import "path"
+
 // Tier names: the container tier runs crun or runc, the gvisor tier runsc.
 const (
 	Name   = "container"
 	GVisor = "gvisor"
 )
+
+// StateName is the directory, below a state root (/run/cordon unless one
+// is given), where the tier keeps its sandboxes when its runtime is
+// runtime ("" for the tier's own choice). A runtime named by the operator
+// has a directory of its own: one runtime cannot read another's state, so
+// it could neither take back nor sweep the other's containers.
+func StateName(tier, runtime string) string {
+	name := "oci"
+	if tier == GVisor {
+		name = "gvisor"
+	}
+	if runtime == "" {
+		return name
+	}
+	base := []byte(path.Base(runtime))
+	for i, c := range base {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			base[i] = '_'
+		}
+	}
+	return name + "-" + string(base)
+}
 
 // Config configures the backend.
 type Config struct {

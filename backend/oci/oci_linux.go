@@ -77,7 +77,7 @@ func New(cfg Config) *Backend {
 		cfg.Tier = Name
 	}
 	if cfg.StateDir == "" {
-		cfg.StateDir = "/run/cordon/" + map[string]string{Name: "oci", GVisor: "gvisor"}[cfg.Tier]
+		cfg.StateDir = "/run/cordon/" + StateName(cfg.Tier, cfg.Runtime)
 	}
 	return &Backend{cfg: cfg}
 }
@@ -97,6 +97,18 @@ func (b *Backend) Runtime() string {
 	return b.runtime
 }
 
+// Detail names the runtime the tier runs (and gVisor's platform), for a
+// listing of tiers.
+func (b *Backend) Detail() string {
+	if b.resolve(); b.err != nil {
+		return ""
+	}
+	if b.gvisor() {
+		return b.runtime + ", " + b.platform + " platform"
+	}
+	return b.runtime
+}
+
 func (b *Backend) resolve() {
 	b.once.Do(func() {
 		names := []string{"crun", "runc"}
@@ -106,6 +118,10 @@ func (b *Backend) resolve() {
 		}
 		if b.cfg.Runtime != "" {
 			names = []string{b.cfg.Runtime}
+			if !b.gvisor() && strings.HasPrefix(filepath.Base(b.cfg.Runtime), "runsc") {
+				b.err = fmt.Errorf("%w: %s is gVisor, which the gvisor tier runs (--tier gvisor); the container tier takes crun or runc", sandbox.ErrUnavailable, b.cfg.Runtime)
+				return
+			}
 		}
 		for _, n := range names {
 			if p, err := exec.LookPath(n); err == nil {

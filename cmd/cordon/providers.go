@@ -72,9 +72,12 @@ func backends(base string, d *daemonTiers) []sandbox.Backend {
 	if d != nil {
 		pcfg.Detached, pcfg.Spawner, pcfg.Prestart = detached, true, d.prestart
 	}
+	// CORDON_OCI_RUNTIME names the container tier's runtime (crun, runc
+	// or a path); unset, the tier takes crun, then runc.
+	ociRuntime := os.Getenv("CORDON_OCI_RUNTIME")
 	ociDir, gvisorDir, dockerDir, mvDir := "", "", "", ""
 	if base != "" {
-		ociDir, gvisorDir, dockerDir, mvDir = filepath.Join(base, "oci"), filepath.Join(base, "gvisor"), filepath.Join(base, "docker"), filepath.Join(base, "microvm")
+		ociDir, gvisorDir, dockerDir, mvDir = filepath.Join(base, oci.StateName(oci.Name, ociRuntime)), filepath.Join(base, "gvisor"), filepath.Join(base, "docker"), filepath.Join(base, "microvm")
 	}
 	// The docker tier's containers are labelled with their owner: a
 	// daemon's (named by its state directory, so that two daemons on one
@@ -95,7 +98,7 @@ func backends(base string, d *daemonTiers) []sandbox.Backend {
 	}
 	return []sandbox.Backend{
 		process.New(pcfg),
-		oci.New(oci.Config{StateDir: ociDir, Detached: detached}),
+		oci.New(oci.Config{Runtime: ociRuntime, StateDir: ociDir, Detached: detached}),
 		oci.New(oci.Config{Tier: oci.GVisor, StateDir: gvisorDir, Detached: detached}),
 		docker.New(dcfg),
 		kubernetes.New(kcfg),
