@@ -46,6 +46,9 @@ var Features = []string{
 	"fs-ops",
 	// POST /fs/rename moves a path to another under the write roots.
 	"fs-rename",
+	// GET /usage counts what the commands use: CPU time, tasks, the
+	// writable space (and memory, where the agent counts it).
+	"usage",
 	// A session without a terminal may have a standard input of its own
 	// (stdin: true), written and closed through /sessions/ID/input.
 	"session-stdin",
@@ -265,6 +268,9 @@ func (s *Server) ServeHTTP(w httpd.ResponseWriter, r *httpd.Request) {
 	}
 	if r.Method == httpd.MethodGet && strings.HasPrefix(r.URL.Path, wire.RouteExecutions) && strings.HasSuffix(r.URL.Path, "/output") && r.RequestURI == r.URL.RequestURI() {
 		h = s.executionOutput
+	}
+	if r.Method == httpd.MethodGet && r.RequestURI == wire.RouteUsage {
+		h = s.handleUsage
 	}
 	if r.Method == httpd.MethodGet && r.URL.Path == wire.RouteTCP && r.RequestURI == r.URL.RequestURI() {
 		h = s.handleTCP

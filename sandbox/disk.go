@@ -467,6 +467,13 @@ func (d *diskInstance) OOMKills() uint64 {
 	return 0
 }
 
+func (d *diskInstance) MemoryInUse() (int64, bool) {
+	if g, ok := d.current().(MemoryGauge); ok {
+		return g.MemoryInUse()
+	}
+	return 0, false
+}
+
 func (d *diskInstance) Ready() <-chan struct{} {
 	if r, ok := d.current().(Readier); ok {
 		return r.Ready()

@@ -38,6 +38,9 @@ type entry struct {
 	// rewatch wakes the entry's watch when the sandbox resumes on a new
 	// instance, whose exit is another.
 	rewatch chan struct{}
+	// usage is the last read of its metrics, which the next one's CPU
+	// use is measured from.
+	usage atomic.Pointer[sandbox.Usage]
 }
 
 func (e *entry) touch() { e.lastAPI.Store(time.Now().UnixNano()) }
@@ -314,12 +317,17 @@ func (s *Server) usable(w http.ResponseWriter, r *http.Request) (*entry, bool) {
 		return nil, false
 	}
 	e.touch() // work on a sandbox is activity; looking at it is not
+	return e, s.running(w, e)
+}
+
+// running reports whether e is running, answering why not when it is not.
+func (s *Server) running(w http.ResponseWriter, e *entry) bool {
 	s.mu.Lock()
 	state := e.rec.State
 	s.mu.Unlock()
 	switch state {
 	case api.StateRunning:
-		return e, true
+		return true
 	case api.StatePaused:
 		writeError(w, http.StatusConflict, api.CodePaused, "the sandbox is paused; resume it first")
 	case api.StateSuspended:
@@ -332,7 +340,7 @@ func (s *Server) usable(w http.ResponseWriter, r *http.Request) (*entry, bool) {
 	default:
 		writeError(w, http.StatusNotFound, api.CodeNotFound, "the sandbox is being destroyed")
 	}
-	return nil, false
+	return false
 }
 
 // expiry is when a sandbox asking for ttlSeconds from now ends (nil:

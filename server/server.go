@@ -576,6 +576,7 @@ func (s *Server) baseRoutes() []route {
 		{method: "GET", pattern: "/v1/sandboxes/{id}", h: s.handleGet},
 		{method: "DELETE", pattern: "/v1/sandboxes/{id}", h: s.handleDelete},
 		{method: "PATCH", pattern: "/v1/sandboxes/{id}", h: s.handleUpdate},
+		{method: "GET", pattern: "/v1/sandboxes/{id}/metrics", h: s.handleMetrics},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/exec", h: s.handleExec},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/executions/{eid}/cancel", h: s.handleCancel},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/files", h: s.handleFiles},

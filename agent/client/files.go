@@ -221,3 +221,17 @@ func (c *Client) Remove(ctx context.Context, path string, recursive bool) error 
 	}
 	return c.fsCall(ctx, http.MethodPost, wire.RouteRemove, path, extra, &wire.OKResponse{})
 }
+
+// Usage asks what the sandbox's commands use now (feature "usage").
+func (c *Client) Usage(ctx context.Context) (*wire.Usage, error) {
+	resp, err := c.do(ctx, http.MethodGet, wire.RouteUsage, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var u wire.Usage
+	if err := decode(resp, &u); err != nil {
+		return nil, err
+	}
+	return &u, nil
+}

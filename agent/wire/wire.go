@@ -76,7 +76,32 @@ const (
 	// P to Q, replacing what Q names as rename(2) does, and answers Q's
 	// FileInfo.
 	RouteRename = "/fs/rename"
+	// RouteUsage (feature "usage"): GET /usage answers Usage, what the
+	// sandbox's commands use now as the agent counts it.
+	RouteUsage = "/usage"
 )
+
+// Usage is the agent's count of what the sandbox's commands use: every
+// process in the sandbox but the agent itself.
+type Usage struct {
+	// CPUNanos is the CPU time they have used since the sandbox started,
+	// the processes that ended included, to the kernel's clock tick.
+	CPUNanos int64 `json:"cpuNanos"`
+	// Tasks counts their processes and threads now.
+	Tasks int64 `json:"tasks"`
+	// DiskUsedBytes and DiskTotalBytes are the workspace's file system's
+	// (the writable space): what is in use and its size.
+	DiskUsedBytes  int64 `json:"diskUsedBytes"`
+	DiskTotalBytes int64 `json:"diskTotalBytes"`
+	// MemoryBytes is the memory the sandbox holds now, where the agent
+	// counts it (a pod's memory cgroup, a virtual machine's kernel): what
+	// is used, less file cache the kernel can reclaim. 0 where it does
+	// not (the host counts it).
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// OOMKills, where the agent counts memory, is the processes killed
+	// for memory in the sandbox so far.
+	OOMKills int64 `json:"oomKills,omitempty"`
+}
 
 // Error codes carried in the "error" field of a JSON error body.
 const (

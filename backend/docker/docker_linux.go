@@ -86,15 +86,16 @@ var _ sandbox.Backend = (*Backend)(nil)
 // entrypoint, which the engine runs: the host signals it and learns its
 // exit status through the engine.
 var (
-	_ sandbox.Instance   = (*instance)(nil)
-	_ sandbox.EgressPort = (*instance)(nil)
-	_ sandbox.Persistent = (*instance)(nil)
-	_ sandbox.ExitCoder  = (*instance)(nil)
-	_ sandbox.Signaller  = (*instance)(nil)
-	_ sandbox.OOMCounter = (*instance)(nil)
-	_ sandbox.Pauser     = (*instance)(nil)
-	_ sandbox.Adopter    = (*Backend)(nil)
-	_ sandbox.Closer     = (*Backend)(nil)
+	_ sandbox.Instance    = (*instance)(nil)
+	_ sandbox.EgressPort  = (*instance)(nil)
+	_ sandbox.Persistent  = (*instance)(nil)
+	_ sandbox.ExitCoder   = (*instance)(nil)
+	_ sandbox.Signaller   = (*instance)(nil)
+	_ sandbox.OOMCounter  = (*instance)(nil)
+	_ sandbox.MemoryGauge = (*instance)(nil)
+	_ sandbox.Pauser      = (*instance)(nil)
+	_ sandbox.Adopter     = (*Backend)(nil)
+	_ sandbox.Closer      = (*Backend)(nil)
 )
 
 // New returns the backend.
@@ -435,6 +436,14 @@ func (i *instance) OOMKills() uint64 {
 		return 0
 	}
 	return host.OOMKills(i.memcg)
+}
+
+// MemoryInUse is the container's memory, from its memory cgroup.
+func (i *instance) MemoryInUse() (int64, bool) {
+	if i.memcg == "" {
+		return 0, false
+	}
+	return host.MemoryInUse(i.memcg)
 }
 
 // scratchBudget is the writable space of a sandbox whose limits set none:

@@ -51,6 +51,10 @@ func (i *instance) Exited() <-chan struct{} { return i.proc.Exited() }
 // memory.oom_control, or v2 memory.events).
 func (i *instance) OOMKills() uint64 { return host.OOMKills(i.cgroup) }
 
+// MemoryInUse is the memory of the container's cgroup: under gVisor, the
+// sentry's, which holds the commands' memory and its own.
+func (i *instance) MemoryInUse() (int64, bool) { return host.MemoryInUse(i.cgroup) }
+
 // EgressListener is where the sandbox's egress arrives on the host.
 func (i *instance) EgressListener() net.Listener { return i.egress }
 

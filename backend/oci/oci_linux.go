@@ -64,11 +64,12 @@ var _ sandbox.Backend = (*Backend)(nil)
 // agent is the container's init, which the runtime detached: the host can
 // neither signal it directly nor read its exit status.
 var (
-	_ sandbox.Instance   = (*instance)(nil)
-	_ sandbox.Pauser     = (*instance)(nil)
-	_ sandbox.Persistent = (*instance)(nil)
-	_ sandbox.EgressPort = (*instance)(nil)
-	_ sandbox.OOMCounter = (*instance)(nil)
+	_ sandbox.Instance    = (*instance)(nil)
+	_ sandbox.Pauser      = (*instance)(nil)
+	_ sandbox.Persistent  = (*instance)(nil)
+	_ sandbox.EgressPort  = (*instance)(nil)
+	_ sandbox.OOMCounter  = (*instance)(nil)
+	_ sandbox.MemoryGauge = (*instance)(nil)
 )
 
 // New returns the backend.

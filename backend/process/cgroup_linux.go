@@ -530,6 +530,17 @@ func (cg *cgroups) oomKills() uint64 {
 	return 0
 }
 
+// memoryInUse is the sandbox's memory, where it has a memory cgroup.
+func (cg *cgroups) memoryInUse() (int64, bool) {
+	switch {
+	case cg.unified:
+		return host.MemoryInUseAt(cg.v2)
+	case cg.v1["memory"] != "":
+		return host.MemoryInUseAt(cg.v1["memory"])
+	}
+	return 0, false
+}
+
 // remove deletes the cgroups; they must be empty.
 func (cg *cgroups) remove() error {
 	cg.oomOnce.Do(func() {}) // none is opened from here on

@@ -108,6 +108,7 @@ var (
 	_ sandbox.Persistent    = (*instance)(nil)
 	_ sandbox.EgressPort    = (*instance)(nil)
 	_ sandbox.OOMCounter    = (*instance)(nil)
+	_ sandbox.MemoryGauge   = (*instance)(nil)
 	_ sandbox.ReadyReporter = (*instance)(nil)
 	_ sandbox.Signaller     = (*instance)(nil)
 	_ sandbox.ExitCoder     = (*instance)(nil)
@@ -550,6 +551,15 @@ func (i *instance) OOMKills() uint64 {
 		return 0
 	}
 	return i.cg.oomKills()
+}
+
+// MemoryInUse is the sandbox's memory, where it has a memory cgroup (a
+// memory limit, or v2).
+func (i *instance) MemoryInUse() (int64, bool) {
+	if i.cg == nil {
+		return 0, false
+	}
+	return i.cg.memoryInUse()
 }
 
 // CanPause reports whether the sandbox's cgroups can be frozen.

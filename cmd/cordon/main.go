@@ -34,6 +34,7 @@ var verbs = map[string]verb{
 	"port-forward": {"forward local ports to ports inside a sandbox on the daemon", portForwardCmd},
 	"image":        {"pull, import, list and remove images", imageCmd},
 	"update":       {"give sandboxes on the daemon a new TTL or idle timeout", updateCmd},
+	"stats":        {"show what sandboxes on the daemon use: CPU, memory, disk, tasks", statsCmd},
 	"pause":        {"pause sandboxes on the daemon", pauseCmd},
 	"resume":       {"resume paused or suspended sandboxes on the daemon", resumeCmd},
 	"suspend":      {"suspend sandboxes with a persistent workspace on the daemon", suspendCmd},
@@ -52,7 +53,7 @@ var verbs = map[string]verb{
 	"version":      {"print version information", versionCmd},
 }
 
-var verbOrder = []string{"run", "serve", "run-server", "mcp", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "update", "pause", "resume", "suspend", "stop", "start", "snapshot", "snapshots", "fork", "template", "templates", "seed", "policy", "events", "image", "key", "pool", "tiers", "version"}
+var verbOrder = []string{"run", "serve", "run-server", "mcp", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "update", "stats", "pause", "resume", "suspend", "stop", "start", "snapshot", "snapshots", "fork", "template", "templates", "seed", "policy", "events", "image", "key", "pool", "tiers", "version"}
 
 func main() {
 	if len(os.Args) < 2 {

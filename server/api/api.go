@@ -5,6 +5,7 @@ package api
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/egress"
@@ -146,6 +147,44 @@ type Sandbox struct {
 	// Reason says why a destroyed sandbox ended: deleted, ttl, idle,
 	// lost (its agent stopped answering) or restart.
 	Reason string `json:"reason,omitempty"`
+}
+
+// Metrics is the body of GET /v1/sandboxes/ID/metrics: what a running
+// sandbox uses at one moment, against its limits. A count its tier does
+// not keep is absent.
+type Metrics struct {
+	Timestamp time.Time `json:"timestamp"`
+	// CPUSeconds is the CPU time its commands have used since it started.
+	CPUSeconds float64 `json:"cpuSeconds"`
+	// CPUUsedPct is their use of CPUCount cores since the previous read of
+	// its metrics (at least 100 ms before; else since it was created), in
+	// percent.
+	CPUUsedPct float64 `json:"cpuUsedPct"`
+	// CPUCount is the cores it may use: its CPU limit, else the host's.
+	CPUCount float64 `json:"cpuCount"`
+	// MemoryBytes is what it holds now, less file cache the kernel can
+	// reclaim; MemoryLimitBytes its memory limit (absent: none).
+	MemoryBytes      *int64 `json:"memoryBytes,omitempty"`
+	MemoryLimitBytes int64  `json:"memoryLimitBytes,omitempty"`
+	// DiskUsedBytes and DiskTotalBytes are its writable space's (the
+	// workspace's file system).
+	DiskUsedBytes  int64 `json:"diskUsedBytes"`
+	DiskTotalBytes int64 `json:"diskTotalBytes"`
+	// Tasks counts its commands' processes and threads; TasksLimit is its
+	// pids limit (absent: none).
+	Tasks      int64 `json:"tasks"`
+	TasksLimit int64 `json:"tasksLimit,omitempty"`
+	// OOMKills counts the processes killed for memory in it so far.
+	OOMKills *int64 `json:"oomKills,omitempty"`
+}
+
+// CPUUsedPct is the use, in percent to two places, of cores by cpu time
+// over wall time: Metrics.CPUUsedPct, between two reads of the metrics.
+func CPUUsedPct(cpu, wall time.Duration, cores float64) float64 {
+	if wall <= 0 || cpu <= 0 || cores <= 0 {
+		return 0
+	}
+	return math.Round(min(100, 100*cpu.Seconds()/(wall.Seconds()*cores))*100) / 100
 }
 
 // List is the body of GET /v1/sandboxes.

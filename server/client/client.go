@@ -280,6 +280,13 @@ func (c *Client) Update(ctx context.Context, id string, req api.UpdateRequest) (
 	return &out, c.call(ctx, http.MethodPatch, sbPath(id, ""), req, &out)
 }
 
+// Metrics reads what a running sandbox uses now, against its limits
+// (GET /v1/sandboxes/{id}/metrics).
+func (c *Client) Metrics(ctx context.Context, id string) (*api.Metrics, error) {
+	var out api.Metrics
+	return &out, c.call(ctx, http.MethodGet, sbPath(id, "/metrics"), nil, &out)
+}
+
 // ListOptions filter List.
 type ListOptions struct {
 	State  string

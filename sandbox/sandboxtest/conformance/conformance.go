@@ -75,6 +75,7 @@ func Run(t *testing.T, start Factory) {
 	t.Run("Files", func(t *testing.T) { testFiles(t, h) })
 	t.Run("RawFiles", func(t *testing.T) { testRawFiles(t, h) })
 	t.Run("FSOps", func(t *testing.T) { testFSOps(t, h) })
+	t.Run("Usage", func(t *testing.T) { testUsage(t, h) })
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, h) })
 	t.Run("Terminals", func(t *testing.T) { testTerminals(t, h) })
 	t.Run("SessionStdin", func(t *testing.T) { testSessionStdin(t, h) })

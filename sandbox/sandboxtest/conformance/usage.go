@@ -1,0 +1,52 @@
+package conformance
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/cordon-sandbox/cordon/agent/wire"
+)
+
+// testUsage: GET /usage (feature "usage") counts what the commands used:
+// the CPU time of a command that ended grows the count, a file written
+// grows the writable space's use, and a process left running is a task.
+func testUsage(t *testing.T, h *harness) {
+	h.addition(t, "usage count", "usage")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before, err := h.c.Usage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.DiskTotalBytes <= 0 || before.DiskUsedBytes < 0 || before.CPUNanos < 0 {
+		t.Fatalf("usage before: %+v", before)
+	}
+	// A fixed amount of work (some 0.2 s of a CPU here), whatever the
+	// machine's load, and 4 MiB written.
+	h.sh(t, "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; head -c 4194304 /dev/zero > usage.bin")
+	after, err := h.c.Usage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Duration(after.CPUNanos - before.CPUNanos); d < 50*time.Millisecond {
+		t.Errorf("a command's CPU time counted as %v (before %+v, after %+v)", d, before, after)
+	}
+	if after.DiskUsedBytes-before.DiskUsedBytes < 3<<20 {
+		t.Errorf("4 MiB written counted as %d bytes", after.DiskUsedBytes-before.DiskUsedBytes)
+	}
+	h.sh(t, "rm usage.bin")
+	// Tasks: a session's process, while it runs.
+	s, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sleep", Args: []string{"600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.c.KillSession(context.Background(), s.ID, "SIGKILL", time.Second)
+	if u, err := h.c.Usage(ctx); err != nil || u.Tasks < 1 {
+		t.Errorf("a running session counted as %+v tasks: %v", u, err)
+	}
+	if r := h.raw(t, "GET", wire.RouteUsage, "", nil); r.status != http.StatusUnauthorized {
+		t.Errorf("usage without the token: %d", r.status)
+	}
+}
