@@ -22,6 +22,7 @@ from .sandbox import (
     PtySize,
     Sandbox,
     SandboxInfo,
+    SandboxMetrics,
     SnapshotInfo,
     WatchHandle,
     WriteEntry,
@@ -29,7 +30,7 @@ from .sandbox import (
 )
 
 __all__ = [
-    "Sandbox", "SandboxInfo", "SnapshotInfo", "CommandResult", "CommandHandle", "EntryInfo", "FileType", "WriteInfo",
+    "Sandbox", "SandboxInfo", "SandboxMetrics", "SnapshotInfo", "CommandResult", "CommandHandle", "EntryInfo", "FileType", "WriteInfo",
     "Pty", "PtySize", "WriteEntry",
     "FilesystemEvent", "FilesystemEventType", "WatchHandle", "SandboxException", "TimeoutException",
     "NotFoundException", "AuthenticationException", "InvalidArgumentException", "RateLimitException",

@@ -3,9 +3,11 @@ an agent to cordon is a change of import and host."""
 
 import base64
 import codecs
+import datetime
 import enum
 import json
 import queue
+import re
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
@@ -513,6 +515,31 @@ class SandboxInfo:
     boot_id: Optional[str] = None
 
 
+@dataclass
+class SandboxMetrics:
+    """What a sandbox uses at one moment, as E2B's SandboxMetrics, with
+    cordon's counts after. mem_total is the sandbox's memory limit (0:
+    none); mem_used is None where its tier does not count memory."""
+
+    cpu_count: float
+    cpu_used_pct: float
+    disk_total: int
+    disk_used: int
+    mem_total: int
+    mem_used: Optional[int]
+    timestamp: datetime.datetime
+    cpu_seconds: float = 0.0
+    tasks: int = 0
+    tasks_limit: int = 0
+    oom_kills: Optional[int] = None
+
+
+def _time(s):
+    """An RFC 3339 time of the daemon's (nanoseconds, Z) as a datetime."""
+    s = re.sub(r"\.(\d+)", lambda m: "." + (m.group(1) + "00000")[:6], s).replace("Z", "+00:00")
+    return datetime.datetime.fromisoformat(s)
+
+
 class Sandbox:
     """A sandbox on a cordon daemon. Sandbox() (or Sandbox.create()) makes
     one; use it as a context manager to have it killed at the end."""
@@ -630,6 +657,21 @@ class Sandbox:
         one, as E2B's set_timeout (0: the daemon's default, which may be
         none; never past the daemon's maximum)."""
         self._t.call("PATCH", _q(self.sandbox_id), body={"ttlSeconds": int(timeout)})
+
+    @_either
+    def get_metrics(self, start: Optional[datetime.datetime] = None, end: Optional[datetime.datetime] = None) -> List[SandboxMetrics]:
+        """What the running sandbox uses now: a list of one reading, in
+        E2B's shape (cordon keeps no history, so start and end, E2B's
+        window, are taken and not needed). cpu_used_pct is measured since
+        the previous read of the sandbox's metrics, by anyone, at least
+        100 ms before (else since it was created)."""
+        m = self._t.call("GET", _q(self.sandbox_id, "/metrics"))
+        return [SandboxMetrics(
+            cpu_count=m.get("cpuCount", 0), cpu_used_pct=m.get("cpuUsedPct", 0.0),
+            disk_total=m.get("diskTotalBytes", 0), disk_used=m.get("diskUsedBytes", 0),
+            mem_total=m.get("memoryLimitBytes", 0), mem_used=m.get("memoryBytes"),
+            timestamp=_time(m["timestamp"]), cpu_seconds=m.get("cpuSeconds", 0.0),
+            tasks=m.get("tasks", 0), tasks_limit=m.get("tasksLimit", 0), oom_kills=m.get("oomKills"))]
 
     @_either
     def kill(self) -> bool:

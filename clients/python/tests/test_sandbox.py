@@ -16,6 +16,7 @@ from cordon import (
     PtySize,
     Sandbox,
     SandboxException,
+    SandboxMetrics,
     TimeoutException,
     WriteEntry,
 )
@@ -293,3 +294,25 @@ def test_pty():
         assert sbx.pty.kill(other.pid) is True
         with pytest.raises(NotFoundException):
             sbx.pty.send_stdin(123456789, "x")
+
+
+def test_get_metrics():
+    """get_metrics, as E2B's: CPU, memory and the writable space a running
+    sandbox uses, against its limits; on the class by id too."""
+    with Sandbox(timeout=120, memory_mb=256) as sbx:
+        sbx.commands.run("i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; head -c 8388608 /dev/zero > m.bin")
+        sbx.commands.run("python3 -c \"import time; b = b'x' * (32 << 20); time.sleep(600)\"", background=True)
+        for _ in range(100):
+            (m,) = sbx.get_metrics()
+            if m.tasks >= 1 and m.mem_used >= 40 << 20:
+                break
+            time.sleep(0.1)
+        assert isinstance(m, SandboxMetrics) and m.timestamp.tzinfo is not None, m
+        assert m.cpu_count > 0 and 0 <= m.cpu_used_pct <= 100 and m.cpu_seconds >= 0.05, m
+        assert 40 << 20 <= m.mem_used <= m.mem_total == 256 << 20, m
+        assert 8 << 20 <= m.disk_used <= m.disk_total, m
+        assert m.tasks >= 1 and m.oom_kills == 0, m
+        (again,) = Sandbox.get_metrics(sbx.sandbox_id)
+        assert again.cpu_seconds >= m.cpu_seconds, (m, again)
+    with pytest.raises(NotFoundException):
+        Sandbox.get_metrics(sbx.sandbox_id)

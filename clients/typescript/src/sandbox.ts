@@ -62,6 +62,21 @@ export interface SandboxInfo {
   bootId?: string;
 }
 
+/** What a sandbox uses at one moment, as E2B's SandboxMetrics, with cordon's counts after. memTotal is its memory limit (0: none); memUsed is undefined where its tier does not count memory. */
+export interface SandboxMetrics {
+  timestamp: Date;
+  cpuUsedPct: number;
+  cpuCount: number;
+  memUsed?: number;
+  memTotal: number;
+  diskUsed: number;
+  diskTotal: number;
+  cpuSeconds: number;
+  tasks: number;
+  tasksLimit: number;
+  oomKills?: number;
+}
+
 export interface RunOpts {
   background?: boolean;
   envs?: Record<string, string>;
@@ -484,6 +499,11 @@ export class Sandbox {
     return new Sandbox(sandboxId, new Transport(opts)).setTimeout(timeoutMs);
   }
 
+  /** Sandbox.prototype.getMetrics by the sandbox's id, as E2B's. */
+  static async getMetrics(sandboxId: string, opts: ConnectionOpts & { start?: Date; end?: Date } = {}): Promise<SandboxMetrics[]> {
+    return new Sandbox(sandboxId, new Transport(opts)).getMetrics();
+  }
+
   /** Sandbox.prototype.kill by the sandbox's id, as E2B's. */
   static async kill(sandboxId: string, opts: ConnectionOpts = {}): Promise<boolean> {
     return new Sandbox(sandboxId, new Transport(opts)).kill();
@@ -491,6 +511,19 @@ export class Sandbox {
 
   async getInfo(): Promise<SandboxInfo> {
     return info(await this.transport.call("GET", sbPath(this.sandboxId)));
+  }
+
+  /**
+   * What the running sandbox uses now: a list of one reading, in E2B's shape (cordon keeps no history, so E2B's start and end are taken and not needed).
+   * cpuUsedPct is measured since the previous read of the sandbox's metrics, by anyone, at least 100 ms before (else since it was created).
+   */
+  async getMetrics(_opts: { start?: Date; end?: Date } = {}): Promise<SandboxMetrics[]> {
+    const m = await this.transport.call("GET", sbPath(this.sandboxId, "/metrics"));
+    return [{
+      timestamp: new Date(m.timestamp), cpuUsedPct: m.cpuUsedPct ?? 0, cpuCount: m.cpuCount ?? 0,
+      memUsed: m.memoryBytes, memTotal: m.memoryLimitBytes ?? 0, diskUsed: m.diskUsedBytes ?? 0, diskTotal: m.diskTotalBytes ?? 0,
+      cpuSeconds: m.cpuSeconds ?? 0, tasks: m.tasks ?? 0, tasksLimit: m.tasksLimit ?? 0, oomKills: m.oomKills,
+    }];
   }
 
   async isRunning(): Promise<boolean> {

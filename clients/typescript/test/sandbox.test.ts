@@ -262,3 +262,25 @@ test("pty", async () => {
   await assert.rejects(other.wait(), CommandExitError);
   await assert.rejects(sbx.pty.sendInput(123456789, "x"), NotFoundError);
 });
+
+test("getMetrics", async () => {
+  let id: string;
+  {
+    await using sbx = await Sandbox.create({ timeoutMs: 120_000, memoryMb: 256 });
+    id = sbx.sandboxId;
+    await sbx.commands.run("i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; head -c 8388608 /dev/zero > m.bin");
+    await sbx.commands.run(`python3 -c "import time; b = b'x' * (32 << 20); time.sleep(600)"`, { background: true });
+    let m = (await sbx.getMetrics())[0];
+    for (let i = 0; i < 100 && !(m.tasks >= 1 && (m.memUsed ?? 0) >= 40 << 20); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      m = (await sbx.getMetrics())[0];
+    }
+    assert.ok(m.timestamp instanceof Date && !isNaN(m.timestamp.getTime()), String(m.timestamp));
+    assert.ok(m.cpuCount > 0 && m.cpuUsedPct >= 0 && m.cpuUsedPct <= 100 && m.cpuSeconds >= 0.05, JSON.stringify(m));
+    assert.ok(m.memUsed !== undefined && m.memUsed >= 40 << 20 && m.memUsed <= m.memTotal && m.memTotal === 256 << 20, JSON.stringify(m));
+    assert.ok(m.diskUsed >= 8 << 20 && m.diskUsed <= m.diskTotal && m.tasks >= 1 && m.oomKills === 0, JSON.stringify(m));
+    const [again] = await Sandbox.getMetrics(id);
+    assert.ok(again.cpuSeconds >= m.cpuSeconds);
+  }
+  await assert.rejects(Sandbox.getMetrics(id), NotFoundError);
+});
