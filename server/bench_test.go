@@ -195,6 +195,46 @@ func BenchmarkUpdate(b *testing.B) {
 	testutil.ReportPercentiles(b, "", lat)
 }
 
+// BenchmarkMetrics: a sandbox's metrics through the API, with an idle
+// sandbox (metrics/idle) and with 200 processes running in it
+// (metrics/busy: the agent reads every one's times in /proc).
+func BenchmarkMetrics(b *testing.B) {
+	d := startDaemon(b)
+	for _, tc := range []struct{ name, start string }{{"idle", ""}, {"busy", "for i in $(seq 200); do sleep 600 & done; wait"}} {
+		b.Run(tc.name, func(b *testing.B) {
+			sb, err := d.local.Create(b.Context(), api.CreateRequest{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if tc.start != "" {
+				if _, err := d.local.Agent(sb.ID).StartSession(b.Context(), wire.SessionRequest{Command: "sh", Args: []string{"-c", tc.start}}); err != nil {
+					b.Fatal(err)
+				}
+				for {
+					m, err := d.local.Metrics(b.Context(), sb.ID)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if m.Tasks >= 201 {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			var lat []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				if _, err := d.local.Metrics(b.Context(), sb.ID); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			testutil.ReportPercentiles(b, "", lat)
+			d.local.Delete(b.Context(), sb.ID)
+		})
+	}
+}
+
 // BenchmarkRename: a file moved back and forth inside a sandbox through
 // the API (the daemon's route, the agent's jail, rename(2)).
 func BenchmarkRename(b *testing.B) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -135,6 +136,16 @@ func TestDaemonKubernetes(t *testing.T) {
 	defer d.stop(t, sock)
 	if out, errOut, code := cordon(t, "exec", host, sb.ID, "--", "cat", "/workspace/mark"); code != 0 || out != "kept\n" {
 		t.Fatalf("after the restart: exit %d, %q, %s", code, out, errOut)
+	}
+	// Its metrics: the agent counts the pod's memory from its cgroup, the
+	// node being no business of the daemon's.
+	var stats []struct {
+		ID string `json:"id"`
+		api.Metrics
+	}
+	if out, errOut, code := cordon(t, "stats", host, "-o", "json", "--interval", "100ms", sb.ID); code != 0 || json.Unmarshal([]byte(out), &stats) != nil || len(stats) != 1 ||
+		stats[0].MemoryBytes == nil || *stats[0].MemoryBytes <= 0 || stats[0].DiskTotalBytes <= 0 || stats[0].OOMKills == nil {
+		t.Errorf("stats: exit %d, %q, %s", code, out, errOut)
 	}
 	_, err := c.Create(t.Context(), api.CreateRequest{Spec: api.Spec{Tier: "kubernetes", Image: "cordon-test.invalid/none:1"}})
 	var ae *api.Error
