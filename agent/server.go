@@ -291,8 +291,12 @@ func (s *Server) ServeHTTP(w httpd.ResponseWriter, r *httpd.Request) {
 		writeJSON(w, httpd.StatusNotFound, wire.ErrorBody{Error: wire.CodeNotFound})
 		return
 	}
-	release := s.acquireActivity()
-	defer release()
+	// Counting what the commands use is looking at the sandbox, not work
+	// in it: a dashboard that polls must not keep an idle sandbox alive.
+	if r.RequestURI != wire.RouteUsage {
+		release := s.acquireActivity()
+		defer release()
+	}
 	defer func() {
 		// A handler bug answers 500 and leaves the agent serving.
 		if p := recover(); p != nil {

@@ -77,3 +77,31 @@ func TestSandboxLifetime(t *testing.T) {
 		return err == nil && got.State == api.StateDestroyed && got.Reason == "ttl"
 	})
 }
+
+// TestMetricsNotActivity: a dashboard that reads a sandbox's metrics over
+// and over keeps no idle sandbox alive (neither the daemon nor the agent
+// counts the reads as activity), and another tenant cannot read them.
+func TestMetricsNotActivity(t *testing.T) {
+	d := startDaemon(t)
+	alice, _ := d.tenant(t, "alice")
+	bob, _ := d.tenant(t, "bob")
+	ctx := t.Context()
+	sb, err := alice.Create(ctx, api.CreateRequest{IdleTimeoutSeconds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bob.Metrics(ctx, sb.ID)
+	wantCode(t, err, http.StatusNotFound, api.CodeNotFound)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := alice.Metrics(ctx, sb.ID); err != nil {
+			wantCode(t, err, http.StatusNotFound, api.CodeNotFound)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a sandbox whose metrics were read every 100 ms was never reaped for its idle timeout of 1 s")
+		}
+	}
+	if got, err := alice.Get(ctx, sb.ID); err != nil || got.State != api.StateDestroyed || got.Reason != "idle" {
+		t.Fatalf("%+v %v", got, err)
+	}
+}
