@@ -213,16 +213,21 @@ func errorFrom(status int, b []byte) error {
 
 // Health asks GET /healthz.
 func (c *Client) Health(ctx context.Context) (*wire.Health, error) {
-	resp, err := c.do(ctx, http.MethodGet, wire.RouteHealthz, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
 	var h wire.Health
-	if err := decode(resp, &h); err != nil {
+	if err := c.get(ctx, wire.RouteHealthz, &h); err != nil {
 		return nil, err
 	}
 	return &h, nil
+}
+
+// get asks GET route and decodes the JSON answer into out.
+func (c *Client) get(ctx context.Context, route string, out any) error {
+	resp, err := c.do(ctx, http.MethodGet, route, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return decode(resp, out)
 }
 
 // Admit checks that the agent is up and speaks exactly this release's

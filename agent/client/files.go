@@ -224,13 +224,8 @@ func (c *Client) Remove(ctx context.Context, path string, recursive bool) error 
 
 // Usage asks what the sandbox's commands use now (feature "usage").
 func (c *Client) Usage(ctx context.Context) (*wire.Usage, error) {
-	resp, err := c.do(ctx, http.MethodGet, wire.RouteUsage, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
 	var u wire.Usage
-	if err := decode(resp, &u); err != nil {
+	if err := c.get(ctx, wire.RouteUsage, &u); err != nil {
 		return nil, err
 	}
 	return &u, nil
