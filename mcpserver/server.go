@@ -147,6 +147,7 @@ func New(cfg Config) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "stop_process", Description: "Stop a background program (TERM, then KILL after a grace) and confirm it gone."}, t.stopProcess)
 	mcp.AddTool(s, &mcp.Tool{Name: "expose_port", Description: "Give a port a program in the sandbox listens on a URL of the daemon, with a token of its own."}, t.exposePort)
 	mcp.AddTool(s, &mcp.Tool{Name: "list_sandboxes", Description: "List your sandboxes."}, t.list)
+	mcp.AddTool(s, &mcp.Tool{Name: "sandbox_usage", Description: "What a sandbox uses now against its limits: CPU time and use, memory, its writable space (disk) and tasks, and how many processes were killed for memory. Check it before a large build or download, or when a command was killed."}, t.usage)
 	mcp.AddTool(s, &mcp.Tool{Name: "destroy_sandbox", Description: "Destroy a sandbox and everything in it."}, t.destroy)
 	s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "sandbox-file", Title: "A file in a sandbox", URITemplate: "cordon://sandboxes/{id}/files/{+path}",
 		Description: "The content of a file in a sandbox (a path relative to its workspace, or absolute)."}, t.readResource)
@@ -597,6 +598,14 @@ func (t *tools) list(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*
 		}
 	}
 	return nil, ListOut{Sandboxes: live}, err
+}
+
+func (t *tools) usage(ctx context.Context, _ *mcp.CallToolRequest, in SandboxIn) (*mcp.CallToolResult, *api.Metrics, error) {
+	m, err := t.d.Metrics(ctx, in.Sandbox)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, m, nil
 }
 
 // DestroyOut confirms a teardown.

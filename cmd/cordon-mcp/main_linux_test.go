@@ -121,7 +121,7 @@ func TestMCPStdio(t *testing.T) {
 	for _, tl := range tools.Tools {
 		names = append(names, tl.Name)
 	}
-	for _, want := range []string{"create_sandbox", "run_command", "run_code", "read_file", "write_file", "list_files", "start_process", "read_process_output", "write_process_input", "stop_process", "expose_port", "list_sandboxes", "destroy_sandbox"} {
+	for _, want := range []string{"create_sandbox", "run_command", "run_code", "read_file", "write_file", "list_files", "start_process", "read_process_output", "write_process_input", "stop_process", "expose_port", "sandbox_usage", "list_sandboxes", "destroy_sandbox"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no tool %s in %v", want, names)
 		}
@@ -282,6 +282,17 @@ func TestMCPStdio(t *testing.T) {
 	c.must("run_code", map[string]any{"language": "python", "source": "sum(INPUT)", "input": []int{1, 2, 3}}, &code)
 	if !code.OK || string(code.Output) != "6" {
 		t.Errorf("run_code: %+v (%s)", code, code.Output)
+	}
+
+	var usage struct {
+		CPUSeconds     float64
+		MemoryBytes    *int64
+		DiskTotalBytes int64
+		Tasks          int64
+	}
+	c.must("sandbox_usage", map[string]any{"sandbox": sb.ID}, &usage)
+	if usage.DiskTotalBytes <= 0 || usage.MemoryBytes == nil || *usage.MemoryBytes <= 0 || usage.CPUSeconds < 0 {
+		t.Errorf("sandbox_usage: %+v", usage)
 	}
 
 	// Closing the session ends cordon mcp, its daemon and every sandbox.
