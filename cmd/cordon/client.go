@@ -86,7 +86,11 @@ var daemonAddr string
 // apiFail says why a request to the daemon failed, and what to do where
 // the cause is the caller's: no daemon at the address, or a key it
 // refused.
-func apiFail(err error) int {
+func apiFail(err error) int { return apiFailOn("", err) }
+
+// apiFailOn is apiFail for a verb acting on many sandboxes: the daemon's
+// word is said of id.
+func apiFailOn(id string, err error) int {
 	var e *api.Error
 	var dial *net.OpError
 	var ae *agentclient.Error
@@ -107,7 +111,10 @@ func apiFail(err error) int {
 		// The daemon's word, which may quote a sandbox's (a file's name,
 		// a command's): shown escaped where it holds what a terminal
 		// would act on.
-		fmt.Fprintf(os.Stderr, "cordon: %s\n", printable.String(err.Error()))
+		if id != "" {
+			id = printable.String(id) + ": "
+		}
+		fmt.Fprintf(os.Stderr, "cordon: %s%s\n", id, printable.String(err.Error()))
 	}
 	return exitCordon
 }

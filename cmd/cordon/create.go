@@ -98,8 +98,7 @@ func updateCmd(args []string) int {
 	for _, id := range ids {
 		sb, err := c.Update(context.Background(), id, req)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "cordon: %s: ", id)
-			code = apiFail(err)
+			code = apiFailOn(id, err)
 			continue
 		}
 		if *output == "json" {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
@@ -40,8 +39,7 @@ func eachSandbox(verb string, args []string, do func(*sclient.Client, context.Co
 	code = 0
 	for _, id := range ids {
 		if _, err := do(c, context.Background(), id); err != nil {
-			fmt.Fprintf(os.Stderr, "cordon: %s: ", id)
-			code = apiFail(err)
+			code = apiFailOn(id, err)
 		}
 	}
 	return code

@@ -19,8 +19,7 @@ func rmCmd(args []string) int {
 	code = 0
 	for _, id := range ids {
 		if err := c.Delete(context.Background(), id); err != nil {
-			fmt.Fprintf(os.Stderr, "cordon: %s: %v\n", id, err)
-			code = exitCordon
+			code = apiFailOn(id, err)
 		}
 	}
 	return code

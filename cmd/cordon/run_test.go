@@ -434,8 +434,13 @@ func TestCLIUsage(t *testing.T) {
 	if _, errOut, code := cordon(t, "image", "gc"); code != 2 || !strings.Contains(errOut, "--max SIZE is required") {
 		t.Errorf("image gc without --max: %d %q", code, errOut)
 	}
-	if _, errOut, code := cordon(t, "ls", "--host", "unix://"+filepath.Join(t.TempDir(), "none.sock")); code != 125 || !strings.Contains(errOut, "no cordon daemon answers at") || !strings.Contains(errOut, "cordon serve") {
-		t.Errorf("no daemon: %d %q", code, errOut)
+	// Every verb on the daemon says so, those acting on many sandboxes
+	// each once, without saying "cordon:" twice.
+	for _, verb := range [][]string{{"ls"}, {"rm", "sbx_0000000000000000"}, {"update", "--ttl", "1h", "sbx_0000000000000000"}, {"pause", "sbx_0000000000000000"}, {"stats", "sbx_0000000000000000"}} {
+		_, errOut, code := cordon(t, append([]string{verb[0], "--host", "unix://" + filepath.Join(t.TempDir(), "none.sock")}, verb[1:]...)...)
+		if code != 125 || !strings.Contains(errOut, "no cordon daemon answers at") || !strings.Contains(errOut, "cordon serve") || strings.Count(errOut, "cordon:") != 1 {
+			t.Errorf("%s with no daemon: %d %q", verb[0], code, errOut)
+		}
 	}
 	// A local file that is not there is not a daemon that is not there.
 	if _, errOut, code := cordon(t, "cp", "--host", "unix://"+filepath.Join(t.TempDir(), "none.sock"), filepath.Join(t.TempDir(), "missing"), "sbx_0000000000000000:x"); code != 125 || strings.Contains(errOut, "daemon") || !strings.Contains(errOut, "no such file") {

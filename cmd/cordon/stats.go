@@ -44,8 +44,7 @@ func statsCmd(args []string) int {
 	for i, id := range ids {
 		m, err := c.Metrics(ctx, id)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "cordon: %s: ", id)
-			code = apiFail(err)
+			code = apiFailOn(id, err)
 			continue
 		}
 		first[i] = m
@@ -58,8 +57,7 @@ func statsCmd(args []string) int {
 		}
 		m, err := c.Metrics(ctx, id)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "cordon: %s: ", id)
-			code = apiFail(err)
+			code = apiFailOn(id, err)
 			continue
 		}
 		used := time.Duration((m.CPUSeconds - first[i].CPUSeconds) * float64(time.Second))
@@ -72,6 +70,9 @@ func statsCmd(args []string) int {
 		}
 		printJSON(out)
 		return code
+	}
+	if len(out) == 0 && len(ids) > 0 {
+		return code // each said why
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tCPU %\tCPU TIME\tMEMORY / LIMIT\tDISK / SIZE\tTASKS / LIMIT\tOOM KILLS")
