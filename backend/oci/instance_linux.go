@@ -134,11 +134,15 @@ type instanceState struct {
 	ID        string `json:"id"`
 	SocketUID int    `json:"socketUid"`
 	SocketGID int    `json:"socketGid"`
+	// StateDir and Runtime are the state directory and runtime that made
+	// it: another configuration's sandbox is taken back by a sibling.
+	StateDir string `json:"stateDir,omitempty"`
+	Runtime  string `json:"runtime,omitempty"`
 }
 
 // State describes the sandbox for Adopt (sandbox.Persistent).
 func (i *instance) State() ([]byte, error) {
-	return json.Marshal(instanceState{ID: i.id, SocketUID: i.socketUID, SocketGID: i.socketUID})
+	return json.Marshal(instanceState{ID: i.id, SocketUID: i.socketUID, SocketGID: i.socketUID, StateDir: i.b.cfg.StateDir, Runtime: i.b.runtime})
 }
 
 // Adopt takes over a container an earlier process started.
@@ -149,6 +153,9 @@ func (b *Backend) Adopt(ctx context.Context, state []byte, token string) (sandbo
 	var st instanceState
 	if err := json.Unmarshal(state, &st); err != nil || !strings.HasPrefix(st.ID, "cordon-") || strings.ContainsAny(st.ID, "/.") {
 		return nil, fmt.Errorf("%w: unreadable container state", sandbox.ErrAgent)
+	}
+	if st.StateDir != "" && st.StateDir != b.cfg.StateDir {
+		return b.sibling(st.StateDir, st.Runtime).Adopt(ctx, state, token)
 	}
 	inst := &instance{b: b, id: st.ID, dir: filepath.Join(b.cfg.StateDir, st.ID), logs: logbuf.New(64 << 10),
 		cgroup: "/" + ociCgroupParent + "/" + st.ID, created: true, socketUID: st.SocketUID}
@@ -172,6 +179,11 @@ func (b *Backend) Adopt(ctx context.Context, state []byte, token string) (sandbo
 // keep does not hold (a create cut short, a sandbox no record explains),
 // and removes their directories.
 func (b *Backend) Sweep(ctx context.Context, keep []sandbox.Instance) error {
+	return errors.Join(b.sweep(ctx, keep), b.sweepSiblings(ctx, keep))
+}
+
+// sweep is Sweep for b's own state directory.
+func (b *Backend) sweep(ctx context.Context, keep []sandbox.Instance) error {
 	if err := b.probeOnce(ctx); err != nil {
 		if errors.Is(err, sandbox.ErrUnavailable) {
 			// Without its runtime the tier started nothing here, and

@@ -56,6 +56,9 @@ type Backend struct {
 	probed  bool
 
 	sweepOnce sync.Once
+
+	sibMu sync.Mutex
+	sibs  map[string]*Backend // siblings by state directory
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -205,6 +208,7 @@ func (b *Backend) probeOnce(ctx context.Context) error {
 	}
 	b.probed = true
 	if b.stateDir() == nil {
+		b.recordRuntime()
 		host.SweepCgroups(b.cfg.StateDir, ociCgroupParents(), "cordon-", time.Minute)
 	}
 	host.BoundContainers()
@@ -299,7 +303,10 @@ func (b *Backend) Start(ctx context.Context, l sandbox.Launch) (sandbox.Instance
 		return nil, err
 	}
 	if !b.cfg.Detached {
-		b.sweepOnce.Do(func() { b.sweepOrphans(ctx) })
+		b.sweepOnce.Do(func() {
+			b.sweepOrphans(ctx)
+			b.sweepSiblingOrphans(ctx)
+		})
 	}
 	// The sandbox's user namespace is its own root's, not root's, as on
 	// the process tier (host.OwnedUserns); its holder starts beside the
