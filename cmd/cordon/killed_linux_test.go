@@ -21,7 +21,8 @@ import (
 // is killed (SIGKILL, no teardown) stops by itself (its agent's lifeline
 // closes; a VMM has a parent-death signal), and the next `cordon run` on
 // the same state directory sweeps what it left: no directory, no runtime
-// state.
+// state; a runtime named for the killed run (CORDON_OCI_RUNTIME) and not
+// for the next, its directory too.
 func TestRunKilled(t *testing.T) {
 	testutil.RequiresRoot(t)
 	for _, c := range []struct {
@@ -29,13 +30,18 @@ func TestRunKilled(t *testing.T) {
 		// prefix names the tier's sandbox directories; pid, a file there,
 		// names the process that holds the sandbox (its first field).
 		prefix, pid string
+		// ociRuntime: the killed run's CORDON_OCI_RUNTIME; the next
+		// run names none, and sweeps that runtime's directory too.
+		ociRuntime string
 	}{
-		{"container", "oci", "crun", "cordon-", "pid"},
-		{"gvisor", "gvisor", "/usr/local/lib/cordon/runsc", "cordon-", "pid"},
-		{"microvm", "microvm", "qemu-system-x86_64", "vm-", "vmm.pid"},
+		{"container", "oci", "crun", "cordon-", "pid", ""},
+		{"container", "oci-runc", "runc", "cordon-", "pid", "runc"},
+		{"gvisor", "gvisor", "/usr/local/lib/cordon/runsc", "cordon-", "pid", ""},
+		{"microvm", "microvm", "qemu-system-x86_64", "vm-", "vmm.pid", ""},
 	} {
-		t.Run(c.tier, func(t *testing.T) {
+		t.Run(c.tier+"/"+filepath.Base(c.runtime), func(t *testing.T) {
 			testutil.Requires(t, c.runtime)
+			t.Setenv("CORDON_OCI_RUNTIME", c.ociRuntime)
 			if c.tier == "microvm" {
 				if out, _, _ := cordon(t, "tiers"); !strings.Contains(out, "microvm      yes") {
 					testutil.Missing(t, "the microvm tier is unavailable: %s", out)
@@ -78,7 +84,7 @@ func TestRunKilled(t *testing.T) {
 				}
 			}
 			next := exec.Command(buildCLI(t), "run", "--tier", c.tier, "--", "true")
-			next.Env = cmd.Env
+			next.Env = append(os.Environ(), "CORDON_OCI_RUNTIME=", "CORDON_STATE_DIR="+state)
 			if b, err := next.CombinedOutput(); err != nil {
 				t.Fatalf("the next run: %v: %s", err, b)
 			}
