@@ -23,6 +23,7 @@ func TestAgentDependencies(t *testing.T) {
 		"github.com/cordon-sandbox/cordon/baseline":                            true,
 		"github.com/cordon-sandbox/cordon/agent/vminit":                        true,
 		"github.com/cordon-sandbox/cordon/internal/connq":                      true, // a microVM's sessions, one listener
+		"github.com/cordon-sandbox/cordon/internal/memcg":                      true, // a pod's memory
 		"github.com/creack/pty":                                                true,
 		"github.com/hashicorp/yamux":                                           true, // a microVM's port, multiplexed
 		"golang.org/x/net/bpf":                                                 true,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/internal/httpd"
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/internal/memcg"
 )
 
 // clockTick is the unit of the times in /proc/PID/stat (USER_HZ, 100 on
@@ -94,48 +95,21 @@ func processTimes(self int) (cpuNanos, tasks int64) {
 }
 
 // memoryInUse is the sandbox's memory, where the agent counts it
-// (Config.CountOOM: a pod's memory cgroup; OOMKernels: a virtual
-// machine's whole kernel), less the file cache the kernel can reclaim
-// (inactive files, as docker stats counts); else 0.
+// (Config.CountOOM: a pod's memory cgroup, as the runtime mounts it, v2
+// then v1; OOMKernels: a virtual machine's whole kernel), less the file
+// cache the kernel can reclaim; else 0.
 func (s *Server) memoryInUse() int64 {
 	if !s.cfg.CountOOM {
 		return 0
 	}
 	if s.cfg.OOMKernels {
-		m := statFields("/proc/meminfo", ":")
-		if total, avail := m["MemTotal"], m["MemAvailable"]; total > avail {
-			return (total - avail) << 10 // kB
+		m := memcg.Fields("/proc/meminfo", ":")
+		return max(m["MemTotal"]-m["MemAvailable"], 0) << 10 // kB
+	}
+	for _, dir := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/memory"} {
+		if n, ok := memcg.InUse(dir); ok {
+			return n
 		}
-		return 0
-	}
-	if b, err := os.ReadFile("/sys/fs/cgroup/memory.current"); err == nil {
-		used, _ := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
-		return max(used-statFields("/sys/fs/cgroup/memory.stat", "")["inactive_file"], 0)
-	}
-	if b, err := os.ReadFile("/sys/fs/cgroup/memory/memory.usage_in_bytes"); err == nil {
-		used, _ := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
-		return max(used-statFields("/sys/fs/cgroup/memory/memory.stat", "")["total_inactive_file"], 0)
 	}
 	return 0
-}
-
-// statFields reads a file of "name value" lines (sep, if any, ends the
-// name), as /proc/meminfo and memory.stat are.
-func statFields(file, sep string) map[string]int64 {
-	out := map[string]int64{}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return out
-	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		f := bytes.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		v, err := strconv.ParseInt(string(f[1]), 10, 64)
-		if err == nil {
-			out[string(bytes.TrimSuffix(f[0], []byte(sep)))] = v
-		}
-	}
-	return out
 }

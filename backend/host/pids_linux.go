@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/memcg"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,35 +118,10 @@ func OOMKills(cgroup string) uint64 {
 // can reclaim, as docker stats counts it; ok is false where the cgroup
 // cannot be read.
 func MemoryInUse(cgroup string) (int64, bool) {
-	if n, ok := MemoryInUseAt(filepath.Join("/sys/fs/cgroup/memory", cgroup)); ok {
+	if n, ok := memcg.InUse(filepath.Join("/sys/fs/cgroup/memory", cgroup)); ok {
 		return n, ok
 	}
-	return MemoryInUseAt(filepath.Join("/sys/fs/cgroup", cgroup))
-}
-
-// MemoryInUseAt is MemoryInUse for a cgroup's directory: v1's
-// memory.usage_in_bytes, or v2's memory.current.
-func MemoryInUseAt(dir string) (int64, bool) {
-	used, inactive := "memory.usage_in_bytes", "total_inactive_file"
-	b, err := os.ReadFile(filepath.Join(dir, used))
-	if err != nil {
-		used, inactive = "memory.current", "inactive_file"
-		if b, err = os.ReadFile(filepath.Join(dir, used)); err != nil {
-			return 0, false
-		}
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	stat, _ := os.ReadFile(filepath.Join(dir, "memory.stat"))
-	for _, line := range strings.Split(string(stat), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == inactive {
-			v, _ := strconv.ParseInt(f[1], 10, 64)
-			n -= v
-		}
-	}
-	return max(n, 0), true
+	return memcg.InUse(filepath.Join("/sys/fs/cgroup", cgroup))
 }
 
 // TCPMemoryV1 reports whether the host's memory cgroups are v1 with TCP

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cordon-sandbox/cordon/internal/memcg"
 	"os"
 	"path/filepath"
 	"slices"
@@ -534,9 +535,9 @@ func (cg *cgroups) oomKills() uint64 {
 func (cg *cgroups) memoryInUse() (int64, bool) {
 	switch {
 	case cg.unified:
-		return host.MemoryInUseAt(cg.v2)
+		return memcg.InUse(cg.v2)
 	case cg.v1["memory"] != "":
-		return host.MemoryInUseAt(cg.v1["memory"])
+		return memcg.InUse(cg.v1["memory"])
 	}
 	return 0, false
 }
