@@ -124,10 +124,10 @@ func startDaemonGrace(t testing.TB, grace time.Duration, tune ...func(*server.Co
 
 // containersShare reports whether name, in the container tier's state
 // directory, is what stays there for every sandbox: the runtime's state,
-// the identity files, skeleton roots and agent copy containers share, and
-// the stamp of the last sweep of cgroups.
+// the identity files, skeleton roots and agent copy containers share, the
+// stamp of the last sweep of cgroups, and the record of the runtime.
 func containersShare(name string) bool {
-	return name == "runtime" || name == ".cgroup-sweep" || strings.HasPrefix(name, "identity-") || strings.HasPrefix(name, "skeleton-") || strings.HasPrefix(name, "agent-")
+	return name == "runtime" || name == ".cgroup-sweep" || name == ".runtime" || strings.HasPrefix(name, "identity-") || strings.HasPrefix(name, "skeleton-") || strings.HasPrefix(name, "agent-")
 }
 
 // newDaemon is a daemon not yet started, with a process-tier state
