@@ -54,7 +54,7 @@ func defaultSocket() string {
 func serveCmd(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: cordon serve [flags]\n\nRuns the daemon: cordon's REST API (/v1, described at /v1/openapi.yaml) for\nmany callers. It listens on a unix socket by default, whose file mode is\nthe boundary: a request there without a key acts as the local\nadministrator. A TCP listener needs API keys (--admin-key-file, then POST\n/v1/keys) and takes TLS with --tls-cert and --tls-key. Sandboxes outlive the\ndaemon: a restart takes them back. They live in /run/cordon/serve (as root;\n$CORDON_STATE_DIR/serve when set), which belongs to one registry\n(--state-dir): a second daemon on one host needs a CORDON_STATE_DIR of its\nown.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: cordon serve [flags]\n\nRuns the daemon: cordon's REST API (/v1, described at /v1/openapi.yaml) for\nmany callers. It listens on a unix socket by default, whose file mode is\nthe boundary: a request there without a key acts as the local\nadministrator. A TCP listener needs API keys (--admin-key-file, then POST\n/v1/keys) and takes TLS with --tls-cert and --tls-key. Sandboxes outlive the\ndaemon: a restart takes them back. They live in /run/cordon/serve (as root;\n$CORDON_STATE_DIR/serve when set), which belongs to one registry\n(--state-dir): a second daemon on one host needs a CORDON_STATE_DIR of its\nown. CORDON_OCI_RUNTIME (crun, runc or a path) chooses the container\ntier's runtime; a change of it between two starts loses no sandbox.\n\nflags:\n")
 		printDefaults(fs)
 	}
 	var listen, hostPaths, profiles listFlag
