@@ -9,6 +9,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/backend/host"
 	"github.com/cordon-sandbox/cordon/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // A tier's state directories, one per runtime the operator named
@@ -42,11 +43,20 @@ func (b *Backend) siblings() []*Backend {
 	ents, _ := os.ReadDir(parent)
 	var out []*Backend
 	for _, e := range ents {
-		if n := e.Name(); e.IsDir() && n != own && (n == kind || strings.HasPrefix(n, kind+"-")) {
-			out = append(out, b.sibling(filepath.Join(parent, n), ""))
+		dir := filepath.Join(parent, e.Name())
+		if n := e.Name(); e.IsDir() && n != own && (n == kind || strings.HasPrefix(n, kind+"-")) && ours(dir) {
+			out = append(out, b.sibling(dir, ""))
 		}
 	}
 	return out
+}
+
+// ours reports whether path is this user's and no one else may write it:
+// a sibling's directory and its record of a runtime, which is run as this
+// user, are trusted no further than that.
+func ours(path string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(path, &st) == nil && int(st.Uid) == os.Geteuid() && st.Mode&0o022 == 0
 }
 
 // sibling is the backend of the state directory dir: its runtime the one
@@ -57,8 +67,10 @@ func (b *Backend) sibling(dir, runtime string) *Backend {
 	if s, ok := b.sibs[dir]; ok {
 		return s
 	}
-	if rec, err := os.ReadFile(filepath.Join(dir, runtimeRecord)); err == nil && len(rec) > 0 {
-		runtime = string(rec)
+	if file := filepath.Join(dir, runtimeRecord); ours(file) {
+		if rec, err := os.ReadFile(file); err == nil && len(rec) > 0 {
+			runtime = string(rec)
+		}
 	}
 	cfg := b.cfg
 	cfg.StateDir, cfg.Runtime = dir, runtime
