@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"os"
+	"runtime"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +21,7 @@ const clockTick = 10_000_000 // ns
 func (s *Server) handleUsage(w httpd.ResponseWriter, r *httpd.Request) {
 	u := wire.Usage{}
 	u.CPUNanos, u.Tasks = processTimes(os.Getpid())
+	u.CPUs = int64(runtime.NumCPU())
 	var st unix.Statfs_t
 	if unix.Statfs(s.cfg.Workspace, &st) == nil {
 		u.DiskTotalBytes = int64(st.Blocks) * st.Bsize

@@ -21,6 +21,8 @@ type Usage struct {
 	CPU time.Duration
 	// Tasks counts its commands' processes and threads now.
 	Tasks int64
+	// CPUs is how many CPUs they may run on (0: not said).
+	CPUs int64
 	// Memory is what it holds now, less reclaimable file cache; -1 where
 	// neither its host nor its agent counts it.
 	Memory int64
@@ -45,7 +47,7 @@ func (s *Sandbox) Usage(ctx context.Context) (*Usage, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Usage{At: time.Now(), CPU: time.Duration(u.CPUNanos), Tasks: u.Tasks,
+	out := &Usage{At: time.Now(), CPU: time.Duration(u.CPUNanos), Tasks: u.Tasks, CPUs: u.CPUs,
 		DiskUsed: u.DiskUsedBytes, DiskTotal: u.DiskTotalBytes, Memory: -1, OOMKills: -1}
 	if g, ok := s.inst.(MemoryGauge); ok {
 		if m, ok := g.MemoryInUse(); ok {

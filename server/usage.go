@@ -45,6 +45,11 @@ func metricsOf(limits sandbox.Limits, u, prev *sandbox.Usage, created time.Time)
 		MemoryLimitBytes: limits.MemoryBytes, DiskUsedBytes: u.DiskUsed, DiskTotalBytes: u.DiskTotal,
 		Tasks: u.Tasks, TasksLimit: limits.Pids,
 	}
+	// A limit above the CPUs the sandbox may run on (a virtual machine's
+	// own, a cpuset) is not what it can use.
+	if u.CPUs > 0 && (m.CPUCount <= 0 || float64(u.CPUs) < m.CPUCount) {
+		m.CPUCount = float64(u.CPUs)
+	}
 	if m.CPUCount <= 0 {
 		m.CPUCount = float64(runtime.NumCPU())
 	}

@@ -89,6 +89,9 @@ type Usage struct {
 	CPUNanos int64 `json:"cpuNanos"`
 	// Tasks counts their processes and threads now.
 	Tasks int64 `json:"tasks"`
+	// CPUs is how many CPUs the sandbox's processes may run on (their
+	// affinity: a virtual machine's own, a cpuset's).
+	CPUs int64 `json:"cpus,omitempty"`
 	// DiskUsedBytes and DiskTotalBytes are the workspace's file system's
 	// (the writable space): what is in use and its size.
 	DiskUsedBytes  int64 `json:"diskUsedBytes"`

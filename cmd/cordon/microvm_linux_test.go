@@ -47,6 +47,16 @@ func TestMicroVM(t *testing.T) {
 	if out := run("exec", id, "--", "cat", "f"); out != "kept\n" {
 		t.Fatalf("after pause and resume: %q", out)
 	}
+	// Its metrics: the guest's memory, and its one CPU, against which its
+	// use is measured (not the host's cores).
+	var stats []struct {
+		ID string `json:"id"`
+		api.Metrics
+	}
+	if err := json.Unmarshal([]byte(run("stats", "-o", "json", "--interval", "100ms", id)), &stats); err != nil || len(stats) != 1 ||
+		stats[0].CPUCount != 1 || stats[0].MemoryBytes == nil || *stats[0].MemoryBytes <= 0 || stats[0].MemoryLimitBytes != 256<<20 {
+		t.Errorf("stats: %+v %v", stats, err)
+	}
 	run("rm", id)
 
 	// A warm pool of VMs: a create of its spec claims a started one

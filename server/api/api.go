@@ -160,7 +160,8 @@ type Metrics struct {
 	// its metrics (at least 100 ms before; else since it was created), in
 	// percent.
 	CPUUsedPct float64 `json:"cpuUsedPct"`
-	// CPUCount is the cores it may use: its CPU limit, else the host's.
+	// CPUCount is the cores it may use: its CPU limit, or the CPUs it may
+	// run on (a virtual machine's, a cpuset's) where they are fewer.
 	CPUCount float64 `json:"cpuCount"`
 	// MemoryBytes is what it holds now, less file cache the kernel can
 	// reclaim; MemoryLimitBytes its memory limit (absent: none).

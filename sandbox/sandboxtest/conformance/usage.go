@@ -2,7 +2,9 @@ package conformance
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +24,11 @@ func testUsage(t *testing.T, h *harness) {
 	}
 	if before.DiskTotalBytes <= 0 || before.DiskUsedBytes < 0 || before.CPUNanos < 0 {
 		t.Fatalf("usage before: %+v", before)
+	}
+	// The CPUs it may run on, as its commands see them (one, in a
+	// single-CPU virtual machine on a larger host).
+	if n := strings.TrimSpace(h.sh(t, "nproc")); fmt.Sprint(before.CPUs) != n {
+		t.Errorf("usage counts %d CPUs; nproc says %s", before.CPUs, n)
 	}
 	// A fixed amount of work (some 0.2 s of a CPU here), whatever the
 	// machine's load, and 4 MiB written.
