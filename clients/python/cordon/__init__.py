@@ -23,6 +23,8 @@ from .sandbox import (
     Sandbox,
     SandboxInfo,
     SandboxMetrics,
+    SandboxQuery,
+    SandboxState,
     SnapshotInfo,
     WatchHandle,
     WriteEntry,
@@ -30,7 +32,7 @@ from .sandbox import (
 )
 
 __all__ = [
-    "Sandbox", "SandboxInfo", "SandboxMetrics", "SnapshotInfo", "CommandResult", "CommandHandle", "EntryInfo", "FileType", "WriteInfo",
+    "Sandbox", "SandboxInfo", "SandboxMetrics", "SandboxQuery", "SandboxState", "SnapshotInfo", "CommandResult", "CommandHandle", "EntryInfo", "FileType", "WriteInfo",
     "Pty", "PtySize", "WriteEntry",
     "FilesystemEvent", "FilesystemEventType", "WatchHandle", "SandboxException", "TimeoutException",
     "NotFoundException", "AuthenticationException", "InvalidArgumentException", "RateLimitException",

@@ -515,6 +515,20 @@ class SandboxInfo:
     boot_id: Optional[str] = None
 
 
+class SandboxState(str, enum.Enum):
+    RUNNING = "running"
+    PAUSED = "paused"
+
+
+@dataclass
+class SandboxQuery:
+    """E2B's filter of Sandbox.list: the sandboxes that carry every one of
+    metadata's labels, in one of state's states."""
+
+    metadata: Optional[Dict[str, str]] = None
+    state: Optional[List[Union[SandboxState, str]]] = None
+
+
 @dataclass
 class SandboxMetrics:
     """What a sandbox uses at one moment, as E2B's SandboxMetrics, with
@@ -622,11 +636,21 @@ class Sandbox:
         return cls(_sandbox_id=sandbox_id, _transport=t)
 
     @classmethod
-    def list(cls, api_key: Optional[str] = None, host: Optional[str] = None) -> List[SandboxInfo]:
+    def list(cls, api_key: Optional[str] = None, host: Optional[str] = None, query: Optional[SandboxQuery] = None) -> List[SandboxInfo]:
+        """Your sandboxes that are not destroyed; with query (E2B's), those
+        with all its metadata and in one of its states."""
         t = Transport(host, api_key)
-        doc = t.call("GET", "/v1/sandboxes")
+        path, states = "/v1/sandboxes", None
+        if query is not None:
+            if isinstance(query, dict):
+                query = SandboxQuery(**query)
+            if query.metadata:
+                path += "?" + urllib.parse.urlencode([("label", k + "=" + v) for k, v in query.metadata.items()])
+            if query.state:
+                states = {getattr(s, "value", s) for s in query.state}
+        doc = t.call("GET", path)
         items = doc.get("sandboxes", doc) if isinstance(doc, dict) else doc
-        return [_info(s) for s in items if s.get("state") != "destroyed"]
+        return [_info(s) for s in items if s.get("state") != "destroyed" and (states is None or s.get("state") in states)]
 
     @property
     def id(self) -> str:

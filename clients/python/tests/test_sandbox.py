@@ -17,6 +17,8 @@ from cordon import (
     Sandbox,
     SandboxException,
     SandboxMetrics,
+    SandboxQuery,
+    SandboxState,
     TimeoutException,
     WriteEntry,
 )
@@ -316,3 +318,15 @@ def test_get_metrics():
         assert again.cpu_seconds >= m.cpu_seconds, (m, again)
     with pytest.raises(NotFoundException):
         Sandbox.get_metrics(sbx.sandbox_id)
+
+
+def test_list_query():
+    """Sandbox.list(query=SandboxQuery(...)), as E2B's: by metadata (every
+    label given) and by state."""
+    with Sandbox(timeout=120, metadata={"team": "a", "job": "1"}) as a, Sandbox(timeout=120, metadata={"team": "b"}) as b:
+        ids = lambda q: {s.sandbox_id for s in Sandbox.list(query=q)} & {a.sandbox_id, b.sandbox_id}
+        assert ids(SandboxQuery(metadata={"team": "a"})) == {a.sandbox_id}
+        assert ids(SandboxQuery(metadata={"team": "a", "job": "2"})) == set()
+        assert ids({"metadata": {"team": "b"}}) == {b.sandbox_id}
+        assert ids(SandboxQuery(state=[SandboxState.RUNNING])) == {a.sandbox_id, b.sandbox_id}
+        assert ids(SandboxQuery(state=["paused"])) == set()

@@ -62,6 +62,12 @@ export interface SandboxInfo {
   bootId?: string;
 }
 
+/** E2B's filter of Sandbox.list: the sandboxes that carry every one of metadata's labels, in one of state's states. */
+export interface SandboxQuery {
+  metadata?: Record<string, string>;
+  state?: ("running" | "paused")[];
+}
+
 /** What a sandbox uses at one moment, as E2B's SandboxMetrics, with cordon's counts after. memTotal is its memory limit (0: none); memUsed is undefined where its tier does not count memory. */
 export interface SandboxMetrics {
   timestamp: Date;
@@ -484,9 +490,14 @@ export class Sandbox {
     return new Sandbox(sandboxId, t);
   }
 
-  static async list(opts: ConnectionOpts = {}): Promise<SandboxInfo[]> {
-    const doc = await new Transport(opts).call("GET", "/v1/sandboxes");
-    return (doc.sandboxes ?? []).filter((s: any) => s.state !== "destroyed").map(info);
+  /** Your sandboxes that are not destroyed; with query (E2B's), those with all its metadata and in one of its states. */
+  static async list(opts: ConnectionOpts & { query?: SandboxQuery } = {}): Promise<SandboxInfo[]> {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(opts.query?.metadata ?? {})) q.append("label", `${k}=${v}`);
+    const states = opts.query?.state?.length ? new Set<string>(opts.query.state) : undefined;
+    const qs = q.toString();
+    const doc = await new Transport(opts).call("GET", "/v1/sandboxes" + (qs ? "?" + qs : ""));
+    return (doc.sandboxes ?? []).filter((s: any) => s.state !== "destroyed" && (!states || states.has(s.state))).map(info);
   }
 
   /** A sandbox's description by its id, as E2B's Sandbox.getInfo. */

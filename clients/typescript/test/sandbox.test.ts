@@ -284,3 +284,13 @@ test("getMetrics", async () => {
   }
   await assert.rejects(Sandbox.getMetrics(id), NotFoundError);
 });
+
+test("list with a query", async () => {
+  await using a = await Sandbox.create({ timeoutMs: 120_000, metadata: { team: "a", job: "1" } });
+  await using b = await Sandbox.create({ timeoutMs: 120_000, metadata: { team: "b" } });
+  const ids = async (query: any) => new Set((await Sandbox.list({ query })).map((s) => s.sandboxId).filter((id) => id === a.sandboxId || id === b.sandboxId));
+  assert.deepEqual(await ids({ metadata: { team: "a" } }), new Set([a.sandboxId]));
+  assert.deepEqual(await ids({ metadata: { team: "a", job: "2" } }), new Set());
+  assert.deepEqual(await ids({ state: ["running"] }), new Set([a.sandboxId, b.sandboxId]));
+  assert.deepEqual(await ids({ state: ["paused"] }), new Set());
+});
