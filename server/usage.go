@@ -14,6 +14,11 @@ import (
 // reads every process's times.
 const usageTimeout = 10 * time.Second
 
+// minCPUWindow is the least time the CPU's use is measured over since
+// the previous read of the metrics: a read sooner after it measures from
+// the sandbox's create, and does not become the previous read.
+const minCPUWindow = 100 * time.Millisecond
+
 // handleMetrics answers GET /v1/sandboxes/ID/metrics. Reading them is not
 // activity: it keeps no idle sandbox alive.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
@@ -31,8 +36,9 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	created := e.rec.CreatedAt
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, metricsOf(e.sb.Spec().Limits, u, e.usage.Load(), created))
-	if prev := e.usage.Load(); prev == nil || u.At.Sub(prev.At) >= 100*time.Millisecond {
+	prev := e.usage.Load()
+	writeJSON(w, http.StatusOK, metricsOf(e.sb.Spec().Limits, u, prev, created))
+	if prev == nil || u.At.Sub(prev.At) >= minCPUWindow {
 		e.usage.Store(u)
 	}
 }
@@ -60,7 +66,7 @@ func metricsOf(limits sandbox.Limits, u, prev *sandbox.Usage, created time.Time)
 		m.OOMKills = &u.OOMKills
 	}
 	from, used := created, u.CPU
-	if prev != nil && u.At.Sub(prev.At) >= 100*time.Millisecond {
+	if prev != nil && u.At.Sub(prev.At) >= minCPUWindow {
 		from, used = prev.At, u.CPU-prev.CPU
 	}
 	m.CPUUsedPct = api.CPUUsedPct(used, u.At.Sub(from), m.CPUCount)

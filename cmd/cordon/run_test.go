@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -656,60 +654,5 @@ func TestRunMountThroughLink(t *testing.T) {
 	}
 	if out, errOut, code := cordon(t, "run", "--mount", "uploads="+filepath.Join(dir, "link"), "--", "cat", "/mnt/user-data/uploads/f"); code != 0 || out != "through the link\n" {
 		t.Fatalf("exit %d, %q, %s", code, out, errOut)
-	}
-}
-
-// TestRunContainerRuntimes: CORDON_OCI_RUNTIME picks the container tier's
-// runtime. Each keeps its containers in a state directory of its own
-// (one runtime cannot read another's), where that runtime lists the
-// sandbox while its command runs; gVisor's runsc and a runtime that is
-// not installed are refused, saying why.
-func TestRunContainerRuntimes(t *testing.T) {
-	testutil.RequiresRoot(t)
-	for _, rt := range testutil.Requires(t, "crun", "runc") {
-		name := filepath.Base(rt)
-		t.Run(name, func(t *testing.T) {
-			state := testutil.StateDir(t)
-			env := append(os.Environ(), "CORDON_OCI_RUNTIME="+name, "CORDON_STATE_DIR="+state)
-			tiers := exec.Command(buildCLI(t), "tiers")
-			tiers.Env = env
-			if out, err := tiers.Output(); err != nil || !regexp.MustCompile(`(?m)^container +yes .*`+regexp.QuoteMeta(rt)+`$`).Match(out) {
-				t.Fatalf("cordon tiers does not name %s for the container tier: %v\n%s", rt, err, out)
-			}
-			cmd := exec.Command(buildCLI(t), "run", "--tier", "container", "-i", "--", "sh", "-c", "echo up; cat >/dev/null; id -u")
-			cmd.Env = env
-			in, _ := cmd.StdinPipe()
-			out, _ := cmd.StdoutPipe()
-			var e bytes.Buffer
-			cmd.Stderr = &e
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			r := bufio.NewReader(out)
-			if line, err := r.ReadString('\n'); line != "up\n" {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("%q %v %s", line, err, e.String())
-			}
-			list, err := exec.Command(rt, "--root", filepath.Join(state, "oci-"+name, "runtime"), "list", "-q").CombinedOutput()
-			in.Close()
-			rest, _ := io.ReadAll(r)
-			if werr := cmd.Wait(); werr != nil || string(rest) != "1000\n" {
-				t.Fatalf("%q %v %s", rest, werr, e.String())
-			}
-			if err != nil || !strings.HasPrefix(string(list), "cordon-") {
-				t.Fatalf("%s does not list the running sandbox in its state directory: %v %q", name, err, list)
-			}
-		})
-	}
-	for _, c := range []struct{ runtime, want string }{
-		{"runsc", "runsc is gVisor, which the gvisor tier runs (--tier gvisor)"},
-		{"no-such-runtime", "no OCI runtime (no-such-runtime) found"},
-	} {
-		cmd := exec.Command(buildCLI(t), "run", "--tier", "container", "--", "true")
-		cmd.Env = append(os.Environ(), "CORDON_OCI_RUNTIME="+c.runtime, "CORDON_STATE_DIR="+testutil.StateDir(t))
-		if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 125 || !strings.Contains(string(out), c.want) {
-			t.Errorf("CORDON_OCI_RUNTIME=%s: exit %d %q; want 125 and %q", c.runtime, cmd.ProcessState.ExitCode(), out, c.want)
-		}
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cordon-sandbox/cordon/backend/oci"
 	"github.com/cordon-sandbox/cordon/internal/logbuf"
 	"github.com/cordon-sandbox/cordon/internal/mounted"
 	"github.com/cordon-sandbox/cordon/internal/procid"
@@ -760,60 +759,5 @@ func TestServeWarnsOfClearText(t *testing.T) {
 			t.Errorf("%s: warned %v, want %v:\n%s", addr, got, warns, d.out.String())
 		}
 		d.stop(t, sock)
-	}
-}
-
-// TestDaemonRuntimeChange: an operator who changes the container tier's
-// runtime (CORDON_OCI_RUNTIME) between two starts of the daemon loses no
-// sandbox the other runtime runs, and orphans none: the next start takes
-// each back with the runtime that made it, and a start whose registry no
-// longer explains them removes them, whichever runtime kept them.
-func TestDaemonRuntimeChange(t *testing.T) {
-	testutil.RequiresRoot(t)
-	testutil.Requires(t, "crun", "runc")
-	t.Setenv("CORDON_OCI_RUNTIME", "runc")
-	dir, sock, d := serveInTemp(t)
-	host := "--host=unix://" + sock
-	processDir := filepath.Join(dir, "process")
-	listed := func(runtime string) string {
-		out, _ := exec.Command(runtime, "--root", filepath.Join(processDir, "serve", oci.StateName(oci.Name, runtime), "runtime"), "list", "-q").Output()
-		return strings.TrimSpace(string(out))
-	}
-	out, errOut, code := cordon(t, "create", host, "--tier", "container")
-	if code != 0 {
-		t.Fatalf("create under runc: %s", errOut)
-	}
-	id := strings.TrimSpace(out)
-	if _, errOut, code := cordon(t, "exec", host, "-d", "--name", "srv", id, "--", "sleep", "600"); code != 0 {
-		t.Fatalf("exec -d: %s", errOut)
-	}
-	if listed("runc") == "" {
-		t.Fatal("runc does not list the sandbox")
-	}
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	_ = d.cmd.Wait()
-	t.Setenv("CORDON_OCI_RUNTIME", "crun")
-	d = startServe(t, sock, filepath.Join(dir, "state"), processDir)
-	if out, errOut, code := cordon(t, "exec", host, id, "--", "echo", "alive"); code != 0 || out != "alive\n" {
-		t.Fatalf("runc's sandbox under a daemon configured for crun: %d %q %s", code, out, errOut)
-	}
-	if out, _, _ := cordon(t, "sessions", host, id); !strings.Contains(out, "srv") {
-		t.Errorf("its session: %q", out)
-	}
-	out, errOut, code = cordon(t, "create", host, "--tier", "container")
-	if code != 0 || listed("crun") == "" {
-		t.Fatalf("create under crun: %s", errOut)
-	}
-	// Its registry gone, the next daemon on the directory removes both
-	// runtimes' sandboxes.
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	_ = d.cmd.Wait()
-	if err := os.RemoveAll(filepath.Join(dir, "state")); err != nil {
-		t.Fatal(err)
-	}
-	d = startServe(t, sock, filepath.Join(dir, "state2"), processDir)
-	defer d.stop(t, sock)
-	if l, m := listed("runc"), listed("crun"); l != "" || m != "" {
-		t.Errorf("left after a new registry's start: runc %q, crun %q", l, m)
 	}
 }

@@ -225,8 +225,6 @@ func (h *harness) execute(t *testing.T, req any) *run {
 	return r
 }
 
-// sh runs a shell command and fails the test unless it exits 0; it returns
-// stdout.
 // addition skips t against the reference worker, which has none of what
 // cordon adds (lacks says what it has not), and fails it against an agent
 // that does not advertise every one of features.
@@ -242,6 +240,8 @@ func (h *harness) addition(t *testing.T, lacks string, features ...string) {
 	}
 }
 
+// sh runs a shell command and fails the test unless it exits 0; it returns
+// stdout.
 func (h *harness) sh(t *testing.T, script string) string {
 	t.Helper()
 	r := h.execute(t, map[string]any{"command": "sh", "args": []string{"-c", script}})
