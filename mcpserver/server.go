@@ -142,7 +142,7 @@ func New(cfg Config) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Description: "Write a file in a sandbox (creating its directories), from text or base64."}, t.writeFile)
 	mcp.AddTool(s, &mcp.Tool{Name: "list_files", Description: "List a directory in a sandbox."}, t.listFiles)
 	mcp.AddTool(s, &mcp.Tool{Name: "start_process", Description: "Start a background program (sh -c) in a sandbox; it runs until it exits or the sandbox goes. Returns a process id for read_process_output, write_process_input (with stdin true) and stop_process."}, t.startProcess)
-	mcp.AddTool(s, &mcp.Tool{Name: "read_process_output", Description: "Read a background program's output from an offset (0 for all that is kept), and whether it still runs."}, t.readProcess)
+	mcp.AddTool(s, &mcp.Tool{Name: "read_process_output", Description: "Read a background program's output from an offset (0 for all that is kept), whether it still runs, and (done) whether its output has ended with this read."}, t.readProcess)
 	mcp.AddTool(s, &mcp.Tool{Name: "write_process_input", Description: "Write text to the standard input of a background program started with stdin true (an interpreter's lines, answers to its prompts); end closes it."}, t.writeProcessInput)
 	mcp.AddTool(s, &mcp.Tool{Name: "stop_process", Description: "Stop a background program (TERM, then KILL after a grace) and confirm it gone."}, t.stopProcess)
 	mcp.AddTool(s, &mcp.Tool{Name: "expose_port", Description: "Give a port a program in the sandbox listens on a URL of the daemon, with a token of its own."}, t.exposePort)
@@ -497,6 +497,8 @@ type OutputOut struct {
 	Signal   string `json:"signal,omitempty"`
 	// More says there is output past this read already.
 	More bool `json:"more,omitempty"`
+	// Done says the output has ended and this read took the last of it.
+	Done bool `json:"done,omitempty" jsonschema:"the output has ended and this read has the last of it: nothing more will come"`
 }
 
 var errEnough = errors.New("enough for one read")
@@ -509,7 +511,7 @@ func (t *tools) readProcess(ctx context.Context, _ *mcp.CallToolRequest, in Outp
 	var last *bytes.Buffer // the stream of the read's last piece
 	var lastEnd int64
 	n := 0
-	next, _, err := ac.SessionOutput(ctx, in.Process, in.Offset, false, func(stream string, offset int64, data []byte) error {
+	next, done, err := ac.SessionOutput(ctx, in.Process, in.Offset, false, func(stream string, offset int64, data []byte) error {
 		if n+len(data) > maxProcessReadBytes {
 			out.More = true
 			return errEnough
@@ -537,7 +539,11 @@ func (t *tools) readProcess(ctx context.Context, _ *mcp.CallToolRequest, in Outp
 	// Where the output goes on, a read may end inside a character: its
 	// first bytes are left to the next read, which starts on the
 	// character rather than in it (each read would show U+FFFD otherwise).
-	if last != nil && lastEnd == out.Next && (out.More || s.State == wire.SessionRunning) {
+	// Whether it goes on is the output's own end, not the program's: a
+	// program that ended after its output was read, or whose last bytes
+	// the agent has yet to take from the pipe, has not ended its output.
+	out.Done = done && !out.More
+	if last != nil && lastEnd == out.Next && !out.Done {
 		held := last.Len() - wire.CompleteUTF8(last.Bytes())
 		last.Truncate(last.Len() - held)
 		out.Next -= int64(held)

@@ -49,13 +49,13 @@ func (c caller) outputToEnd(sandbox, process string) string {
 	var next int64
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var more struct {
-			Stdout  string
-			Next    int64
-			Running bool
+			Stdout string
+			Next   int64
+			Done   bool
 		}
 		c.must("read_process_output", map[string]any{"sandbox": sandbox, "process": process, "offset": next}, &more)
 		got, next = got+more.Stdout, more.Next
-		if !more.Running && more.Stdout == "" {
+		if more.Done {
 			return got
 		}
 		if time.Now().After(deadline) {
@@ -174,6 +174,12 @@ func TestMCPStdio(t *testing.T) {
 	got := c.outputToEnd(sb.ID, split.Process)
 	if got != "xéy\n" {
 		t.Errorf("read_process_output, read piece by piece: %q", got)
+	}
+	// So is one whose program ended at once, leaving a child to finish
+	// the character and the output.
+	c.must("start_process", map[string]any{"sandbox": sb.ID, "command": `printf 'x\303'; (sleep 1; printf '\251y\n') &`}, &split)
+	if got := c.outputToEnd(sb.ID, split.Process); got != "xéy\n" {
+		t.Errorf("read_process_output of a program that left a child writing: %q", got)
 	}
 
 	// An interpreter fed line by line through its standard input.
