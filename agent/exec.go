@@ -322,6 +322,12 @@ func (s *Server) stopGroup(pgid int, deadline time.Time) error {
 	if err := signalGroup(pgid, unix.SIGTERM); err != nil {
 		return err
 	}
+	return s.killGroupAfterGrace(pgid, deadline)
+}
+
+// killGroupAfterGrace waits the agent's grace for a group sent TERM to
+// end, then kills what is left of it until it has.
+func (s *Server) killGroupAfterGrace(pgid int, deadline time.Time) error {
 	if waitGroupGone(pgid, minTime(deadline, time.Now().Add(s.cfg.CancelGrace))) {
 		return nil
 	}

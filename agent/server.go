@@ -52,6 +52,9 @@ var Features = []string{
 	// A session without a terminal may have a standard input of its own
 	// (stdin: true), written and closed through /sessions/ID/input.
 	"session-stdin",
+	// A session may have a timeout (timeoutMs), after which its process
+	// group is ended and it reports timedOut.
+	"session-timeout",
 	// A reservation marked as a host's spare (Cordon-Lease: spare) yields
 	// its slot to another reservation when the agent is at capacity.
 	"spare-leases",

@@ -52,6 +52,10 @@ type session struct {
 	// write holds. stdinOpen says so without waiting for one.
 	stdin     *os.File
 	stdinOpen atomic.Bool
+	// timeout, if the session has one, and whether it ended the session
+	// (under the server's mu).
+	timeout  time.Duration
+	timedOut bool
 }
 
 // closeStdinLocked closes the session's standard input, if it has one
@@ -69,7 +73,7 @@ func (se *session) wireLocked() wire.Session {
 	w := wire.Session{
 		ID: se.id, Command: se.command, Args: se.args, Pid: se.pid, State: wire.SessionRunning,
 		StartedAt: se.startedAt.UnixMilli(), OutputFirst: first, OutputNext: next, RetainBytes: se.out.limit,
-		TTY: se.tty != nil, Stdin: se.stdinOpen.Load(),
+		TTY: se.tty != nil, Stdin: se.stdinOpen.Load(), TimeoutMs: se.timeout.Milliseconds(), TimedOut: se.timedOut,
 	}
 	if se.ws != nil {
 		w.State, w.EndedAt = wire.SessionExited, se.endedAt.UnixMilli()
@@ -198,6 +202,7 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 		Args        json.RawMessage `json:"args"`
 		Cwd         json.RawMessage `json:"cwd"`
 		Env         json.RawMessage `json:"env"`
+		TimeoutMs   json.RawMessage `json:"timeoutMs"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -206,7 +211,7 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 		err = errors.New("more follows the request's object")
 	}
 	if err != nil {
-		bad(wire.CodeInvalidBody, "the request is not a session's (id, command, args, cwd, env, retainBytes, tty, rows, cols, stdin): "+err.Error())
+		bad(wire.CodeInvalidBody, "the request is not a session's (id, command, args, cwd, env, retainBytes, tty, rows, cols, stdin, timeoutMs): "+err.Error())
 		return
 	}
 	// Command, args, cwd and env are judged as /execute judges them.
@@ -236,6 +241,15 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 			return
 		}
 		retain = n
+	}
+	var timeout time.Duration
+	if len(req.TimeoutMs) > 0 {
+		n, err := strconv.ParseInt(string(req.TimeoutMs), 10, 64)
+		if err != nil || n < 1 || n > wire.MaxSessionTimeoutMs {
+			bad(wire.CodeInvalidTimeout, "timeoutMs must be an integer from 1 to "+strconv.Itoa(wire.MaxSessionTimeoutMs)+" (30 days); leave it out for no timeout")
+			return
+		}
+		timeout = time.Duration(n) * time.Millisecond
 	}
 	if req.Rows < 0 || req.Rows > wire.MaxTermSize || req.Cols < 0 || req.Cols > wire.MaxTermSize || (!req.TTY && (req.Rows != 0 || req.Cols != 0)) {
 		bad(wire.CodeInvalidSize, "rows and cols, for a tty, are from 1 to "+strconv.Itoa(wire.MaxTermSize))
@@ -298,7 +312,7 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 			}
 		}
 	}
-	se := &session{id: id, command: q.command, args: q.argv[1:], out: newRetained(retain), exited: make(chan struct{}), tty: tty, stdin: inW}
+	se := &session{id: id, command: q.command, args: q.argv[1:], out: newRetained(retain), exited: make(chan struct{}), tty: tty, stdin: inW, timeout: timeout}
 	se.stdinOpen.Store(inW != nil)
 	// The id is taken and the program spawned in one step, so that two
 	// starts of one id cannot both run.
@@ -368,6 +382,10 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 			}
 		}()
 	}
+	stopTimer := func() bool { return false }
+	if timeout > 0 {
+		stopTimer = time.AfterFunc(timeout, func() { s.timeOutSession(se) }).Stop
+	}
 	go func() {
 		ws := <-exited
 		s.mu.Lock()
@@ -382,6 +400,11 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 		// (the leader's children may keep writing).
 		pumps.Wait()
 		se.out.close()
+		// The timeout is the process group's, leader or not: a program
+		// that started a server and exited leaves it to the timer.
+		if !groupAlive(pid) {
+			stopTimer()
+		}
 	}()
 	writeJSON(w, httpd.StatusCreated, desc)
 }
@@ -553,6 +576,46 @@ func (s *Server) killSession(w httpd.ResponseWriter, r *httpd.Request, se *sessi
 	ws := se.wireLocked()
 	s.mu.Unlock()
 	writeJSON(w, httpd.StatusOK, ws)
+}
+
+// timeOutSession ends a session whose timeout has passed, as a command's
+// timeout ends it: its process group, TERM then KILL.
+// timeout ends a session whose timeout has passed as a command's timeout
+// ends it: its process group, TERM then KILL. Once its leader has exited,
+// the group's number stays the session's only while members of the group
+// live; after that it may lead another command's group, which is spared.
+// Programs start under mu, so none takes the number between the check and
+// the TERM.
+func (s *Server) timeOutSession(se *session) {
+	s.mu.Lock()
+	ours := se.ws == nil || (groupAlive(se.pid) && !s.leadsLocked(se.pid))
+	if ours {
+		se.timedOut = true
+		_ = signalGroup(se.pid, unix.SIGTERM)
+	}
+	s.mu.Unlock()
+	if !ours {
+		return
+	}
+	if err := s.killGroupAfterGrace(se.pid, time.Now().Add(s.cfg.CancelConfirmTimeout)); err != nil {
+		s.retire(err)
+	}
+}
+
+// leadsLocked says a live command or session of the agent's leads process
+// group pgid; under mu.
+func (s *Server) leadsLocked(pgid int) bool {
+	for e := range s.running {
+		if e.pgid == pgid {
+			return true
+		}
+	}
+	for _, se := range s.sessions {
+		if se.pid == pgid && se.ws == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // waitSession answers once the session has exited, or after ?timeoutMs

@@ -430,6 +430,8 @@ type ProcessIn struct {
 	Cwd     string            `json:"cwd,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	Stdin   bool              `json:"stdin,omitempty" jsonschema:"give it a standard input of its own, which write_process_input writes (else it reads nothing)"`
+	// TimeoutMs is the agent's to check, up to its 30 days.
+	TimeoutMs int64 `json:"timeoutMs,omitempty" jsonschema:"end it, and what it left running, this long after its start (default: none; it runs until it exits or stop_process)"`
 }
 
 // ProcessOut names a started program.
@@ -444,7 +446,7 @@ func (t *tools) startProcess(ctx context.Context, _ *mcp.CallToolRequest, in Pro
 	}
 	ac := t.d.Agent(in.Sandbox)
 	defer ac.Close()
-	s, err := ac.StartSession(ctx, wire.SessionRequest{Command: "/bin/sh", Args: []string{"-c", in.Command}, Cwd: in.Cwd, Env: in.Env, Stdin: in.Stdin})
+	s, err := ac.StartSession(ctx, wire.SessionRequest{Command: "/bin/sh", Args: []string{"-c", in.Command}, Cwd: in.Cwd, Env: in.Env, Stdin: in.Stdin, TimeoutMs: in.TimeoutMs})
 	if err != nil {
 		return nil, ProcessOut{}, err
 	}
@@ -495,6 +497,7 @@ type OutputOut struct {
 	Running  bool   `json:"running"`
 	ExitCode *int   `json:"exitCode,omitempty"`
 	Signal   string `json:"signal,omitempty"`
+	TimedOut bool   `json:"timedOut,omitempty" jsonschema:"its timeout ended it"`
 	// More says there is output past this read already.
 	More bool `json:"more,omitempty"`
 	// Done says the output has ended and this read took the last of it.
@@ -549,7 +552,7 @@ func (t *tools) readProcess(ctx context.Context, _ *mcp.CallToolRequest, in Outp
 		out.Next -= int64(held)
 	}
 	out.Stdout, out.Stderr = stdout.String(), stderr.String()
-	out.Running, out.ExitCode, out.Signal = s.State == "running", s.ExitCode, s.Signal
+	out.Running, out.ExitCode, out.Signal, out.TimedOut = s.State == "running", s.ExitCode, s.Signal, s.TimedOut
 	return nil, out, nil
 }
 

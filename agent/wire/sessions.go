@@ -69,7 +69,16 @@ type SessionRequest struct {
 	// /sessions/ID/input and closed with ?end=1 there; without it the
 	// program reads /dev/null.
 	Stdin bool `json:"stdin,omitempty"`
+	// TimeoutMs, from 1 to MaxSessionTimeoutMs, ends the session's process
+	// group that long after its start, as a timeout ends a command's
+	// (TERM, then KILL after the agent's grace), and marks it TimedOut
+	// (feature "session-timeout"). Without it a session runs until it
+	// exits or is killed.
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 }
+
+// MaxSessionTimeoutMs bounds a session's timeout: 30 days.
+const MaxSessionTimeoutMs = 30 * 24 * 3600 * 1000
 
 // MaxTermSize bounds a terminal's rows and columns.
 const MaxTermSize = 4096
@@ -123,6 +132,10 @@ type Session struct {
 	OutputFirst int64 `json:"outputFirst"`
 	OutputNext  int64 `json:"outputNext"`
 	RetainBytes int64 `json:"retainBytes"`
+	// TimeoutMs is the session's timeout, if it was given one; TimedOut
+	// says the timeout ended it (its exit is the signal that did).
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
+	TimedOut  bool  `json:"timedOut,omitempty"`
 }
 
 // SessionList is GET /sessions's answer.

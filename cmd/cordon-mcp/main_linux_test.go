@@ -182,6 +182,21 @@ func TestMCPStdio(t *testing.T) {
 		t.Errorf("read_process_output of a program that left a child writing: %q", got)
 	}
 
+	// A program given a timeout is ended at it, and says so.
+	var slow struct{ Process string }
+	c.must("start_process", map[string]any{"sandbox": sb.ID, "command": "echo begun; sleep 60", "timeoutMs": 500}, &slow)
+	if got := c.outputToEnd(sb.ID, slow.Process); got != "begun\n" {
+		t.Errorf("a program with a timeout said %q", got)
+	}
+	var ended struct {
+		Running  bool
+		TimedOut bool
+	}
+	c.must("read_process_output", map[string]any{"sandbox": sb.ID, "process": slow.Process}, &ended)
+	if ended.Running || !ended.TimedOut {
+		t.Errorf("a program past its timeout: %+v", ended)
+	}
+
 	// An interpreter fed line by line through its standard input.
 	var repl struct{ Process string }
 	c.must("start_process", map[string]any{"sandbox": sb.ID, "command": "python3 -u -i 2>&1", "stdin": true}, &repl)

@@ -17,7 +17,7 @@ func execCmd(args []string) int {
 	fs := newFlagSet("exec", "usage: cordon exec [flags] ID -- COMMAND [ARG...]\n\nRuns COMMAND in a sandbox on the daemon and exits with its status, as cordon\nrun does. Ctrl-C cancels the command and waits for the stop.")
 	env := envFlag{}
 	fs.Var(env, "env", "set an environment variable `K=V`; repeatable")
-	timeout := duration(fs, "timeout", 0, "stop the command after this long (0: the agent's default)")
+	timeout := timeoutFlag(fs, "stop the command after this long (0: the agent's default; with -d or -t, none)")
 	cwd := fs.String("cwd", "", "working directory inside")
 	interactive := fs.Bool("i", false, "pass cordon's standard input to the command")
 	output := outputFormat(fs, "output format: json (the command's output and result as one object, once it ends)")
@@ -40,7 +40,7 @@ func execCmd(args []string) int {
 	if *tty && *detach {
 		// A terminal of its own that outlives this call: cordon attach
 		// types into it later.
-		s, err := c.Agent(id).StartSession(context.Background(), wire.SessionRequest{ID: *name, Command: argv[0], Args: argv[1:], Cwd: *cwd, Env: env, TTY: true})
+		s, err := c.Agent(id).StartSession(context.Background(), wire.SessionRequest{ID: *name, Command: argv[0], Args: argv[1:], Cwd: *cwd, Env: env, TTY: true, TimeoutMs: timeoutMs(*timeout)})
 		if err != nil {
 			return apiFail(err)
 		}
@@ -52,14 +52,14 @@ func execCmd(args []string) int {
 			fmt.Fprintln(os.Stderr, "cordon: -t takes no -o")
 			return 2
 		}
-		return terminal(c.Agent(id), wire.SessionRequest{Command: argv[0], Args: argv[1:], Cwd: *cwd, Env: env})
+		return terminal(c.Agent(id), wire.SessionRequest{Command: argv[0], Args: argv[1:], Cwd: *cwd, Env: env, TimeoutMs: timeoutMs(*timeout)})
 	}
 	if *detach {
-		if *interactive || *output != "" || *timeout != 0 {
-			fmt.Fprintln(os.Stderr, "cordon: -d takes none of -i, -o, --timeout (a session runs until it exits or is killed)")
+		if *interactive || *output != "" {
+			fmt.Fprintln(os.Stderr, "cordon: -d takes neither -i nor -o (a session's output is read with cordon attach)")
 			return 2
 		}
-		s, err := c.Agent(id).StartSession(context.Background(), wire.SessionRequest{ID: *name, Command: argv[0], Args: argv[1:], Cwd: *cwd, Env: env})
+		s, err := c.Agent(id).StartSession(context.Background(), wire.SessionRequest{ID: *name, Command: argv[0], Args: argv[1:], Cwd: *cwd, Env: env, TimeoutMs: timeoutMs(*timeout)})
 		if err != nil {
 			return apiFail(err)
 		}
@@ -130,4 +130,13 @@ func execRemote(c *sclient.Client, id, command string, opts sclient.ExecOptions,
 		return apiFail(err)
 	}
 	return exitFor(res, opts.Timeout, memory)
+}
+
+// timeoutMs is a session's timeoutMs for --timeout: none for 0, and part
+// of a millisecond a whole one (the agent refuses what is out of range).
+func timeoutMs(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return (d + time.Millisecond - 1).Milliseconds()
 }

@@ -204,7 +204,12 @@ func size(fs *flag.FlagSet, name string, value int64, zeroOK bool, usage string)
 // durationFlag is a duration flag: 30s, 5m, 1h30m, or a bare number of
 // seconds, as timeout(1) and docker's timeouts take them (Go's own flag
 // refused "5" with only "parse error").
-type durationFlag struct{ d *time.Duration }
+type durationFlag struct {
+	d *time.Duration
+	// atLeastZero refuses a negative duration, where none means anything
+	// (a timeout's: it would run with the default).
+	atLeastZero bool
+}
 
 func (f durationFlag) String() string {
 	if f.d == nil {
@@ -215,22 +220,32 @@ func (f durationFlag) String() string {
 
 func (f durationFlag) Set(s string) error {
 	t := strings.TrimSpace(s)
-	if n, err := strconv.ParseFloat(t, 64); err == nil && math.Abs(n) < float64(math.MaxInt64/int64(time.Second)) {
-		*f.d = time.Duration(n * float64(time.Second))
-		return nil
-	}
 	d, err := time.ParseDuration(t)
+	if n, ferr := strconv.ParseFloat(t, 64); ferr == nil && math.Abs(n) < float64(math.MaxInt64/int64(time.Second)) {
+		d, err = time.Duration(n*float64(time.Second)), nil
+	}
 	if err != nil {
 		return fmt.Errorf("%q is not a duration like 30s, 5m or 1h30m (a bare number is seconds)", s)
+	}
+	if d < 0 && f.atLeastZero {
+		return fmt.Errorf("%q: a duration of 0 or more", s)
 	}
 	*f.d = d
 	return nil
 }
 
+// timeoutFlag defines a command's --timeout on fs: a duration of 0 or
+// more.
+func timeoutFlag(fs *flag.FlagSet, usage string) *time.Duration {
+	var d time.Duration
+	fs.Var(durationFlag{d: &d, atLeastZero: true}, "timeout", usage)
+	return &d
+}
+
 // duration defines a duration flag on fs.
 func duration(fs *flag.FlagSet, name string, value time.Duration, usage string) *time.Duration {
 	d := value
-	fs.Var(durationFlag{&d}, name, usage)
+	fs.Var(durationFlag{d: &d}, name, usage)
 	return &d
 }
 

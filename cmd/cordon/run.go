@@ -55,7 +55,7 @@ func runCmd(args []string) int {
 		printDefaults(fs)
 	}
 	sf := addSpecFlags(fs, true)
-	timeout := duration(fs, "timeout", 0, "stop the command after this long (0: the agent's default, 5m)")
+	timeout := timeoutFlag(fs, "stop the command after this long (0: the agent's default, 5m; with -t, none)")
 	workspace := fs.String("workspace", "", "host `DIR` to use as the workspace (default: a fresh one, removed afterwards)")
 	interactive := fs.Bool("i", false, "pass cordon's standard input to the command")
 	tty := fs.Bool("t", false, "run the command on a terminal, cordon's own in raw mode (cordon run -it -- bash)")
@@ -98,7 +98,7 @@ func runCmd(args []string) int {
 			return 2
 		}
 		if *tty {
-			return runTerminalRemote(c, spec, argv)
+			return runTerminalRemote(c, spec, argv, *timeout)
 		}
 		return runRemote(c, spec, argv[0], sclient.ExecOptions{Args: opts.Args, StdinStream: opts.StdinStream, Timeout: opts.Timeout, MaxOutputBytes: opts.MaxOutputBytes, Stdout: opts.Stdout, Stderr: opts.Stderr, RawOutput: true})
 	}
@@ -109,7 +109,7 @@ func runCmd(args []string) int {
 		return 2
 	}
 	if *tty {
-		return runTerminal(spec, argv)
+		return runTerminal(spec, argv, *timeout)
 	}
 	return runIn(spec, argv[0], opts)
 }
@@ -142,14 +142,14 @@ func realPaths(spec *sandbox.Spec) error {
 
 // runTerminal is cordon run -t: a fresh sandbox, argv on a terminal
 // attached to cordon's, the sandbox gone at the end.
-func runTerminal(spec sandbox.Spec, argv []string) int {
+func runTerminal(spec sandbox.Spec, argv []string, timeout time.Duration) int {
 	ctx := context.Background()
 	sb, err := newProvider().Create(ctx, spec)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
 		return exitCordon
 	}
-	code := terminal(sb.Client(), wire.SessionRequest{Command: argv[0], Args: argv[1:]})
+	code := terminal(sb.Client(), wire.SessionRequest{Command: argv[0], Args: argv[1:], TimeoutMs: timeoutMs(timeout)})
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := sb.Destroy(dctx); err != nil {
@@ -160,12 +160,12 @@ func runTerminal(spec sandbox.Spec, argv []string) int {
 }
 
 // runTerminalRemote is runTerminal through a daemon.
-func runTerminalRemote(c *sclient.Client, spec sandbox.Spec, argv []string) int {
+func runTerminalRemote(c *sclient.Client, spec sandbox.Spec, argv []string, timeout time.Duration) int {
 	sb, err := c.Create(context.Background(), api.CreateRequest{Spec: toAPISpec(spec), IdleTimeoutSeconds: 60})
 	if err != nil {
 		return apiFail(err)
 	}
-	code := terminal(c.Agent(sb.ID), wire.SessionRequest{Command: argv[0], Args: argv[1:]})
+	code := terminal(c.Agent(sb.ID), wire.SessionRequest{Command: argv[0], Args: argv[1:], TimeoutMs: timeoutMs(timeout)})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.Delete(ctx, sb.ID); err != nil {

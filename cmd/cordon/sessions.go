@@ -40,6 +40,9 @@ func sessionsCmd(args []string) int {
 			if s.Signal != "" {
 				state = "killed " + s.Signal
 			}
+			if s.TimedOut {
+				state = "timed out"
+			}
 		}
 		started := time.UnixMilli(s.StartedAt).Format(time.TimeOnly)
 		// All of it is the agent's word, which the sandbox may have forged.
@@ -62,7 +65,7 @@ func attachCmd(args []string) int {
 	// A terminal session, attached from a terminal, is typed into too.
 	if !*noFollow && isTerminal(os.Stdin) {
 		if s, err := ac.Session(ctx, rest[1]); err == nil && s.TTY && s.State == wire.SessionRunning {
-			return attachTerminal(ac, rest[1], *from)
+			return attachTerminal(context.Background(), ac, rest[1], *from)
 		}
 	}
 	next, done, err := ac.SessionOutput(ctx, rest[1], *from, !*noFollow, sessionWriter)
@@ -100,6 +103,10 @@ func sessionWriter(stream string, _ int64, data []byte) error {
 func sessionStatus(s *wire.Session) int {
 	if s.State != wire.SessionExited || s.ExitCode == nil {
 		return 0
+	}
+	if s.TimedOut {
+		fmt.Fprintf(os.Stderr, "cordon: the session timed out after %s and was stopped\n", time.Duration(s.TimeoutMs)*time.Millisecond)
+		return exitTimeout
 	}
 	if s.Signal != "" {
 		if sig, ok := signalNumbers[s.Signal]; ok {

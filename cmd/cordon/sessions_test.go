@@ -144,3 +144,65 @@ func TestAgentWordsEscaped(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionTimeouts: --timeout with exec -d ends the session when it
+// passes, what its program left running in its group included, and says
+// so (sessions, attach's 124); with -t, on a real terminal, it ends the
+// terminal's program, through the daemon and through cordon run -it.
+func TestSessionTimeouts(t *testing.T) {
+	id, host, run := daemonSandbox(t)
+	if _, errOut, code := run("exec", "-d", "--timeout", "500ms", "--name", "slow", id, "--", "sh", "-c", "echo started; sleep 60"); code != 0 {
+		t.Fatalf("exec -d --timeout: %d %s", code, errOut)
+	}
+	if out, errOut, code := run("attach", id, "slow"); code != 124 || out != "started\n" || !strings.Contains(errOut, "timed out after 500ms") {
+		t.Fatalf("attach to a session that timed out: %d %q %q", code, out, errOut)
+	}
+	// A server started in the background by a program that exits at once.
+	out, errOut, code := run("exec", "-d", "--timeout", "1s", "--name", "server", id, "--", "sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!")
+	if code != 0 {
+		t.Fatalf("exec -d --timeout: %d %s", code, errOut)
+	}
+	out, _, _ = run("attach", id, "server")
+	pid := strings.TrimSpace(out)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if out, _, _ := run("exec", id, "--", "sh", "-c", "kill -0 "+pid+" 2>/dev/null && echo alive || echo gone"); out == "gone\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session's server %q outlived its timeout", pid)
+		}
+	}
+	if out, _, code := run("sessions", id); code != 0 || strings.Count(out, "timed out") != 2 {
+		t.Fatalf("sessions: %d %s", code, out)
+	}
+	// No timeout: the session runs on.
+	if _, errOut, code := run("exec", "-d", "--name", "free", id, "--", "sleep", "60"); code != 0 {
+		t.Fatalf("exec -d: %d %s", code, errOut)
+	}
+	if _, errOut, code := run("exec", "-d", "--timeout", "-1s", id, "--", "true"); code != 2 || !strings.Contains(errOut, "timeout") {
+		t.Fatalf("a negative --timeout: %d %s", code, errOut)
+	}
+
+	// On a terminal, through the daemon and without one.
+	for _, args := range [][]string{{"exec", host, "-it", "--timeout", "2s", id, "--", "sh"}, {"run", "-it", "--timeout", "2s", "--", "sh"}} {
+		p := startOnPTY(t, 24, 80, args...)
+		p.typeAndWait("echo on-$((1+1))\r", "on-2")
+		p.typeAndWait("sleep 60\r", "sleep 60")
+		if code := p.exitCode(); code != 124 || !strings.Contains(p.screen(), "timed out after 2s") {
+			t.Fatalf("cordon %s: exit %d:\n%s", args[0], code, p.screen())
+		}
+	}
+	var list []wire.Session
+	if out, _, _ := run("sessions", "-o", "json", id); json.Unmarshal([]byte(out), &list) != nil {
+		t.Fatalf("sessions -o json: %s", out)
+	}
+	free := false
+	for _, s := range list {
+		if s.ID == "free" {
+			free = s.State == wire.SessionRunning && s.TimeoutMs == 0
+		}
+	}
+	if !free {
+		t.Fatalf("the session without a timeout, in %+v", list)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
 // shellCommand is what cordon shell starts: bash where the sandbox has it,
@@ -42,9 +43,16 @@ func shellCmd(args []string) int {
 
 // terminal runs req as a terminal session through ac and attaches cordon's
 // terminal to it until the program exits; it returns the program's status.
-// The session is forgotten at the end.
+// The session is forgotten at the end. A session with a timeout is the
+// agent's to end; should it not have ended HostGrace after, cordon kills
+// it itself and says so.
 func terminal(ac *client.Client, req wire.SessionRequest) int {
 	ctx := context.Background()
+	if req.TimeoutMs > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMs)*time.Millisecond+sandbox.HostGrace)
+		defer cancel()
+	}
 	fd := int(os.Stdin.Fd())
 	req.TTY = true
 	if ws, err := termSize(fd); err == nil {
@@ -67,15 +75,27 @@ func terminal(ac *client.Client, req wire.SessionRequest) int {
 		defer cancel()
 		_ = ac.ForgetSession(cctx, s.ID)
 	}()
-	return attachTerminal(ac, s.ID, 0)
+	code := attachTerminal(ctx, ac, s.ID, 0)
+	if ctx.Err() != nil {
+		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, kerr := ac.KillSession(kctx, s.ID, "KILL", 0)
+		fmt.Fprintf(os.Stderr, "cordon: the session ran past its timeout (%v) and the sandbox's agent did not end it within %v more", time.Duration(req.TimeoutMs)*time.Millisecond, sandbox.HostGrace)
+		if kerr != nil {
+			fmt.Fprintf(os.Stderr, "; killing it failed too: %v\n", kerr)
+		} else {
+			fmt.Fprintln(os.Stderr, "; cordon killed it")
+		}
+		return exitTimeout
+	}
+	return code
 }
 
 // attachTerminal attaches cordon's terminal to terminal session id, from
 // output offset from: raw mode, keystrokes typed in, the size passed on
 // and followed, the output to stdout; it returns the session's status once
-// its output has ended.
-func attachTerminal(ac *client.Client, id string, from int64) int {
-	ctx := context.Background()
+// its output has ended, or ctx's end (its caller's to report).
+func attachTerminal(ctx context.Context, ac *client.Client, id string, from int64) int {
 	fd := int(os.Stdin.Fd())
 	s := &wire.Session{ID: id}
 	if ws, err := termSize(fd); err == nil {
@@ -118,18 +138,22 @@ func attachTerminal(ac *client.Client, id string, from int64) int {
 		if restore != nil {
 			restore()
 		}
+		if ctx.Err() != nil {
+			return exitTimeout
+		}
 		fmt.Fprintf(os.Stderr, "cordon: %v\n", err)
 		return exitCordon
 	}
 	end, err := ac.WaitSession(ctx, s.ID, 0)
+	for err == nil && end.State != wire.SessionExited {
+		// Its output ended before it did (it closed the terminal): wait.
+		end, err = ac.WaitSession(ctx, s.ID, 30*time.Second)
+	}
+	if ctx.Err() != nil {
+		return exitTimeout
+	}
 	if err != nil {
 		return apiFail(err)
-	}
-	if end.State != wire.SessionExited {
-		// Its output ended before it did (it closed the terminal): wait.
-		if end, err = ac.WaitSession(ctx, s.ID, 0); err != nil {
-			return apiFail(err)
-		}
 	}
 	return sessionStatus(end)
 }

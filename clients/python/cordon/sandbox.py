@@ -17,8 +17,18 @@ from ._http import Transport
 from .errors import CommandExitException, NotFoundException, SandboxException, TimeoutException
 
 DEFAULT_SANDBOX_TIMEOUT = 300  # seconds a sandbox lives unless told
-DEFAULT_COMMAND_TIMEOUT = 60  # seconds a command runs unless told
+class _DefaultTimeout(float):
+    """The timeout a caller did not give: a foreground command's 60
+    seconds, which a background one does not take."""
+
+
+DEFAULT_COMMAND_TIMEOUT = _DefaultTimeout(60)  # seconds a foreground command runs unless told
 DEFAULT_MAX_TIMEOUT_MS = 30 * 60 * 1000  # a sandbox's ceiling on its commands' timeouts unless its create set one
+
+
+def _ms(seconds: float) -> int:
+    """A timeout in seconds as whole milliseconds, at least one."""
+    return max(1, int(seconds * 1000))
 
 
 def _q(sid, rest=""):
@@ -131,6 +141,9 @@ class CommandHandle:
         s = self._sb._t.call("GET", self._path("/wait"), query={"timeoutMs": 60000})
         code = s.get("exitCode")
         result = CommandResult("".join(out), "".join(err), code if code is not None else -1, signal=s.get("signal") or None)
+        if s.get("timedOut"):
+            result.error = "timed out"
+            raise TimeoutException("the command ran past its timeout (%gs) and was ended" % (s.get("timeoutMs", 0) / 1000))
         if result.exit_code != 0:
             raise CommandExitException(result)
         return result
@@ -172,11 +185,17 @@ class Commands:
         stdin, text or bytes, is its whole input. With background=True it
         returns a CommandHandle at once; stdin=True gives it a standard input
         of its own (send_stdin, close_stdin), text or bytes that and its
-        end."""
+        end. A background command runs until it exits or is killed unless
+        given a timeout: then its process group, what it left running
+        included, is ended that many seconds after its start, and wait()
+        raises TimeoutException. (E2B's ends it after 60 seconds unless told
+        otherwise, which stops many a server; cordon's does not.)"""
         if user is not None:
             raise SandboxException("user: commands run as the sandbox's own user; cordon takes no other per command", code="unsupported")
         if background:
             body = {"command": "/bin/sh", "args": ["-c", cmd], "cwd": cwd or "", "env": envs or {}}
+            if timeout and timeout is not DEFAULT_COMMAND_TIMEOUT:
+                body["timeoutMs"] = _ms(timeout)
             if stdin is not None and stdin is not False:
                 # stdin=True: a standard input of its own, for send_stdin;
                 # text: that, then its end.
@@ -200,7 +219,7 @@ class Commands:
         elif isinstance(stdin, bytes):
             body["stdin"], body["stdinEncoding"] = base64.b64encode(stdin).decode(), "base64"
         if timeout:
-            body["timeoutMs"] = max(1, int(timeout * 1000))
+            body["timeoutMs"] = _ms(timeout)
         else:
             # No limit asked for: as long as the sandbox lets a command run
             # (without timeoutMs the daemon's default, 5 minutes, holds).
@@ -283,11 +302,16 @@ class Pty:
         self._sb = sandbox
 
     def create(self, size: PtySize = PtySize(24, 80), cwd: Optional[str] = None, envs: Optional[Dict[str, str]] = None,
-               cmd: Optional[str] = None) -> CommandHandle:
+               cmd: Optional[str] = None, timeout: Optional[float] = None) -> CommandHandle:
         """Starts bash (else sh), or cmd with sh -c, on a terminal of
-        size rows by cols (1 to 4096 each) and returns its handle at once."""
+        size rows by cols (1 to 4096 each) and returns its handle at once;
+        with a timeout, in seconds, it is ended that long after (E2B's
+        default of 60 seconds is not cordon's: a terminal lasts until its
+        program exits or is killed)."""
         body = {"command": "/bin/sh", "args": ["-c", cmd or "command -v bash >/dev/null 2>&1 && exec bash -i || exec sh -i"],
                 "tty": True, "rows": size.rows, "cols": size.cols, "cwd": cwd or "", "env": envs or {}}
+        if timeout:
+            body["timeoutMs"] = _ms(timeout)
         return CommandHandle(self._sb, self._sb._t.call("POST", _q(self._sb.sandbox_id, "/agent/sessions"), body=body))
 
     def send_stdin(self, pid: Union[int, str], data: Union[bytes, str]) -> None:

@@ -165,6 +165,26 @@ def test_background_commands_and_ports():
         assert sbx.files.read("latin1.txt") == "caf\ufffd"
 
 
+def test_background_timeouts():
+    with Sandbox() as sbx:
+        # No timeout given: a background command outlives the foreground's
+        # default of 60 seconds (E2B's stops it), here checked as running
+        # with no timeout at all.
+        free = sbx.commands.run("sleep 600", background=True)
+        assert [c for c in sbx.commands.list() if c["pid"] == free.pid][0].get("timeoutMs") is None
+        # Given one, it is ended then, what it left running included, and
+        # wait() raises TimeoutException.
+        h = sbx.commands.run("sleep 300 & wait", background=True, timeout=1)
+        with pytest.raises(TimeoutException):
+            h.wait()
+        assert sbx.commands.run("pgrep -x sleep | wc -l").stdout.strip() == "1"
+        # A terminal, likewise.
+        term = sbx.pty.create(PtySize(rows=10, cols=40), cmd="sleep 600", timeout=0.5)
+        with pytest.raises(TimeoutException):
+            term.wait()
+        assert sbx.commands.connect(free.pid).kill() is True
+
+
 def test_watch():
     with Sandbox() as sbx:
         sbx.files.make_dir("w")

@@ -91,7 +91,11 @@ export interface RunOpts {
   stdin?: string | boolean;
   onStdout?: (data: string) => void;
   onStderr?: (data: string) => void;
-  /** End the command after this long (default 60000; 0: as long as the sandbox lets a command run, 30 minutes unless its create said otherwise). */
+  /**
+   * End the command after this long (default 60000; 0: as long as the sandbox lets a command run, 30 minutes unless its create said otherwise).
+   * A background command has none unless given one: then its process group, what it left running included, is ended that long after its start, and wait() throws TimeoutError.
+   * (E2B's ends it after 60 seconds unless told otherwise, which stops many a server; cordon's does not.)
+   */
   timeoutMs?: number;
   requestTimeoutMs?: number;
 }
@@ -119,7 +123,7 @@ export class CommandHandle {
     this.following.catch(() => {}); // a caller of wait() sees it
   }
 
-  /** Follows the output (from the start) until the command ends; a non-zero exit throws CommandExitError. A terminal's output goes to onPty as the bytes it wrote. */
+  /** Follows the output (from the start) until the command ends; a non-zero exit throws CommandExitError, an end at its timeout TimeoutError. A terminal's output goes to onPty as the bytes it wrote. */
   async wait(opts: { onStdout?: (d: string) => void; onStderr?: (d: string) => void; onPty?: (d: Uint8Array) => void } = {}): Promise<CommandResult> {
     if (this.following) return this.following;
     let stdout = "";
@@ -154,6 +158,7 @@ export class CommandHandle {
     take("stderr", errText.decode());
     const s = await this.sb.transport.call("GET", this.path("/wait"), { query: { timeoutMs: 60000 } });
     const result: CommandResult = { stdout, stderr, exitCode: s.exitCode ?? -1, signal: s.signal || undefined };
+    if (s.timedOut) throw new TimeoutError(`the command ran past its timeout (${s.timeoutMs} ms) and was ended`, "timeout");
     if (result.exitCode !== 0) throw new CommandExitError(result);
     return result;
   }
@@ -181,7 +186,14 @@ export class Commands {
     if (opts.background) {
       const withStdin = opts.stdin !== undefined && opts.stdin !== false;
       const s = await t.call("POST", sbPath(this.sb.sandboxId, "/agent/sessions"), {
-        body: { command: "/bin/sh", args: ["-c", cmd], cwd: opts.cwd ?? "", env: opts.envs ?? {}, ...(withStdin ? { stdin: true } : {}) },
+        body: {
+          command: "/bin/sh",
+          args: ["-c", cmd],
+          cwd: opts.cwd ?? "",
+          env: opts.envs ?? {},
+          ...(withStdin ? { stdin: true } : {}),
+          ...(opts.timeoutMs ? { timeoutMs: Math.max(1, Math.round(opts.timeoutMs)) } : {}),
+        },
       });
       const h = new CommandHandle(this.sb, s);
       // Its output to the callbacks as it comes, as E2B's.
@@ -269,8 +281,8 @@ export class Commands {
 export class Pty {
   constructor(private readonly sb: Sandbox) {}
 
-  /** Starts bash (else sh), or cmd with sh -c, on a terminal of rows by cols (1 to 4096 each); its output goes to onData as the bytes the terminal wrote, and the handle's wait() ends with it. */
-  async create(opts: { cols: number; rows: number; onData: (data: Uint8Array) => void; cwd?: string; envs?: Record<string, string>; cmd?: string }): Promise<CommandHandle> {
+  /** Starts bash (else sh), or cmd with sh -c, on a terminal of rows by cols (1 to 4096 each); its output goes to onData as the bytes the terminal wrote, and the handle's wait() ends with it; with timeoutMs it is ended that long after (E2B's default of 60 seconds is not cordon's: a terminal lasts until its program exits or is killed). */
+  async create(opts: { cols: number; rows: number; onData: (data: Uint8Array) => void; cwd?: string; envs?: Record<string, string>; cmd?: string; timeoutMs?: number }): Promise<CommandHandle> {
     const s = await this.sb.transport.call("POST", sbPath(this.sb.sandboxId, "/agent/sessions"), {
       body: {
         command: "/bin/sh",
@@ -280,6 +292,7 @@ export class Pty {
         cols: opts.cols,
         cwd: opts.cwd ?? "",
         env: opts.envs ?? {},
+        ...(opts.timeoutMs ? { timeoutMs: Math.max(1, Math.round(opts.timeoutMs)) } : {}),
       },
     });
     const h = new CommandHandle(this.sb, s);

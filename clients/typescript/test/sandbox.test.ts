@@ -263,6 +263,24 @@ test("pty", async () => {
   await assert.rejects(sbx.pty.sendInput(123456789, "x"), NotFoundError);
 });
 
+test("background timeouts", async () => {
+  await using sbx = await Sandbox.create();
+  // No timeout given: a background command runs on (E2B's stops it after
+  // the foreground's default of 60 seconds), with no timeout at all.
+  const free = await sbx.commands.run("sleep 600", { background: true });
+  const listed = (await sbx.commands.list()).find((c) => c.pid === free.pid) as { timeoutMs?: number } | undefined;
+  assert.ok(listed && listed.timeoutMs === undefined, JSON.stringify(listed));
+  // Given one, it is ended then, what it left running included, and
+  // wait() throws TimeoutError.
+  const h = await sbx.commands.run("sleep 300 & wait", { background: true, timeoutMs: 1000 });
+  await assert.rejects(h.wait(), TimeoutError);
+  assert.equal((await sbx.commands.run("pgrep -x sleep | wc -l")).stdout.trim(), "1");
+  // A terminal, likewise.
+  const term = await sbx.pty.create({ rows: 10, cols: 40, cmd: "sleep 600", timeoutMs: 500, onData: () => {} });
+  await assert.rejects(term.wait(), TimeoutError);
+  assert.equal(await free.kill(), true);
+});
+
 test("getMetrics", async () => {
   let id: string;
   {

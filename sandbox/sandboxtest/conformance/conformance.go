@@ -79,6 +79,7 @@ func Run(t *testing.T, start Factory) {
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, h) })
 	t.Run("Terminals", func(t *testing.T) { testTerminals(t, h) })
 	t.Run("SessionStdin", func(t *testing.T) { testSessionStdin(t, h) })
+	t.Run("SessionTimeout", func(t *testing.T) { testSessionTimeout(t, h) })
 	t.Run("TerminalNobodyReads", func(t *testing.T) { testTerminalNobodyReads(t, h, start) })
 	t.Run("TCP", func(t *testing.T) { testTCP(t, h) })
 	t.Run("BootIDHeader", func(t *testing.T) { testBootIDHeader(t, h) })

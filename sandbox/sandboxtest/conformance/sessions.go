@@ -191,8 +191,8 @@ func testSessions(t *testing.T, h *harness) {
 		}
 		// A field a session does not take is refused, naming it, not
 		// ignored: "terminal" for tty ran a session with no terminal, and
-		// /execute's timeoutMs one with no timeout.
-		for body, says := range map[string]string{`{"command":"cat","terminal":true}`: "unknown field", `{"command":"sleep","args":["30"],"timeoutMs":1000}`: "unknown field",
+		// "timeout" for timeoutMs would run one with no timeout.
+		for body, says := range map[string]string{`{"command":"cat","terminal":true}`: "unknown field", `{"command":"sleep","args":["30"],"timeout":1000}`: "unknown field",
 			`{"command":"true"} {"command":"true"}`: "more follows"} {
 			r := h.raw(t, http.MethodPost, wire.RouteSessions, h.Endpoint.Token, []byte(body))
 			if m := wantError(t, r, http.StatusBadRequest, wire.CodeInvalidBody); !strings.Contains(fmt.Sprint(m["message"]), says) {
@@ -492,5 +492,67 @@ func testRetainedOutput(t *testing.T, h *harness) {
 	wantError(t, h.post(t, wire.RouteExecute, map[string]any{"command": "true", "retainOutput": true}), 400, wire.CodeInvalidBody)
 	if _, _, err := h.c.ExecutionOutput(ctx, "exec_00000000-0000-0000-0000-000000000000", 0, false, func(string, int64, []byte) error { return nil }); !isCode(err, http.StatusNotFound, wire.CodeUnknownExecution) {
 		t.Errorf("an unknown execution: %v", err)
+	}
+}
+
+// testSessionTimeout: a session given a timeout (feature
+// "session-timeout") has its process group ended once it passes, as a
+// command's is, and says so; so has a group whose leader exited first,
+// leaving a program running. One that ends in time is left alone, and a
+// timeout out of range is refused.
+func testSessionTimeout(t *testing.T, h *harness) {
+	ctx := context.Background()
+	h.addition(t, "session timeouts", "session-timeout")
+	// The leader ignores TERM: KILL follows the grace.
+	s, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sh", Args: []string{"-c", "trap '' TERM; sleep 300 & wait"}, TimeoutMs: 300})
+	if err != nil || s.TimeoutMs != 300 {
+		t.Fatalf("start: %+v %v", s, err)
+	}
+	w, err := h.c.WaitSession(ctx, s.ID, 60*time.Second)
+	if err != nil || w.State != wire.SessionExited || !w.TimedOut || w.Signal != "SIGKILL" {
+		t.Fatalf("a session past its timeout: %+v %v", w, err)
+	}
+	_ = h.c.ForgetSession(ctx, s.ID)
+
+	// The leader starts a server and exits; the server is ended at the
+	// timeout all the same.
+	s, err = h.c.StartSession(ctx, wire.SessionRequest{Command: "sh", Args: []string{"-c", "sleep 300 >/dev/null 2>&1 & echo $!"}, TimeoutMs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, err := h.c.WaitSession(ctx, s.ID, 60*time.Second); err != nil || w.ExitCode == nil || *w.ExitCode != 0 || w.TimedOut {
+		t.Fatalf("the leader's own exit: %+v %v", w, err)
+	}
+	var child strings.Builder
+	if _, _, err := h.c.SessionOutput(ctx, s.ID, 0, false, func(_ string, _ int64, d []byte) error { child.Write(d); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	pid := strings.TrimSpace(child.String())
+	if !h.alive(t, pid) {
+		t.Fatalf("the server %q did not start", pid)
+	}
+	if !eventually(60*time.Second, func() bool { return !h.alive(t, pid) }) {
+		t.Fatalf("the server %s outlived its session's timeout", pid)
+	}
+	if got, err := h.c.Session(ctx, s.ID); err != nil || !got.TimedOut {
+		t.Fatalf("a session whose timeout ended its leftovers: %+v %v", got, err)
+	}
+	_ = h.c.ForgetSession(ctx, s.ID)
+
+	// In time: untouched.
+	s, err = h.c.StartSession(ctx, wire.SessionRequest{Command: "true", TimeoutMs: 60000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, err := h.c.WaitSession(ctx, s.ID, 60*time.Second); err != nil || w.ExitCode == nil || *w.ExitCode != 0 || w.TimedOut {
+		t.Fatalf("a session that ended in time: %+v %v", w, err)
+	}
+	_ = h.c.ForgetSession(ctx, s.ID)
+
+	for _, v := range []string{"0", "-1", "1.5", `"1000"`, "2592000001", "9223372036854775807"} {
+		r := h.raw(t, http.MethodPost, wire.RouteSessions, h.Endpoint.Token, []byte(`{"command":"true","timeoutMs":`+v+`}`))
+		if m := wantError(t, r, http.StatusBadRequest, wire.CodeInvalidTimeout); !strings.Contains(fmt.Sprint(m["message"]), "timeoutMs") {
+			t.Errorf("timeoutMs %s: %s", v, r.body)
+		}
 	}
 }
