@@ -52,10 +52,20 @@ type session struct {
 	// write holds. stdinOpen says so without waiting for one.
 	stdin     *os.File
 	stdinOpen atomic.Bool
-	// timeout, if the session has one, and whether it ended the session
-	// (under the server's mu).
-	timeout  time.Duration
-	timedOut bool
+	// timer is the session's timeout, if it has one.
+	timer *sessionTimer
+}
+
+// sessionTimer is a session's timeout: what its timer needs and no more,
+// since the timer can outlive the session's record (forgotten while
+// members of its group live on) and must not keep its retained output.
+type sessionTimer struct {
+	pid   int
+	after time.Duration
+	// leaderGone, as the session's ws, and fired, once the timeout ended
+	// the group: under the server's mu.
+	leaderGone bool
+	fired      bool
 }
 
 // closeStdinLocked closes the session's standard input, if it has one
@@ -73,7 +83,10 @@ func (se *session) wireLocked() wire.Session {
 	w := wire.Session{
 		ID: se.id, Command: se.command, Args: se.args, Pid: se.pid, State: wire.SessionRunning,
 		StartedAt: se.startedAt.UnixMilli(), OutputFirst: first, OutputNext: next, RetainBytes: se.out.limit,
-		TTY: se.tty != nil, Stdin: se.stdinOpen.Load(), TimeoutMs: se.timeout.Milliseconds(), TimedOut: se.timedOut,
+		TTY: se.tty != nil, Stdin: se.stdinOpen.Load(),
+	}
+	if se.timer != nil {
+		w.TimeoutMs, w.TimedOut = se.timer.after.Milliseconds(), se.timer.fired
 	}
 	if se.ws != nil {
 		w.State, w.EndedAt = wire.SessionExited, se.endedAt.UnixMilli()
@@ -188,9 +201,9 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 		bad(wire.CodeInvalidBody, err.Error())
 		return
 	}
-	// Only what a session takes: a field of /execute's (timeoutMs, stdin)
-	// or a misspelt one ("terminal" for tty) was once taken and ignored,
-	// and the session ran without what its caller asked for.
+	// Only what a session takes: a field it did not take yet (timeoutMs,
+	// stdin) or a misspelt one ("terminal" for tty) was once taken and
+	// ignored, and the session ran without what its caller asked for.
 	var req struct {
 		ID          json.RawMessage `json:"id"`
 		RetainBytes json.RawMessage `json:"retainBytes"`
@@ -312,7 +325,7 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 			}
 		}
 	}
-	se := &session{id: id, command: q.command, args: q.argv[1:], out: newRetained(retain), exited: make(chan struct{}), tty: tty, stdin: inW, timeout: timeout}
+	se := &session{id: id, command: q.command, args: q.argv[1:], out: newRetained(retain), exited: make(chan struct{}), tty: tty, stdin: inW}
 	se.stdinOpen.Store(inW != nil)
 	// The id is taken and the program spawned in one step, so that two
 	// starts of one id cannot both run.
@@ -347,6 +360,9 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 		return
 	}
 	se.pid, se.startedAt = pid, time.Now()
+	if timeout > 0 {
+		se.timer = &sessionTimer{pid: pid, after: timeout}
+	}
 	s.sessions[id] = se
 	desc := se.wireLocked()
 	s.mu.Unlock()
@@ -383,13 +399,16 @@ func (s *Server) startSession(w httpd.ResponseWriter, r *httpd.Request) {
 		}()
 	}
 	stopTimer := func() bool { return false }
-	if timeout > 0 {
-		stopTimer = time.AfterFunc(timeout, func() { s.timeOutSession(se) }).Stop
+	if st := se.timer; st != nil {
+		stopTimer = time.AfterFunc(st.after, func() { s.timeOutSession(st) }).Stop
 	}
 	go func() {
 		ws := <-exited
 		s.mu.Lock()
 		se.ws, se.endedAt = &ws, time.Now()
+		if se.timer != nil {
+			se.timer.leaderGone = true
+		}
 		s.mu.Unlock()
 		close(se.exited)
 		se.inMu.Lock()
@@ -578,26 +597,24 @@ func (s *Server) killSession(w httpd.ResponseWriter, r *httpd.Request, se *sessi
 	writeJSON(w, httpd.StatusOK, ws)
 }
 
-// timeOutSession ends a session whose timeout has passed, as a command's
-// timeout ends it: its process group, TERM then KILL.
-// timeout ends a session whose timeout has passed as a command's timeout
-// ends it: its process group, TERM then KILL. Once its leader has exited,
-// the group's number stays the session's only while members of the group
-// live; after that it may lead another command's group, which is spared.
-// Programs start under mu, so none takes the number between the check and
-// the TERM.
-func (s *Server) timeOutSession(se *session) {
+// timeOutSession ends a session whose timeout has passed as a command's
+// timeout ends a command: its process group, TERM then KILL. Once its
+// leader has exited, the group's number stays the session's only while
+// members of the group live; after that it may lead another command's
+// group, which is spared. Programs start under mu, so none takes the
+// number between the check and the TERM.
+func (s *Server) timeOutSession(st *sessionTimer) {
 	s.mu.Lock()
-	ours := se.ws == nil || (groupAlive(se.pid) && !s.leadsLocked(se.pid))
+	ours := !st.leaderGone || (groupAlive(st.pid) && !s.leadsLocked(st.pid))
 	if ours {
-		se.timedOut = true
-		_ = signalGroup(se.pid, unix.SIGTERM)
+		st.fired = true
+		_ = signalGroup(st.pid, unix.SIGTERM)
 	}
 	s.mu.Unlock()
 	if !ours {
 		return
 	}
-	if err := s.killGroupAfterGrace(se.pid, time.Now().Add(s.cfg.CancelConfirmTimeout)); err != nil {
+	if err := s.killGroupAfterGrace(st.pid, time.Now().Add(s.cfg.CancelConfirmTimeout)); err != nil {
 		s.retire(err)
 	}
 }

@@ -539,6 +539,25 @@ func testSessionTimeout(t *testing.T, h *harness) {
 	}
 	_ = h.c.ForgetSession(ctx, s.ID)
 
+	// So is one whose session was forgotten first.
+	s, err = h.c.StartSession(ctx, wire.SessionRequest{Command: "sh", Args: []string{"-c", "sleep 300 >/dev/null 2>&1 & echo $!"}, TimeoutMs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.c.WaitSession(ctx, s.ID, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	child.Reset()
+	if _, _, err := h.c.SessionOutput(ctx, s.ID, 0, false, func(_ string, _ int64, d []byte) error { child.Write(d); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.ForgetSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if pid := strings.TrimSpace(child.String()); !eventually(60*time.Second, func() bool { return !h.alive(t, pid) }) {
+		t.Fatalf("the server %s of a forgotten session outlived its timeout", pid)
+	}
+
 	// In time: untouched.
 	s, err = h.c.StartSession(ctx, wire.SessionRequest{Command: "true", TimeoutMs: 60000})
 	if err != nil {
