@@ -242,6 +242,27 @@ func BenchmarkSessions(b *testing.B) {
 		}
 		testutil.ReportPercentiles(b, "", lat)
 	})
+	// From a session's start with a 1 ms timeout to its wait answering
+	// that the timeout ended it (the stop of sleep by TERM, confirmed).
+	b.Run("TimeoutStop", func(b *testing.B) {
+		var lat []time.Duration
+		for b.Loop() {
+			start := time.Now()
+			s, err := c.StartSession(ctx, wire.SessionRequest{Command: "sleep", Args: []string{"60"}, TimeoutMs: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			w, err := c.WaitSession(ctx, s.ID, 10*time.Second)
+			if err != nil || !w.TimedOut {
+				b.Fatalf("%+v %v", w, err)
+			}
+			lat = append(lat, time.Since(start))
+			if err := c.ForgetSession(ctx, s.ID); err != nil {
+				b.Fatal(err)
+			}
+		}
+		testutil.ReportPercentiles(b, "", lat)
+	})
 	b.Run("Follow", func(b *testing.B) {
 		const size = 256 << 20
 		s, err := c.StartSession(ctx, wire.SessionRequest{Command: "head", Args: []string{"-c", strconv.Itoa(size), "/dev/zero"}, RetainBytes: wire.MaxRetainBytes})
