@@ -653,11 +653,43 @@ class Sandbox:
     def create(cls, template: Optional[str] = None, **kwargs) -> "Sandbox":
         return cls(template, **kwargs)
 
-    @classmethod
-    def connect(cls, sandbox_id: str, api_key: Optional[str] = None, host: Optional[str] = None) -> "Sandbox":
-        t = Transport(host, api_key)
-        t.call("GET", _q(sandbox_id))  # NotFoundException when it is gone
-        return cls(_sandbox_id=sandbox_id, _transport=t)
+    @_either
+    def connect(self, timeout: Optional[int] = None) -> "Sandbox":
+        """The sandbox, running: a paused one is thawed and a stopped
+        persistent one started again, as E2B's connect resumes a paused
+        sandbox. With timeout, in seconds, its end is moved to that long
+        from now if that is later than its end was (never sooner). A
+        sandbox that is gone raises NotFoundException."""
+        info = self._t.call("GET", _q(self.sandbox_id))
+        state = info.get("state")
+        if state in ("destroyed", "destroying"):
+            raise NotFoundException("sandbox %s is %s" % (self.sandbox_id, state), code="not_found")
+        if state in ("paused", "suspended"):
+            self._t.call("POST", _q(self.sandbox_id, "/resume"))
+        if timeout:
+            end = info.get("expiresAt")
+            if end and _time(end) < datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=timeout):
+                self.set_timeout(timeout)
+        return self
+
+    @_either
+    def pause(self, keep_memory: bool = True) -> bool:
+        """Pauses the sandbox until connect() (or start()): every process
+        frozen where it is, its memory kept (on the host, not written
+        out, as E2B's is; the sandbox's TTL still runs). keep_memory=False
+        stops a persistent sandbox instead (stop()): its files kept, its
+        processes ended, as E2B's drops the memory of one. False if it was
+        paused (or stopped) already."""
+        state = self._t.call("GET", _q(self.sandbox_id)).get("state")
+        if state == ("paused" if keep_memory else "suspended"):
+            return False
+        self._t.call("POST", _q(self.sandbox_id, "/pause" if keep_memory else "/suspend"))
+        return True
+
+    @_either
+    def beta_pause(self, keep_memory: bool = True) -> bool:
+        """pause(), by E2B's earlier name."""
+        return self.pause(keep_memory)
 
     @classmethod
     def list(cls, api_key: Optional[str] = None, host: Optional[str] = None, query: Optional[SandboxQuery] = None) -> List[SandboxInfo]:
@@ -685,8 +717,9 @@ class Sandbox:
         return _info(self._t.call("GET", _q(self.sandbox_id)))
 
     def is_running(self) -> bool:
+        """Whether it runs: not paused, stopped or gone, as E2B's."""
         try:
-            return self.get_info().state in ("running", "paused")
+            return self.get_info().state == "running"
         except NotFoundException:
             return False
 

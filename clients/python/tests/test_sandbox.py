@@ -185,6 +185,37 @@ def test_background_timeouts():
         assert sbx.commands.connect(free.pid).kill() is True
 
 
+def test_pause_and_connect():
+    with Sandbox(timeout=60) as sbx:
+        h = sbx.commands.run("sleep 600", background=True)
+        first_end = sbx.get_info().end_at
+        assert sbx.pause() is True
+        # Paused: not running, listed as paused, its work refused; a
+        # second pause says it was paused already.
+        assert sbx.is_running() is False
+        assert any(s.sandbox_id == sbx.sandbox_id for s in Sandbox.list(query=SandboxQuery(state=[SandboxState.PAUSED])))
+        with pytest.raises(SandboxException):
+            sbx.commands.run("true")
+        assert Sandbox.pause(sbx.sandbox_id) is False
+        assert sbx.beta_pause() is False
+        # connect thaws it, with its processes as they were, and moves
+        # its end later (never sooner).
+        again = Sandbox.connect(sbx.sandbox_id, timeout=600)
+        assert again.is_running() is True
+        assert [c["state"] for c in again.commands.list() if c["pid"] == h.pid] == ["running"]
+        later = again.get_info().end_at
+        assert later > first_end
+        Sandbox.connect(sbx.sandbox_id, timeout=1)
+        assert again.get_info().end_at == later
+        # keep_memory=False is a stop, which only a persistent sandbox has:
+        # refused here, not taken for a pause.
+        with pytest.raises(SandboxException):
+            sbx.pause(keep_memory=False)
+        assert sbx.is_running() is True
+    with pytest.raises(NotFoundException):
+        Sandbox.connect(sbx.sandbox_id)
+
+
 def test_watch():
     with Sandbox() as sbx:
         sbx.files.make_dir("w")
@@ -277,6 +308,14 @@ def test_persistent_stop_and_start():
         assert sbx.files.read("kept.txt") == "v1"
         r = sbx.commands.run("dd if=/dev/zero of=big bs=1M count=100 2>&1 || true")
         assert "No space left" in r.stdout
+        # E2B's pause without its memory is this stop; connect starts it.
+        boot = sbx.get_info().boot_id
+        assert sbx.pause(keep_memory=False) is True
+        assert sbx.get_info().state == "suspended" and sbx.pause(keep_memory=False) is False
+        Sandbox.connect(sbx.sandbox_id)
+        info = sbx.get_info()
+        assert info.state == "running" and info.boot_id != boot
+        assert sbx.files.read("kept.txt") == "v1"
 
 
 def test_pty():

@@ -497,10 +497,31 @@ export class Sandbox {
     return new Sandbox(sb.id, t);
   }
 
-  static async connect(sandboxId: string, opts: ConnectionOpts = {}): Promise<Sandbox> {
-    const t = new Transport(opts);
-    await t.call("GET", sbPath(sandboxId));
-    return new Sandbox(sandboxId, t);
+  /**
+   * The sandbox, running: a paused one is thawed and a stopped persistent one started again, as E2B's connect resumes a paused sandbox.
+   * With timeoutMs its end is moved to that long from now if that is later than its end was (never sooner). A sandbox that is gone throws NotFoundError.
+   */
+  static async connect(sandboxId: string, opts: ConnectionOpts & { timeoutMs?: number } = {}): Promise<Sandbox> {
+    return new Sandbox(sandboxId, new Transport(opts)).connect({ timeoutMs: opts.timeoutMs });
+  }
+
+  /** Sandbox.connect for this sandbox. */
+  async connect(opts: { timeoutMs?: number } = {}): Promise<Sandbox> {
+    const s = await this.transport.call("GET", sbPath(this.sandboxId));
+    if (s.state === "destroyed" || s.state === "destroying") throw new NotFoundError(`sandbox ${this.sandboxId} is ${s.state}`, "not_found");
+    if (s.state === "paused" || s.state === "suspended") await this.transport.call("POST", sbPath(this.sandboxId, "/resume"));
+    if (opts.timeoutMs && s.expiresAt && Date.parse(s.expiresAt) < Date.now() + opts.timeoutMs) await this.setTimeout(opts.timeoutMs);
+    return this;
+  }
+
+  /** Sandbox.prototype.pause by the sandbox's id, as E2B's. */
+  static async pause(sandboxId: string, opts: ConnectionOpts & { keepMemory?: boolean } = {}): Promise<boolean> {
+    return new Sandbox(sandboxId, new Transport(opts)).pause({ keepMemory: opts.keepMemory });
+  }
+
+  /** Sandbox.pause, by E2B's earlier name. */
+  static async betaPause(sandboxId: string, opts: ConnectionOpts & { keepMemory?: boolean } = {}): Promise<boolean> {
+    return Sandbox.pause(sandboxId, opts);
   }
 
   /** Your sandboxes that are not destroyed; with query (E2B's), those with all its metadata and in one of its states. */
@@ -550,10 +571,11 @@ export class Sandbox {
     }];
   }
 
+  /** Whether it runs: not paused, stopped or gone, as E2B's. */
   async isRunning(): Promise<boolean> {
     try {
       const s = await this.getInfo();
-      return s.state === "running" || s.state === "paused";
+      return s.state === "running";
     } catch (e) {
       if (e instanceof NotFoundError) return false;
       throw e;
@@ -575,6 +597,22 @@ export class Sandbox {
       if (e instanceof NotFoundError) return false;
       throw e;
     }
+  }
+
+  /**
+   * Pauses the sandbox until connect() (or start()): every process frozen where it is, its memory kept (on the host, not written out, as E2B's is; the sandbox's TTL still runs).
+   * keepMemory: false stops a persistent sandbox instead (stop()): its files kept, its processes ended, as E2B's drops the memory of one. False if it was paused (or stopped) already.
+   */
+  async pause(opts: { keepMemory?: boolean } = {}): Promise<boolean> {
+    const keep = opts.keepMemory ?? true;
+    if ((await this.getInfo()).state === (keep ? "paused" : "suspended")) return false;
+    await this.transport.call("POST", sbPath(this.sandboxId, keep ? "/pause" : "/suspend"));
+    return true;
+  }
+
+  /** pause(), by E2B's earlier name. */
+  async betaPause(opts: { keepMemory?: boolean } = {}): Promise<boolean> {
+    return this.pause(opts);
   }
 
   /** Captures the sandbox's writable state (workspace and home; not its processes, which are stopped for the capture and go on after). */

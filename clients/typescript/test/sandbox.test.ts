@@ -73,10 +73,9 @@ test("commands, files and kill", async () => {
     assert.ok((await Sandbox.list()).some((s) => s.sandboxId === id && s.metadata.suite === "node"));
     assert.equal(await sbx.isRunning(), true);
   }
-  // await using killed it.
-  const gone = await Sandbox.connect(id);
-  assert.equal(await gone.isRunning(), false);
-  assert.equal(await gone.kill(), false);
+  // await using killed it: connect says it is gone, as does kill.
+  await assert.rejects(Sandbox.connect(id), NotFoundError);
+  assert.equal(await Sandbox.kill(id), false);
 
   // By id, on the class, as E2B's are.
   const other = await Sandbox.create();
@@ -232,6 +231,44 @@ test("a persistent sandbox stopped and started keeps its files", async () => {
   assert.equal(await sbx.files.read("kept.txt"), "v1");
   const r = await sbx.commands.run("dd if=/dev/zero of=big bs=1M count=100 2>&1 || true");
   assert.match(r.stdout, /No space left/);
+  // E2B's pause without its memory is this stop; connect starts it.
+  const before = (await sbx.getInfo()).bootId;
+  assert.equal(await sbx.pause({ keepMemory: false }), true);
+  assert.equal((await sbx.getInfo()).state, "suspended");
+  assert.equal(await Sandbox.pause(sbx.sandboxId, { keepMemory: false }), false);
+  await Sandbox.connect(sbx.sandboxId);
+  const after = await sbx.getInfo();
+  assert.ok(after.state === "running" && after.bootId !== before);
+  assert.equal(await sbx.files.read("kept.txt"), "v1");
+});
+
+test("pause and connect", async () => {
+  const sbx = await Sandbox.create({ timeoutMs: 60_000 });
+  const h = await sbx.commands.run("sleep 600", { background: true });
+  const firstEnd = (await sbx.getInfo()).endAt!;
+  assert.equal(await sbx.pause(), true);
+  // Paused: not running, listed as paused, its work refused; a second
+  // pause says it was paused already.
+  assert.equal(await sbx.isRunning(), false);
+  assert.ok((await Sandbox.list({ query: { state: ["paused"] } })).some((s) => s.sandboxId === sbx.sandboxId));
+  await assert.rejects(sbx.commands.run("true"), SandboxError);
+  assert.equal(await Sandbox.pause(sbx.sandboxId), false);
+  assert.equal(await sbx.betaPause(), false);
+  // connect thaws it, with its processes as they were, and moves its end
+  // later (never sooner).
+  const again = await Sandbox.connect(sbx.sandboxId, { timeoutMs: 600_000 });
+  assert.equal(await again.isRunning(), true);
+  assert.deepEqual((await again.commands.list()).filter((c) => c.pid === h.pid).map((c) => c.state), ["running"]);
+  const later = (await again.getInfo()).endAt!;
+  assert.ok(Date.parse(later) > Date.parse(firstEnd));
+  await Sandbox.connect(sbx.sandboxId, { timeoutMs: 1000 });
+  assert.equal((await again.getInfo()).endAt, later);
+  // keepMemory: false is a stop, which only a persistent sandbox has:
+  // refused here, not taken for a pause.
+  await assert.rejects(sbx.pause({ keepMemory: false }), SandboxError);
+  assert.equal(await sbx.isRunning(), true);
+  await sbx.kill();
+  await assert.rejects(Sandbox.connect(sbx.sandboxId), NotFoundError);
 });
 
 test("pty", async () => {
