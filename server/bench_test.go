@@ -235,6 +235,34 @@ func BenchmarkMetrics(b *testing.B) {
 	}
 }
 
+// BenchmarkMetricsHistory: a sandbox's readings read back, when the
+// daemon has taken 50 of them (every 100 ms).
+func BenchmarkMetricsHistory(b *testing.B) {
+	d := startDaemon(b, func(c *server.Config) { c.MetricsInterval, c.MetricsHistory = 100*time.Millisecond, 5*time.Second })
+	sb, err := d.local.Create(b.Context(), api.CreateRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.local.Delete(b.Context(), sb.ID)
+	var n int
+	for deadline := time.Now().Add(time.Minute); n < 50; time.Sleep(100 * time.Millisecond) {
+		h, err := d.local.MetricsHistory(b.Context(), sb.ID, time.Time{}, time.Time{})
+		if err != nil || time.Now().After(deadline) {
+			b.Fatalf("%d readings: %v", n, err)
+		}
+		n = len(h.Metrics)
+	}
+	var lat []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := d.local.MetricsHistory(b.Context(), sb.ID, time.Time{}, time.Time{}); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	testutil.ReportPercentiles(b, "", lat)
+}
+
 // BenchmarkRename: a file moved back and forth inside a sandbox through
 // the API (the daemon's route, the agent's jail, rename(2)).
 func BenchmarkRename(b *testing.B) {

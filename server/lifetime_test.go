@@ -92,6 +92,8 @@ func TestMetricsNotActivity(t *testing.T) {
 	}
 	_, err = bob.Metrics(ctx, sb.ID)
 	wantCode(t, err, http.StatusNotFound, api.CodeNotFound)
+	_, err = bob.MetricsHistory(ctx, sb.ID, time.Time{}, time.Time{})
+	wantCode(t, err, http.StatusNotFound, api.CodeNotFound)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if _, err := alice.Metrics(ctx, sb.ID); err != nil {
 			wantCode(t, err, http.StatusNotFound, api.CodeNotFound)

@@ -41,6 +41,8 @@ type entry struct {
 	// usage is the last read of its metrics, which the next one's CPU
 	// use is measured from.
 	usage atomic.Pointer[sandbox.Usage]
+	// history is the daemon's readings of its metrics.
+	history history
 }
 
 func (e *entry) touch() { e.lastAPI.Store(time.Now().UnixNano()) }

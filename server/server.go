@@ -47,6 +47,11 @@ type Config struct {
 	MaxExecTimeout time.Duration
 	// ReapInterval is how often TTLs and idle timeouts are checked.
 	ReapInterval time.Duration
+	// MetricsInterval is how often the daemon reads each running
+	// sandbox's metrics for its history (zero: DefaultMetricsInterval;
+	// negative: no history), and MetricsHistory how far back the readings
+	// go (zero: DefaultMetricsHistory; at most MaxMetricsReadings of them).
+	MetricsInterval, MetricsHistory time.Duration
 	// Limits bound what one caller can ask for.
 	Limits Limits
 	// Registry receives the daemon's metrics and is what GET /metrics
@@ -168,6 +173,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ReapInterval <= 0 {
 		cfg.ReapInterval = time.Second
 	}
+	if cfg.MetricsInterval == 0 {
+		cfg.MetricsInterval = DefaultMetricsInterval
+	}
+	if cfg.MetricsHistory <= 0 {
+		cfg.MetricsHistory = DefaultMetricsHistory
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = metrics.NewRegistry()
 	}
@@ -230,6 +241,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.bg.Add(1)
 	go s.reaper()
+	if cfg.MetricsInterval > 0 {
+		s.bg.Add(1)
+		go s.sampler()
+	}
 	return s, nil
 }
 
@@ -577,6 +592,7 @@ func (s *Server) baseRoutes() []route {
 		{method: "DELETE", pattern: "/v1/sandboxes/{id}", h: s.handleDelete},
 		{method: "PATCH", pattern: "/v1/sandboxes/{id}", h: s.handleUpdate},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/metrics", h: s.handleMetrics},
+		{method: "GET", pattern: "/v1/sandboxes/{id}/metrics/history", h: s.handleMetricsHistory},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/exec", h: s.handleExec},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/executions/{eid}/cancel", h: s.handleCancel},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/files", h: s.handleFiles},

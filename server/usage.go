@@ -36,11 +36,8 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	created := e.rec.CreatedAt
 	s.mu.Unlock()
-	prev := e.usage.Load()
-	writeJSON(w, http.StatusOK, metricsOf(e.sb.Spec().Limits, u, prev, created))
-	if prev == nil || u.At.Sub(prev.At) >= minCPUWindow {
-		e.usage.Store(u)
-	}
+	writeJSON(w, http.StatusOK, metricsOf(e.sb.Spec().Limits, u, e.usage.Load(), created))
+	e.noteUsage(u)
 }
 
 // metricsOf describes u against limits; the CPU's use is measured from

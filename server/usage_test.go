@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -37,5 +38,33 @@ func TestMetricsOf(t *testing.T) {
 		if m.CPUCount != c.count || m.CPUUsedPct != c.pc || m.MemoryBytes != nil || m.OOMKills != nil || !m.Timestamp.Equal(now) {
 			t.Errorf("%s: count %v, %v%% (memory %v, OOM kills %v); want %v, %v%%", c.name, m.CPUCount, m.CPUUsedPct, m.MemoryBytes, m.OOMKills, c.count, c.pc)
 		}
+	}
+}
+
+// TestHistory: a sandbox's readings keep the last of them, oldest first;
+// a window's are those in it, with the one before it, which the first
+// one's CPU use is measured from.
+func TestHistory(t *testing.T) {
+	base := time.Unix(1000, 0)
+	var h history
+	for i := range 7 {
+		h.add(&sandbox.Usage{At: base.Add(time.Duration(i) * time.Second)}, 5)
+	}
+	secs := func(us []*sandbox.Usage) (out []int) {
+		for _, u := range us {
+			out = append(out, int(u.At.Sub(base)/time.Second))
+		}
+		return out
+	}
+	before, in := h.between(time.Time{}, base.Add(time.Hour))
+	if before != nil || fmt.Sprint(secs(in)) != "[2 3 4 5 6]" {
+		t.Fatalf("all kept: before %v, %v", before, secs(in))
+	}
+	before, in = h.between(base.Add(3500*time.Millisecond), base.Add(5*time.Second))
+	if before == nil || before.At != base.Add(3*time.Second) || fmt.Sprint(secs(in)) != "[4 5]" {
+		t.Fatalf("from 3.5 s to 5 s: before %v, %v", before, secs(in))
+	}
+	if _, in = h.between(base.Add(10*time.Second), base.Add(11*time.Second)); len(in) != 0 {
+		t.Fatalf("a window after the last: %v", secs(in))
 	}
 }

@@ -136,6 +136,9 @@ except OSError as e:
 			{"--disk-size", "1m", "--disk-size 1m: at least 16m", 125},
 			{"--max-disk-size", "1g", "--max-disk-size 1g: at least --disk-size (4g)", 125},
 			{"--max-snapshot-store", "0", "-max-snapshot-store", 2},
+			{"--metrics-interval", "10ms", "--metrics-interval 10ms: 100ms or more", 125},
+			{"--metrics-history", "1000h", "--metrics-history 1000h0m0s: more than 0, and at most 10000 readings", 125},
+			{"--metrics-history", "-1s", "--metrics-history -1s", 125},
 		} {
 			dir := t.TempDir()
 			_, stderr, code := cordon(t, "serve", "--listen", "unix://"+filepath.Join(dir, "s.sock"), "--state-dir", dir, c.flag, c.value)

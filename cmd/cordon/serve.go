@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/backend/kubernetes"
 	"github.com/cordon-sandbox/cordon/backend/process"
@@ -74,6 +76,8 @@ func serveCmd(args []string) int {
 	maxTTL := duration(fs, "max-ttl", 0, "the longest TTL a sandbox may have, and the TTL of one whose create asks for none where --default-ttl is 0 (0: no limit)")
 	maxExec := duration(fs, "max-exec-timeout", server.DefaultMaxExecTimeout, "the longest timeout a create may let its commands ask for (its maxTimeoutMs)")
 	idle := duration(fs, "idle-timeout", 0, "reap a sandbox after this long without activity inside, unless its create says otherwise (0: never)")
+	metricsEvery := duration(fs, "metrics-interval", server.DefaultMetricsInterval, "read every running sandbox's metrics this often, for their history (GET …/metrics/history; 100ms or more; 0: keep none)")
+	metricsFor := duration(fs, "metrics-history", server.DefaultMetricsHistory, "how far back a sandbox's metrics history goes (at most "+strconv.Itoa(server.MaxMetricsReadings)+" readings)")
 	maxSandboxes := fs.Int("max-sandboxes", 0, "live sandboxes per tenant (default 100)")
 	ephemeral := fs.Bool("ephemeral", false, "destroy every sandbox when the daemon stops (a private daemon, as cordon mcp starts); they die with it however it ends")
 	runBroker := fs.String("run-broker-url", "", "the one broker URL a run's bindings may name (POST /v1/runs; without it bindings are refused)")
@@ -160,6 +164,14 @@ func serveCmd(args []string) int {
 	if *maxDiskSize < *diskSize {
 		return fail("--max-disk-size %s: at least --disk-size (%s)", humanSize(*maxDiskSize), humanSize(*diskSize))
 	}
+	switch {
+	case *metricsEvery == 0:
+		*metricsEvery = -1 // no history
+	case *metricsEvery < 100*time.Millisecond:
+		return fail("--metrics-interval %v: 100ms or more, or 0 for no history", *metricsEvery)
+	case *metricsFor <= 0 || *metricsFor / *metricsEvery > server.MaxMetricsReadings:
+		return fail("--metrics-history %v: more than 0, and at most %d readings of --metrics-interval (%v)", *metricsFor, server.MaxMetricsReadings, *metricsEvery)
+	}
 	if *maxTTL > 0 && *defTTL > *maxTTL {
 		return fail("--default-ttl %v: at most --max-ttl (%v)", *defTTL, *maxTTL)
 	}
@@ -196,6 +208,7 @@ func serveCmd(args []string) int {
 		Server: server.Config{
 			Provider: provider, StateDir: *stateDir, HostPaths: hostPaths, Profiles: profs,
 			DefaultTTL: *defTTL, MaxTTL: *maxTTL, DefaultIdleTimeout: *idle, MaxExecTimeout: *maxExec,
+			MetricsInterval: *metricsEvery, MetricsHistory: *metricsFor,
 			Limits:   server.Limits{MaxSandboxesPerTenant: *maxSandboxes, MaxDiskBytes: *maxDiskSize, MaxSnapshotStorePerTenant: *snapStore, MaxDiskStorePerTenant: *diskStore},
 			Registry: reg, Log: log,
 			Runs:     runs.NewRunner(runs.Config{Tier: *runTier, Image: *runImage, BrokerURL: *runBroker, Egress: proxy, Log: log}),

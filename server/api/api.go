@@ -179,6 +179,15 @@ type Metrics struct {
 	OOMKills *int64 `json:"oomKills,omitempty"`
 }
 
+// MetricsHistory is the body of GET /v1/sandboxes/ID/metrics/history: the
+// daemon's readings of a sandbox's metrics in a window, oldest first,
+// taken every IntervalMs while it ran (absent: the daemon keeps none).
+// Each one's CPUUsedPct is since the reading before it.
+type MetricsHistory struct {
+	IntervalMs int64     `json:"intervalMs,omitempty"`
+	Metrics    []Metrics `json:"metrics"`
+}
+
 // CPUUsedPct is the use, in percent to two places, of cores by cpu time
 // over wall time: Metrics.CPUUsedPct, between two reads of the metrics.
 func CPUUsedPct(cpu, wall time.Duration, cores float64) float64 {

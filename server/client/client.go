@@ -287,6 +287,24 @@ func (c *Client) Metrics(ctx context.Context, id string) (*api.Metrics, error) {
 	return &out, c.call(ctx, http.MethodGet, sbPath(id, "/metrics"), nil, &out)
 }
 
+// MetricsHistory is the daemon's readings of a sandbox's metrics from
+// start to end (zero times: from its create, to now).
+func (c *Client) MetricsHistory(ctx context.Context, id string, start, end time.Time) (*api.MetricsHistory, error) {
+	q := url.Values{}
+	if !start.IsZero() {
+		q.Set("start", start.UTC().Format(time.RFC3339Nano))
+	}
+	if !end.IsZero() {
+		q.Set("end", end.UTC().Format(time.RFC3339Nano))
+	}
+	route := sbPath(id, "/metrics/history")
+	if len(q) > 0 {
+		route += "?" + q.Encode()
+	}
+	var out api.MetricsHistory
+	return &out, c.call(ctx, http.MethodGet, route, nil, &out)
+}
+
 // ListOptions filter List.
 type ListOptions struct {
 	State  string

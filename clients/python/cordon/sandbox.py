@@ -6,9 +6,11 @@ import codecs
 import datetime
 import enum
 import json
+import math
 import queue
 import re
 import threading
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterator, List, Optional, Union
@@ -572,6 +574,16 @@ class SandboxMetrics:
     oom_kills: Optional[int] = None
 
 
+def _metrics(m) -> "SandboxMetrics":
+    """The daemon's metrics as E2B's SandboxMetrics."""
+    return SandboxMetrics(
+        cpu_count=m.get("cpuCount", 0), cpu_used_pct=m.get("cpuUsedPct", 0.0),
+        disk_total=m.get("diskTotalBytes", 0), disk_used=m.get("diskUsedBytes", 0),
+        mem_total=m.get("memoryLimitBytes", 0), mem_used=m.get("memoryBytes"),
+        timestamp=_time(m["timestamp"]), cpu_seconds=m.get("cpuSeconds", 0.0),
+        tasks=m.get("tasks", 0), tasks_limit=m.get("tasksLimit", 0), oom_kills=m.get("oomKills"))
+
+
 def _time(s):
     """An RFC 3339 time of the daemon's (nanoseconds, Z) as a datetime."""
     s = re.sub(r"\.(\d+)", lambda m: "." + (m.group(1) + "00000")[:6], s).replace("Z", "+00:00")
@@ -741,18 +753,26 @@ class Sandbox:
 
     @_either
     def get_metrics(self, start: Optional[datetime.datetime] = None, end: Optional[datetime.datetime] = None) -> List[SandboxMetrics]:
-        """What the running sandbox uses now: a list of one reading, in
-        E2B's shape (cordon keeps no history, so start and end, E2B's
-        window, are taken and not needed). cpu_used_pct is measured since
-        the previous read of the sandbox's metrics, by anyone, at least
-        100 ms before (else since it was created)."""
-        m = self._t.call("GET", _q(self.sandbox_id, "/metrics"))
-        return [SandboxMetrics(
-            cpu_count=m.get("cpuCount", 0), cpu_used_pct=m.get("cpuUsedPct", 0.0),
-            disk_total=m.get("diskTotalBytes", 0), disk_used=m.get("diskUsedBytes", 0),
-            mem_total=m.get("memoryLimitBytes", 0), mem_used=m.get("memoryBytes"),
-            timestamp=_time(m["timestamp"]), cpu_seconds=m.get("cpuSeconds", 0.0),
-            tasks=m.get("tasks", 0), tasks_limit=m.get("tasksLimit", 0), oom_kills=m.get("oomKills"))]
+        """What the sandbox used from start to end (its create and now when
+        not given), oldest first, in E2B's shape: the daemon's readings
+        (every 5 seconds, kept for 15 minutes, unless cordon serve was told
+        otherwise), each cpu_used_pct since the reading before; then, when
+        the window reaches now and the sandbox runs, one taken now. Naive
+        datetimes are local time, as datetime.timestamp() takes them."""
+        query = {}
+        if start is not None:
+            query["start"] = int(math.floor(start.timestamp()))
+        if end is not None:
+            query["end"] = int(math.ceil(end.timestamp()))
+        doc = self._t.call("GET", _q(self.sandbox_id, "/metrics/history"), query=query)
+        out = [_metrics(m) for m in doc.get("metrics") or []]
+        if end is None or end.timestamp() >= time.time():
+            try:
+                out.append(_metrics(self._t.call("GET", _q(self.sandbox_id, "/metrics"))))
+            except SandboxException as e:
+                if e.status != 409:  # paused or stopped: its readings until then
+                    raise
+        return out
 
     @_either
     def kill(self) -> bool:

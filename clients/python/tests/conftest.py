@@ -35,7 +35,7 @@ def daemon():
         f.write(key)
     env = dict(os.environ, CORDON_STATE_DIR=os.path.join(d, "sandboxes"))
     p = subprocess.Popen([cordon, "serve", "--ephemeral", "--listen", "tcp://127.0.0.1:%d" % port, "--admin-key-file", keyfile,
-                          "--state-dir", os.path.join(d, "state")], env=env)
+                          "--state-dir", os.path.join(d, "state"), "--metrics-interval", "200ms"], env=env)
     deadline = time.time() + 30
     while True:
         try:

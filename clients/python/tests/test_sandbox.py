@@ -1,3 +1,4 @@
+import datetime
 import os
 import threading
 import time
@@ -364,7 +365,7 @@ def test_get_metrics():
         sbx.commands.run("i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; head -c 8388608 /dev/zero > m.bin")
         sbx.commands.run("python3 -c \"import time; b = b'x' * (32 << 20); time.sleep(600)\"", background=True)
         for _ in range(100):
-            (m,) = sbx.get_metrics()
+            m = sbx.get_metrics()[-1]
             if m.tasks >= 1 and m.mem_used >= 40 << 20:
                 break
             time.sleep(0.1)
@@ -373,8 +374,22 @@ def test_get_metrics():
         assert 40 << 20 <= m.mem_used <= m.mem_total == 256 << 20, m
         assert 8 << 20 <= m.disk_used <= m.disk_total, m
         assert m.tasks >= 1 and m.oom_kills == 0, m
-        (again,) = Sandbox.get_metrics(sbx.sandbox_id)
+        again = Sandbox.get_metrics(sbx.sandbox_id)[-1]
         assert again.cpu_seconds >= m.cpu_seconds, (m, again)
+        # Over time: the daemon's readings (every 200 ms here), oldest
+        # first, then one taken now; a window that ends before now has no
+        # reading of now, and one that starts at now only that.
+        every = sbx.get_metrics()
+        for _ in range(100):
+            if len(every) >= 3:
+                break
+            time.sleep(0.1)
+            every = sbx.get_metrics()
+        assert len(every) >= 3 and all(a.timestamp < b.timestamp for a, b in zip(every, every[1:])), every
+        cut = every[1].timestamp
+        old = sbx.get_metrics(end=cut)
+        assert old[0].timestamp == every[0].timestamp and all(x.timestamp <= cut + datetime.timedelta(seconds=1) for x in old), (old, every)
+        assert len(Sandbox.get_metrics(sbx.sandbox_id, start=datetime.datetime.now() + datetime.timedelta(seconds=1))) == 1
     with pytest.raises(NotFoundException):
         Sandbox.get_metrics(sbx.sandbox_id)
 

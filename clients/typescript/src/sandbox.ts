@@ -447,6 +447,15 @@ function rule(h: string) {
   return m ? { host: m[1], ports: [Number(m[2])] } : { host: h };
 }
 
+/** The daemon's metrics as E2B's SandboxMetrics. */
+function metrics(m: any): SandboxMetrics {
+  return {
+    timestamp: new Date(m.timestamp), cpuUsedPct: m.cpuUsedPct ?? 0, cpuCount: m.cpuCount ?? 0,
+    memUsed: m.memoryBytes, memTotal: m.memoryLimitBytes ?? 0, diskUsed: m.diskUsedBytes ?? 0, diskTotal: m.diskTotalBytes ?? 0,
+    cpuSeconds: m.cpuSeconds ?? 0, tasks: m.tasks ?? 0, tasksLimit: m.tasksLimit ?? 0, oomKills: m.oomKills,
+  };
+}
+
 function info(s: any): SandboxInfo {
   return { sandboxId: s.id, state: s.state ?? "", tier: s.spec?.tier ?? "", metadata: s.labels ?? {}, startedAt: s.createdAt, endAt: s.expiresAt, bootId: s.bootId };
 }
@@ -546,7 +555,7 @@ export class Sandbox {
 
   /** Sandbox.prototype.getMetrics by the sandbox's id, as E2B's. */
   static async getMetrics(sandboxId: string, opts: ConnectionOpts & { start?: Date; end?: Date } = {}): Promise<SandboxMetrics[]> {
-    return new Sandbox(sandboxId, new Transport(opts)).getMetrics();
+    return new Sandbox(sandboxId, new Transport(opts)).getMetrics({ start: opts.start, end: opts.end });
   }
 
   /** Sandbox.prototype.kill by the sandbox's id, as E2B's. */
@@ -559,16 +568,24 @@ export class Sandbox {
   }
 
   /**
-   * What the running sandbox uses now: a list of one reading, in E2B's shape (cordon keeps no history, so E2B's start and end are taken and not needed).
-   * cpuUsedPct is measured since the previous read of the sandbox's metrics, by anyone, at least 100 ms before (else since it was created).
+   * What the sandbox used from start to end (its create and now when not given), oldest first, in E2B's shape:
+   * the daemon's readings (every 5 seconds, kept for 15 minutes, unless cordon serve was told otherwise), each cpuUsedPct since the reading before;
+   * then, when the window reaches now and the sandbox runs, one taken now.
    */
-  async getMetrics(_opts: { start?: Date; end?: Date } = {}): Promise<SandboxMetrics[]> {
-    const m = await this.transport.call("GET", sbPath(this.sandboxId, "/metrics"));
-    return [{
-      timestamp: new Date(m.timestamp), cpuUsedPct: m.cpuUsedPct ?? 0, cpuCount: m.cpuCount ?? 0,
-      memUsed: m.memoryBytes, memTotal: m.memoryLimitBytes ?? 0, diskUsed: m.diskUsedBytes ?? 0, diskTotal: m.diskTotalBytes ?? 0,
-      cpuSeconds: m.cpuSeconds ?? 0, tasks: m.tasks ?? 0, tasksLimit: m.tasksLimit ?? 0, oomKills: m.oomKills,
-    }];
+  async getMetrics(opts: { start?: Date; end?: Date } = {}): Promise<SandboxMetrics[]> {
+    const query: Record<string, number> = {};
+    if (opts.start) query.start = Math.floor(opts.start.getTime() / 1000);
+    if (opts.end) query.end = Math.ceil(opts.end.getTime() / 1000);
+    const doc = await this.transport.call("GET", sbPath(this.sandboxId, "/metrics/history"), { query });
+    const out: SandboxMetrics[] = (doc.metrics ?? []).map(metrics);
+    if (!opts.end || opts.end.getTime() >= Date.now()) {
+      try {
+        out.push(metrics(await this.transport.call("GET", sbPath(this.sandboxId, "/metrics"))));
+      } catch (e) {
+        if (!(e instanceof SandboxError && e.status === 409)) throw e; // paused or stopped: its readings until then
+      }
+    }
+    return out;
   }
 
   /** Whether it runs: not paused, stopped or gone, as E2B's. */

@@ -29,7 +29,7 @@ export async function startDaemon(): Promise<() => Promise<void>> {
   const port = await freePort();
   const key = randomBytes(24).toString("hex");
   writeFileSync(path.join(dir, "admin.key"), key);
-  const p: ChildProcess = spawn(cordon, ["serve", "--ephemeral", "--listen", `tcp://127.0.0.1:${port}`, "--admin-key-file", path.join(dir, "admin.key"), "--state-dir", path.join(dir, "state")], {
+  const p: ChildProcess = spawn(cordon, ["serve", "--ephemeral", "--listen", `tcp://127.0.0.1:${port}`, "--admin-key-file", path.join(dir, "admin.key"), "--state-dir", path.join(dir, "state"), "--metrics-interval", "200ms"], {
     env: { ...process.env, CORDON_STATE_DIR: path.join(dir, "sandboxes") },
     stdio: ["ignore", "ignore", "inherit"],
   });

@@ -325,17 +325,32 @@ test("getMetrics", async () => {
     id = sbx.sandboxId;
     await sbx.commands.run("i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; head -c 8388608 /dev/zero > m.bin");
     await sbx.commands.run(`python3 -c "import time; b = b'x' * (32 << 20); time.sleep(600)"`, { background: true });
-    let m = (await sbx.getMetrics())[0];
+    let m = (await sbx.getMetrics()).at(-1)!;
     for (let i = 0; i < 100 && !(m.tasks >= 1 && (m.memUsed ?? 0) >= 40 << 20); i++) {
       await new Promise((r) => setTimeout(r, 100));
-      m = (await sbx.getMetrics())[0];
+      m = (await sbx.getMetrics()).at(-1)!;
     }
     assert.ok(m.timestamp instanceof Date && !isNaN(m.timestamp.getTime()), String(m.timestamp));
     assert.ok(m.cpuCount > 0 && m.cpuUsedPct >= 0 && m.cpuUsedPct <= 100 && m.cpuSeconds >= 0.05, JSON.stringify(m));
     assert.ok(m.memUsed !== undefined && m.memUsed >= 40 << 20 && m.memUsed <= m.memTotal && m.memTotal === 256 << 20, JSON.stringify(m));
     assert.ok(m.diskUsed >= 8 << 20 && m.diskUsed <= m.diskTotal && m.tasks >= 1 && m.oomKills === 0, JSON.stringify(m));
-    const [again] = await Sandbox.getMetrics(id);
+    const again = (await Sandbox.getMetrics(id)).at(-1)!;
     assert.ok(again.cpuSeconds >= m.cpuSeconds);
+    // Over time: the daemon's readings (every 200 ms here), oldest first,
+    // then one taken now; a window that ends before now has no reading of
+    // now, and one that starts at now only that.
+    let all = await sbx.getMetrics();
+    for (let i = 0; i < 100 && all.length < 3; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      all = await sbx.getMetrics();
+    }
+    assert.ok(all.length >= 3, String(all.length));
+    assert.ok(all.every((x, i) => i === 0 || x.timestamp > all[i - 1].timestamp));
+    const cut = all[1].timestamp;
+    const old = await sbx.getMetrics({ end: cut });
+    assert.ok(old[0].timestamp.getTime() === all[0].timestamp.getTime() && old.every((x) => x.timestamp.getTime() <= cut.getTime() + 1000), JSON.stringify(old.map((x) => x.timestamp)));
+    const fresh = await Sandbox.getMetrics(id, { start: new Date(Date.now() + 1000) });
+    assert.equal(fresh.length, 1);
   }
   await assert.rejects(Sandbox.getMetrics(id), NotFoundError);
 });
