@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,12 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/server"
 	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
@@ -330,4 +333,88 @@ func TestShutdownEndsStreams(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the event stream did not end")
 	}
+}
+
+// TestSessionHostDeadline: a session's timeout is held by the daemon too.
+// Its agent frozen (SIGSTOP from the host, which no workload can send),
+// the session runs on past its timeout; a grace later the daemon finds
+// the agent unable to end it and tears the sandbox down, recorded
+// "deadline". The same holds for a session started before a restart of
+// the daemon, which takes its deadline back with the sandbox. Through the
+// REST API's session route and the agent passthrough.
+func TestSessionHostDeadline(t *testing.T) {
+	d := startDaemonGrace(t, 300*time.Millisecond)
+	c := d.local
+	for _, restart := range []bool{false, true} {
+		sb, err := c.Create(t.Context(), api.CreateRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		agent := agentPid(t, c, sb.ID)
+		if restart {
+			// Through the agent passthrough, then the daemon restarts.
+			if _, err := c.Agent(sb.ID).StartSession(t.Context(), wire.SessionRequest{Command: "sleep", Args: []string{"600"}, TimeoutMs: 2000}); err != nil {
+				t.Fatal(err)
+			}
+			d.stop(t, false)
+			d.start(t)
+			c = d.local
+		} else {
+			// Through the REST API's own route.
+			body, _ := json.Marshal(wire.SessionRequest{Command: "sleep", Args: []string{"600"}, TimeoutMs: 1000})
+			resp, err := d.unixClient().Post("http://cordon/v1/sandboxes/"+sb.ID+"/sessions", "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ses wire.Session
+			err = json.NewDecoder(resp.Body).Decode(&ses)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated || err != nil || ses.TimeoutMs != 1000 {
+				t.Fatalf("start: %d %+v %v", resp.StatusCode, ses, err)
+			}
+		}
+		if err := syscall.Kill(agent, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+			got, err := c.Get(t.Context(), sb.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State == api.StateDestroyed {
+				if got.Reason != "deadline" {
+					t.Fatalf("restart %v: destroyed for %q", restart, got.Reason)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				_ = syscall.Kill(agent, syscall.SIGCONT)
+				t.Fatalf("restart %v: a sandbox whose frozen agent could not end a session is %s a minute on", restart, got.State)
+			}
+		}
+	}
+}
+
+// agentPid is the host's pid of sandbox id's agent: the cordon-agent in
+// the PID namespace its commands run in.
+func agentPid(t *testing.T, c *sclient.Client, id string) int {
+	t.Helper()
+	var out strings.Builder
+	if _, err := c.Exec(t.Context(), id, "readlink", sclient.ExecOptions{Args: []string{"/proc/self/ns/pid"}, Stdout: &out}); err != nil {
+		t.Fatal(err)
+	}
+	ns := strings.TrimSpace(out.String())
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		comm, _ := os.ReadFile("/proc/" + p.Name() + "/comm")
+		if link, _ := os.Readlink("/proc/" + p.Name() + "/ns/pid"); link == ns && strings.TrimSpace(string(comm)) == "cordon-agent" {
+			return pid
+		}
+	}
+	t.Fatalf("no cordon-agent in %s", ns)
+	return 0
 }

@@ -262,7 +262,7 @@ func (s *Server) recover() error {
 	defer cancel()
 	now := time.Now().UTC()
 	var kept []*sandbox.Sandbox
-	var restart []*entry
+	var restart, running []*entry
 	for _, r := range recs {
 		if r.State == api.StateDestroyed {
 			continue
@@ -295,7 +295,11 @@ func (s *Server) recover() error {
 		}
 		s.live[r.ID] = e
 		s.watch(e)
+		if r.State == api.StateRunning && !sb.Suspended() {
+			running = append(running, e)
+		}
 	}
+	s.holdSessionDeadlines(running)
 	// What is swept first (a dead sandbox's mount of its disk among it),
 	// so that a restart finds its disk free.
 	if err := s.cfg.Provider.Sweep(ctx, kept); err != nil {

@@ -46,7 +46,7 @@ func (s *Server) sessionRoutes() []route {
 		})
 	}
 	return []route{
-		{method: "POST", pattern: "/v1/sandboxes/{id}/sessions", h: s.agentRoute(fixed(wire.RouteSessions))},
+		{method: "POST", pattern: "/v1/sandboxes/{id}/sessions", h: s.handleSessionStart},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/sessions", h: s.agentRoute(fixed(wire.RouteSessions))},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/sessions/{sid}", h: sess},
 		{method: "DELETE", pattern: "/v1/sandboxes/{id}/sessions/{sid}", h: sess},

@@ -491,6 +491,10 @@ func (s *Server) handleAgent(w http.ResponseWriter, r *http.Request) {
 		s.spliceTCP(w, r, e, port)
 		return
 	}
+	if r.Method == http.MethodPost && "/"+r.PathValue("path") == wire.RouteSessions {
+		s.forwardSessionStart(w, r, e)
+		return
+	}
 	e.agent.forward(w, r, r.Method, "/"+r.PathValue("path"), r.URL.RawQuery)
 }
 

@@ -18,6 +18,7 @@ from .sandbox import (
     FilesystemEvent,
     FilesystemEventType,
     FileType,
+    Paginator,
     Pty,
     PtySize,
     Sandbox,
@@ -33,7 +34,7 @@ from .sandbox import (
 
 __all__ = [
     "Sandbox", "SandboxInfo", "SandboxMetrics", "SandboxQuery", "SandboxState", "SnapshotInfo", "CommandResult", "CommandHandle", "EntryInfo", "FileType", "WriteInfo",
-    "Pty", "PtySize", "WriteEntry",
+    "Paginator", "Pty", "PtySize", "WriteEntry",
     "FilesystemEvent", "FilesystemEventType", "WatchHandle", "SandboxException", "TimeoutException",
     "NotFoundException", "AuthenticationException", "InvalidArgumentException", "RateLimitException",
     "NotEnoughSpaceException", "CommandExitException",

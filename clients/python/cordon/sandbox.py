@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterator, List, Optional, Union
 
 from ._http import Transport
-from .errors import CommandExitException, NotFoundException, SandboxException, TimeoutException
+from .errors import CommandExitException, InvalidArgumentException, NotFoundException, SandboxException, TimeoutException
 
 DEFAULT_SANDBOX_TIMEOUT = 300  # seconds a sandbox lives unless told
 class _DefaultTimeout(float):
@@ -590,6 +590,34 @@ def _time(s):
     return datetime.datetime.fromisoformat(s)
 
 
+class Paginator(list):
+    """What Sandbox.list and Sandbox.list_snapshots return: the whole list
+    (E2B's v1 SDK returned one), and E2B's v2 paginator over it, limit
+    items a page: while p.has_next: p.next_items()."""
+
+    def __init__(self, items, limit: Optional[int] = None):
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise InvalidArgumentException("limit is a whole number of 1 or more", code="invalid_request")
+        super().__init__(items)
+        self._limit = limit
+        self._next = 0
+        self._started = False
+
+    @property
+    def has_next(self) -> bool:
+        """Whether next_items has a page to give (the first, even if empty)."""
+        return not self._started or self._next < len(self)
+
+    def next_items(self) -> list:
+        """The next page; past the last, SandboxException."""
+        if not self.has_next:
+            raise SandboxException("No more items to fetch", code="invalid_request")
+        end = len(self) if self._limit is None else self._next + self._limit
+        page = list(self[self._next:end])
+        self._started, self._next = True, min(end, len(self))
+        return page
+
+
 class Sandbox:
     """A sandbox on a cordon daemon. Sandbox() (or Sandbox.create()) makes
     one; use it as a context manager to have it killed at the end."""
@@ -704,9 +732,11 @@ class Sandbox:
         return self.pause(keep_memory)
 
     @classmethod
-    def list(cls, api_key: Optional[str] = None, host: Optional[str] = None, query: Optional[SandboxQuery] = None) -> List[SandboxInfo]:
+    def list(cls, api_key: Optional[str] = None, host: Optional[str] = None, query: Optional[SandboxQuery] = None,
+             limit: Optional[int] = None) -> "Paginator":
         """Your sandboxes that are not destroyed; with query (E2B's), those
-        with all its metadata and in one of its states."""
+        with all its metadata and in one of its states. A list, which is
+        also E2B's paginator (has_next, next_items(), limit a page)."""
         t = Transport(host, api_key)
         path, states = "/v1/sandboxes", None
         if query is not None:
@@ -718,7 +748,7 @@ class Sandbox:
                 states = {getattr(s, "value", s) for s in query.state}
         doc = t.call("GET", path)
         items = doc.get("sandboxes", doc) if isinstance(doc, dict) else doc
-        return [_info(s) for s in items if s.get("state") != "destroyed" and (states is None or s.get("state") in states)]
+        return Paginator([_info(s) for s in items if s.get("state") != "destroyed" and (states is None or s.get("state") in states)], limit)
 
     @property
     def id(self) -> str:
@@ -793,6 +823,13 @@ class Sandbox:
         body = {"ttlSeconds": int(ttl)} if ttl else {}
         return _snapshot(self._t.call("POST", _q(self.sandbox_id, "/snapshot"), body=body))
 
+    def create_snapshot(self, name: Optional[str] = None) -> "SnapshotInfo":
+        """snapshot(), by E2B's name. A cordon snapshot has no name: one
+        given is refused (a template names a spec with a snapshot)."""
+        if name is not None:
+            raise InvalidArgumentException("a cordon snapshot has no name; a template names one (cordon template save)", code="invalid_request")
+        return self.snapshot()
+
     def stop(self) -> None:
         """Stops everything a persistent sandbox (persistent=True) runs,
         keeping its files, until start()."""
@@ -809,8 +846,9 @@ class Sandbox:
         return [Sandbox(_sandbox_id=s["id"], _transport=self._t) for s in doc.get("sandboxes", [])]
 
     @classmethod
-    def list_snapshots(cls, api_key: Optional[str] = None, host: Optional[str] = None) -> List["SnapshotInfo"]:
-        return [_snapshot(s) for s in Transport(host, api_key).call("GET", "/v1/snapshots").get("snapshots", [])]
+    def list_snapshots(cls, api_key: Optional[str] = None, host: Optional[str] = None, limit: Optional[int] = None) -> "Paginator":
+        """Your snapshots: a list, which is also E2B's paginator."""
+        return Paginator([_snapshot(s) for s in Transport(host, api_key).call("GET", "/v1/snapshots").get("snapshots", [])], limit)
 
     @classmethod
     def delete_snapshot(cls, snapshot_id: str, api_key: Optional[str] = None, host: Optional[str] = None) -> bool:

@@ -36,3 +36,24 @@ def test_e2b_agent_script_runs_unchanged():
     assert stdout == '{"sum": 30}\n' and streamed == stdout and code == 0
     assert "analysis.py" in entries
     assert failed == ("CommandExitException", 2)
+
+
+def test_e2b_pause_between_turns():
+    # An agent that pauses its sandbox between a user's turns and finds
+    # it again by id, as E2B's v2 SDK has it (pause, a paginated list,
+    # connect that resumes).
+    sbx = Sandbox.create(timeout=60)
+    try:
+        sbx.commands.run("sleep 600", background=True)
+        sbx.files.write("memory.txt", "turn 1")
+        sbx.pause()
+        paginator = Sandbox.list()
+        ids = []
+        while paginator.has_next:
+            ids += [s.sandbox_id for s in paginator.next_items()]
+        assert sbx.sandbox_id in ids
+        same = Sandbox.connect(sbx.sandbox_id, timeout=60)
+        assert same.files.read("memory.txt") == "turn 1"
+        assert any(c["command"] for c in same.commands.list())
+    finally:
+        sbx.kill()

@@ -290,6 +290,16 @@ def test_snapshot_and_fork():
             for f in forks:
                 f.kill()
         assert any(s.snapshot_id == snap.snapshot_id for s in Sandbox.list_snapshots())
+        # By E2B's names: create_snapshot (a name refused: cordon's have
+        # none), and list_snapshots as a paginator.
+        again = sbx.create_snapshot()
+        with pytest.raises(InvalidArgumentException):
+            sbx.create_snapshot(name="nightly")
+        p, listed = Sandbox.list_snapshots(limit=1), []
+        while p.has_next:
+            listed += [s.snapshot_id for s in p.next_items()]
+        assert {snap.snapshot_id, again.snapshot_id} <= set(listed)
+        assert Sandbox.delete_snapshot(again.snapshot_id) is True
         assert Sandbox.delete_snapshot(snap.snapshot_id) is True
         assert Sandbox.delete_snapshot(snap.snapshot_id) is False
         with pytest.raises(NotFoundException):
@@ -404,3 +414,16 @@ def test_list_query():
         assert ids({"metadata": {"team": "b"}}) == {b.sandbox_id}
         assert ids(SandboxQuery(state=[SandboxState.RUNNING])) == {a.sandbox_id, b.sandbox_id}
         assert ids(SandboxQuery(state=["paused"])) == set()
+        # E2B's v2 paginator over the same, a page at a time.
+        pages, p = [], Sandbox.list(query=SandboxQuery(metadata={"team": "a"}), limit=1)
+        while p.has_next:
+            pages.append([s.sandbox_id for s in p.next_items()])
+        assert pages == [[a.sandbox_id]], pages
+        with pytest.raises(SandboxException):
+            p.next_items()
+        everything, p = [], Sandbox.list(limit=1)
+        while p.has_next:
+            everything += p.next_items()
+        assert {a.sandbox_id, b.sandbox_id} <= {s.sandbox_id for s in everything}
+        with pytest.raises(InvalidArgumentException):
+            Sandbox.list(limit=0)

@@ -1,7 +1,7 @@
 // Sandbox, commands and files, shaped as E2B's JavaScript SDK, so that
 // moving an agent to cordon is a change of import and host.
 import type http from "node:http";
-import { CommandExitError, CommandResult, NotFoundError, SandboxError, TimeoutError } from "./errors.js";
+import { CommandExitError, CommandResult, InvalidArgumentError, NotFoundError, SandboxError, TimeoutError } from "./errors.js";
 import { ConnectionOpts, Transport, lines, readAll } from "./transport.js";
 
 const DEFAULT_SANDBOX_TIMEOUT_MS = 300_000;
@@ -460,6 +460,49 @@ function info(s: any): SandboxInfo {
   return { sandboxId: s.id, state: s.state ?? "", tier: s.spec?.tier ?? "", metadata: s.labels ?? {}, startedAt: s.createdAt, endAt: s.expiresAt, bootId: s.bootId };
 }
 
+/**
+ * What Sandbox.list and Sandbox.listSnapshots return: awaited, the whole array (as E2B's v1 SDK gave);
+ * not awaited, E2B's v2 paginator over it, limit items a page: while (p.hasNext) await p.nextItems().
+ */
+export class Paginator<T> implements PromiseLike<T[]> {
+  private items?: Promise<T[]>;
+  private next = 0;
+  private started = false;
+  private count = 0;
+
+  constructor(private readonly fetch: () => Promise<T[]>, private readonly limit?: number) {
+    if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1)) throw new InvalidArgumentError("limit is a whole number of 1 or more", "invalid_request");
+  }
+
+  private all(): Promise<T[]> {
+    this.items ??= this.fetch().then((items) => {
+      this.count = items.length;
+      return items;
+    });
+    return this.items;
+  }
+
+  /** Whether nextItems has a page to give (the first, even if empty). */
+  get hasNext(): boolean {
+    return !this.started || this.next < this.count;
+  }
+
+  /** The next page; past the last, SandboxError. */
+  async nextItems(): Promise<T[]> {
+    if (!this.hasNext) throw new SandboxError("No more items to fetch", "invalid_request");
+    this.started = true;
+    const items = await this.all();
+    const end = this.limit === undefined ? items.length : this.next + this.limit;
+    const page = items.slice(this.next, end);
+    this.next = Math.min(end, items.length);
+    return page;
+  }
+
+  then<R1 = T[], R2 = never>(onfulfilled?: ((v: T[]) => R1 | PromiseLike<R1>) | null, onrejected?: ((e: any) => R2 | PromiseLike<R2>) | null): Promise<R1 | R2> {
+    return this.all().then(onfulfilled, onrejected);
+  }
+}
+
 /** A sandbox on a cordon daemon: Sandbox.create() makes one; `await using` kills it at the end of the scope. */
 export class Sandbox {
   readonly commands: Commands;
@@ -533,14 +576,19 @@ export class Sandbox {
     return Sandbox.pause(sandboxId, opts);
   }
 
-  /** Your sandboxes that are not destroyed; with query (E2B's), those with all its metadata and in one of its states. */
-  static async list(opts: ConnectionOpts & { query?: SandboxQuery } = {}): Promise<SandboxInfo[]> {
-    const q = new URLSearchParams();
-    for (const [k, v] of Object.entries(opts.query?.metadata ?? {})) q.append("label", `${k}=${v}`);
-    const states = opts.query?.state?.length ? new Set<string>(opts.query.state) : undefined;
-    const qs = q.toString();
-    const doc = await new Transport(opts).call("GET", "/v1/sandboxes" + (qs ? "?" + qs : ""));
-    return (doc.sandboxes ?? []).filter((s: any) => s.state !== "destroyed" && (!states || states.has(s.state))).map(info);
+  /**
+   * Your sandboxes that are not destroyed; with query (E2B's), those with all its metadata and in one of its states.
+   * Awaited, the array (as E2B's v1 SDK gave); not awaited, E2B's v2 paginator over it (hasNext, nextItems(), limit a page).
+   */
+  static list(opts: ConnectionOpts & { query?: SandboxQuery; limit?: number } = {}): Paginator<SandboxInfo> {
+    return new Paginator(async () => {
+      const q = new URLSearchParams();
+      for (const [k, v] of Object.entries(opts.query?.metadata ?? {})) q.append("label", `${k}=${v}`);
+      const states = opts.query?.state?.length ? new Set<string>(opts.query.state) : undefined;
+      const qs = q.toString();
+      const doc = await new Transport(opts).call("GET", "/v1/sandboxes" + (qs ? "?" + qs : ""));
+      return (doc.sandboxes ?? []).filter((s: any) => s.state !== "destroyed" && (!states || states.has(s.state))).map(info);
+    }, opts.limit);
   }
 
   /** A sandbox's description by its id, as E2B's Sandbox.getInfo. */
@@ -638,6 +686,12 @@ export class Sandbox {
     return snapshotInfo(await this.transport.call("POST", sbPath(this.sandboxId, "/snapshot"), { body }));
   }
 
+  /** snapshot(), by E2B's name. A cordon snapshot has no name: one given is refused (a template names a spec with a snapshot). */
+  async createSnapshot(opts: { name?: string } = {}): Promise<SnapshotInfo> {
+    if (opts.name !== undefined) throw new InvalidArgumentError("a cordon snapshot has no name; a template names one (cordon template save)", "invalid_request");
+    return this.snapshot();
+  }
+
   /** Stops everything a persistent sandbox runs, keeping its files, until start(). */
   async stop(): Promise<void> {
     await this.transport.call("POST", sbPath(this.sandboxId, "/suspend"));
@@ -654,9 +708,12 @@ export class Sandbox {
     return (doc.sandboxes ?? []).map((s: any) => new Sandbox(s.id, this.transport));
   }
 
-  static async listSnapshots(opts: ConnectionOpts = {}): Promise<SnapshotInfo[]> {
-    const doc = await new Transport(opts).call("GET", "/v1/snapshots");
-    return (doc.snapshots ?? []).map(snapshotInfo);
+  /** Your snapshots: awaited, the array; not awaited, E2B's paginator over it. */
+  static listSnapshots(opts: ConnectionOpts & { limit?: number } = {}): Paginator<SnapshotInfo> {
+    return new Paginator(async () => {
+      const doc = await new Transport(opts).call("GET", "/v1/snapshots");
+      return (doc.snapshots ?? []).map(snapshotInfo);
+    }, opts.limit);
   }
 
   static async deleteSnapshot(snapshotId: string, opts: ConnectionOpts = {}): Promise<boolean> {

@@ -49,3 +49,22 @@ test("an E2B agent script runs unchanged", async () => {
     await sandbox.kill();
   }
 });
+
+test("an E2B agent pauses its sandbox between turns", async () => {
+  // As E2B's v2 SDK has it: pause, a paginated list, connect that resumes.
+  const sandbox = await Sandbox.create({ timeoutMs: 60_000 });
+  try {
+    await sandbox.commands.run("sleep 600", { background: true });
+    await sandbox.files.write("memory.txt", "turn 1");
+    await sandbox.pause();
+    const paginator = Sandbox.list();
+    const ids: string[] = [];
+    while (paginator.hasNext) for (const s of await paginator.nextItems()) ids.push(s.sandboxId);
+    assert.ok(ids.includes(sandbox.sandboxId));
+    const same = await Sandbox.connect(sandbox.sandboxId, { timeoutMs: 60_000 });
+    assert.equal(await same.files.read("memory.txt"), "turn 1");
+    assert.ok((await same.commands.list()).length >= 1);
+  } finally {
+    await sandbox.kill();
+  }
+});

@@ -212,6 +212,15 @@ test("snapshot and fork", async () => {
     for (const f of forks) await f.kill();
   }
   assert.ok((await Sandbox.listSnapshots()).some((s) => s.snapshotId === snap.snapshotId));
+  // By E2B's names: createSnapshot (a name refused: cordon's have none),
+  // and listSnapshots as a paginator.
+  const again = await sbx.createSnapshot();
+  await assert.rejects(sbx.createSnapshot({ name: "nightly" }), InvalidArgumentError);
+  const p = Sandbox.listSnapshots({ limit: 1 });
+  const listed: string[] = [];
+  while (p.hasNext) for (const s of await p.nextItems()) listed.push(s.snapshotId);
+  assert.ok(listed.includes(snap.snapshotId) && listed.includes(again.snapshotId));
+  assert.equal(await Sandbox.deleteSnapshot(again.snapshotId), true);
   assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true);
   assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false);
   await assert.rejects(Sandbox.create({ snapshot: snap.snapshotId }), NotFoundError);
@@ -363,4 +372,15 @@ test("list with a query", async () => {
   assert.deepEqual(await ids({ metadata: { team: "a", job: "2" } }), new Set());
   assert.deepEqual(await ids({ state: ["running"] }), new Set([a.sandboxId, b.sandboxId]));
   assert.deepEqual(await ids({ state: ["paused"] }), new Set());
+  // E2B's v2 paginator over the same, a page at a time.
+  const pages: string[][] = [];
+  const p = Sandbox.list({ query: { metadata: { team: "a" } }, limit: 1 });
+  while (p.hasNext) pages.push((await p.nextItems()).map((s) => s.sandboxId));
+  assert.deepEqual(pages, [[a.sandboxId]]);
+  await assert.rejects(p.nextItems(), SandboxError);
+  const all = Sandbox.list({ limit: 1 });
+  const seen = new Set<string>();
+  while (all.hasNext) for (const s of await all.nextItems()) seen.add(s.sandboxId);
+  assert.ok(seen.has(a.sandboxId) && seen.has(b.sandboxId));
+  assert.throws(() => Sandbox.list({ limit: 0 }), InvalidArgumentError);
 });
