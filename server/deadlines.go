@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/client"
@@ -28,16 +27,7 @@ const maxSessionAnswer = 1 << 20
 
 // handleSessionStart serves POST /v1/sandboxes/ID/sessions.
 func (s *Server) handleSessionStart(w http.ResponseWriter, r *http.Request) {
-	e, ok := s.usable(w, r)
-	if !ok {
-		return
-	}
-	done, ok := s.stream(w, r, e)
-	if !ok {
-		return
-	}
-	defer done()
-	s.forwardSessionStart(w, r, e)
+	s.inAgent(w, r, func(e *entry) { s.forwardSessionStart(w, r, e) })
 }
 
 // forwardSessionStart forwards a session's start to the agent and holds
@@ -119,33 +109,25 @@ func (s *Server) sessionDeadline(id string, grace time.Duration, ses wire.Sessio
 // that es's agents run, for a daemon that adopted them at its start: a
 // few sandboxes at a time, each given a few seconds to answer.
 func (s *Server) holdSessionDeadlines(es []*entry) {
-	slots := make(chan struct{}, 8)
-	var wg sync.WaitGroup
-	for _, e := range es {
+	fewAtOnce(es, 8, func(e *entry) {
 		if !e.sb.HasFeature("session-timeout") {
-			continue
+			return
 		}
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			list, err := e.sb.Client().Sessions(ctx)
-			if err != nil {
-				s.log.Warn("the sessions of an adopted sandbox, for their timeouts", "sandbox", e.rec.ID, "err", err)
-				return
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		list, err := e.sb.Client().Sessions(ctx)
+		if err != nil {
+			s.log.Warn("the sessions of an adopted sandbox, for their timeouts", "sandbox", e.rec.ID, "err", err)
+			return
+		}
+		for _, ses := range list {
+			if ses.TimeoutMs > 0 && ses.State == wire.SessionRunning {
+				// The agent's clock says how long it has run.
+				left := time.Duration(ses.TimeoutMs)*time.Millisecond - time.Since(time.UnixMilli(ses.StartedAt))
+				s.holdSessionDeadline(e.rec.ID, e.sb.HostGrace(), ses, left)
 			}
-			for _, ses := range list {
-				if ses.TimeoutMs > 0 && ses.State == wire.SessionRunning {
-					// The agent's clock says how long it has run.
-					left := time.Duration(ses.TimeoutMs)*time.Millisecond - time.Since(time.UnixMilli(ses.StartedAt))
-					s.holdSessionDeadline(e.rec.ID, e.sb.HostGrace(), ses, left)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 }
 
 // stopping says the daemon is shutting down.

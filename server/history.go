@@ -62,50 +62,35 @@ func (h *history) between(start, end time.Time) (before *sandbox.Usage, in []*sa
 	return before, in
 }
 
-// sampler reads the running sandboxes' metrics into their histories
-// until the daemon stops.
-func (s *Server) sampler() {
-	defer s.bg.Done()
-	t := time.NewTicker(s.cfg.MetricsInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		s.sampleOnce()
-	}
-}
-
 // sampleOnce reads every running sandbox once, a few at a time, each
 // within one interval. A reading is not activity: it keeps no sandbox
 // from its idle timeout.
 func (s *Server) sampleOnce() {
-	s.mu.Lock()
-	var es []*entry
-	for _, e := range s.live {
-		if e.sb != nil && e.rec.State == api.StateRunning {
-			es = append(es, e)
-		}
-	}
-	s.mu.Unlock()
+	es := s.sandboxes(func(e *entry) bool { return e.rec.State == api.StateRunning })
 	most := s.readingsKept()
-	slots := make(chan struct{}, metricsReaders)
+	fewAtOnce(es, metricsReaders, func(e *entry) {
+		ctx, cancel := context.WithTimeout(context.Background(), min(s.cfg.MetricsInterval, usageTimeout))
+		defer cancel()
+		u, err := e.sb.Usage(ctx)
+		if err != nil {
+			return // paused meanwhile, gone, or an agent without usage: a gap
+		}
+		e.history.add(u, most)
+		e.noteUsage(u)
+	})
+}
+
+// fewAtOnce calls fn for each of es, n at once, and returns when all
+// have returned.
+func fewAtOnce(es []*entry, n int, fn func(*entry)) {
+	slots := make(chan struct{}, n)
 	var wg sync.WaitGroup
 	for _, e := range es {
 		slots <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			ctx, cancel := context.WithTimeout(context.Background(), min(s.cfg.MetricsInterval, usageTimeout))
-			defer cancel()
-			u, err := e.sb.Usage(ctx)
-			if err != nil {
-				return // paused meanwhile, gone, or an agent without usage: a gap
-			}
-			e.history.add(u, most)
-			e.noteUsage(u)
+			fn(e)
 		}()
 	}
 	wg.Wait()

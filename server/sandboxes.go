@@ -473,14 +473,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		k, v, _ := strings.Cut(l, "=")
 		labels[k] = v
 	}
-	s.mu.Lock()
-	var es []*entry
-	for _, e := range s.live {
-		if e.sb != nil && e.rec.Tenant == c.tenant {
-			es = append(es, e)
-		}
-	}
-	s.mu.Unlock()
+	es := s.sandboxes(func(e *entry) bool { return e.rec.Tenant == c.tenant })
 	out := api.List{Sandboxes: []api.Sandbox{}}
 	for _, e := range es {
 		d := s.describe(e)
@@ -600,10 +593,24 @@ func (s *Server) destroy(ctx context.Context, e *entry, reason string) error {
 	return nil
 }
 
-// reaper enforces TTLs and idle timeouts, and retries failed teardowns.
-func (s *Server) reaper() {
+// sandboxes returns the live entries with a sandbox that keep, called
+// under mu, admits.
+func (s *Server) sandboxes(keep func(*entry) bool) []*entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var es []*entry
+	for _, e := range s.live {
+		if e.sb != nil && keep(e) {
+			es = append(es, e)
+		}
+	}
+	return es
+}
+
+// every calls fn each d until the daemon stops (a goroutine of s.bg).
+func (s *Server) every(d time.Duration, fn func()) {
 	defer s.bg.Done()
-	t := time.NewTicker(s.cfg.ReapInterval)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -611,22 +618,15 @@ func (s *Server) reaper() {
 			return
 		case <-t.C:
 		}
-		s.reapOnce()
+		fn()
 	}
 }
 
+// reapOnce enforces TTLs and idle timeouts, and retries failed teardowns.
 func (s *Server) reapOnce() {
 	now := time.Now()
 	s.reapSnapshots(now)
-	s.mu.Lock()
-	var es []*entry
-	for _, e := range s.live {
-		if e.sb != nil {
-			es = append(es, e)
-		}
-	}
-	s.mu.Unlock()
-	for _, e := range es {
+	for _, e := range s.sandboxes(func(*entry) bool { return true }) {
 		s.mu.Lock()
 		state, exp, idle := e.rec.State, e.rec.ExpiresAt, e.rec.IdleTimeoutNs
 		s.mu.Unlock()

@@ -240,10 +240,10 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.bg.Add(1)
-	go s.reaper()
+	go s.every(cfg.ReapInterval, s.reapOnce)
 	if cfg.MetricsInterval > 0 {
 		s.bg.Add(1)
-		go s.sampler()
+		go s.every(cfg.MetricsInterval, s.sampleOnce)
 	}
 	return s, nil
 }

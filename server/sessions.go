@@ -15,17 +15,23 @@ import (
 // agentRoute serves a REST route by the agent route path(r) names.
 func (s *Server) agentRoute(path func(r *http.Request) string) func(http.ResponseWriter, *http.Request) {
 	return func(w http.ResponseWriter, r *http.Request) {
-		e, ok := s.usable(w, r)
-		if !ok {
-			return
-		}
-		done, ok := s.stream(w, r, e)
-		if !ok {
-			return
-		}
-		defer done()
-		e.agent.forward(w, r, r.Method, path(r), r.URL.RawQuery)
+		s.inAgent(w, r, func(e *entry) { e.agent.forward(w, r, r.Method, path(r), r.URL.RawQuery) })
 	}
+}
+
+// inAgent serves r with serve, for a sandbox that can take work, counted
+// as one of the tenant's streams while serve runs.
+func (s *Server) inAgent(w http.ResponseWriter, r *http.Request, serve func(e *entry)) {
+	e, ok := s.usable(w, r)
+	if !ok {
+		return
+	}
+	done, ok := s.stream(w, r, e)
+	if !ok {
+		return
+	}
+	defer done()
+	serve(e)
 }
 
 // sessionPath is /sessions/SID, and the rest of the route after it.

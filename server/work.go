@@ -478,24 +478,17 @@ func hasFeature(e *entry, f string) bool {
 // handleAgent serves the sandbox's agent wire unchanged under
 // /v1/sandboxes/{id}/agent/, behind the daemon's own credential.
 func (s *Server) handleAgent(w http.ResponseWriter, r *http.Request) {
-	e, ok := s.usable(w, r)
-	if !ok {
-		return
-	}
-	done, ok := s.stream(w, r, e)
-	if !ok {
-		return
-	}
-	defer done()
-	if port, ok := plainTCPUpgrade(r); ok {
-		s.spliceTCP(w, r, e, port)
-		return
-	}
-	if r.Method == http.MethodPost && "/"+r.PathValue("path") == wire.RouteSessions {
-		s.forwardSessionStart(w, r, e)
-		return
-	}
-	e.agent.forward(w, r, r.Method, "/"+r.PathValue("path"), r.URL.RawQuery)
+	s.inAgent(w, r, func(e *entry) {
+		if port, ok := plainTCPUpgrade(r); ok {
+			s.spliceTCP(w, r, e, port)
+			return
+		}
+		if r.Method == http.MethodPost && "/"+r.PathValue("path") == wire.RouteSessions {
+			s.forwardSessionStart(w, r, e)
+			return
+		}
+		e.agent.forward(w, r, r.Method, "/"+r.PathValue("path"), r.URL.RawQuery)
+	})
 }
 
 // plainTCPUpgrade is the port of a tcp-connect request on the agent
