@@ -19,6 +19,7 @@ from .sandbox import (
     FilesystemEventType,
     FileType,
     Paginator,
+    ProcessInfo,
     Pty,
     PtySize,
     Sandbox,
@@ -34,7 +35,7 @@ from .sandbox import (
 
 __all__ = [
     "Sandbox", "SandboxInfo", "SandboxMetrics", "SandboxQuery", "SandboxState", "SnapshotInfo", "CommandResult", "CommandHandle", "EntryInfo", "FileType", "WriteInfo",
-    "Paginator", "Pty", "PtySize", "WriteEntry",
+    "Paginator", "ProcessInfo", "Pty", "PtySize", "WriteEntry",
     "FilesystemEvent", "FilesystemEventType", "WatchHandle", "SandboxException", "TimeoutException",
     "NotFoundException", "AuthenticationException", "InvalidArgumentException", "RateLimitException",
     "NotEnoughSpaceException", "CommandExitException",

@@ -66,6 +66,20 @@ class CommandResult:
     signal: Optional[str] = None
 
 
+class ProcessInfo(dict):
+    """A background command as commands.list gives it: the agent's session
+    (p["id"], p["state"], ...), and E2B's ProcessInfo fields (p.pid, p.tag,
+    p.cmd, p.args, p.cwd, p.envs)."""
+
+    pid = property(lambda self: self.get("pid"))
+    tag = property(lambda self: self.get("id"))
+    cmd = property(lambda self: self.get("command"))
+    args = property(lambda self: self.get("args") or [])
+    # The agent does not say them back; E2B's may be empty too.
+    cwd = property(lambda self: None)
+    envs = property(lambda self: {})
+
+
 class CommandHandle:
     """A command started with background=True: it runs in the sandbox on its
     own (a session) until it exits or is killed."""
@@ -74,7 +88,9 @@ class CommandHandle:
         self._sb = sandbox
         self.id = session["id"]
         self.pid = session.get("pid")
+        self._tty = bool(session.get("tty"))
         self._following = None  # the thread following its output, and what it got
+        self._outcome = None  # once its output was read to the end: its result, or what to raise
 
     def _path(self, rest=""):
         return _q(self._sb.sandbox_id, "/agent/sessions/" + urllib.parse.quote(self.id, safe="") + rest)
@@ -94,13 +110,28 @@ class CommandHandle:
         self._following = (t, got)
         t.start()
 
+    def __iter__(self):
+        """Its output from the start as it comes, as E2B's handle iterates:
+        (stdout, None, None) and (None, stderr, None) as text, or for a
+        terminal (None, None, bytes). wait() then gives the result."""
+        return self._events()
+
+    def send_stdin(self, data: Union[str, bytes]) -> None:
+        """Writes data to its standard input (started with stdin=True), or
+        types it into its terminal."""
+        self._sb.commands.send_stdin(self.id, data)
+
+    def close_stdin(self, data: Union[str, bytes] = b"") -> None:
+        """Writes data, then closes its standard input: it reads its end."""
+        self._sb.commands.close_stdin(self.id, data)
+
     def wait(self, on_stdout: Optional[Callable[[str], None]] = None, on_stderr: Optional[Callable[[str], None]] = None,
              on_pty: Optional[Callable[[bytes], None]] = None) -> CommandResult:
         """Follows the output (from the start) until the command ends, and
-        returns its result; a non-zero exit raises CommandExitException. A
-        terminal's output (sbx.pty) goes to on_pty as the bytes it wrote.
-        For a command started with callbacks, it waits for the thread that
-        calls them."""
+        returns its result; a non-zero exit raises CommandExitException, an
+        end at its timeout TimeoutException. A terminal's output (sbx.pty)
+        goes to on_pty as the bytes it wrote. For a command started with
+        callbacks, it waits for the thread that calls them."""
         if self._following:
             t, got = self._following
             t.join()
@@ -110,6 +141,20 @@ class CommandHandle:
         return self._wait(on_stdout, on_stderr, on_pty)
 
     def _wait(self, on_stdout, on_stderr, on_pty) -> CommandResult:
+        if self._outcome is None:
+            for out, err, pty in self._events():
+                if out is not None and on_stdout:
+                    on_stdout(out)
+                elif err is not None and on_stderr:
+                    on_stderr(err)
+                elif pty is not None and on_pty:
+                    on_pty(pty)
+        if isinstance(self._outcome, Exception):
+            raise self._outcome
+        return self._outcome
+
+    def _events(self):
+        """The output's events, as __iter__ says; at its end, the outcome."""
         out, err = [], []
         # The output comes in chunks of bytes, which may end inside a
         # character: each stream's decoder holds such a character's first
@@ -118,37 +163,45 @@ class CommandHandle:
 
         def take(stream, text):
             if not text:
-                return
-            if stream == "stderr":
-                err.append(text)
-                if on_stderr:
-                    on_stderr(text)
-            else:
-                out.append(text)
-                if on_stdout:
-                    on_stdout(text)
+                return None
+            (err if stream == "stderr" else out).append(text)
+            return (None, text, None) if stream == "stderr" else (text, None, None)
 
         resp = self._sb._t.open("GET", self._path("/output"), query={"from": 0, "follow": 1})
         for ev in Transport.lines(resp):
             if ev.get("type") == "output":
                 stream = "stderr" if ev.get("stream") == "stderr" else "stdout"
                 data = base64.b64decode(ev.get("data", ""))
-                if on_pty and data:
-                    on_pty(data)
-                take(stream, decoders[stream].decode(data))
+                text = decoders[stream].decode(data)
+                if self._tty:
+                    out.append(text)
+                    if data:
+                        yield None, None, data
+                elif (event := take(stream, text)) is not None:
+                    yield event
             elif ev.get("type") == "end" and ev.get("done"):
                 break
         for stream, d in decoders.items():
-            take(stream, d.decode(b"", final=True))
-        s = self._sb._t.call("GET", self._path("/wait"), query={"timeoutMs": 60000})
+            text = d.decode(b"", final=True)
+            if self._tty:
+                out.append(text)
+            elif (event := take(stream, text)) is not None:
+                yield event
+        # The output ends once every holder of its pipes closed them; the
+        # program itself may end a little later.
+        s = self._sb._t.call("GET", self._path("/wait"), query={"timeoutMs": 30000})
+        while s.get("state") == "running":
+            s = self._sb._t.call("GET", self._path("/wait"), query={"timeoutMs": 30000})
         code = s.get("exitCode")
         result = CommandResult("".join(out), "".join(err), code if code is not None else -1, signal=s.get("signal") or None)
         if s.get("timedOut"):
             result.error = "timed out"
-            raise TimeoutException("the command ran past its timeout (%gs) and was ended" % (s.get("timeoutMs", 0) / 1000))
-        if result.exit_code != 0:
-            raise CommandExitException(result)
-        return result
+            self._outcome = TimeoutException("the command ran past its timeout (%gs) and was ended" % (s.get("timeoutMs", 0) / 1000))
+        elif result.exit_code != 0:
+            result.error = "exit status %d" % result.exit_code
+            self._outcome = CommandExitException(result)
+        else:
+            self._outcome = result
 
     def kill(self) -> bool:
         """Stops it (KILL) and returns once it is gone."""
@@ -270,9 +323,9 @@ class Commands:
         self._sb._t.call("POST", h._path("/input"), query={"end": 1} if end else None, body=data,
                          headers={"Content-Type": "application/octet-stream"})
 
-    def list(self) -> List[dict]:
+    def list(self) -> List["ProcessInfo"]:
         """The background commands the sandbox holds (running or exited)."""
-        return self._sb._t.call("GET", _q(self._sb.sandbox_id, "/agent/sessions")).get("sessions", [])
+        return [ProcessInfo(p) for p in self._sb._t.call("GET", _q(self._sb.sandbox_id, "/agent/sessions")).get("sessions", [])]
 
     def kill(self, pid: Union[int, str]) -> bool:
         """Kills a background command by its pid (or its id)."""

@@ -148,6 +148,16 @@ def test_background_commands_and_ports():
         sbx.commands.send_stdin(reader.pid, b"o\n")
         sbx.commands.close_stdin(reader.pid)
         assert reader.wait().stdout == "got:one\ngot:two\nend\n"
+        # By the handle, as E2B's: its input, and its output iterated.
+        echo = sbx.commands.run("while read l; do echo got:$l; echo err:$l >&2; done; exit 3", background=True, stdin=True)
+        echo.send_stdin("a\n")
+        echo.close_stdin("b\n")
+        events = list(echo)
+        assert "".join(o for o, _, _ in events if o) == "got:a\ngot:b\n" and "".join(e for _, e, _ in events if e) == "err:a\nerr:b\n", events
+        assert all(p is None for _, _, p in events)
+        with pytest.raises(CommandExitException) as ended:
+            echo.wait()
+        assert ended.value.exit_code == 3 and ended.value.stdout == "got:a\ngot:b\n"
         assert sbx.commands.run("wc -c", background=True, stdin=b"\x00\xff\n").wait().stdout.strip() == "3"
         assert sbx.commands.run("wc -c", stdin=b"\x00\xff\n").stdout.strip() == "3"
         with pytest.raises(SandboxException):
@@ -172,7 +182,8 @@ def test_background_timeouts():
         # default of 60 seconds (E2B's stops it), here checked as running
         # with no timeout at all.
         free = sbx.commands.run("sleep 600", background=True)
-        assert [c for c in sbx.commands.list() if c["pid"] == free.pid][0].get("timeoutMs") is None
+        listed = [c for c in sbx.commands.list() if c.pid == free.pid]
+        assert listed[0].get("timeoutMs") is None and listed[0].tag == free.id and listed[0].cmd == "/bin/sh" and listed[0].args[-1] == "sleep 600", listed
         # Given one, it is ended then, what it left running included, and
         # wait() raises TimeoutException.
         h = sbx.commands.run("sleep 300 & wait", background=True, timeout=1)

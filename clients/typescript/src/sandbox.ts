@@ -83,6 +83,22 @@ export interface SandboxMetrics {
   oomKills?: number;
 }
 
+/** A background command as commands.list gives it: the agent's session, with E2B's ProcessInfo fields (tag, cmd, args, envs). */
+export interface ProcessInfo {
+  id: string;
+  pid: number;
+  state: string;
+  command: string;
+  exitCode?: number;
+  timeoutMs?: number;
+  timedOut?: boolean;
+  tag: string;
+  cmd: string;
+  args: string[];
+  /** The agent does not say them back; E2B's may be empty too. */
+  envs: Record<string, string>;
+}
+
 export interface RunOpts {
   background?: boolean;
   envs?: Record<string, string>;
@@ -163,6 +179,16 @@ export class CommandHandle {
     return result;
   }
 
+  /** Writes data to its standard input (started with stdin: true), or types it into its terminal, as E2B's. */
+  async sendStdin(data: string | Uint8Array): Promise<void> {
+    await this.sb.commands.sendStdin(this.id, data);
+  }
+
+  /** Writes data, then closes its standard input: it reads its end. */
+  async closeStdin(data: string | Uint8Array = ""): Promise<void> {
+    await this.sb.commands.closeStdin(this.id, data);
+  }
+
   /** Stops it (KILL) and resolves once it is gone. */
   async kill(): Promise<boolean> {
     try {
@@ -239,9 +265,9 @@ export class Commands {
   }
 
   /** The background commands the sandbox holds. */
-  async list(): Promise<Array<{ id: string; pid: number; state: string; command: string }>> {
+  async list(): Promise<ProcessInfo[]> {
     const doc = await this.sb.transport.call("GET", sbPath(this.sb.sandboxId, "/agent/sessions"));
-    return doc.sessions ?? [];
+    return (doc.sessions ?? []).map((p: any) => ({ ...p, tag: p.id, cmd: p.command, args: p.args ?? [], envs: {} }));
   }
 
   /** Kills a background command by its pid (or its id). */

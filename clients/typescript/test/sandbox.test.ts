@@ -126,6 +126,11 @@ test("background commands and ports", async () => {
   await sbx.commands.sendStdin(reader.pid, new TextEncoder().encode("o\n"));
   await sbx.commands.closeStdin(reader.pid);
   assert.equal((await reader.wait()).stdout, "got:one\ngot:two\nend\n");
+  // By the handle, as E2B's.
+  const echo = await sbx.commands.run("while read l; do echo got:$l; done", { background: true, stdin: true });
+  await echo.sendStdin("a\n");
+  await echo.closeStdin("b\n");
+  assert.equal((await echo.wait()).stdout, "got:a\ngot:b\n");
   assert.equal((await (await sbx.commands.run("wc -c", { background: true, stdin: "abc" })).wait()).stdout.trim(), "3");
   await assert.rejects(sbx.commands.sendStdin((await sbx.commands.run("sleep 30", { background: true })).pid, "x"), SandboxError);
 
@@ -314,8 +319,8 @@ test("background timeouts", async () => {
   // No timeout given: a background command runs on (E2B's stops it after
   // the foreground's default of 60 seconds), with no timeout at all.
   const free = await sbx.commands.run("sleep 600", { background: true });
-  const listed = (await sbx.commands.list()).find((c) => c.pid === free.pid) as { timeoutMs?: number } | undefined;
-  assert.ok(listed && listed.timeoutMs === undefined, JSON.stringify(listed));
+  const listed = (await sbx.commands.list()).find((c) => c.pid === free.pid);
+  assert.ok(listed && listed.timeoutMs === undefined && listed.tag === free.id && listed.cmd === "/bin/sh" && listed.args.at(-1) === "sleep 600", JSON.stringify(listed));
   // Given one, it is ended then, what it left running included, and
   // wait() throws TimeoutError.
   const h = await sbx.commands.run("sleep 300 & wait", { background: true, timeoutMs: 1000 });
