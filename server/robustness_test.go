@@ -360,6 +360,28 @@ func TestSessionHostDeadline(t *testing.T) {
 			d.start(t)
 			c = d.local
 		} else {
+			// Sessions started with timeouts and forgotten, more of them
+			// than the daemon holds deadlines for before it asks the agent
+			// which still run.
+			for range 300 {
+				body, _ := json.Marshal(wire.SessionRequest{Command: "true", TimeoutMs: 3_600_000})
+				resp, err := d.unixClient().Post("http://cordon/v1/sandboxes/"+sb.ID+"/sessions", "application/json", bytes.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ses wire.Session
+				err = json.NewDecoder(resp.Body).Decode(&ses)
+				resp.Body.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := c.Agent(sb.ID).WaitSession(t.Context(), ses.ID, 10*time.Second); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Agent(sb.ID).ForgetSession(t.Context(), ses.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
 			// Through the REST API's own route.
 			body, _ := json.Marshal(wire.SessionRequest{Command: "sleep", Args: []string{"600"}, TimeoutMs: 1000})
 			resp, err := d.unixClient().Post("http://cordon/v1/sandboxes/"+sb.ID+"/sessions", "application/json", bytes.NewReader(body))

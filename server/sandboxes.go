@@ -43,6 +43,8 @@ type entry struct {
 	usage atomic.Pointer[sandbox.Usage]
 	// history is the daemon's readings of its metrics.
 	history history
+	// deadlines are the session timeouts the daemon holds for it.
+	deadlines heldDeadlines
 }
 
 func (e *entry) touch() { e.lastAPI.Store(time.Now().UnixNano()) }
@@ -580,6 +582,7 @@ func (s *Server) destroy(ctx context.Context, e *entry, reason string) error {
 	if err == nil {
 		delete(s.live, e.rec.ID)
 		s.dropPortsLocked(e.rec.ID)
+		e.deadlines.stopAll()
 	}
 	e.tearing = nil
 	s.mu.Unlock()
