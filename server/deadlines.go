@@ -49,7 +49,7 @@ func (s *Server) forwardSessionStart(w http.ResponseWriter, r *http.Request, e *
 		}{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
 		var ses wire.Session
 		if len(b) <= maxSessionAnswer && json.Unmarshal(b, &ses) == nil && ses.TimeoutMs > 0 && ses.State == wire.SessionRunning {
-			s.holdSessionDeadline(e, ses, time.Duration(ses.TimeoutMs)*time.Millisecond)
+			s.holdSessionDeadline(e, ses, sessionTimeout(ses))
 		}
 		return nil
 	})
@@ -207,7 +207,7 @@ func (s *Server) holdSessionDeadlines(es []*entry) {
 		for _, ses := range list {
 			if ses.TimeoutMs > 0 && ses.State == wire.SessionRunning {
 				// The agent's clock says how long it has run.
-				left := time.Duration(ses.TimeoutMs)*time.Millisecond - time.Since(time.UnixMilli(ses.StartedAt))
+				left := sessionTimeout(ses) - time.Since(time.UnixMilli(ses.StartedAt))
 				s.holdSessionDeadline(e, ses, left)
 			}
 		}
@@ -222,4 +222,10 @@ func (s *Server) stopping() bool {
 	default:
 		return false
 	}
+}
+
+// sessionTimeout is ses's timeout, as far as the agent may set one (its
+// answer is the sandbox's word).
+func sessionTimeout(ses wire.Session) time.Duration {
+	return time.Duration(min(ses.TimeoutMs, wire.MaxSessionTimeoutMs)) * time.Millisecond
 }
