@@ -12,6 +12,7 @@ from .errors import (
     TimeoutException,
 )
 from .sandbox import (
+    ALL_TRAFFIC,
     CommandHandle,
     CommandResult,
     EntryInfo,
@@ -34,7 +35,7 @@ from .sandbox import (
 )
 
 __all__ = [
-    "Sandbox", "SandboxInfo", "SandboxMetrics", "SandboxQuery", "SandboxState", "SnapshotInfo", "CommandResult", "CommandHandle", "EntryInfo", "FileType", "WriteInfo",
+    "ALL_TRAFFIC", "Sandbox", "SandboxInfo", "SandboxMetrics", "SandboxQuery", "SandboxState", "SnapshotInfo", "CommandResult", "CommandHandle", "EntryInfo", "FileType", "WriteInfo",
     "Paginator", "ProcessInfo", "Pty", "PtySize", "WriteEntry",
     "FilesystemEvent", "FilesystemEventType", "WatchHandle", "SandboxException", "TimeoutException",
     "NotFoundException", "AuthenticationException", "InvalidArgumentException", "RateLimitException",

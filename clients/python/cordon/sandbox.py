@@ -694,6 +694,7 @@ class Sandbox:
         persistent: bool = False,
         disk_mb: Optional[int] = None,
         autostart: bool = False,
+        network: Optional[Dict[str, List[str]]] = None,
         _sandbox_id: Optional[str] = None,
         _transport: Optional[Transport] = None,
     ):
@@ -719,7 +720,11 @@ class Sandbox:
                 spec["autostart"] = True
             if allow and allow_internet_access:
                 raise SandboxException("allow and allow_internet_access=True: give one (the hosts it may reach, or any public one)", code="invalid_request")
-            if allow:
+            if network is not None:
+                if allow or allow_internet_access is not None:
+                    raise InvalidArgumentException("network, or allow and allow_internet_access: give one way to say what the sandbox may reach", code="invalid_request")
+                spec["egress"] = _network_egress(network)
+            elif allow:
                 spec["egress"] = {"mode": "static", "rules": [_rule(h) for h in allow]}
             elif allow_internet_access:
                 # E2B's word for any public address; private, loopback and
@@ -937,6 +942,35 @@ class SnapshotInfo:
 
 def _snapshot(s):
     return SnapshotInfo(s["id"], s.get("source", ""), s.get("size", 0), s.get("files", 0), s.get("paths") or [], s.get("createdAt"), s.get("expiresAt"))
+
+
+ALL_TRAFFIC = "0.0.0.0/0"  # E2B's name for every address, in network's deny_out
+
+
+def _network_egress(network) -> dict:
+    """E2B's network options (allow_out, deny_out) as a cordon egress
+    policy. cordon's egress is an allowlist: deny_out may deny all traffic
+    (ALL_TRAFFIC, or ::/0), with allow_out the hosts and addresses still
+    reached (as allow takes them: host, host:port, IP or CIDR; 80 and 443
+    without a port); with nothing denied every public address is reached,
+    as E2B's default. A narrower deny_out, allow_out with nothing denied,
+    or another option is refused, not taken for something else."""
+    get = network.get if isinstance(network, dict) else (lambda k, d=None: getattr(network, k, d))
+    unknown = set(network) - {"allow_out", "deny_out"} if isinstance(network, dict) else set()
+    if unknown:
+        raise InvalidArgumentException("network takes allow_out and deny_out; cordon has no %s" % ", ".join(sorted(unknown)), code="invalid_request")
+    allow_out, deny_out = list(get("allow_out") or []), list(get("deny_out") or [])
+    if not all(isinstance(h, str) for h in allow_out + deny_out):
+        raise InvalidArgumentException("network's allow_out and deny_out are lists of strings", code="invalid_request")
+    if any(d not in (ALL_TRAFFIC, "::/0") for d in deny_out):
+        raise InvalidArgumentException("deny_out: cordon's egress is an allowlist; it can deny all traffic (%s) with allow_out the exceptions, not a part of it" % ALL_TRAFFIC, code="invalid_request")
+    if not deny_out:
+        if allow_out:
+            raise InvalidArgumentException("allow_out names exceptions to deny_out, and nothing is denied: every public address is reached already", code="invalid_request")
+        return {"mode": "allow-all"}
+    if not allow_out:
+        return {"mode": "deny-all"}
+    return {"mode": "static", "rules": [_rule(h) for h in allow_out]}
 
 
 def _rule(h):

@@ -8,6 +8,7 @@ import pytest
 
 from cordon._http import Transport
 from cordon import (
+    ALL_TRAFFIC,
     CommandExitException,
     FilesystemEventType,
     FileType,
@@ -282,6 +283,48 @@ def test_allow_internet_access():
         assert "403" in e.value.stderr
     with pytest.raises(SandboxException):
         Sandbox(allow=["a.test"], allow_internet_access=True)
+
+
+def test_network():
+    """E2B's network options: all traffic denied but allow_out's, through
+    the real egress proxy (to a server of this test on the host's
+    loopback, which only an address rule reaches); nothing denied is any
+    public address; what an allowlist cannot enforce is refused."""
+    import http.server
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"hello from the host")
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    # Through the proxy by its variable (the sandbox's own loopback is not
+    # proxied), to an absolute URL.
+    fetch = ("python3 -c \"import http.client, os, sys; p = os.environ['HTTP_PROXY'].rsplit(':', 1); "
+             "c = http.client.HTTPConnection(p[0].split('//')[1], int(p[1]), timeout=10); c.request('GET', sys.argv[1]); "
+             "r = c.getresponse(); print(r.status, r.read().decode())\" ")
+    try:
+        with Sandbox(network={"deny_out": [ALL_TRAFFIC], "allow_out": ["127.0.0.1:%d" % port]}) as sbx:
+            assert sbx.commands.run(fetch + "http://127.0.0.1:%d/" % port).stdout == "200 hello from the host\n"
+            assert sbx.commands.run(fetch + "http://198.51.100.7/").stdout.startswith("403")
+        with Sandbox(network={"deny_out": [ALL_TRAFFIC]}) as sbx:
+            assert sbx.commands.run(fetch + "http://127.0.0.1:%d/" % port).stdout.startswith("403")
+        with Sandbox(network={}) as sbx:
+            assert Transport(None, None).call("GET", "/v1/sandboxes/" + sbx.sandbox_id)["spec"]["egress"]["mode"] == "allow-all"
+            assert sbx.commands.run(fetch + "http://127.0.0.1:%d/" % port).stdout.startswith("403")
+    finally:
+        srv.shutdown()
+    for bad in ({"deny_out": ["10.0.0.0/8"]}, {"allow_out": ["a.test"]}, {"deny_out": [ALL_TRAFFIC], "rules": {}}):
+        with pytest.raises(InvalidArgumentException):
+            Sandbox(network=bad)
+    with pytest.raises(InvalidArgumentException):
+        Sandbox(network={"deny_out": [ALL_TRAFFIC]}, allow=["a.test"])
 
 
 def test_snapshot_and_fork():

@@ -24,6 +24,12 @@ export interface SandboxOpts extends ConnectionOpts {
   allow?: string[];
   /** Any public address (E2B's word); private, loopback and metadata addresses stay refused. Not with allow. */
   allowInternetAccess?: boolean;
+  /**
+   * E2B's network options. cordon's egress is an allowlist: denyOut may deny all traffic (ALL_TRAFFIC, or ::/0), with allowOut the hosts and addresses still reached
+   * (as allow takes them: host, host:port, IP or CIDR; 80 and 443 without a port); with nothing denied every public address is reached, as E2B's default.
+   * A narrower denyOut, allowOut with nothing denied, or another option is refused. Not with allow or allowInternetAccess.
+   */
+  network?: { allowOut?: string[]; denyOut?: string[] };
   pool?: string;
   /** Restore this snapshot's state into the new sandbox (its spec too, unless given). */
   snapshot?: string;
@@ -468,6 +474,26 @@ export class Files {
   }
 }
 
+/** E2B's name for every address, in network's denyOut. */
+export const ALL_TRAFFIC = "0.0.0.0/0";
+
+/** E2B's network options as a cordon egress policy, as SandboxOpts.network says. */
+function networkEgress(network: { allowOut?: string[]; denyOut?: string[] }): Record<string, unknown> {
+  const unknown = Object.keys(network).filter((k) => k !== "allowOut" && k !== "denyOut");
+  if (unknown.length) throw new InvalidArgumentError(`network takes allowOut and denyOut; cordon has no ${unknown.sort().join(", ")}`, "invalid_request");
+  const allowOut = network.allowOut ?? [];
+  const denyOut = network.denyOut ?? [];
+  if (![...allowOut, ...denyOut].every((h) => typeof h === "string")) throw new InvalidArgumentError("network's allowOut and denyOut are arrays of strings", "invalid_request");
+  if (denyOut.some((d) => d !== ALL_TRAFFIC && d !== "::/0")) {
+    throw new InvalidArgumentError(`denyOut: cordon's egress is an allowlist; it can deny all traffic (${ALL_TRAFFIC}) with allowOut the exceptions, not a part of it`, "invalid_request");
+  }
+  if (!denyOut.length) {
+    if (allowOut.length) throw new InvalidArgumentError("allowOut names exceptions to denyOut, and nothing is denied: every public address is reached already", "invalid_request");
+    return { mode: "allow-all" };
+  }
+  return allowOut.length ? { mode: "static", rules: allowOut.map(rule) } : { mode: "deny-all" };
+}
+
 function rule(h: string) {
   const m = /^([^:]+):(\d+)$/.exec(h);
   return m ? { host: m[1], ports: [Number(m[2])] } : { host: h };
@@ -565,7 +591,12 @@ export class Sandbox {
     if (opts.persistent) body.persistentWorkspace = true;
     if (opts.autostart) body.autostart = true;
     if (opts.allow?.length && opts.allowInternetAccess) throw new SandboxError("allow and allowInternetAccess: give one (the hosts it may reach, or any public one)", "invalid_request");
-    if (opts.allow?.length) body.egress = { mode: "static", rules: opts.allow.map(rule) };
+    if (opts.network !== undefined) {
+      if (opts.allow?.length || opts.allowInternetAccess !== undefined) {
+        throw new InvalidArgumentError("network, or allow and allowInternetAccess: give one way to say what the sandbox may reach", "invalid_request");
+      }
+      body.egress = networkEgress(opts.network);
+    } else if (opts.allow?.length) body.egress = { mode: "static", rules: opts.allow.map(rule) };
     else if (opts.allowInternetAccess) body.egress = { mode: "allow-all" };
     if (opts.metadata) body.labels = opts.metadata;
     if (opts.pool) body.pool = opts.pool;

@@ -1,7 +1,9 @@
 import { after, before, test } from "node:test";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import assert from "node:assert/strict";
 import { Transport } from "../src/transport.js";
-import { CommandExitError, InvalidArgumentError, NotEnoughSpaceError, NotFoundError, Sandbox, SandboxError, TimeoutError, type FilesystemEvent } from "../src/index.js";
+import { ALL_TRAFFIC, CommandExitError, InvalidArgumentError, NotEnoughSpaceError, NotFoundError, Sandbox, SandboxError, TimeoutError, type FilesystemEvent } from "../src/index.js";
 import { startDaemon } from "./daemon.js";
 
 let stop: () => Promise<void>;
@@ -194,6 +196,35 @@ test("allowInternetAccess is any public address, and no more", async () => {
     (e: unknown) => e instanceof CommandExitError && /403/.test(e.stderr),
   );
   await assert.rejects(Sandbox.create({ allow: ["a.test"], allowInternetAccess: true }), SandboxError);
+});
+
+test("E2B's network options", async () => {
+  // All traffic denied but allowOut's, through the real egress proxy (to a
+  // server of this test on the host's loopback, which only an address rule
+  // reaches); nothing denied is any public address; what an allowlist
+  // cannot enforce is refused.
+  const srv = http.createServer((_req, res) => res.end("hello from the host"));
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  const port = (srv.address() as AddressInfo).port;
+  const fetch = (url: string) =>
+    `python3 -c "import http.client, os, sys; p = os.environ['HTTP_PROXY'].rsplit(':', 1); c = http.client.HTTPConnection(p[0].split('//')[1], int(p[1]), timeout=10); c.request('GET', sys.argv[1]); r = c.getresponse(); print(r.status, r.read().decode())" ${url}`;
+  try {
+    {
+      await using sbx = await Sandbox.create({ network: { denyOut: [ALL_TRAFFIC], allowOut: [`127.0.0.1:${port}`] } });
+      assert.equal((await sbx.commands.run(fetch(`http://127.0.0.1:${port}/`))).stdout, "200 hello from the host\n");
+      assert.match((await sbx.commands.run(fetch("http://198.51.100.7/"))).stdout, /^403/);
+    }
+    {
+      await using sbx = await Sandbox.create({ network: { denyOut: [ALL_TRAFFIC] } });
+      assert.match((await sbx.commands.run(fetch(`http://127.0.0.1:${port}/`))).stdout, /^403/);
+    }
+  } finally {
+    srv.close();
+  }
+  for (const bad of [{ denyOut: ["10.0.0.0/8"] }, { allowOut: ["a.test"] }, { denyOut: [ALL_TRAFFIC], rules: {} }]) {
+    await assert.rejects(Sandbox.create({ network: bad as any }), InvalidArgumentError);
+  }
+  await assert.rejects(Sandbox.create({ network: { denyOut: [ALL_TRAFFIC] }, allow: ["a.test"] }), InvalidArgumentError);
 });
 
 test("snapshot and fork", async () => {
