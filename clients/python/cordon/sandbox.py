@@ -840,6 +840,13 @@ class Sandbox:
         self._t.call("PATCH", _q(self.sandbox_id), body={"ttlSeconds": int(timeout)})
 
     @_either
+    def update_network(self, network: Dict[str, List[str]]) -> None:
+        """Replaces what the sandbox may reach with E2B's network options,
+        as Sandbox(network=) takes them: new connections follow at once,
+        and open ones it no longer allows are closed."""
+        self._t.call("PUT", _q(self.sandbox_id, "/network-policy"), body=_network_egress(network))
+
+    @_either
     def get_metrics(self, start: Optional[datetime.datetime] = None, end: Optional[datetime.datetime] = None) -> List[SandboxMetrics]:
         """What the sandbox used from start to end (its create and now when
         not given), oldest first, in E2B's shape: the daemon's readings

@@ -315,6 +315,13 @@ def test_network():
             assert sbx.commands.run(fetch + "http://198.51.100.7/").stdout.startswith("403")
         with Sandbox(network={"deny_out": [ALL_TRAFFIC]}) as sbx:
             assert sbx.commands.run(fetch + "http://127.0.0.1:%d/" % port).stdout.startswith("403")
+            # Changed live, as E2B's update_network; on the class too.
+            sbx.update_network({"deny_out": [ALL_TRAFFIC], "allow_out": ["127.0.0.1:%d" % port]})
+            assert sbx.commands.run(fetch + "http://127.0.0.1:%d/" % port).stdout == "200 hello from the host\n"
+            Sandbox.update_network(sbx.sandbox_id, {"deny_out": [ALL_TRAFFIC]})
+            assert sbx.commands.run(fetch + "http://127.0.0.1:%d/" % port).stdout.startswith("403")
+            with pytest.raises(InvalidArgumentException):
+                sbx.update_network({"deny_out": ["10.0.0.0/8"]})
         with Sandbox(network={}) as sbx:
             assert Transport(None, None).call("GET", "/v1/sandboxes/" + sbx.sandbox_id)["spec"]["egress"]["mode"] == "allow-all"
             assert sbx.commands.run(fetch + "http://127.0.0.1:%d/" % port).stdout.startswith("403")

@@ -663,6 +663,16 @@ export class Sandbox {
     return new Sandbox(sandboxId, new Transport(opts)).getMetrics({ start: opts.start, end: opts.end });
   }
 
+  /** Sandbox.prototype.updateNetwork by the sandbox's id, as E2B's. */
+  static async updateNetwork(sandboxId: string, network: { allowOut?: string[]; denyOut?: string[] }, opts: ConnectionOpts = {}): Promise<void> {
+    return new Sandbox(sandboxId, new Transport(opts)).updateNetwork(network);
+  }
+
+  /** Replaces what the sandbox may reach with E2B's network options, as create's network takes them: new connections follow at once, and open ones it no longer allows are closed. */
+  async updateNetwork(network: { allowOut?: string[]; denyOut?: string[] }): Promise<void> {
+    await this.transport.call("PUT", sbPath(this.sandboxId, "/network-policy"), { body: networkEgress(network) });
+  }
+
   /** Sandbox.prototype.kill by the sandbox's id, as E2B's. */
   static async kill(sandboxId: string, opts: ConnectionOpts = {}): Promise<boolean> {
     return new Sandbox(sandboxId, new Transport(opts)).kill();

@@ -217,6 +217,12 @@ test("E2B's network options", async () => {
     {
       await using sbx = await Sandbox.create({ network: { denyOut: [ALL_TRAFFIC] } });
       assert.match((await sbx.commands.run(fetch(`http://127.0.0.1:${port}/`))).stdout, /^403/);
+      // Changed live, as E2B's updateNetwork; static too.
+      await sbx.updateNetwork({ denyOut: [ALL_TRAFFIC], allowOut: [`127.0.0.1:${port}`] });
+      assert.equal((await sbx.commands.run(fetch(`http://127.0.0.1:${port}/`))).stdout, "200 hello from the host\n");
+      await Sandbox.updateNetwork(sbx.sandboxId, { denyOut: [ALL_TRAFFIC] });
+      assert.match((await sbx.commands.run(fetch(`http://127.0.0.1:${port}/`))).stdout, /^403/);
+      await assert.rejects(sbx.updateNetwork({ denyOut: ["10.0.0.0/8"] }), InvalidArgumentError);
     }
   } finally {
     srv.close();
