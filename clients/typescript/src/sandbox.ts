@@ -214,6 +214,7 @@ export class Commands {
   run(cmd: string, opts: RunOpts & { background: true }): Promise<CommandHandle>;
   run(cmd: string, opts?: RunOpts & { background?: false }): Promise<CommandResult>;
   async run(cmd: string, opts: RunOpts = {}): Promise<CommandResult | CommandHandle> {
+    onlyKnown(opts, RUN_OPTS, "commands.run");
     const t = this.sb.transport;
     if (opts.background) {
       const withStdin = opts.stdin !== undefined && opts.stdin !== false;
@@ -315,6 +316,7 @@ export class Pty {
 
   /** Starts bash (else sh), or cmd with sh -c, on a terminal of rows by cols (1 to 4096 each); its output goes to onData as the bytes the terminal wrote, and the handle's wait() ends with it; with timeoutMs it is ended that long after (E2B's default of 60 seconds is not cordon's: a terminal lasts until its program exits or is killed). */
   async create(opts: { cols: number; rows: number; onData: (data: Uint8Array) => void; cwd?: string; envs?: Record<string, string>; cmd?: string; timeoutMs?: number }): Promise<CommandHandle> {
+    onlyKnown(opts, ["cols", "rows", "onData", "cwd", "envs", "cmd", "timeoutMs", "requestTimeoutMs"], "pty.create");
     const s = await this.sb.transport.call("POST", sbPath(this.sb.sandboxId, "/agent/sessions"), {
       body: {
         command: "/bin/sh",
@@ -474,6 +476,24 @@ export class Files {
   }
 }
 
+const CONNECTION_OPTS = ["host", "apiKey", "requestTimeoutMs"];
+const SANDBOX_OPTS = [...CONNECTION_OPTS, "template", "timeoutMs", "metadata", "envs", "tier", "memoryMb", "allow", "allowInternetAccess", "network", "pool", "snapshot", "templateName", "persistent", "diskMb", "autostart"];
+const RUN_OPTS = ["background", "envs", "cwd", "stdin", "onStdout", "onStderr", "timeoutMs", "requestTimeoutMs"];
+
+/**
+ * Refuses an option cordon does not take, naming it: an option of E2B's that cordon lacks (user, lifecycle, mcp, volumeMounts, ...)
+ * would otherwise be dropped without a word, and the sandbox or command made without what was asked.
+ */
+function onlyKnown(opts: object, known: readonly string[], what: string): void {
+  const unknown = Object.entries(opts)
+    .filter(([k, v]) => v !== undefined && !known.includes(k))
+    .map(([k]) => k)
+    .sort();
+  if (!unknown.length) return;
+  const why = unknown.includes("user") ? ": commands run as the sandbox's own user; cordon takes no other per command" : "";
+  throw new InvalidArgumentError(`${what} takes no ${unknown.join(", ")}${why}`, "invalid_request");
+}
+
 /** E2B's name for every address, in network's denyOut. */
 export const ALL_TRAFFIC = "0.0.0.0/0";
 
@@ -579,6 +599,7 @@ export class Sandbox {
   static async create(template: string, opts?: SandboxOpts): Promise<Sandbox>;
   static async create(a?: string | SandboxOpts, b?: SandboxOpts): Promise<Sandbox> {
     const opts: SandboxOpts = typeof a === "string" ? { ...b, template: a } : (a ?? {});
+    onlyKnown(opts, SANDBOX_OPTS, "Sandbox.create");
     const t = new Transport(opts);
     const body: Record<string, unknown> = { ttlSeconds: Math.ceil((opts.timeoutMs ?? DEFAULT_SANDBOX_TIMEOUT_MS) / 1000) };
     if (opts.template) body.image = opts.template;

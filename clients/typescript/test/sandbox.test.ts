@@ -169,6 +169,8 @@ test("refusals", async () => {
   await assert.rejects(Sandbox.create({ tier: "no-such-tier" }), SandboxError);
   await assert.rejects(Sandbox.connect("sbx_0000000000000000"), NotFoundError);
   await assert.rejects(Sandbox.create({ host: "ftp://nowhere" }), SandboxError);
+  // An option of E2B's that cordon lacks is refused, named, not dropped.
+  await assert.rejects(Sandbox.create({ lifecycle: { onTimeout: "pause" } } as any), (e: unknown) => e instanceof InvalidArgumentError && /takes no lifecycle/.test(e.message));
   // A full writable space is its own error, and the file is kept.
   await using sbx = await Sandbox.create({ diskMb: 2 });
   await sbx.files.write("kept", "old");
@@ -177,6 +179,8 @@ test("refusals", async () => {
     (e: unknown) => e instanceof NotEnoughSpaceError && e.status === 507 && /writable space is full/.test(e.message),
   );
   assert.equal(await sbx.files.read("kept"), "old");
+  await assert.rejects(sbx.commands.run("id -u", { user: "root" } as any), (e: unknown) => e instanceof InvalidArgumentError && /takes no user: commands run as the sandbox's own user/.test(e.message));
+  await assert.rejects(sbx.pty.create({ rows: 5, cols: 5, onData: () => {}, user: "root" } as any), InvalidArgumentError);
 });
 
 test("an attacker in the sandbox cannot reach out", async () => {
