@@ -340,25 +340,37 @@ func TestShutdownEndsStreams(t *testing.T) {
 // the session runs on past its timeout; a grace later the daemon finds
 // the agent unable to end it and tears the sandbox down, recorded
 // "deadline". The same holds for a session started before a restart of
-// the daemon, which takes its deadline back with the sandbox. Through the
-// REST API's session route and the agent passthrough.
+// the daemon, which takes its deadline back with the sandbox, or when it
+// is resumed where it was adopted paused. Through the REST API's session
+// route and the agent passthrough.
 func TestSessionHostDeadline(t *testing.T) {
 	d := startDaemonGrace(t, 300*time.Millisecond)
 	c := d.local
-	for _, restart := range []bool{false, true} {
+	for _, restart := range []string{"", "restart", "restart paused"} {
 		sb, err := c.Create(t.Context(), api.CreateRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		agent := agentPid(t, c, sb.ID)
-		if restart {
-			// Through the agent passthrough, then the daemon restarts.
+		if restart != "" {
+			// Through the agent passthrough, then the daemon restarts
+			// (with the sandbox paused, resumed after).
 			if _, err := c.Agent(sb.ID).StartSession(t.Context(), wire.SessionRequest{Command: "sleep", Args: []string{"600"}, TimeoutMs: 2000}); err != nil {
 				t.Fatal(err)
+			}
+			if restart == "restart paused" {
+				if _, err := c.Pause(t.Context(), sb.ID); err != nil {
+					t.Fatal(err)
+				}
 			}
 			d.stop(t, false)
 			d.start(t)
 			c = d.local
+			if restart == "restart paused" {
+				if _, err := c.Resume(t.Context(), sb.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
 		} else {
 			// Sessions started with timeouts and forgotten, more of them
 			// than the daemon holds deadlines for before it asks the agent
@@ -405,13 +417,13 @@ func TestSessionHostDeadline(t *testing.T) {
 			}
 			if got.State == api.StateDestroyed {
 				if got.Reason != "deadline" {
-					t.Fatalf("restart %v: destroyed for %q", restart, got.Reason)
+					t.Fatalf("%q: destroyed for %q", restart, got.Reason)
 				}
 				break
 			}
 			if time.Now().After(deadline) {
 				_ = syscall.Kill(agent, syscall.SIGCONT)
-				t.Fatalf("restart %v: a sandbox whose frozen agent could not end a session is %s a minute on", restart, got.State)
+				t.Fatalf("%q: a sandbox whose frozen agent could not end a session is %s a minute on", restart, got.State)
 			}
 		}
 	}

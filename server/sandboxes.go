@@ -43,8 +43,11 @@ type entry struct {
 	usage atomic.Pointer[sandbox.Usage]
 	// history is the daemon's readings of its metrics.
 	history history
-	// deadlines are the session timeouts the daemon holds for it.
-	deadlines heldDeadlines
+	// deadlines are the session timeouts the daemon holds for it;
+	// deadlinesUnread says it was adopted paused, its agent not yet asked
+	// for them.
+	deadlines       heldDeadlines
+	deadlinesUnread atomic.Bool
 }
 
 func (e *entry) touch() { e.lastAPI.Store(time.Now().UnixNano()) }

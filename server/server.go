@@ -297,6 +297,8 @@ func (s *Server) recover() error {
 		s.watch(e)
 		if r.State == api.StateRunning && !sb.Suspended() {
 			running = append(running, e)
+		} else if r.State == api.StatePaused {
+			e.deadlinesUnread.Store(true)
 		}
 	}
 	s.holdSessionDeadlines(running)

@@ -631,7 +631,17 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	if pause {
 		s.transition(w, e, api.StateRunning, api.StatePaused, api.EventPaused, func() error { return e.sb.Pause(r.Context()) })
 	} else {
-		s.transition(w, e, api.StatePaused, api.StateRunning, api.EventResumed, func() error { return e.sb.Resume(r.Context()) })
+		s.transition(w, e, api.StatePaused, api.StateRunning, api.EventResumed, func() error {
+			if err := e.sb.Resume(r.Context()); err != nil {
+				return err
+			}
+			if e.deadlinesUnread.CompareAndSwap(true, false) {
+				// Adopted paused: its agent could not say then which of
+				// its sessions have timeouts.
+				s.holdSessionDeadlines([]*entry{e})
+			}
+			return nil
+		})
 	}
 }
 
