@@ -91,6 +91,8 @@ class CommandHandle:
         self._tty = bool(session.get("tty"))
         self._following = None  # the thread following its output, and what it got
         self._outcome = None  # once its output was read to the end: its result, or what to raise
+        self._stopped = threading.Event()  # disconnect(): the callbacks get nothing more
+        self._resp = None  # the output being followed
 
     def _path(self, rest=""):
         return _q(self._sb.sandbox_id, "/agent/sessions/" + urllib.parse.quote(self.id, safe="") + rest)
@@ -103,7 +105,7 @@ class CommandHandle:
         def follow():
             try:
                 got["result"] = self._wait(on_stdout, on_stderr, None)
-            except Exception as e:  # wait() raises it
+            except Exception as e:  # wait() raises it, unless it was disconnected
                 got["error"] = e
 
         t = threading.Thread(target=follow, daemon=True)
@@ -141,20 +143,26 @@ class CommandHandle:
         return self._wait(on_stdout, on_stderr, on_pty)
 
     def _wait(self, on_stdout, on_stderr, on_pty) -> CommandResult:
+        stopped = self._stopped
         if self._outcome is None:
-            for out, err, pty in self._events():
+            for out, err, pty in self._events(stopped):
+                if stopped.is_set():
+                    break
                 if out is not None and on_stdout:
                     on_stdout(out)
                 elif err is not None and on_stderr:
                     on_stderr(err)
                 elif pty is not None and on_pty:
                     on_pty(pty)
+        if self._outcome is None:
+            raise SandboxException("disconnected from the command before it ended", code="disconnected")
         if isinstance(self._outcome, Exception):
             raise self._outcome
         return self._outcome
 
-    def _events(self):
-        """The output's events, as __iter__ says; at its end, the outcome."""
+    def _events(self, stopped: Optional[threading.Event] = None):
+        """The output's events, as __iter__ says; at its end, the outcome
+        (unless stopped was set meanwhile: disconnect)."""
         out, err = [], []
         # The output comes in chunks of bytes, which may end inside a
         # character: each stream's decoder holds such a character's first
@@ -167,7 +175,7 @@ class CommandHandle:
             (err if stream == "stderr" else out).append(text)
             return (None, text, None) if stream == "stderr" else (text, None, None)
 
-        resp = self._sb._t.open("GET", self._path("/output"), query={"from": 0, "follow": 1})
+        resp = self._resp = self._sb._t.open("GET", self._path("/output"), query={"from": 0, "follow": 1})
         for ev in Transport.lines(resp):
             if ev.get("type") == "output":
                 stream = "stderr" if ev.get("stream") == "stderr" else "stdout"
@@ -187,6 +195,8 @@ class CommandHandle:
                 out.append(text)
             elif (event := take(stream, text)) is not None:
                 yield event
+        if stopped is not None and stopped.is_set():
+            return
         # The output ends once every holder of its pipes closed them; the
         # program itself may end a little later.
         s = self._sb._t.call("GET", self._path("/wait"), query={"timeoutMs": 30000})
@@ -211,8 +221,22 @@ class CommandHandle:
         except NotFoundException:
             return False
 
-    def disconnect(self):
-        """Nothing to do: the handle holds no connection while idle."""
+    def disconnect(self) -> None:
+        """Stops following its output, as E2B's: the callbacks given to run
+        get nothing more once it returns (one already called finishes).
+        The command runs on; wait() or commands.connect(pid) reads its
+        output again from the start."""
+        self._stopped.set()
+        resp = self._resp
+        if resp is not None:
+            try:
+                resp._cordon_conn.sock.shutdown(2)  # the follower's read ends
+            except (AttributeError, OSError):
+                pass
+        if self._following:
+            self._following[0].join(10)
+        self._following, self._resp = None, None
+        self._stopped = threading.Event()
 
 
 class Commands:

@@ -149,6 +149,19 @@ def test_background_commands_and_ports():
         sbx.commands.send_stdin(reader.pid, b"o\n")
         sbx.commands.close_stdin(reader.pid)
         assert reader.wait().stdout == "got:one\ngot:two\nend\n"
+        # disconnect, as E2B's: the callbacks get nothing more, the
+        # command runs on, and wait() reads its output from the start.
+        ticks = []
+        ticker = sbx.commands.run("for i in $(seq 20); do echo $i; sleep 0.1; done", background=True, on_stdout=ticks.append)
+        deadline = time.time() + 20
+        while not ticks:
+            assert time.time() < deadline
+            time.sleep(0.02)
+        ticker.disconnect()
+        n = len(ticks)
+        time.sleep(0.5)
+        assert len(ticks) == n, ticks
+        assert ticker.wait().stdout.split() == [str(i) for i in range(1, 21)]
         # By the handle, as E2B's: its input, and its output iterated.
         echo = sbx.commands.run("while read l; do echo got:$l; echo err:$l >&2; done; exit 3", background=True, stdin=True)
         echo.send_stdin("a\n")

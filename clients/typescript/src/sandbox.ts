@@ -128,6 +128,8 @@ export class CommandHandle {
   readonly pid: number;
   /** A terminal's output, followed from its start (Pty.create). */
   private following?: Promise<CommandResult>;
+  /** Ends the following (disconnect). */
+  private stop?: AbortController;
 
   constructor(private readonly sb: Sandbox, session: { id: string; pid: number }) {
     this.id = session.id;
@@ -141,13 +143,29 @@ export class CommandHandle {
 
   /** @internal Follows the output from now on, to the callbacks (a terminal's to onPty as the bytes written); wait() then ends with it. */
   follow(opts: { onStdout?: (d: string) => void; onStderr?: (d: string) => void; onPty?: (d: Uint8Array) => void }): void {
-    this.following = this.wait(opts);
+    this.stop = new AbortController();
+    this.following = this.stream(opts, this.stop.signal);
     this.following.catch(() => {}); // a caller of wait() sees it
   }
 
   /** Follows the output (from the start) until the command ends; a non-zero exit throws CommandExitError, an end at its timeout TimeoutError. A terminal's output goes to onPty as the bytes it wrote. */
   async wait(opts: { onStdout?: (d: string) => void; onStderr?: (d: string) => void; onPty?: (d: Uint8Array) => void } = {}): Promise<CommandResult> {
     if (this.following) return this.following;
+    return this.stream(opts);
+  }
+
+  /**
+   * Stops following its output, as E2B's: the callbacks given to run get nothing more once it resolves.
+   * The command runs on; wait() or commands.connect(pid) reads its output again from the start.
+   */
+  async disconnect(): Promise<void> {
+    const following = this.following;
+    this.stop?.abort();
+    this.following = this.stop = undefined;
+    await following?.catch(() => {});
+  }
+
+  private async stream(opts: { onStdout?: (d: string) => void; onStderr?: (d: string) => void; onPty?: (d: Uint8Array) => void }, signal?: AbortSignal): Promise<CommandResult> {
     let stdout = "";
     let stderr = "";
     // The output comes in chunks of bytes, which may end inside a
@@ -165,20 +183,30 @@ export class CommandHandle {
         opts.onStdout?.(text);
       }
     };
-    const res = await this.sb.transport.open("GET", this.path("/output"), { query: { from: 0, follow: 1 } });
-    for await (const ev of lines(res)) {
-      if (ev.type === "output") {
-        const bytes = Buffer.from(ev.data ?? "", "base64");
-        if (bytes.length) opts.onPty?.(new Uint8Array(bytes));
-        take(ev.stream, (ev.stream === "stderr" ? errText : outText).decode(bytes, { stream: true }));
-      } else if (ev.type === "end" && ev.done) {
-        res.destroy();
-        break;
+    const disconnected = () => new SandboxError("disconnected from the command before it ended", "disconnected");
+    try {
+      const res = await this.sb.transport.open("GET", this.path("/output"), { query: { from: 0, follow: 1 }, signal });
+      for await (const ev of lines(res)) {
+        if (signal?.aborted) break;
+        if (ev.type === "output") {
+          const bytes = Buffer.from(ev.data ?? "", "base64");
+          if (bytes.length) opts.onPty?.(new Uint8Array(bytes));
+          take(ev.stream, (ev.stream === "stderr" ? errText : outText).decode(bytes, { stream: true }));
+        } else if (ev.type === "end" && ev.done) {
+          res.destroy();
+          break;
+        }
       }
+    } catch (e) {
+      throw signal?.aborted ? disconnected() : e;
     }
+    if (signal?.aborted) throw disconnected();
     take("stdout", outText.decode());
     take("stderr", errText.decode());
-    const s = await this.sb.transport.call("GET", this.path("/wait"), { query: { timeoutMs: 60000 } });
+    // The output ends once every holder of its pipes closed them; the
+    // program itself may end a little later.
+    let s = await this.sb.transport.call("GET", this.path("/wait"), { query: { timeoutMs: 30000 } });
+    while (s.state === "running") s = await this.sb.transport.call("GET", this.path("/wait"), { query: { timeoutMs: 30000 } });
     const result: CommandResult = { stdout, stderr, exitCode: s.exitCode ?? -1, signal: s.signal || undefined };
     if (s.timedOut) throw new TimeoutError(`the command ran past its timeout (${s.timeoutMs} ms) and was ended`, "timeout");
     if (result.exitCode !== 0) throw new CommandExitError(result);

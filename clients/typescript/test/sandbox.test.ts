@@ -128,6 +128,16 @@ test("background commands and ports", async () => {
   await sbx.commands.sendStdin(reader.pid, new TextEncoder().encode("o\n"));
   await sbx.commands.closeStdin(reader.pid);
   assert.equal((await reader.wait()).stdout, "got:one\ngot:two\nend\n");
+  // disconnect, as E2B's: the callbacks get nothing more, the command runs
+  // on, and wait() reads its output from the start.
+  const ticks: string[] = [];
+  const ticker = await sbx.commands.run("for i in $(seq 20); do echo $i; sleep 0.1; done", { background: true, onStdout: (d) => ticks.push(d) });
+  for (const deadline = Date.now() + 20_000; !ticks.length; await new Promise((r) => setTimeout(r, 20))) assert.ok(Date.now() < deadline);
+  await ticker.disconnect();
+  const n = ticks.length;
+  await new Promise((r) => setTimeout(r, 500));
+  assert.equal(ticks.length, n);
+  assert.deepEqual((await ticker.wait()).stdout.split("\n").filter(Boolean), Array.from({ length: 20 }, (_, i) => String(i + 1)));
   // By the handle, as E2B's.
   const echo = await sbx.commands.run("while read l; do echo got:$l; done", { background: true, stdin: true });
   await echo.sendStdin("a\n");
