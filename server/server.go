@@ -143,6 +143,8 @@ type Server struct {
 	// portsURL gives each exposed port its own origin (nil: none); set
 	// before the daemon serves.
 	portsURL *portsURL
+	// urlKey signs file URLs (fileurls.go).
+	urlKey []byte
 
 	mu      sync.Mutex
 	live    map[string]*entry // sandboxes this daemon holds, by id
@@ -194,10 +196,15 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	urlKey, err := loadURLKey(cfg.StateDir)
+	if err != nil {
+		st.close()
+		return nil, err
+	}
 	s := &Server{
 		cfg: cfg, log: cfg.Log, store: st, events: newHub(),
 		live: map[string]*entry{}, keys: map[string]*keyRecord{}, pools: map[string]*pool{}, ports: map[string]*exposed{},
-		streams: map[string]int{}, stop: make(chan struct{}), portsURL: ports,
+		streams: map[string]int{}, stop: make(chan struct{}), portsURL: ports, urlKey: urlKey,
 	}
 	if s.metrics, err = newMetrics(cfg.Registry, s); err != nil {
 		st.close()
@@ -599,6 +606,11 @@ func (s *Server) baseRoutes() []route {
 		{method: "PATCH", pattern: "/v1/sandboxes/{id}", h: s.handleUpdate},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/metrics", h: s.handleMetrics},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/metrics/history", h: s.handleMetricsHistory},
+		{method: "POST", pattern: "/v1/sandboxes/{id}/file-urls", h: s.handleFileURL},
+		{method: "GET", pattern: "/v1/file-urls/{token}", open: true, h: s.handleFileURLUse},
+		{method: "HEAD", pattern: "/v1/file-urls/{token}", open: true, h: s.handleFileURLUse},
+		{method: "PUT", pattern: "/v1/file-urls/{token}", open: true, h: s.handleFileURLUse},
+		{method: "OPTIONS", pattern: "/v1/file-urls/{token}", open: true, h: s.handleFileURLUse},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/exec", h: s.handleExec},
 		{method: "POST", pattern: "/v1/sandboxes/{id}/executions/{eid}/cancel", h: s.handleCancel},
 		{method: "GET", pattern: "/v1/sandboxes/{id}/files", h: s.handleFiles},

@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 func exposeCmd(args []string) int {
@@ -62,4 +64,28 @@ func exposedURL(base, path string) string {
 		return path
 	}
 	return base + path
+}
+
+func urlCmd(args []string) int {
+	fs := newFlagSet("url", "usage: cordon url [flags] ID PATH\n\nPrints a URL of the daemon that reads one file of a sandbox (GET, HEAD,\nRange), or with --put writes it (PUT its bytes), without an API key, until\nit expires: a link for a browser or another program (E2B's download_url\nand upload_url). It is signed with the daemon's own key and cannot be\nrevoked before it expires.")
+	put := fs.Bool("put", false, "a URL that writes the file, rather than reads it")
+	expires := duration(fs, "expires", time.Hour, "how long the URL works (1s to 24h)")
+	c, rest, code := daemonClientArgs(fs, args, 2)
+	if c == nil {
+		return code
+	}
+	if *expires < time.Second || *expires > 24*time.Hour {
+		fmt.Fprintln(os.Stderr, "cordon: --expires must be between 1s and 24h")
+		return 2
+	}
+	method := http.MethodGet
+	if *put {
+		method = http.MethodPut
+	}
+	u, err := c.FileURL(context.Background(), rest[0], rest[1], method, *expires)
+	if err != nil {
+		return apiFail(err)
+	}
+	fmt.Println(exposedURL(c.Base(), u.URL))
+	return 0
 }

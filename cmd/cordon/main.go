@@ -31,6 +31,7 @@ var verbs = map[string]verb{
 	"kill":         {"signal a session and confirm it gone", killCmd},
 	"watch":        {"print the changes under a directory in a sandbox", watchCmd},
 	"expose":       {"give a sandbox port a URL of the daemon, with its own token", exposeCmd},
+	"url":          {"print a URL of the daemon that reads or writes one file of a sandbox, no key needed", urlCmd},
 	"port-forward": {"forward local ports to ports inside a sandbox on the daemon", portForwardCmd},
 	"image":        {"pull, import, list and remove images", imageCmd},
 	"update":       {"give sandboxes on the daemon a new TTL or idle timeout", updateCmd},
@@ -53,7 +54,7 @@ var verbs = map[string]verb{
 	"version":      {"print version information", versionCmd},
 }
 
-var verbOrder = []string{"run", "serve", "run-server", "mcp", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "watch", "cp", "rm", "update", "stats", "pause", "resume", "suspend", "stop", "start", "snapshot", "snapshots", "fork", "template", "templates", "seed", "policy", "events", "image", "key", "pool", "tiers", "version"}
+var verbOrder = []string{"run", "serve", "run-server", "mcp", "create", "ls", "exec", "shell", "sessions", "attach", "kill", "port-forward", "expose", "url", "watch", "cp", "rm", "update", "stats", "pause", "resume", "suspend", "stop", "start", "snapshot", "snapshots", "fork", "template", "templates", "seed", "policy", "events", "image", "key", "pool", "tiers", "version"}
 
 func main() {
 	if len(os.Args) < 2 {

@@ -179,6 +179,24 @@ type Metrics struct {
 	OOMKills *int64 `json:"oomKills,omitempty"`
 }
 
+// FileURLRequest is the body of POST /v1/sandboxes/ID/file-urls.
+type FileURLRequest struct {
+	// Path is the file's, as the file routes take it.
+	Path string `json:"path"`
+	// Method is GET (read it; the default) or PUT (write it).
+	Method string `json:"method,omitempty"`
+	// ExpiresInSeconds is how long the URL works: 1 to 86400 (0: 3600).
+	ExpiresInSeconds int `json:"expiresInSeconds,omitempty"`
+}
+
+// FileURL is a URL of the daemon that reads or writes one file of a
+// sandbox without an API key, until ExpiresAt.
+type FileURL struct {
+	URL       string    `json:"url"`
+	Method    string    `json:"method"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
 // MetricsHistory is the body of GET /v1/sandboxes/ID/metrics/history: the
 // daemon's readings of a sandbox's metrics in a window, oldest first,
 // taken every IntervalMs while it ran (absent: the daemon keeps none).

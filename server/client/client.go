@@ -305,6 +305,14 @@ func (c *Client) MetricsHistory(ctx context.Context, id string, start, end time.
 	return &out, c.call(ctx, http.MethodGet, route, nil, &out)
 }
 
+// FileURL asks for a URL of the daemon that reads (method GET) or writes
+// (PUT) path of sandbox id without a key, for expires (0: an hour).
+func (c *Client) FileURL(ctx context.Context, id, path, method string, expires time.Duration) (*api.FileURL, error) {
+	var out api.FileURL
+	req := api.FileURLRequest{Path: path, Method: method, ExpiresInSeconds: int((expires + time.Second - 1) / time.Second)}
+	return &out, c.call(ctx, http.MethodPost, sbPath(id, "/file-urls"), req, &out)
+}
+
 // ListOptions filter List.
 type ListOptions struct {
 	State  string

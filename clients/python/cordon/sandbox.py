@@ -947,6 +947,30 @@ class Sandbox:
         except NotFoundException:
             return False
 
+    def download_url(self, path: str, user: Optional[str] = None, use_signature_expiration: Optional[int] = None) -> str:
+        """A URL of the daemon that reads the file at path without a key
+        (a browser's link), as E2B's: for use_signature_expiration seconds,
+        1 to 86400 (an hour when not given; cordon's always expire)."""
+        return self._file_url(path, "GET", user, use_signature_expiration)
+
+    def upload_url(self, path: Optional[str] = None, user: Optional[str] = None, use_signature_expiration: Optional[int] = None) -> str:
+        """A URL of the daemon that writes the file at path without a key:
+        PUT its bytes as the body (E2B's takes a multipart POST). For
+        use_signature_expiration seconds, 1 to 86400 (an hour when not
+        given)."""
+        if not path:
+            raise InvalidArgumentException("upload_url needs the path to write: a cordon file URL names one file", code="invalid_request")
+        return self._file_url(path, "PUT", user, use_signature_expiration)
+
+    def _file_url(self, path, method, user, expires):
+        if user is not None:
+            raise SandboxException("user: files are the sandbox's own user's; cordon takes no other", code="unsupported")
+        body = {"path": path, "method": method}
+        if expires is not None:
+            body["expiresInSeconds"] = int(expires)
+        u = self._t.call("POST", _q(self.sandbox_id, "/file-urls"), body=body)["url"]
+        return u if "://" in u else self._t.base + u
+
     def get_host(self, port: int) -> str:
         """A URL for a port a program in the sandbox listens on."""
         p = self._t.call("POST", _q(self.sandbox_id, "/ports"), body={"port": port})

@@ -2,6 +2,7 @@ import datetime
 import os
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -345,6 +346,28 @@ def test_network():
             Sandbox(network=bad)
     with pytest.raises(InvalidArgumentException):
         Sandbox(network={"deny_out": [ALL_TRAFFIC]}, allow=["a.test"])
+
+
+def test_file_urls():
+    """E2B's download_url and upload_url: a URL of the daemon that reads
+    or writes one file with no key (as a browser would use it)."""
+    with Sandbox() as sbx:
+        sbx.files.write("out/chart.svg", "<svg/>")
+        url = sbx.download_url("out/chart.svg", use_signature_expiration=60)
+        with urllib.request.urlopen(url) as r:
+            assert r.read() == b"<svg/>"
+        up = sbx.upload_url("in/data.bin")
+        urllib.request.urlopen(urllib.request.Request(up, data=b"\x00\x01", method="PUT")).close()
+        assert sbx.files.read("in/data.bin", format="bytes") == b"\x00\x01"
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(urllib.request.Request(url, data=b"x", method="PUT"))
+        assert e.value.code == 404
+        with pytest.raises(InvalidArgumentException):
+            sbx.upload_url()
+        with pytest.raises(InvalidArgumentException):
+            sbx.download_url("out/chart.svg", use_signature_expiration=86401)
+        with pytest.raises(SandboxException):
+            sbx.download_url("out/chart.svg", user="root")
 
 
 def test_snapshot_and_fork():

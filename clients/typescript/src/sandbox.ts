@@ -843,6 +843,25 @@ export class Sandbox {
   }
 
   /** A URL for a port a program in the sandbox listens on. */
+  /** A URL of the daemon that reads the file at path without a key (a browser's link), as E2B's: for useSignatureExpiration seconds, 1 to 86400 (an hour when not given; cordon's always expire). */
+  async downloadUrl(path: string, opts: { useSignatureExpiration?: number } = {}): Promise<string> {
+    return this.fileUrl(path, "GET", opts);
+  }
+
+  /** A URL of the daemon that writes the file at path without a key: PUT its bytes as the body (E2B's takes a multipart POST). For useSignatureExpiration seconds, 1 to 86400 (an hour when not given). */
+  async uploadUrl(path: string, opts: { useSignatureExpiration?: number } = {}): Promise<string> {
+    if (!path) throw new InvalidArgumentError("uploadUrl needs the path to write: a cordon file URL names one file", "invalid_request");
+    return this.fileUrl(path, "PUT", opts);
+  }
+
+  private async fileUrl(path: string, method: string, opts: { useSignatureExpiration?: number }): Promise<string> {
+    onlyKnown(opts, ["useSignatureExpiration"], method === "GET" ? "downloadUrl" : "uploadUrl");
+    const body: Record<string, unknown> = { path, method };
+    if (opts.useSignatureExpiration !== undefined) body.expiresInSeconds = Math.trunc(opts.useSignatureExpiration);
+    const u = String((await this.transport.call("POST", sbPath(this.sandboxId, "/file-urls"), { body })).url);
+    return u.includes("://") ? u : this.transport.base + u;
+  }
+
   async getHost(port: number): Promise<string> {
     const p = await this.transport.call("POST", sbPath(this.sandboxId, "/ports"), { body: { port } });
     return String(p.url).includes("://") ? p.url : this.transport.base + p.url;

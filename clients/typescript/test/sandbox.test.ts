@@ -247,6 +247,24 @@ test("E2B's network options", async () => {
   await assert.rejects(Sandbox.create({ network: { denyOut: [ALL_TRAFFIC] }, allow: ["a.test"] }), InvalidArgumentError);
 });
 
+test("file URLs", async () => {
+  // E2B's downloadUrl and uploadUrl: a URL of the daemon that reads or
+  // writes one file with no key (as a browser would use it).
+  await using sbx = await Sandbox.create();
+  await sbx.files.write("out/chart.svg", "<svg/>");
+  const url = await sbx.downloadUrl("out/chart.svg", { useSignatureExpiration: 60 });
+  const got = await fetch(url);
+  assert.equal(got.status, 200);
+  assert.equal(await got.text(), "<svg/>");
+  const up = await sbx.uploadUrl("in/data.bin");
+  assert.equal((await fetch(up, { method: "PUT", body: new Uint8Array([0, 1]) })).status, 200);
+  assert.deepEqual(await sbx.files.read("in/data.bin", { format: "bytes" }), new Uint8Array([0, 1]));
+  assert.equal((await fetch(url, { method: "PUT", body: "x" })).status, 404);
+  await assert.rejects(sbx.uploadUrl(""), InvalidArgumentError);
+  await assert.rejects(sbx.downloadUrl("out/chart.svg", { useSignatureExpiration: 86401 }), InvalidArgumentError);
+  await assert.rejects(sbx.downloadUrl("out/chart.svg", { user: "root" } as any), InvalidArgumentError);
+});
+
 test("snapshot and fork", async () => {
   await using sbx = await Sandbox.create();
   await sbx.files.write("state.txt", "v1");
