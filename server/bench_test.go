@@ -263,6 +263,44 @@ func BenchmarkMetricsHistory(b *testing.B) {
 	testutil.ReportPercentiles(b, "", lat)
 }
 
+// BenchmarkFileURL: a small file read through a file URL (the signature
+// checked, then the file route), against the same read with the key.
+func BenchmarkFileURL(b *testing.B) {
+	d := startDaemon(b)
+	sb, err := d.local.Create(b.Context(), api.CreateRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.local.Delete(b.Context(), sb.ID)
+	if err := d.local.Upload(b.Context(), sb.ID, "f", strings.NewReader("0123456789"), 10); err != nil {
+		b.Fatal(err)
+	}
+	u, err := d.local.FileURL(b.Context(), sb.ID, "f", "", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hc := d.unixClient()
+	for _, c := range []struct{ name, url string }{{"url", u.URL}, {"key", "/v1/sandboxes/" + sb.ID + "/files?path=f"}} {
+		b.Run(c.name, func(b *testing.B) {
+			var lat []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				resp, err := hc.Get("http://cordon" + c.url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Fatalf("%d", resp.StatusCode)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			testutil.ReportPercentiles(b, "", lat)
+		})
+	}
+}
+
 // BenchmarkRename: a file moved back and forth inside a sandbox through
 // the API (the daemon's route, the agent's jail, rename(2)).
 func BenchmarkRename(b *testing.B) {
