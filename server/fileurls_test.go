@@ -33,20 +33,12 @@ func TestFileURLs(t *testing.T) {
 	}
 	do := func(method, url string, body []byte, hdr ...string) (int, string, http.Header) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, method, "http://"+d.tcp+url, bytes.NewReader(body))
-		if body == nil {
-			req.Body = nil
+		var r io.Reader
+		if body != nil {
+			r = bytes.NewReader(body)
 		}
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b), resp.Header
+		st, b, h := d.send(t, method, url, r, hdr...)
+		return st, string(b), h
 	}
 	get, err := alice.FileURL(ctx, sb.ID, "out/report.txt", "", 0)
 	if err != nil || get.Method != "GET" || !strings.HasPrefix(get.URL, "/v1/file-urls/") || time.Until(get.ExpiresAt) < 59*time.Minute {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -346,6 +347,23 @@ func wantCode(t *testing.T, err error, status int, code string) {
 	if !errors.As(err, &e) || e.Status != status || e.Code != code {
 		t.Fatalf("got %v, want %d %s", err, status, code)
 	}
+}
+
+// send sends a request to the daemon over TCP with the headers hdr gives
+// (name, value, ...) and returns the answer's status, body and headers.
+func (d *daemon) send(t testing.TB, method, path string, body io.Reader, hdr ...string) (int, []byte, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), method, "http://"+d.tcp+path, body)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, resp.Header
 }
 
 // unixClient is a plain HTTP client of the daemon's unix socket (local

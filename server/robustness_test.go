@@ -376,17 +376,7 @@ func TestSessionHostDeadline(t *testing.T) {
 			// than the daemon holds deadlines for before it asks the agent
 			// which still run.
 			for range 300 {
-				body, _ := json.Marshal(wire.SessionRequest{Command: "true", TimeoutMs: 3_600_000})
-				resp, err := d.unixClient().Post("http://cordon/v1/sandboxes/"+sb.ID+"/sessions", "application/json", bytes.NewReader(body))
-				if err != nil {
-					t.Fatal(err)
-				}
-				var ses wire.Session
-				err = json.NewDecoder(resp.Body).Decode(&ses)
-				resp.Body.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
+				ses := startSession(t, d, sb.ID, wire.SessionRequest{Command: "true", TimeoutMs: 3_600_000})
 				if _, err := c.Agent(sb.ID).WaitSession(t.Context(), ses.ID, 10*time.Second); err != nil {
 					t.Fatal(err)
 				}
@@ -395,16 +385,8 @@ func TestSessionHostDeadline(t *testing.T) {
 				}
 			}
 			// Through the REST API's own route.
-			body, _ := json.Marshal(wire.SessionRequest{Command: "sleep", Args: []string{"600"}, TimeoutMs: 1000})
-			resp, err := d.unixClient().Post("http://cordon/v1/sandboxes/"+sb.ID+"/sessions", "application/json", bytes.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ses wire.Session
-			err = json.NewDecoder(resp.Body).Decode(&ses)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusCreated || err != nil || ses.TimeoutMs != 1000 {
-				t.Fatalf("start: %d %+v %v", resp.StatusCode, ses, err)
+			if ses := startSession(t, d, sb.ID, wire.SessionRequest{Command: "sleep", Args: []string{"600"}, TimeoutMs: 1000}); ses.TimeoutMs != 1000 {
+				t.Fatalf("start: %+v", ses)
 			}
 		}
 		if err := syscall.Kill(agent, syscall.SIGSTOP); err != nil {
@@ -427,6 +409,23 @@ func TestSessionHostDeadline(t *testing.T) {
 			}
 		}
 	}
+}
+
+// startSession starts a session through the REST API's own route, as the
+// local administrator.
+func startSession(t *testing.T, d *daemon, id string, req wire.SessionRequest) wire.Session {
+	t.Helper()
+	body, _ := json.Marshal(req)
+	resp, err := d.unixClient().Post("http://cordon/v1/sandboxes/"+id+"/sessions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ses wire.Session
+	if err := json.NewDecoder(resp.Body).Decode(&ses); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("start: %d %v", resp.StatusCode, err)
+	}
+	return ses
 }
 
 // agentPid is the host's pid of sandbox id's agent: the cordon-agent in

@@ -31,18 +31,8 @@ import (
 // returns the status and body.
 func postRun(t *testing.T, d *daemon, key, body string, hdr ...string) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+d.tcp+"/v1/runs", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+key)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	st, b, _ := d.send(t, http.MethodPost, "/v1/runs", strings.NewReader(body), append([]string{"Authorization", "Bearer " + key}, hdr...)...)
+	return st, b
 }
 
 func runResult(t *testing.T, d *daemon, key, body string) runs.Result {

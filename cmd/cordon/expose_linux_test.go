@@ -182,12 +182,17 @@ func TestExposedPortsInBrowser(t *testing.T) {
 			}
 			// Where ports have origins of their own, the browser is sent on
 			// from a port's URL to its origin.
+			// Its report is a request the page sends once its worker is
+			// in place; on a loaded machine the browser may be gone first,
+			// so the page is visited again until one arrives.
 			var report string
-			for i := 0; report == "" && i < 5; i++ {
+			for deadline := time.Now().Add(2 * time.Minute); report == "" && time.Now().Before(deadline); {
 				if page := visit(urls["mallory"]); !strings.Contains(page, "MALLORY") {
 					t.Fatalf("mallory's page: %s", page)
 				}
-				report = read("mallory", "report")
+				for wait := time.Now().Add(2 * time.Second); report == "" && time.Now().Before(wait); time.Sleep(100 * time.Millisecond) {
+					report = read("mallory", "report")
+				}
 			}
 			if report == "" {
 				t.Fatal("mallory's page never reported")
