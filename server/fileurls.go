@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -121,13 +122,8 @@ func (s *Server) handleFileURL(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.CodeInvalid, fmt.Sprintf("expiresInSeconds: 1 to %d (0: %d)", MaxFileURLSeconds, DefaultFileURLSeconds))
 		return
 	}
-	g := fileGrant{Sandbox: e.rec.ID, Path: req.Path, Method: req.Method, Expires: time.Now().Unix() + int64(req.ExpiresInSeconds)}
-	if g.Method == "" {
-		g.Method = http.MethodGet
-	}
-	if req.ExpiresInSeconds == 0 {
-		g.Expires = time.Now().Unix() + DefaultFileURLSeconds
-	}
+	g := fileGrant{Sandbox: e.rec.ID, Path: req.Path, Method: cmp.Or(req.Method, http.MethodGet),
+		Expires: time.Now().Unix() + int64(cmp.Or(req.ExpiresInSeconds, DefaultFileURLSeconds))}
 	writeJSON(w, http.StatusOK, api.FileURL{URL: "/v1/file-urls/" + s.sign(g), Method: g.Method, ExpiresAt: time.Unix(g.Expires, 0).UTC()})
 }
 

@@ -79,6 +79,9 @@ func terminal(ac *client.Client, req wire.SessionRequest) int {
 	if ctx.Err() != nil {
 		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		if end, err := ac.Session(kctx, s.ID); err == nil && end.State == wire.SessionExited {
+			return sessionStatus(end) // it ended just as cordon stopped waiting
+		}
 		_, kerr := ac.KillSession(kctx, s.ID, "KILL", 0)
 		fmt.Fprintf(os.Stderr, "cordon: the session ran past its timeout (%v) and the sandbox's agent did not end it within %v more", time.Duration(req.TimeoutMs)*time.Millisecond, sandbox.HostGrace)
 		if kerr != nil {
