@@ -523,8 +523,10 @@ func testSessionTimeout(t *testing.T, h *harness) {
 	if w, err := h.c.WaitSession(ctx, s.ID, 60*time.Second); err != nil || w.ExitCode == nil || *w.ExitCode != 0 || w.TimedOut {
 		t.Fatalf("the leader's own exit: %+v %v", w, err)
 	}
+	// Followed to its end: the leader's exit may come before the agent
+	// has taken its last bytes from the pipe.
 	var child strings.Builder
-	if _, _, err := h.c.SessionOutput(ctx, s.ID, 0, false, func(_ string, _ int64, d []byte) error { child.Write(d); return nil }); err != nil {
+	if _, _, err := h.c.SessionOutput(ctx, s.ID, 0, true, func(_ string, _ int64, d []byte) error { child.Write(d); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	pid := strings.TrimSpace(child.String())
@@ -548,7 +550,7 @@ func testSessionTimeout(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	child.Reset()
-	if _, _, err := h.c.SessionOutput(ctx, s.ID, 0, false, func(_ string, _ int64, d []byte) error { child.Write(d); return nil }); err != nil {
+	if _, _, err := h.c.SessionOutput(ctx, s.ID, 0, true, func(_ string, _ int64, d []byte) error { child.Write(d); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.c.ForgetSession(ctx, s.ID); err != nil {
