@@ -93,14 +93,13 @@ func parseByteRange(h string, size int64) (offset, length int64, ok, sense bool)
 }
 
 // handlePutFile serves PUT /files?path=P[&mode=OCTAL]: the raw body
-// (Content-Length required) replaces the file atomically, with the
-// permission bits mode gives (never a set-id bit) or else the existing
-// file's; an upload cut short leaves the previous file intact.
+// replaces the file atomically, with the permission bits mode gives (never
+// a set-id bit) or else the existing file's; an upload cut short leaves
+// the previous file intact. The body has a Content-Length, or is chunked
+// when its length is not known up front (a stream, a part of a form): its
+// end is then the last chunk, and a body that ends without it is an
+// upload cut short.
 func (s *Server) handlePutFile(w httpd.ResponseWriter, r *httpd.Request) {
-	if r.ContentLength < 0 {
-		writeJSON(w, httpd.StatusLengthRequired, wire.FileError{Error: "PUT /files needs a Content-Length"})
-		return
-	}
 	if r.ContentLength > MaxRawFileBytes {
 		writeJSON(w, httpd.StatusRequestEntityTooLarge, wire.FileError{Error: fmt.Sprintf("a file may be at most %d bytes", MaxRawFileBytes)})
 		return
@@ -121,26 +120,37 @@ func (s *Server) handlePutFile(w httpd.ResponseWriter, r *httpd.Request) {
 		perm = int(v)
 	}
 	want := r.ContentLength
-	body := &countReader{r: io.LimitReader(r.Body, want)}
+	var src io.Reader = &capReader{r: r.Body, left: MaxRawFileBytes}
+	if want >= 0 {
+		src = io.LimitReader(r.Body, want)
+	}
+	body := &countReader{r: src}
 	n, err := writeFileMode(target, root, body, func() error {
-		if body.n != want {
+		if want >= 0 && body.n != want {
 			return io.ErrUnexpectedEOF
 		}
 		return nil
 	}, perm)
 	if err != nil {
 		n = body.n
+		of := ""
+		if want >= 0 {
+			of = fmt.Sprintf(" of %d", want)
+		}
 		switch {
+		case errors.Is(err, errTooLarge):
+			writeJSON(w, httpd.StatusRequestEntityTooLarge, wire.FileError{Error: fmt.Sprintf("a file may be at most %d bytes; the file was left as it was", MaxRawFileBytes)})
+			return
 		case errors.Is(err, io.ErrUnexpectedEOF):
-			err = fmt.Errorf("the upload ended after %d of %d bytes; the file was left as it was", n, want)
+			err = fmt.Errorf("the upload ended after %d%s bytes; the file was left as it was", n, of)
 		case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
 			// Not the temporary file's name, which the caller never gave.
-			err = fmt.Errorf("writing %s: %w after %d of %d bytes: %s; the file was left as it was", path, unix.ENOSPC, n, want, whatIsFull(root))
+			err = fmt.Errorf("writing %s: %w after %d%s bytes: %s; the file was left as it was", path, unix.ENOSPC, n, of, whatIsFull(root))
 		}
 		fsError(w, err)
 		return
 	}
-	writeJSON(w, httpd.StatusOK, wire.WriteFileResponse{OK: true, BytesWritten: int(n)})
+	writeJSON(w, httpd.StatusOK, wire.WriteFileResponse{OK: true, BytesWritten: int(n), Path: target})
 }
 
 type countReader struct {

@@ -39,6 +39,9 @@ var Features = []string{
 	// GET and PUT /files?path=P carry files as raw bodies: Range on GET,
 	// an atomic replace on PUT.
 	"raw-files",
+	// PUT /files also takes a chunked body, whose length is not known
+	// before it ends (a stream, a part of an uploaded form).
+	"files-chunked",
 	// GET /healthz tells an authenticated caller the agent's boot id and
 	// what it is doing (running executions, requests, idle time).
 	"activity",

@@ -2,9 +2,11 @@ package server_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"os"
@@ -286,6 +288,62 @@ func BenchmarkFileURL(b *testing.B) {
 			for b.Loop() {
 				t0 := time.Now()
 				resp, err := hc.Get("http://cordon" + c.url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Fatalf("%d", resp.StatusCode)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			testutil.ReportPercentiles(b, "", lat)
+		})
+	}
+}
+
+// BenchmarkUpload: a 1 MiB file written through the daemon as a PUT with
+// its length, as a chunked PUT (its length unknown), and as a form's file
+// (POST, multipart/form-data, as a browser or E2B's SDK sends one).
+func BenchmarkUpload(b *testing.B) {
+	d := startDaemon(b)
+	sb, err := d.local.Create(b.Context(), api.CreateRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.local.Delete(b.Context(), sb.ID)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 64<<10)
+	var formBody bytes.Buffer
+	mw := multipart.NewWriter(&formBody)
+	fw, _ := mw.CreateFormFile("file", "f.bin")
+	fw.Write(data)
+	mw.Close()
+	hc := d.unixClient()
+	files := "http://cordon/v1/sandboxes/" + sb.ID + "/files?path=f.bin"
+	for _, c := range []struct {
+		name, method, ctype string
+		body                []byte
+		chunked             bool
+	}{
+		{"put", "PUT", "", data, false},
+		{"chunked", "PUT", "", data, true},
+		{"form", "POST", mw.FormDataContentType(), formBody.Bytes(), false},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			var lat []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				var body io.Reader = bytes.NewReader(c.body)
+				if c.chunked {
+					body = struct{ io.Reader }{body}
+				}
+				req, _ := http.NewRequest(c.method, files, body)
+				if c.ctype != "" {
+					req.Header.Set("Content-Type", c.ctype)
+				}
+				resp, err := hc.Do(req)
 				if err != nil {
 					b.Fatal(err)
 				}

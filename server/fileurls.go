@@ -21,8 +21,9 @@ import (
 	"github.com/cordon-sandbox/cordon/server/api"
 )
 
-// A file URL lets whoever holds it read (GET, HEAD) or write (PUT) one
-// path of one sandbox until it expires, without an API key: what a front
+// A file URL lets whoever holds it read (GET, HEAD) or write (PUT, or POST
+// a form holding the file, as E2B's upload URLs take it) one path of one
+// sandbox until it expires, without an API key: what a front
 // end hands a browser, as E2B's download_url and upload_url do. It is
 // signed with the daemon's own key (url.key in the state directory, made
 // at the first start), which binds the sandbox, the path, the method and
@@ -135,7 +136,7 @@ func (s *Server) handleFileURLUse(w http.ResponseWriter, r *http.Request) {
 	// that holds it may use it.
 	w.Header().Set("Access-Control-Allow-Origin", "*")
 	if r.Method == http.MethodOptions {
-		w.Header().Set("Access-Control-Allow-Methods", "GET, HEAD, PUT")
+		w.Header().Set("Access-Control-Allow-Methods", "GET, HEAD, PUT, POST")
 		w.Header().Set("Access-Control-Allow-Headers", "Content-Type, Range")
 		w.Header().Set("Access-Control-Max-Age", "600")
 		w.WriteHeader(http.StatusNoContent)
@@ -143,8 +144,11 @@ func (s *Server) handleFileURLUse(w http.ResponseWriter, r *http.Request) {
 	}
 	g, ok := s.grantOf(r.PathValue("token"))
 	method := r.Method
-	if method == http.MethodHead {
+	switch method {
+	case http.MethodHead:
 		method = http.MethodGet
+	case http.MethodPost:
+		method = http.MethodPut
 	}
 	s.mu.Lock()
 	e := s.live[g.Sandbox]
@@ -157,5 +161,9 @@ func (s *Server) handleFileURLUse(w http.ResponseWriter, r *http.Request) {
 	r2.URL.Path = "/v1/sandboxes/" + g.Sandbox + "/files"
 	r2.URL.RawQuery = url.Values{"path": {g.Path}}.Encode()
 	r2.SetPathValue("id", g.Sandbox)
+	if r.Method == http.MethodPost {
+		s.handleUpload(w, r2)
+		return
+	}
 	s.handleFiles(w, r2)
 }

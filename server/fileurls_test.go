@@ -53,7 +53,7 @@ func TestFileURLs(t *testing.T) {
 	if st, _, h := do("HEAD", get.URL, nil); st != 200 || h.Get("Content-Length") != "19" {
 		t.Fatalf("HEAD: %d %v", st, h)
 	}
-	if st, _, h := do("OPTIONS", get.URL, nil); st != 204 || !strings.Contains(h.Get("Access-Control-Allow-Methods"), "PUT") {
+	if st, _, h := do("OPTIONS", get.URL, nil); st != 204 || !strings.Contains(h.Get("Access-Control-Allow-Methods"), "PUT, POST") {
 		t.Fatalf("OPTIONS: %d %v", st, h)
 	}
 	if st, _, _ := do("PUT", get.URL, []byte("overwritten")); st != 404 {
@@ -72,6 +72,20 @@ func TestFileURLs(t *testing.T) {
 	}
 	if st, _, _ := do("GET", put.URL, nil); st != 404 {
 		t.Fatalf("GET with a PUT URL: %d", st)
+	}
+	// A PUT URL also takes a form holding the file, as a browser posts
+	// one (and E2B's upload URLs take): its file's own name is passed
+	// over for the URL's path.
+	ct, form := form(t, [3]string{"file", "elsewhere.txt", "from a form"})
+	if st, body, _ := do("POST", put.URL, form, "Content-Type", ct); st != 200 || !strings.Contains(body, `/in/upload.bin","name":"upload.bin","type":"file","size":11}]`) {
+		t.Fatalf("POST of a form: %d %s", st, body)
+	}
+	got.Reset()
+	if _, err := alice.Download(ctx, sb.ID, "in/upload.bin", 0, -1, &got); err != nil || got.String() != "from a form" {
+		t.Fatalf("the file a form wrote: %q %v", got.String(), err)
+	}
+	if st, _, _ := do("POST", get.URL, form, "Content-Type", ct); st != 404 {
+		t.Fatalf("POST with a GET URL: %d", st)
 	}
 	// A byte changed anywhere in the token; a token of nothing.
 	tok := strings.TrimPrefix(get.URL, "/v1/file-urls/")

@@ -306,14 +306,24 @@ func relayEvents(r io.Reader, fn func(line []byte, ev *wire.Event)) error {
 
 // post sends a JSON body to an agent route with the token.
 func (p *agentProxy) post(ctx context.Context, route string, body []byte, h http.Header) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent"+route, bytes.NewReader(body))
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set("Content-Type", "application/json")
+	return p.request(ctx, http.MethodPost, route, bytes.NewReader(body), int64(len(body)), h)
+}
+
+// request sends method route with body (of length bytes; -1: chunked, its
+// length unknown) and the headers h to the agent, with the token.
+func (p *agentProxy) request(ctx context.Context, method, route string, body io.Reader, length int64, h http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+route, body)
 	if err != nil {
 		return nil, err
 	}
+	req.ContentLength = length
 	for k, v := range h {
 		req.Header[k] = v
 	}
-	req.Header.Set("Content-Type", "application/json")
 	c := p.client()
 	if tok := c.Endpoint().Token; tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
@@ -366,8 +376,8 @@ func (s *Server) handleFiles(w http.ResponseWriter, r *http.Request) {
 		// The file's headers without its bytes: from the agent's stat.
 		feature, route, modify = "fs-ops", wire.RouteStat, headOfFile
 	case last == "files" && r.Method == http.MethodPut:
-		if r.ContentLength < 0 {
-			writeError(w, http.StatusLengthRequired, api.CodeLengthRequired, "PUT needs a Content-Length")
+		if r.ContentLength < 0 && !hasFeature(e, "files-chunked") {
+			writeError(w, http.StatusLengthRequired, api.CodeLengthRequired, "this sandbox's agent needs a Content-Length on PUT (it lacks files-chunked)")
 			return
 		}
 	case last == "files" && r.Method == http.MethodDelete:

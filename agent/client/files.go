@@ -152,14 +152,15 @@ func (c *Client) Download(ctx context.Context, path string, offset, length int64
 	return n, err
 }
 
-// Upload replaces a file with size bytes from r (feature "raw-files"); the
+// Upload replaces a file with size bytes from r (feature "raw-files"), or
+// with all of r when size is -1 (chunked: feature "files-chunked"); the
 // agent swaps it in atomically, so a failed upload leaves the old file.
 func (c *Client) Upload(ctx context.Context, path string, r io.Reader, size int64) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.filesURL(path), io.NopCloser(r))
 	if err != nil {
 		return err
 	}
-	req.ContentLength = size
+	req.ContentLength = max(size, -1)
 	c.auth(req)
 	resp, err := c.hc.Do(req)
 	if err != nil {

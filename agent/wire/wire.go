@@ -413,6 +413,8 @@ type WriteFileRequest struct {
 type WriteFileResponse struct {
 	OK           bool `json:"ok"`
 	BytesWritten int  `json:"bytesWritten"`
+	// Path is where the file now is, inside the sandbox (PUT /files).
+	Path string `json:"path,omitempty"`
 }
 
 // FileError is how /read-file and /write-file refuse: a human sentence in

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,8 +66,11 @@ func cpCmd(args []string) int {
 				return apiFail(err)
 			}
 			r, size = f, st.Size()
+		} else if sb, err := c.Get(ctx, did); err == nil && slices.Contains(sb.Features, "files-chunked") {
+			// Streamed as it comes, its length unknown until it ends.
 		} else {
-			// An upload needs its length up front: spool standard input.
+			// This sandbox's agent needs the length up front: standard
+			// input is spooled first.
 			tmp, err := os.CreateTemp("", "cordon-cp-*")
 			if err != nil {
 				return apiFail(err)

@@ -5,13 +5,16 @@ package main_test
 
 import (
 	"bytes"
+	"crypto/md5"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordon-sandbox/cordon/internal/testutil"
 	"github.com/cordon-sandbox/cordon/server/api"
@@ -68,6 +71,31 @@ func TestDaemonCopy(t *testing.T) {
 	}
 	if out, _, _ := run("exec", id, "--", "sh", "-c", "cat again/a.txt; again/sub/run.sh"); out != "a\nran\n" {
 		t.Fatalf("after the tar round trip: %q", out)
+	}
+	// Standard input streams in as it comes, of a length known only at
+	// its end, spooled nowhere (the temporary directory does not exist).
+	stream := exec.Command(buildCLI(t), "cp", host, "-", id+":streamed.bin")
+	stream.Env = append(os.Environ(), "TMPDIR="+filepath.Join(dst, "none"))
+	pw, err := stream.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	stream.Stderr = &errb
+	if err := stream.Start(); err != nil {
+		t.Fatal(err)
+	}
+	piece := bytes.Repeat([]byte("0123456789abcdef"), 64<<10)
+	for range 3 {
+		pw.Write(piece)
+		time.Sleep(100 * time.Millisecond)
+	}
+	pw.Close()
+	if err := stream.Wait(); err != nil {
+		t.Fatalf("cp - ID:streamed.bin: %v %s", err, errb.String())
+	}
+	if out, _, _ := run("exec", id, "--", "sh", "-c", "wc -c < streamed.bin; md5sum < streamed.bin"); out != fmt.Sprintf("%d\n%x  -\n", 3*len(piece), md5.Sum(bytes.Repeat(piece, 3))) {
+		t.Fatalf("the streamed file: %q", out)
 	}
 }
 

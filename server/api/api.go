@@ -197,6 +197,18 @@ type FileURL struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 
+// UploadedFile is one file a POST /v1/sandboxes/ID/files wrote (its answer
+// is a list of them, as E2B's envd answers an upload).
+type UploadedFile struct {
+	// Path is where the file is inside the sandbox; Name its last element.
+	Path string `json:"path"`
+	Name string `json:"name"`
+	// Type is always "file".
+	Type string `json:"type"`
+	// Size is the bytes written.
+	Size int64 `json:"size"`
+}
+
 // MetricsHistory is the body of GET /v1/sandboxes/ID/metrics/history: the
 // daemon's readings of a sandbox's metrics in a window, oldest first,
 // taken every IntervalMs while it ran (absent: the daemon keeps none).

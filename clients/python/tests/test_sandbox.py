@@ -1,4 +1,5 @@
 import datetime
+import json
 import os
 import threading
 import time
@@ -359,6 +360,13 @@ def test_file_urls():
         up = sbx.upload_url("in/data.bin")
         urllib.request.urlopen(urllib.request.Request(up, data=b"\x00\x01", method="PUT")).close()
         assert sbx.files.read("in/data.bin", format="bytes") == b"\x00\x01"
+        # As a browser's form (or requests' files=) posts it.
+        form = (b"--b0undary\r\nContent-Disposition: form-data; name=\"file\"; filename=\"x.bin\"\r\n"
+                b"Content-Type: application/octet-stream\r\n\r\nform\xffbytes\r\n--b0undary--\r\n")
+        req = urllib.request.Request(up, data=form, method="POST", headers={"Content-Type": "multipart/form-data; boundary=b0undary"})
+        with urllib.request.urlopen(req) as r:
+            assert json.loads(r.read())[0]["name"] == "data.bin"
+        assert sbx.files.read("in/data.bin", format="bytes") == b"form\xffbytes"
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(urllib.request.Request(url, data=b"x", method="PUT"))
         assert e.value.code == 404

@@ -259,6 +259,14 @@ test("file URLs", async () => {
   const up = await sbx.uploadUrl("in/data.bin");
   assert.equal((await fetch(up, { method: "PUT", body: new Uint8Array([0, 1]) })).status, 200);
   assert.deepEqual(await sbx.files.read("in/data.bin", { format: "bytes" }), new Uint8Array([0, 1]));
+  // As E2B's docs post to an upload URL: a form whose field "file" holds
+  // the content.
+  const form = new FormData();
+  form.append("file", "file content");
+  const posted = await fetch(up, { method: "POST", body: form });
+  assert.equal(posted.status, 200);
+  assert.equal(((await posted.json()) as { name: string }[])[0].name, "data.bin");
+  assert.equal(await sbx.files.read("in/data.bin"), "file content");
   assert.equal((await fetch(url, { method: "PUT", body: "x" })).status, 404);
   await assert.rejects(sbx.uploadUrl(""), InvalidArgumentError);
   await assert.rejects(sbx.downloadUrl("out/chart.svg", { useSignatureExpiration: 86401 }), InvalidArgumentError);

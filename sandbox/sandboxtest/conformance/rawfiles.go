@@ -3,6 +3,7 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -86,15 +87,53 @@ func testRawFiles(t *testing.T, h *harness) {
 		if r := h.raw(t, "GET", wire.RouteFiles, h.Endpoint.Token, nil); r.status != 404 {
 			t.Errorf("no query: %d", r.status)
 		}
-		req, _ := http.NewRequest("PUT", baseURL(h.Endpoint)+wire.RouteFiles+"?path=raw/chunked", struct{ io.Reader }{strings.NewReader("x")})
+	})
+	t.Run("Chunked", func(t *testing.T) {
+		if !h.c.HasFeature(ctx, "files-chunked") {
+			t.Fatal("cordon-agent does not advertise files-chunked")
+		}
+		// A body of unknown length (chunked): written whole, and the
+		// answer says where the file is.
+		req, _ := http.NewRequest("PUT", baseURL(h.Endpoint)+wire.RouteFiles+"?path=raw/chunked.bin", struct{ io.Reader }{bytes.NewReader(data)})
 		req.Header.Set("Authorization", "Bearer "+h.Endpoint.Token)
 		resp, err := h.hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
+		var out wire.WriteFileResponse
+		err = json.NewDecoder(resp.Body).Decode(&out)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusLengthRequired {
-			t.Errorf("chunked PUT: %d", resp.StatusCode)
+		if err != nil || resp.StatusCode != 200 || out.BytesWritten != len(data) || !strings.HasSuffix(out.Path, "/raw/chunked.bin") || !strings.HasPrefix(out.Path, "/") {
+			t.Fatalf("chunked PUT: %d %+v %v", resp.StatusCode, out, err)
+		}
+		var got bytes.Buffer
+		if _, err := h.c.Download(ctx, "raw/chunked.bin", 0, 0, &got); err != nil || !bytes.Equal(got.Bytes(), data) {
+			t.Fatalf("download: %d bytes, %v", got.Len(), err)
+		}
+		// Through the client: a size it does not know.
+		if err := h.c.Upload(ctx, "raw/chunked.txt", strings.NewReader("streamed"), -1); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.sh(t, "cat raw/chunked.txt"); got != "streamed" {
+			t.Fatalf("client's chunked upload: %q", got)
+		}
+	})
+	t.Run("InterruptedChunkedUploadKeepsOldFile", func(t *testing.T) {
+		if err := h.c.Upload(ctx, "raw/keepc.txt", strings.NewReader("old"), 3); err != nil {
+			t.Fatal(err)
+		}
+		// Some chunks, then a hang-up before the last (empty) chunk.
+		c, err := dial(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "PUT %s%s?path=raw/keepc.txt HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer %s\r\nTransfer-Encoding: chunked\r\n\r\n3e8\r\n%s\r\n10\r\nabc", h.Endpoint.Prefix, wire.RouteFiles, h.Endpoint.Token, strings.Repeat("n", 1000))
+		time.Sleep(100 * time.Millisecond)
+		c.Close()
+		if !eventually(5*time.Second, func() bool {
+			return h.sh(t, "cat raw/keepc.txt; ls -a raw | grep -c cordon- || true") == "old0\n"
+		}) {
+			t.Fatalf("after an interrupted upload: %q", h.sh(t, "cat raw/keepc.txt; ls -a raw"))
 		}
 	})
 	t.Run("InterruptedUploadKeepsOldFile", func(t *testing.T) {
