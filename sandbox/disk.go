@@ -467,6 +467,12 @@ func (d *diskInstance) OOMKills() uint64 {
 	return 0
 }
 
+func (d *diskInstance) Dump(ctx context.Context) {
+	if dm, ok := d.current().(Dumper); ok {
+		dm.Dump(ctx)
+	}
+}
+
 func (d *diskInstance) MemoryInUse() (int64, bool) {
 	if g, ok := d.current().(MemoryGauge); ok {
 		return g.MemoryInUse()

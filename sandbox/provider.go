@@ -477,6 +477,24 @@ type Result struct {
 	OOMKilled bool
 }
 
+// Dumper is implemented by instances whose sandbox can write what its
+// processes are doing into its diagnostics (the microvm tier's guest, to
+// its console): what a host asks before it tears down a sandbox whose
+// agent stopped answering, so that the reason is not lost with it. The
+// dump may end the agent; it is bounded in time (a few seconds).
+type Dumper interface {
+	Dump(ctx context.Context)
+}
+
+// DumpState has the sandbox write what its processes are doing into its
+// Diagnostics, where its tier can (Dumper), before a teardown: the agent
+// may end.
+func (s *Sandbox) DumpState(ctx context.Context) {
+	if d, ok := s.inst.(Dumper); ok {
+		d.Dump(ctx)
+	}
+}
+
 // OOMCounter is implemented by instances that can count OOM kills inside
 // the sandbox.
 type OOMCounter interface {
@@ -582,6 +600,7 @@ func (s *Sandbox) Exec(ctx context.Context, command string, o ExecOptions) (*Res
 	case <-deadline.C:
 		// Nothing is asked of the agent, which did not keep its own
 		// deadline: the teardown ends the command, and the stream with it.
+		s.DumpState(context.WithoutCancel(ctx))
 		err := &DeadlineError{Timeout: o.Timeout, Grace: s.grace, Teardown: s.Destroy(context.WithoutCancel(ctx))}
 		if err.Teardown == nil {
 			select { // the stream ends with the sandbox

@@ -568,6 +568,15 @@ func (s *Server) destroy(ctx context.Context, e *entry, reason string) error {
 		s.metrics.reaped.With(reason).Inc()
 		s.emit(api.EventReaped, &rec, map[string]any{"reason": reason})
 	}
+	if first && reason == "deadline" {
+		// The agent did not keep a deadline: what the sandbox was doing
+		// goes to the log before the teardown takes it away, where the
+		// tier can say (sandbox.Dumper).
+		e.sb.DumpState(context.WithoutCancel(ctx))
+		if d := e.sb.Diagnostics(); d != "" {
+			s.log.Warn("the sandbox's state as it is torn down past a deadline", "sandbox", rec.ID, "diagnostics", d)
+		}
+	}
 	start := time.Now()
 	err := e.sb.Destroy(context.WithoutCancel(ctx))
 	s.mu.Lock()

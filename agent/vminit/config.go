@@ -30,7 +30,10 @@ const (
 // init things by, a line each: PowerOff (the init flushes every file
 // system, a persistent workspace's disk among them, and powers the guest
 // off), Freeze and Thaw (of a persistent workspace's disk, for a
-// copy-on-write copy of it; each answered with a line, Done or an error).
+// copy-on-write copy of it; each answered with a line, Done or an error),
+// and Dump (the guest's state written to its console, for a host about to
+// tear down a guest whose agent stopped answering; answered with Done
+// once written).
 const ControlPortName = "org.cordon.control"
 
 // The control port's requests, and the answer that says one was done.
@@ -38,6 +41,7 @@ const (
 	PowerOff = "poweroff\n"
 	Freeze   = "freeze\n"
 	Thaw     = "thaw\n"
+	Dump     = "dump\n"
 	Done     = "ok\n"
 )
 

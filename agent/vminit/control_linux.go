@@ -51,9 +51,80 @@ func serveControl(control *os.File, agent *spawned, disk bool) {
 			}
 		case Thaw:
 			answer(frozen.thaw())
+		case Dump:
+			dumpState(os.Stderr, agent.cmd.Process.Pid)
+			answer(nil)
 		}
 		line = line[:0]
 	}
+}
+
+// dumpState writes to w (the console) what each of the guest's processes
+// is doing: its state, and where in the kernel it waits, with the
+// kernel's stack of each that cannot be woken (state D); then it has the
+// agent's process (pid) write its goroutines' stacks and end (SIGQUIT, the
+// Go runtime's dump). A host asks for it only when it is about to tear the
+// guest down. It is bounded: at most 256 processes, each stack 4 KiB.
+func dumpState(w io.Writer, agent int) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cordon: the guest's state, as the host asked before it tears the guest down\n")
+	var loads [64]byte
+	if n, _ := readUpTo("/proc/loadavg", loads[:]); n > 0 {
+		fmt.Fprintf(&b, "load: %s", loads[:n])
+	}
+	dir, _ := os.ReadDir("/proc")
+	shown := 0
+	for _, e := range dir {
+		pid := e.Name()
+		if pid[0] < '0' || pid[0] > '9' {
+			continue
+		}
+		var stat [512]byte
+		n, err := readUpTo("/proc/"+pid+"/stat", stat[:])
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		st := string(stat[:n])
+		end := strings.LastIndexByte(st, ')')
+		open := strings.IndexByte(st, '(')
+		if open < 0 || end < open {
+			continue
+		}
+		f := strings.Fields(st[end+1:])
+		if len(f) < 2 || f[1] == "2" || pid == "2" {
+			continue // a kernel thread
+		}
+		if shown++; shown > 256 {
+			b.WriteString("(more processes not shown)\n")
+			break
+		}
+		var wchan [64]byte
+		k, _ := readUpTo("/proc/"+pid+"/wchan", wchan[:])
+		fmt.Fprintf(&b, "%s %s %s ppid %s wchan %s\n", pid, st[open:end+1], f[0], f[1], wchan[:k])
+		if f[0] == "D" {
+			var stack [4096]byte
+			if k, _ := readUpTo("/proc/"+pid+"/stack", stack[:]); k > 0 {
+				b.Write(stack[:k])
+			}
+		}
+	}
+	io.WriteString(w, b.String())
+	_ = unix.Kill(agent, unix.SIGQUIT)
+}
+
+// readUpTo reads at most len(buf) bytes of the file at path.
+func readUpTo(path string, buf []byte) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	n, err := io.ReadFull(f, buf)
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return n, err
 }
 
 // hostByte reads the next byte the host writes on port. While no host is

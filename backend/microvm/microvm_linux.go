@@ -521,6 +521,9 @@ type instance struct {
 	// ended says how the VMM ended, if it did on its own terms or was
 	// killed from outside.
 	ended atomic.Value
+	// kept is the guest's console and the VMM's output as Destroy kept
+	// them before it removed the VM's directory ([2]string, outputs).
+	kept atomic.Value
 
 	mu   sync.Mutex
 	gone bool
@@ -642,9 +645,9 @@ func accelWords(accel string) string {
 }
 
 // Diagnostics is how the VM runs, the guest's console and the VMM's own
-// output.
+// output (once the VM is destroyed, what was kept of them).
 func (vm *instance) Diagnostics() string {
-	console, _ := os.ReadFile(filepath.Join(vm.dir, "console.log"))
+	console, vmm := vm.outputs()
 	how := "booted"
 	if vm.restored {
 		how = "restored from a saved guest"
@@ -653,12 +656,12 @@ func (vm *instance) Diagnostics() string {
 	if vm.note != "" {
 		out += vm.note + "\n"
 	}
-	out += strings.TrimSpace(string(console))
+	out += console
 	if e, _ := vm.ended.Load().(string); e != "" {
 		out += "\nthe VMM ended: " + e
 	}
-	if l := vm.vmmOutput(); l != "" {
-		out += "\n" + l
+	if vmm != "" {
+		out += "\n" + vmm
 	}
 	if l := strings.TrimSpace(vm.logs.String()); l != "" {
 		out += "\n" + l
@@ -666,13 +669,67 @@ func (vm *instance) Diagnostics() string {
 	return out
 }
 
+// outputs are the end of the guest's console (64 KiB) and of the VMM's
+// own output (16 KiB): read from the VM's directory, or, once Destroy has
+// removed it, as Destroy kept them.
+func (vm *instance) outputs() (console, vmm string) {
+	if k, ok := vm.kept.Load().([2]string); ok {
+		return k[0], k[1]
+	}
+	return tail(filepath.Join(vm.dir, "console.log"), 64<<10), vm.vmmOutput()
+}
+
 // vmmOutput is the end of the VMM's own output.
 func (vm *instance) vmmOutput() string {
-	b, _ := os.ReadFile(filepath.Join(vm.dir, vmmLog))
-	if len(b) > 16<<10 {
-		b = b[len(b)-16<<10:]
+	return tail(filepath.Join(vm.dir, vmmLog), 16<<10)
+}
+
+// tail is the last n bytes of the file at path, trimmed.
+func tail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
 	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		_, _ = f.Seek(st.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, n))
 	return strings.TrimSpace(string(b))
+}
+
+// Dump has the guest write what its processes are doing to its console
+// (vminit.Dump: each process's state, the kernel stacks of those that
+// cannot be woken, the agent's goroutines, after which the agent ends),
+// for a host about to tear down a guest whose agent stopped answering:
+// the guest's last words then stay in the sandbox's diagnostics. It waits
+// for the console to settle, for at most a few seconds in all.
+func (vm *instance) Dump(ctx context.Context) {
+	if vm.control == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := vm.ask(ctx, vminit.Dump); err != nil {
+		vm.logs.Write([]byte("cordon: the guest's init did not write its state: " + err.Error() + "\n"))
+		return
+	}
+	console := filepath.Join(vm.dir, "console.log")
+	var last int64 = -1
+	for {
+		st, err := os.Stat(console)
+		if err != nil || st.Size() == last {
+			return
+		}
+		last = st.Size()
+		select {
+		case <-ctx.Done():
+			return
+		case <-vm.exited:
+			return
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
 }
 
 // Destroy kills the VMM (a VM with a disk is first asked to flush it and
@@ -717,6 +774,8 @@ func (vm *instance) Destroy(ctx context.Context) error {
 	if err := removeCgroup(vm.cgroup); err != nil {
 		return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
 	}
+	console, vmm := vm.outputs()
+	vm.kept.Store([2]string{console, vmm})
 	if err := os.RemoveAll(vm.dir); err != nil {
 		return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
 	}

@@ -214,6 +214,43 @@ func TestEgress(t *testing.T) {
 	}
 }
 
+// TestDumpBeforeTeardown: asked before a teardown (as the host asks when
+// an agent kept no deadline), the guest writes its processes' states and
+// the agent's goroutines to its console, and the sandbox's diagnostics
+// keep them after the VM and its directory are gone.
+func TestDumpBeforeTeardown(t *testing.T) {
+	b := backend(t)
+	sb := sandboxtest.Create(t, b, sandbox.Spec{})
+	// A command running as the dump is taken.
+	var out testutil.SyncBuffer
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", "echo started; exec sleep 300"}, Stdout: &out})
+		done <- err
+	}()
+	for deadline := time.Now().Add(time.Minute); out.String() != "started\n"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command did not start: %q", out.String())
+		}
+	}
+	sb.DumpState(t.Context())
+	if err := <-done; err == nil {
+		t.Fatal("the command ended well with its agent gone")
+	}
+	want := []string{"cordon: the guest's state", "(cordon-agent) S ppid 1 wchan ", "(sleep) ", "runtime.main()", "SIGQUIT"}
+	for _, w := range want {
+		if d := sb.Diagnostics(); !strings.Contains(d, w) {
+			t.Fatalf("the dump lacks %q:\n%s", w, d)
+		}
+	}
+	if err := sb.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if d := sb.Diagnostics(); !strings.Contains(d, want[0]) || !strings.Contains(d, want[3]) {
+		t.Fatalf("after the teardown, the diagnostics lost the dump:\n%s", d)
+	}
+}
+
 // TestVMMKilled: a VMM killed from outside mid-command is noticed: the
 // command's exec fails, the sandbox's Exited closes, and its teardown
 // leaves nothing.
