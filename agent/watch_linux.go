@@ -195,6 +195,9 @@ func (wt *watcher) read(f *os.File, emit func(wire.WatchEvent)) {
 	type half struct {
 		path string
 		at   time.Time
+		// batches: reads finished since it came; its second half, if it
+		// comes, is in the first read after its own.
+		batches int
 	}
 	moves := map[uint32]half{} // rename cookie -> old path
 	for {
@@ -238,7 +241,7 @@ func (wt *watcher) read(f *os.File, emit func(wire.WatchEvent)) {
 			case mask&unix.IN_DELETE != 0:
 				emit(wire.WatchEvent{Type: wire.WatchRemove, Path: p, Dir: isDir})
 			case mask&unix.IN_MOVED_FROM != 0:
-				moves[cookie] = half{p, time.Now()}
+				moves[cookie] = half{path: p, at: time.Now()}
 			case mask&unix.IN_MOVED_TO != 0:
 				from := moves[cookie].path
 				delete(moves, cookie)
@@ -250,16 +253,21 @@ func (wt *watcher) read(f *os.File, emit func(wire.WatchEvent)) {
 		}
 		// A move out of the tree shows only its first half. A move within
 		// it may have its second half still to come (a read can end
-		// between the two): it is given a moment to.
-		if len(moves) > 0 && readable(f, moveGrace) {
-			// Halves older than that are flushed all the same, so that
-			// steady activity cannot hold them back.
-			for c, h := range moves {
-				if time.Since(h.at) > moveGrace {
-					emit(wire.WatchEvent{Type: wire.WatchRemove, Path: h.path})
-					delete(moves, c)
-				}
+		// between the two): it is given a moment to, and the read after
+		// its own. Halves that have had both are flushed even while more
+		// comes, so that steady activity cannot hold them back. (A moment
+		// is counted in the watcher's own waits, not by the clock alone:
+		// a starved virtual machine's clock jumps past it at once.)
+		for c, h := range moves {
+			if h.batches > 0 && time.Since(h.at) > moveGrace {
+				emit(wire.WatchEvent{Type: wire.WatchRemove, Path: h.path})
+				delete(moves, c)
+				continue
 			}
+			h.batches++
+			moves[c] = h
+		}
+		if len(moves) > 0 && readableWithin(f, moveGrace) {
 			continue
 		}
 		for c, h := range moves {
@@ -271,6 +279,18 @@ func (wt *watcher) read(f *os.File, emit func(wire.WatchEvent)) {
 
 // moveGrace is how long a rename's first half waits for its second.
 const moveGrace = 20 * time.Millisecond
+
+// readableWithin says whether f has something to read within d, waited
+// for in ten slices: a clock that jumps past d (a virtual machine whose
+// vCPU the host starved) cuts one slice short, not the whole wait.
+func readableWithin(f *os.File, d time.Duration) bool {
+	for range 10 {
+		if readable(f, d/10) {
+			return true
+		}
+	}
+	return false
+}
 
 // readable says whether f has something to read within d.
 func readable(f *os.File, d time.Duration) bool {
