@@ -76,11 +76,17 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		if mode != "" {
 			query.Set("mode", mode)
 		}
-		resp, err := e.agent.request(r.Context(), http.MethodPut, wire.RouteFiles+"?"+query.Encode(), body, length, nil)
-		if err != nil {
-			if r.Context().Err() == nil {
-				refuse(http.StatusBadGateway, api.CodeAgent, fmt.Sprintf("writing %s: the sandbox's agent did not answer: %v", p, err))
-			}
+		watched := watchBody(io.NopCloser(body))
+		resp, err := e.agent.request(r.Context(), http.MethodPut, wire.RouteFiles+"?"+query.Encode(), watched, length, nil)
+		switch {
+		case err == nil:
+		case r.Context().Err() != nil:
+			return false // the caller went away
+		case watched.failed() != nil:
+			refuse(http.StatusBadRequest, api.CodeInvalid, fmt.Sprintf("writing %s: the request's body: %v; the file was left as it was", p, watched.failed()))
+			return false
+		default:
+			refuse(http.StatusBadGateway, api.CodeAgent, fmt.Sprintf("writing %s: the sandbox's agent did not answer: %v", p, err))
 			return false
 		}
 		defer resp.Body.Close()

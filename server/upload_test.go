@@ -96,6 +96,10 @@ func TestUploads(t *testing.T) {
 	if st, out := post("?path=raw.bin", "application/octet-stream", []byte("raw bytes")); st != 200 || cat("raw.bin") != "raw bytes" {
 		t.Fatalf("a raw POST: %d %s", st, out)
 	}
+	// An empty file.
+	if st, out := post("?path=empty.txt", "application/octet-stream", nil); st != 200 || !strings.Contains(out, `"size":0`) || cat("empty.txt") != "" {
+		t.Fatalf("an empty raw POST: %d %s %q", st, out, cat("empty.txt"))
+	}
 	// A PUT whose length is not known up front: chunked.
 	req, _ := http.NewRequestWithContext(ctx, "PUT", "http://"+d.tcp+files+"?path=streamed.txt", struct{ io.Reader }{strings.NewReader("streamed")})
 	req.Header.Set(auth[0], auth[1])

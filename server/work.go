@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,12 @@ func (p *agentProxy) forward(w http.ResponseWriter, r *http.Request, method, pat
 // send sends r to the agent as method path?query and streams the answer
 // back unchanged (flushing as it arrives, for NDJSON streams).
 func (p *agentProxy) send(w http.ResponseWriter, r *http.Request, method, path, query string, withToken bool, modify func(*http.Response) error) {
+	// A body the caller sent broken (its chunks malformed, cut off) is
+	// the caller's error, not the agent's.
+	body := watchBody(r.Body)
+	if body != nil {
+		r.Body = body
+	}
 	c := p.client()
 	ep := c.Endpoint()
 	rp := &httputil.ReverseProxy{
@@ -66,6 +73,10 @@ func (p *agentProxy) send(w http.ResponseWriter, r *http.Request, method, path, 
 			if r.Context().Err() != nil {
 				return // the caller went away
 			}
+			if berr := body.failed(); berr != nil {
+				writeError(w, http.StatusBadRequest, api.CodeInvalid, "the request's body: "+berr.Error())
+				return
+			}
 			writeError(w, http.StatusBadGateway, api.CodeAgent, "the sandbox's agent did not answer: "+err.Error())
 		},
 	}
@@ -76,6 +87,45 @@ func (p *agentProxy) send(w http.ResponseWriter, r *http.Request, method, path, 
 	// answer.
 	_ = http.NewResponseController(w).EnableFullDuplex()
 	rp.ServeHTTP(w, r)
+}
+
+// bodyWatch is a request body that keeps the first error reading it met
+// (io.EOF aside), for the caller to tell a broken body from an agent that
+// did not answer.
+type bodyWatch struct {
+	io.ReadCloser
+	mu  sync.Mutex
+	err error
+}
+
+// watchBody watches rc; nil for no body.
+func watchBody(rc io.ReadCloser) *bodyWatch {
+	if rc == nil || rc == http.NoBody {
+		return nil
+	}
+	return &bodyWatch{ReadCloser: rc}
+}
+
+func (b *bodyWatch) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.mu.Lock()
+		if b.err == nil {
+			b.err = err
+		}
+		b.mu.Unlock()
+	}
+	return n, err
+}
+
+// failed is the first error reading the body met, if any.
+func (b *bodyWatch) failed() error {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }
 
 // stream marks a request as an open stream into e for its duration: the
@@ -321,6 +371,10 @@ func (p *agentProxy) request(ctx context.Context, method, route string, body io.
 		return nil, err
 	}
 	req.ContentLength = length
+	if length == 0 {
+		// Empty, not of unknown length (which net/http would send chunked).
+		req.Body = http.NoBody
+	}
 	for k, v := range h {
 		req.Header[k] = v
 	}
