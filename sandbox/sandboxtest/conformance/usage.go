@@ -31,8 +31,8 @@ func testUsage(t *testing.T, h *harness) {
 		t.Errorf("usage counts %d CPUs; nproc says %s", before.CPUs, n)
 	}
 	// A fixed amount of work (some 0.2 s of a CPU here), whatever the
-	// machine's load, and 4 MiB written.
-	h.sh(t, "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; head -c 4194304 /dev/zero > usage.bin")
+	// machine's load.
+	h.sh(t, "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done")
 	after, err := h.c.Usage(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -40,10 +40,29 @@ func testUsage(t *testing.T, h *harness) {
 	if d := time.Duration(after.CPUNanos - before.CPUNanos); d < 50*time.Millisecond {
 		t.Errorf("a command's CPU time counted as %v (before %+v, after %+v)", d, before, after)
 	}
-	if after.DiskUsedBytes-before.DiskUsedBytes < 3<<20 {
-		t.Errorf("4 MiB written counted as %d bytes", after.DiskUsedBytes-before.DiskUsedBytes)
+	// 4 MiB written. The count is the writable space's file system's:
+	// where that is the host's own (the passthrough tier, an agent run
+	// in a test), others write and free there too, so a count that
+	// others' frees swamped is taken again, up to three times.
+	var grew int64
+	for try := range 3 {
+		b, err := h.c.Usage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.sh(t, fmt.Sprintf("head -c 4194304 /dev/zero > usage%d.bin", try))
+		a, err := h.c.Usage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if grew = a.DiskUsedBytes - b.DiskUsedBytes; grew >= 3<<20 {
+			break
+		}
 	}
-	h.sh(t, "rm usage.bin")
+	if grew < 3<<20 {
+		t.Errorf("4 MiB written counted as %d bytes", grew)
+	}
+	h.sh(t, "rm -f usage*.bin")
 	// Tasks: a session's process, while it runs.
 	s, err := h.c.StartSession(ctx, wire.SessionRequest{Command: "sleep", Args: []string{"600"}})
 	if err != nil {
