@@ -151,7 +151,7 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 			refuse(http.StatusBadRequest, api.CodeInvalid, "with the path query parameter, a form holds one file (named \"file\")")
 			return
 		}
-		if !put(p, part, -1) {
+		if !put(p, filled{part}, -1) {
 			return
 		}
 	}
@@ -160,4 +160,21 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, written)
+}
+
+// filled reads from r until p is full, or r ends or fails: a form's part
+// yields a few KiB a read, each of which would be a chunk of its own on
+// the way to the agent.
+type filled struct{ r io.Reader }
+
+func (f filled) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		k, err := f.r.Read(p[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
