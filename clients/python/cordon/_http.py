@@ -77,6 +77,11 @@ class Transport:
         except OSError as e:
             conn.close()
             raise SandboxException("cannot reach the cordon daemon at %s: %s" % (self.host, e)) from e
+        except BaseException:
+            # The body failed as it was sent: the request was cut off
+            # before its end, and the daemon writes nothing of it.
+            conn.close()
+            raise
         if resp.status >= 300:
             data = resp.read()
             conn.close()

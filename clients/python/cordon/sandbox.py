@@ -547,23 +547,32 @@ class Files:
         return data.decode("utf-8", "replace")
 
     def write(self, path, data=None, mode: Optional[int] = None, request_timeout: Optional[float] = None):
-        """Writes a file (str, bytes or a binary file object), making its
-        directories; or, given a list of WriteEntry (or {"path", "data"}),
-        each of them."""
+        """Writes a file (str, bytes, or a file object, binary or text, sent
+        as it is read without being held whole), making its directories;
+        or, given a list of WriteEntry (or {"path", "data"}), each of them.
+        The WriteInfo says where the file is in the sandbox."""
         if isinstance(path, list):
             return [self.write(*((f["path"], f["data"]) if isinstance(f, dict) else (f.path, f.data)), mode=mode, request_timeout=request_timeout) for f in path]
-        if isinstance(data, str):
-            data = data.encode()
+        headers = None
+        if data is None:
+            body = b""
+        elif isinstance(data, str):
+            body = data.encode()
+        elif isinstance(data, (bytes, bytearray, memoryview)):
+            body = bytes(data)
         elif hasattr(data, "read"):
-            data = data.read()
-            if isinstance(data, str):
-                data = data.encode()
+            # Chunked: the length is known only at the end.
+            body = _chunks(data)
+            headers = {"Content-Type": "application/octet-stream"}
+        else:
+            raise InvalidArgumentException("data: str, bytes or a file object, not %s" % type(data).__name__)
         query = {"path": path}
         if mode is not None:
             query["mode"] = "%o" % (mode & 0o777)
-        self._sb._t.call("PUT", _q(self._sb.sandbox_id, "/files"), query=query, body=bytes(data or b""),
-                         timeout=request_timeout)
-        return WriteInfo(name=path.rstrip("/").rsplit("/", 1)[-1], path=path)
+        w = self._sb._t.call("PUT", _q(self._sb.sandbox_id, "/files"), query=query, body=body,
+                             timeout=request_timeout, headers=headers) or {}
+        at = w.get("path") or path
+        return WriteInfo(name=at.rstrip("/").rsplit("/", 1)[-1], path=at)
 
     def list(self, path: str = ".", depth: int = 1) -> List[EntryInfo]:
         if depth != 1:
@@ -997,6 +1006,19 @@ class SnapshotInfo:
 
 def _snapshot(s):
     return SnapshotInfo(s["id"], s.get("source", ""), s.get("size", 0), s.get("files", 0), s.get("paths") or [], s.get("createdAt"), s.get("expiresAt"))
+
+
+def _chunks(f, size=1 << 20):
+    """A file object's content, read a piece at a time (text encoded)."""
+    while True:
+        try:
+            piece = f.read(size)
+        except OSError as e:
+            # Its own error, not the daemon's unreachability.
+            raise SandboxException("data: reading the file object: %s; the file in the sandbox was left as it was" % e) from e
+        if not piece:
+            return
+        yield piece.encode() if isinstance(piece, str) else piece
 
 
 ALL_TRAFFIC = "0.0.0.0/0"  # E2B's name for every address, in network's deny_out

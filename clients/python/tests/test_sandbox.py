@@ -1,4 +1,5 @@
 import datetime
+import io
 import json
 import os
 import threading
@@ -347,6 +348,43 @@ def test_network():
             Sandbox(network=bad)
     with pytest.raises(InvalidArgumentException):
         Sandbox(network={"deny_out": [ALL_TRAFFIC]}, allow=["a.test"])
+
+
+def test_write_file_objects(tmp_path):
+    """files.write takes what E2B's does: a file object, binary or text,
+    streamed as it is read (never held whole); anything else is refused,
+    not written as its repr. A file object that fails midway raises its
+    own error and leaves the file as it was."""
+    big = bytes(i % 251 for i in range(3 << 20))
+    (tmp_path / "big.bin").write_bytes(big)
+    (tmp_path / "t.txt").write_text("text ✓")
+    with Sandbox() as sbx:
+        with open(tmp_path / "big.bin", "rb") as f:
+            info = sbx.files.write("up/big.bin", f)
+        assert info.name == "big.bin" and info.path.startswith("/") and info.path.endswith("/up/big.bin"), info
+        assert sbx.files.read("up/big.bin", format="bytes") == big
+        with open(tmp_path / "t.txt", encoding="utf-8") as f:
+            sbx.files.write("up/t.txt", f)
+        assert sbx.files.read("up/t.txt") == "text ✓"
+
+        class Broken(io.RawIOBase):
+            def __init__(self):
+                self.n = 0
+
+            def read(self, size=-1):
+                self.n += 1
+                if self.n > 2:
+                    raise OSError(5, "the source broke")
+                return b"x" * 1000
+
+        with pytest.raises(SandboxException) as e:
+            sbx.files.write("up/t.txt", Broken())
+        assert "the source broke" in str(e.value)
+        assert sbx.files.read("up/t.txt") == "text ✓"
+        for bad in (5, {"some": "dict"}, object()):
+            with pytest.raises(InvalidArgumentException):
+                sbx.files.write("up/bad", bad)
+        assert not sbx.files.exists("up/bad")
 
 
 def test_file_urls():

@@ -2,7 +2,7 @@
 // moving an agent to cordon is a change of import and host.
 import type http from "node:http";
 import { CommandExitError, CommandResult, InvalidArgumentError, NotFoundError, SandboxError, TimeoutError } from "./errors.js";
-import { ConnectionOpts, Transport, lines, readAll } from "./transport.js";
+import { ConnectionOpts, Transport, isStream, lines, readAll } from "./transport.js";
 
 const DEFAULT_SANDBOX_TIMEOUT_MS = 300_000;
 const DEFAULT_COMMAND_TIMEOUT_MS = 60_000;
@@ -425,8 +425,12 @@ export class Files {
     return opts.format === "bytes" ? new Uint8Array(buf) : buf.toString("utf8");
   }
 
-  /** Writes a file (text or bytes), making its directories; or, given a list, each of them. */
-  write(path: string, data: string | Uint8Array | ArrayBuffer, opts?: { mode?: number }): Promise<{ name: string; path: string }>;
+  /**
+   * Writes a file (text, bytes, a Blob, or a stream: a web or Node stream, an async iterable of chunks, sent as it comes without being
+   * held whole), making its directories; or, given a list, each of them. Resolves to where the file is in the sandbox. A stream that
+   * fails midway rejects with its error and leaves the file as it was.
+   */
+  write(path: string, data: string | Uint8Array | ArrayBuffer | ArrayBufferView | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array | string>, opts?: { mode?: number }): Promise<{ name: string; path: string }>;
   write(files: Array<{ path: string; data: string | Uint8Array | ArrayBuffer }>): Promise<Array<{ name: string; path: string }>>;
   async write(pathOrFiles: any, data?: any, opts: { mode?: number } = {}): Promise<any> {
     if (Array.isArray(pathOrFiles)) {
@@ -435,11 +439,11 @@ export class Files {
       return out;
     }
     const path: string = pathOrFiles;
-    const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data instanceof ArrayBuffer ? new Uint8Array(data) : data;
     const query: Record<string, string> = { path };
     if (opts.mode !== undefined) query.mode = (opts.mode & 0o777).toString(8);
-    await this.sb.transport.call("PUT", sbPath(this.sb.sandboxId, "/files"), { query, body: bytes ?? new Uint8Array() });
-    return { name: path.replace(/\/+$/, "").split("/").pop() ?? path, path };
+    const w = await this.sb.transport.call("PUT", sbPath(this.sb.sandboxId, "/files"), { query, body: fileBody(data) });
+    const at: string = w?.path ?? path;
+    return { name: at.replace(/\/+$/, "").split("/").pop() ?? at, path: at };
   }
 
   async list(path = "."): Promise<EntryInfo[]> {
@@ -507,6 +511,17 @@ export class Files {
 const CONNECTION_OPTS = ["host", "apiKey", "requestTimeoutMs"];
 const SANDBOX_OPTS = [...CONNECTION_OPTS, "template", "timeoutMs", "metadata", "envs", "tier", "memoryMb", "allow", "allowInternetAccess", "network", "pool", "snapshot", "templateName", "persistent", "diskMb", "autostart"];
 const RUN_OPTS = ["background", "envs", "cwd", "stdin", "onStdout", "onStderr", "timeoutMs", "requestTimeoutMs"];
+
+/** A file's content as the transport sends it: bytes, or a stream (a Blob's, a web or Node stream, an async iterable of chunks), sent as it comes. */
+function fileBody(data: unknown): Uint8Array | AsyncIterable<unknown> {
+  if (data === undefined || data === null) return new Uint8Array();
+  if (typeof data === "string") return new TextEncoder().encode(data);
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  if (typeof Blob !== "undefined" && data instanceof Blob) return data.stream() as unknown as AsyncIterable<unknown>;
+  if (isStream(data)) return data;
+  throw new InvalidArgumentError("data: a string, bytes (an ArrayBuffer or a typed array), a Blob or a stream of bytes", "invalid_request");
+}
 
 /**
  * Refuses an option cordon does not take, naming it: an option of E2B's that cordon lacks (user, lifecycle, mcp, volumeMounts, ...)

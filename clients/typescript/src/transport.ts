@@ -45,8 +45,13 @@ export class Transport {
     const headers: Record<string, string> = { accept: "application/json" };
     if (this.apiKey) headers.authorization = "Bearer " + this.apiKey;
     let payload: Buffer | undefined;
+    let stream: AsyncIterable<unknown> | undefined;
     if (opts.body instanceof Uint8Array) {
       payload = Buffer.from(opts.body);
+      headers["content-type"] = "application/octet-stream";
+    } else if (isStream(opts.body)) {
+      // Sent as it comes, chunked: its length is known only at its end.
+      stream = opts.body;
       headers["content-type"] = "application/octet-stream";
     } else if (opts.body !== undefined) {
       payload = Buffer.from(JSON.stringify(opts.body));
@@ -77,7 +82,25 @@ export class Transport {
         if (err instanceof SandboxError || (err as Error).name === "AbortError") reject(err);
         else reject(new SandboxError(`cannot reach the cordon daemon at ${this.host}: ${err.message}`));
       });
-      req.end(payload);
+      if (!stream) {
+        req.end(payload);
+        return;
+      }
+      const body = stream;
+      (async () => {
+        try {
+          for await (const c of body) {
+            if (!req.write(typeof c === "string" ? Buffer.from(c) : Buffer.from(c as Uint8Array))) await new Promise((r) => req.once("drain", r));
+          }
+          req.end();
+        } catch (err) {
+          // The body failed: the request is cut off before its end, so
+          // the daemon writes nothing, and the caller hears the body's
+          // own error.
+          reject(err);
+          req.destroy();
+        }
+      })();
     });
   }
 
@@ -87,6 +110,11 @@ export class Transport {
     const buf = await readAll(res);
     return (buf.length ? JSON.parse(buf.toString()) : undefined) as T;
   }
+}
+
+/** Whether body is a stream of bytes: a web ReadableStream, a Node stream, an async iterable of chunks. */
+export function isStream(body: unknown): body is AsyncIterable<unknown> {
+  return typeof body === "object" && body !== null && typeof (body as any)[Symbol.asyncIterator] === "function";
 }
 
 export async function readAll(res: http.IncomingMessage): Promise<Buffer> {

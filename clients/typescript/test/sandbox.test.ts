@@ -1,5 +1,6 @@
 import { after, before, test } from "node:test";
 import http from "node:http";
+import { Readable } from "node:stream";
 import type { AddressInfo } from "node:net";
 import assert from "node:assert/strict";
 import { Transport } from "../src/transport.js";
@@ -271,6 +272,44 @@ test("file URLs", async () => {
   await assert.rejects(sbx.uploadUrl(""), InvalidArgumentError);
   await assert.rejects(sbx.downloadUrl("out/chart.svg", { useSignatureExpiration: 86401 }), InvalidArgumentError);
   await assert.rejects(sbx.downloadUrl("out/chart.svg", { user: "root" } as any), InvalidArgumentError);
+});
+
+test("files.write takes what E2B's does: a Blob and streams, sent as they come", async () => {
+  await using sbx = await Sandbox.create();
+  const w = await sbx.files.write("blob.txt", new Blob(["from ", "a blob"]));
+  assert.ok(w.path.startsWith("/") && w.path.endsWith("/blob.txt") && w.name === "blob.txt", JSON.stringify(w));
+  assert.equal(await sbx.files.read("blob.txt"), "from a blob");
+  // A web ReadableStream, a Node stream and an async generator, of a
+  // length known only at their ends.
+  const big = new Uint8Array(3 << 20).map((_, i) => i % 251);
+  const web = new ReadableStream<Uint8Array>({
+    start(c) {
+      for (let i = 0; i < big.length; i += 1 << 20) c.enqueue(big.subarray(i, i + (1 << 20)));
+      c.close();
+    },
+  });
+  await sbx.files.write("web.bin", web);
+  assert.deepEqual(await sbx.files.read("web.bin", { format: "bytes" }), big);
+  await sbx.files.write("node.txt", Readable.from(["node ", "stream"]));
+  assert.equal(await sbx.files.read("node.txt"), "node stream");
+  await sbx.files.write("gen.txt", (async function* () {
+    yield new TextEncoder().encode("gen");
+    yield "erated";
+  })());
+  assert.equal(await sbx.files.read("gen.txt"), "generated");
+  // A stream that fails midway: the caller hears its error, and the file
+  // is left as it was.
+  await assert.rejects(
+    sbx.files.write("gen.txt", (async function* () {
+      yield "half";
+      throw new Error("the source broke");
+    })()),
+    /the source broke/,
+  );
+  assert.equal(await sbx.files.read("gen.txt"), "generated");
+  // What is none of these is refused, not written as "[object Object]".
+  await assert.rejects(sbx.files.write("x.txt", { some: "object" } as any), InvalidArgumentError);
+  await assert.rejects(sbx.files.write("x.txt", 5 as any), InvalidArgumentError);
 });
 
 test("snapshot and fork", async () => {
