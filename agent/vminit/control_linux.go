@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cordon-sandbox/cordon/internal/printable"
 	"golang.org/x/sys/unix"
 )
 
@@ -101,7 +102,9 @@ func dumpState(w io.Writer, agent int) {
 		}
 		var wchan [64]byte
 		k, _ := readUpTo("/proc/"+pid+"/wchan", wchan[:])
-		fmt.Fprintf(&b, "%s %s %s ppid %s wchan %s\n", pid, st[open:end+1], f[0], f[1], wchan[:k])
+		// (A process names itself: its name is shown as text, never as
+		// bytes that act on the terminal the diagnostics reach.)
+		fmt.Fprintf(&b, "%s (%s) %s ppid %s wchan %s\n", pid, printable.String(st[open+1:end]), f[0], f[1], printable.String(string(wchan[:k])))
 		if f[0] == "D" {
 			var stack [4096]byte
 			if k, _ := readUpTo("/proc/"+pid+"/stack", stack[:]); k > 0 {

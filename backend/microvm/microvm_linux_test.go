@@ -225,7 +225,9 @@ func TestDumpBeforeTeardown(t *testing.T) {
 	var out testutil.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
-		_, err := sb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", "echo started; exec sleep 300"}, Stdout: &out})
+		// A shell that names itself with bytes that would act on a
+		// terminal, and its child.
+		_, err := sb.Exec(t.Context(), "sh", sandbox.ExecOptions{Args: []string{"-c", `printf '\033[2Jevil' > /proc/$$/comm; echo started; sleep 300`}, Stdout: &out})
 		done <- err
 	}()
 	for deadline := time.Now().Add(time.Minute); out.String() != "started\n"; time.Sleep(20 * time.Millisecond) {
@@ -242,6 +244,9 @@ func TestDumpBeforeTeardown(t *testing.T) {
 		if d := sb.Diagnostics(); !strings.Contains(d, w) {
 			t.Fatalf("the dump lacks %q:\n%s", w, d)
 		}
+	}
+	if d := sb.Diagnostics(); strings.Contains(d, "\x1b[2J") || !strings.Contains(d, `("\x1b[2Jevil") S ppid `) {
+		t.Fatalf("a process's own name shown as it is, or not at all:\n%s", d)
 	}
 	if err := sb.Destroy(t.Context()); err != nil {
 		t.Fatal(err)
