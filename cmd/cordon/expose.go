@@ -67,7 +67,7 @@ func exposedURL(base, path string) string {
 }
 
 func urlCmd(args []string) int {
-	fs := newFlagSet("url", "usage: cordon url [flags] ID PATH\n\nPrints a URL of the daemon that reads one file of a sandbox (GET, HEAD,\nRange), or with --put writes it (PUT its bytes), without an API key, until\nit expires: a link for a browser or another program (E2B's download_url\nand upload_url). It is signed with the daemon's own key and cannot be\nrevoked before it expires.")
+	fs := newFlagSet("url", "usage: cordon url [flags] ID PATH\n\nPrints a URL of the daemon that reads one file of a sandbox (GET, HEAD,\nRange), or with --put writes it (PUT its bytes, or POST a form holding\nthe file, as a browser does: curl -F file=@F URL), without an API key, until\nit expires: a link for a browser or another program (E2B's download_url\nand upload_url). It is signed with the daemon's own key and cannot be\nrevoked before it expires.")
 	put := fs.Bool("put", false, "a URL that writes the file, rather than reads it")
 	expires := duration(fs, "expires", time.Hour, "how long the URL works (1s to 24h)")
 	c, rest, code := daemonClientArgs(fs, args, 2)
