@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
-	"github.com/cordon-sandbox/cordon/internal/printable"
 	"golang.org/x/sys/unix"
 )
 
@@ -104,7 +105,7 @@ func dumpState(w io.Writer, agent int) {
 		k, _ := readUpTo("/proc/"+pid+"/wchan", wchan[:])
 		// (A process names itself: its name is shown as text, never as
 		// bytes that act on the terminal the diagnostics reach.)
-		fmt.Fprintf(&b, "%s (%s) %s ppid %s wchan %s\n", pid, printable.String(st[open+1:end]), f[0], f[1], printable.String(string(wchan[:k])))
+		fmt.Fprintf(&b, "%s (%s) %s ppid %s wchan %s\n", pid, graphic(st[open+1:end]), f[0], f[1], graphic(string(wchan[:k])))
 		if f[0] == "D" {
 			var stack [4096]byte
 			if k, _ := readUpTo("/proc/"+pid+"/stack", stack[:]); k > 0 {
@@ -114,6 +115,16 @@ func dumpState(w io.Writer, agent int) {
 	}
 	io.WriteString(w, b.String())
 	_ = unix.Kill(agent, unix.SIGQUIT)
+}
+
+// graphic is s as it is where it is all graphic UTF-8, else quoted with its
+// other characters escaped, as internal/printable has it (which the
+// agent's binary does not link).
+func graphic(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return !strconv.IsGraphic(r) }) < 0 {
+		return s
+	}
+	return strconv.QuoteToGraphic(s)
 }
 
 // readUpTo reads at most len(buf) bytes of the file at path.
