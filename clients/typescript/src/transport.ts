@@ -90,7 +90,13 @@ export class Transport {
       (async () => {
         try {
           for await (const c of body) {
-            if (!req.write(typeof c === "string" ? Buffer.from(c) : Buffer.from(c as Uint8Array))) await new Promise((r) => req.once("drain", r));
+            if (req.destroyed) return; // the daemon answered, or the connection went: no more to send
+            if (!req.write(typeof c === "string" ? Buffer.from(c) : Buffer.from(c as Uint8Array))) {
+              await new Promise((r) => {
+                req.once("drain", r);
+                req.once("close", r);
+              });
+            }
           }
           req.end();
         } catch (err) {
