@@ -1,7 +1,9 @@
 package main_test
 
 import (
+	"bytes"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"strings"
 	"testing"
@@ -45,6 +47,20 @@ func TestFileURLVerb(t *testing.T) {
 	}
 	if out, _, _ := run("exec", id, "--", "cat", "in/w.txt"); out != "written" {
 		t.Fatalf("the file the PUT URL wrote: %q", out)
+	}
+	// As the help says, the PUT URL takes a form too (curl -F file=@F URL).
+	var form bytes.Buffer
+	mw := multipart.NewWriter(&form)
+	fw, _ := mw.CreateFormFile("file", "local.txt")
+	io.WriteString(fw, "from a form")
+	mw.Close()
+	resp, err = hc.Post("http://cordon"+put, mw.FormDataContentType(), &form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if out, _, _ := run("exec", id, "--", "cat", "in/w.txt"); resp.StatusCode != 200 || out != "from a form" {
+		t.Fatalf("POST of a form to the PUT URL: %d, the file %q", resp.StatusCode, out)
 	}
 	if _, errOut, code := run("url", "--expires", "48h", id, "out/r.txt"); code != 2 || !strings.Contains(errOut, "24h") {
 		t.Fatalf("--expires 48h: %d %s", code, errOut)
