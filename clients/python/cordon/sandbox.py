@@ -964,7 +964,8 @@ class Sandbox:
 
     def upload_url(self, path: Optional[str] = None, user: Optional[str] = None, use_signature_expiration: Optional[int] = None) -> str:
         """A URL of the daemon that writes the file at path without a key:
-        PUT its bytes as the body (E2B's takes a multipart POST). For
+        POST a form whose part "file" holds them, as E2B's is used, or PUT
+        them as the body. For
         use_signature_expiration seconds, 1 to 86400 (an hour when not
         given)."""
         if not path:
