@@ -964,10 +964,9 @@ class Sandbox:
 
     def upload_url(self, path: Optional[str] = None, user: Optional[str] = None, use_signature_expiration: Optional[int] = None) -> str:
         """A URL of the daemon that writes the file at path without a key:
-        POST a form whose part "file" holds them, as E2B's is used, or PUT
-        them as the body. For
-        use_signature_expiration seconds, 1 to 86400 (an hour when not
-        given)."""
+        POST a form whose part "file" holds its bytes, as E2B's is used, or
+        PUT the bytes as the body. For use_signature_expiration seconds, 1 to
+        86400 (an hour when not given)."""
         if not path:
             raise InvalidArgumentException("upload_url needs the path to write: a cordon file URL names one file", code="invalid_request")
         return self._file_url(path, "PUT", user, use_signature_expiration)

@@ -863,7 +863,7 @@ export class Sandbox {
     return this.fileUrl(path, "GET", opts);
   }
 
-  /** A URL of the daemon that writes the file at path without a key: POST a form whose part "file" holds them, as E2B's is used, or PUT them as the body. For useSignatureExpiration seconds, 1 to 86400 (an hour when not given). */
+  /** A URL of the daemon that writes the file at path without a key: POST a form whose part "file" holds its bytes, as E2B's is used, or PUT the bytes as the body. For useSignatureExpiration seconds, 1 to 86400 (an hour when not given). */
   async uploadUrl(path: string, opts: { useSignatureExpiration?: number } = {}): Promise<string> {
     if (!path) throw new InvalidArgumentError("uploadUrl needs the path to write: a cordon file URL names one file", "invalid_request");
     return this.fileUrl(path, "PUT", opts);
