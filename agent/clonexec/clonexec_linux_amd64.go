@@ -319,6 +319,9 @@ func start(c *child, last step, dir string, files []int, sys *syscall.SysProcAtt
 		// On an error the child reads an end of file instead, and exits.
 		unix.Close(syncW)
 	}
+	if helper != nil && helper.Cloned != nil && mapErr == nil {
+		helper.Cloned(pid)
+	}
 	var b [64]byte
 	for {
 		if _, err := unix.Read(statusR, b[:]); err != unix.EINTR {

@@ -25,6 +25,13 @@ type Helper struct {
 	// meanwhile, beside the clone, and Fill waits for that plan. It returns
 	// false for no helper after all (the child then starts none).
 	Fill func() bool
+	// Cloned, when set, is called with the child's pid once the child goes
+	// on towards its exec (its ID maps written), on the thread that
+	// cloned, which then waits for the exec: work on the child that need
+	// not wait for the exec (the process tier's cgroups, which it joins)
+	// is done there, beside the exec, instead of after it. The child is
+	// not reaped before Start returns, so the pid is its own meanwhile.
+	Cloned func(pid int)
 
 	steps   []step
 	names   []string

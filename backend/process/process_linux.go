@@ -309,19 +309,19 @@ func (b *Backend) configure(sl *slot, l sandbox.Launch, layout []host.LayoutMoun
 	// A pids limit is the workload's: the agent's own threads come on top
 	// (create), so a fork bomb cannot starve it.
 	cgLimits := spec.Limits
-	if !cgLimits.IsZero() || b.cgroups.writeable {
-		// Even without limits a cgroup tracks every process for teardown.
-		cg, err := b.cgroups.create(sl.id, cgLimits)
+	if b.wantsCgroups(cgLimits) {
+		cg, err, joinErr := sl.takeCgroups(b, cgLimits, sl.proc.Pid())
 		if err != nil && !cgLimits.IsZero() {
 			return nil, fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
 		}
 		if err == nil {
 			inst.cg = cg
 			// The init waits for its configuration, so it has started
-			// nothing yet when it joins its cgroups.
-			if err := cg.add(sl.proc.Pid()); err != nil {
+			// nothing yet when it joins its cgroups (or joined, as it
+			// started: see earlyCgroups).
+			if joinErr != nil {
 				cg.remove()
-				return nil, err
+				return nil, joinErr
 			}
 			if cg.commands != "" {
 				inst.ready = inst.holdCommands(sl.ready)
@@ -632,6 +632,13 @@ func (i *instance) Destroy(ctx context.Context) error {
 	}
 	i.gone = true
 	return nil
+}
+
+// wantsCgroups: a sandbox with limits l gets cgroups. Even without limits
+// a cgroup tracks every process for teardown, where this host lets one be
+// made.
+func (b *Backend) wantsCgroups(l sandbox.Limits) bool {
+	return !l.IsZero() || b.cgroups.writeable
 }
 
 // taskCeiling is the RLIMIT_NPROC a sandbox without a pids limit gets; 0

@@ -44,6 +44,64 @@ type slot struct {
 	built  *sandboxinit.Config
 	root   *clonexec.Helper
 	placed int // layout trees given to the init at its start
+	// early, for an init started for a known spec, is its cgroups, made
+	// while the init starts (they do not need its pid until it is
+	// configured); configure takes them.
+	early *earlyCgroups
+}
+
+// earlyCgroups are a sandbox's cgroups in the making, and its init's joining
+// them. Moving a process into a cgroup v1 hierarchy waits for an RCU grace
+// period (some 0.3 ms each here): the init joins while it goes on to its
+// exec (clonexec.Helper.Cloned), not once it has started.
+type earlyCgroups struct {
+	made    chan struct{} // closed once cg and err are set
+	cg      *cgroups
+	err     error
+	joined  bool // join ran (before startInit returned)
+	joinErr error
+}
+
+// makeCgroups starts making sl's cgroups for limits l.
+func (sl *slot) makeCgroups(b *Backend, l sandbox.Limits) {
+	e := &earlyCgroups{made: make(chan struct{})}
+	sl.early = e
+	go func() {
+		defer close(e.made)
+		e.cg, e.err = b.cgroups.create(sl.id, l)
+	}()
+}
+
+// join puts process pid into the cgroups once they are made.
+func (e *earlyCgroups) join(pid int) {
+	<-e.made
+	e.joined = true
+	if e.cg != nil {
+		e.joinErr = e.cg.add(pid)
+	}
+}
+
+// takeCgroups returns sl's cgroups for limits l with its init (pid) in
+// them: made and joined now, or taken from makeCgroups. err says why they
+// could not be made, joinErr why the init is not in them; from here they
+// are the caller's.
+func (sl *slot) takeCgroups(b *Backend, l sandbox.Limits, pid int) (cg *cgroups, err, joinErr error) {
+	e := sl.early
+	if e == nil {
+		if cg, err = b.cgroups.create(sl.id, l); err != nil {
+			return nil, err, nil
+		}
+		return cg, nil, cg.add(pid)
+	}
+	sl.early = nil
+	<-e.made
+	if e.err != nil {
+		return nil, e.err, nil
+	}
+	if !e.joined {
+		return e.cg, nil, e.cg.add(pid)
+	}
+	return e.cg, nil, e.joinErr
 }
 
 // forSpec is what newSlot needs to start an init for one spec: the
@@ -98,6 +156,11 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, spec *forSpec
 			}
 			planned <- &cfg
 		}()
+		sl.root.Cloned = func(pid int) {
+			if sl.early != nil {
+				sl.early.join(pid)
+			}
+		}
 		sl.root.Fill = func() bool {
 			sl.built = <-planned
 			return sl.built != nil
@@ -115,6 +178,9 @@ func (b *Backend) newSlot(agent string, attr *syscall.SysProcAttr, spec *forSpec
 			sl.discard()
 			return nil, err
 		}
+	}
+	if spec != nil && b.wantsCgroups(spec.l.Spec.Limits) {
+		sl.makeCgroups(b, spec.l.Spec.Limits)
 	}
 	if sl.onDisk {
 		// Mounted before the init starts, whose mount namespace is a copy
@@ -303,6 +369,11 @@ func (sl *slot) discard() {
 	if sl.proc != nil {
 		_ = sl.proc.Kill()
 		<-sl.proc.Exited()
+	}
+	if e := sl.early; e != nil {
+		if <-e.made; e.cg != nil {
+			e.cg.remove()
+		}
 	}
 	if sl.egress != nil {
 		sl.egress.Close()
