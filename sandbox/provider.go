@@ -755,7 +755,16 @@ func (p *Provider) Sweep(ctx context.Context, keep []*Sandbox) error {
 // Destroy tears the sandbox down and returns once teardown is confirmed.
 // Concurrent calls share one teardown; after a failed one, Destroy may be
 // called again. Destroying a destroyed sandbox returns nil.
-func (s *Sandbox) Destroy(ctx context.Context) error {
+func (s *Sandbox) Destroy(ctx context.Context) error { return s.destroy(ctx, false) }
+
+// Discard is Destroy for a sandbox whose work is over, as a one-shot
+// run's is once its command has ended: where its tier can (Discarder),
+// every process in it is killed at once, without the agent first
+// stopping them with SIGTERM and a grace period and syncing the file
+// systems, which a one-shot run would wait for.
+func (s *Sandbox) Discard(ctx context.Context) error { return s.destroy(ctx, true) }
+
+func (s *Sandbox) destroy(ctx context.Context, discard bool) error {
 	s.mu.Lock()
 	if s.destroyed {
 		s.mu.Unlock()
@@ -770,7 +779,12 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 			if s.egress != nil {
 				s.egress.Close()
 			}
-			err := s.inst.Destroy(context.WithoutCancel(ctx))
+			var err error
+			if d, ok := s.inst.(Discarder); ok && discard {
+				err = d.Discard(context.WithoutCancel(ctx))
+			} else {
+				err = s.inst.Destroy(context.WithoutCancel(ctx))
+			}
 			s.mu.Lock()
 			t.err = err
 			if err == nil {

@@ -371,6 +371,15 @@ type ExitCoder interface {
 	ExitCode() int
 }
 
+// Discarder is implemented by instances that can be torn down at once,
+// without first asking their agent to stop what it runs and sync what was
+// written: for a sandbox whose work is over (Sandbox.Discard). Nothing
+// written is lost either way (it is in the kernel's page cache); only the
+// programs still running lose their chance to act on SIGTERM.
+type Discarder interface {
+	Discard(ctx context.Context) error
+}
+
 // Closer is implemented by backends that hold resources of their own (a
 // pool of started inits, a helper process) until they are closed.
 type Closer interface {

@@ -59,6 +59,7 @@ func (b *Backend) Adopt(ctx context.Context, state []byte, token string) (sandbo
 		return nil, err
 	}
 	inst := &instance{proc: p, state: st, dir: st.Dir, cg: b.cgroups.existing(st.ID)}
+	inst.mayBeFrozen.Store(true)
 	// The old listener died with its process; a new one at the same path
 	// is what the agent reaches next time it dials.
 	ln, err := host.ListenEgress(sock, st.SocketUID, st.SocketGID)

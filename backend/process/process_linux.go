@@ -458,8 +458,12 @@ type instance struct {
 	root *clonexec.Helper
 	// holdErr is why the command thread could not be held apart.
 	holdErr error
-	mu      sync.Mutex
-	gone    bool
+	// mayBeFrozen: Pause was called, or the sandbox was adopted and may
+	// have been paused by an earlier host. Only then does a teardown thaw
+	// it first (nothing else freezes its cgroup: the sandbox cannot).
+	mayBeFrozen atomic.Bool
+	mu          sync.Mutex
+	gone        bool
 }
 
 // Diagnostics is what the init and agent said, after the step of the
@@ -570,6 +574,7 @@ func (i *instance) Pause(ctx context.Context) error {
 	if !i.CanPause() {
 		return &sandbox.UnsupportedError{Tier: Name, What: "pause (no cgroup freezer on this host)"}
 	}
+	i.mayBeFrozen.Store(true)
 	return i.cg.freeze(ctx, true)
 }
 
@@ -584,14 +589,19 @@ func (i *instance) Resume(ctx context.Context) error {
 // Destroy stops the agent (it stops its commands first), kills the PID
 // namespace if it does not exit in time, confirms that no process of the
 // sandbox remains, and removes its cgroups and host directory.
-func (i *instance) Destroy(ctx context.Context) error {
+func (i *instance) Destroy(ctx context.Context) error { return i.destroy(ctx, false) }
+
+// Discard is Destroy that kills the PID namespace at once.
+func (i *instance) Discard(ctx context.Context) error { return i.destroy(ctx, true) }
+
+func (i *instance) destroy(ctx context.Context, now bool) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.gone {
 		return nil
 	}
 	i.egress.Close()
-	if i.CanPause() {
+	if i.mayBeFrozen.Load() && i.CanPause() {
 		// A frozen process cannot act on a signal, not even SIGKILL.
 		thaw, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := i.cg.freeze(thaw, false)
@@ -600,10 +610,16 @@ func (i *instance) Destroy(ctx context.Context) error {
 			return fmt.Errorf("%w: %v", sandbox.ErrTeardown, err)
 		}
 	}
-	_ = i.Signal(syscall.SIGTERM)
+	// How long the agent has to stop its commands and exit on SIGTERM.
+	stopWait := 7 * time.Second
+	if now {
+		stopWait = 0
+	} else {
+		_ = i.Signal(syscall.SIGTERM)
+	}
 	select {
 	case <-i.Exited():
-	case <-time.After(7 * time.Second):
+	case <-time.After(stopWait):
 		// SIGKILL to PID 1 of the namespace ends every process in it.
 		_ = i.Kill()
 		select {

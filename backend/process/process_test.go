@@ -209,6 +209,50 @@ func TestPauseResume(t *testing.T) {
 	sandboxtest.PauseResume(t, sb)
 }
 
+// TestDiscard: Destroy lets a command still running act on SIGTERM (the
+// agent stops it with a grace period); Discard, for a sandbox whose work
+// is over (a one-shot run's), kills everything at once. A command that
+// leaves a mark on SIGTERM, in a directory of the host's, shows which it
+// got.
+func TestDiscard(t *testing.T) {
+	p := sandbox.NewProvider([]sandbox.Backend{backend(t)})
+	for _, discard := range []bool{false, true} {
+		outputs := t.TempDir()
+		os.Chown(outputs, 1234, 1234) // written as root's, it would be refused
+		sb, err := p.Create(t.Context(), sandbox.Spec{Layout: sandbox.Layout{Outputs: outputs}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		running := make(chan error, 1)
+		go func() {
+			_, err := sb.Exec(context.WithoutCancel(t.Context()), "sh", sandbox.ExecOptions{Args: []string{"-c",
+				`trap 'echo term > /mnt/user-data/outputs/termed; exit 0' TERM; echo up > /mnt/user-data/outputs/up; while :; do sleep 0.05; done`}})
+			running <- err
+		}()
+		for i := 0; ; i++ {
+			if _, err := os.Stat(filepath.Join(outputs, "up")); err == nil {
+				break
+			}
+			if i == 500 {
+				t.Fatal("the command did not start")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		teardown := sb.Destroy
+		if discard {
+			teardown = sb.Discard
+		}
+		if err := teardown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-running
+		_, err = os.Stat(filepath.Join(outputs, "termed"))
+		if termed := err == nil; termed == discard {
+			t.Errorf("discard %v: the running command acted on SIGTERM: %v", discard, termed)
+		}
+	}
+}
+
 // TestDebianRoot: a Debian minbase root runs on the process tier, read-only.
 func TestDebianRoot(t *testing.T) {
 	adversarial.DebianRoot(t, create, testutil.DebianMinbase(t))
