@@ -250,9 +250,6 @@ func (p pipeWriter) Write(b []byte) (int, error) {
 func runIn(spec sandbox.Spec, command string, opts sandbox.ExecOptions) int {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	in := onInterrupt(stop, nil)
-	opts.Stdout, opts.Stderr = in.Writer(opts.Stdout), in.Writer(opts.Stderr)
-
 	// Each refused connection is said at once: a client of CONNECT shows
 	// only "403", not the proxy's reason.
 	refusals := egress.New(egress.Config{OnRecord: func(r egress.Record) {
@@ -260,7 +257,18 @@ func runIn(spec sandbox.Spec, command string, opts sandbox.ExecOptions) int {
 			fmt.Fprintf(os.Stderr, "cordon: %s\n", r.Message())
 		}
 	}})
-	sb, err := newProvider(sandbox.WithEgressProxy(refusals)).Create(ctx, spec)
+	pr := newProvider(sandbox.WithEgressProxy(refusals))
+	// The tier learns what this host offers while the signal handlers are
+	// set up: neither waits for the other (each is some 0.3 ms here).
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		_, _ = pr.Capabilities(spec.Tier)
+	}()
+	in := onInterrupt(stop, nil)
+	opts.Stdout, opts.Stderr = in.Writer(opts.Stdout), in.Writer(opts.Stderr)
+	<-probed
+	sb, err := pr.Create(ctx, spec)
 	if err != nil {
 		// Interrupted while the sandbox started: what was made of it is
 		// gone, and the exit status says the signal, as for a command.
@@ -273,7 +281,9 @@ func runIn(spec sandbox.Spec, command string, opts sandbox.ExecOptions) int {
 	res, execErr := sb.Exec(ctx, command, opts)
 	destroyCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := sb.Destroy(destroyCtx); err != nil {
+	// The command has ended, or was stopped and its stop confirmed: what
+	// is left in the sandbox has nothing to finish.
+	if err := sb.Discard(destroyCtx); err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: teardown: %v\n", err)
 		return exitCordon
 	}
