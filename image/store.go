@@ -617,6 +617,27 @@ func (s *Store) Acquire(ref string) (string, func(), error) {
 	return filepath.Join(dir, "rootfs"), func() { os.Remove(lease) }, nil
 }
 
+// Root is Acquire for a sandbox that names ref: pulled first where it is
+// not cached. It returns the image's record too, for what its config sets.
+func (s *Store) Root(ctx context.Context, ref string) (string, func(), *Record, error) {
+	root, release, err := s.Acquire(ref)
+	if errors.Is(err, ErrNotFound) {
+		if _, err = s.Pull(ctx, ref); err != nil {
+			return "", nil, nil, err
+		}
+		root, release, err = s.Acquire(ref)
+	}
+	if err != nil {
+		return "", nil, nil, err
+	}
+	rec, err := s.Resolve(ref)
+	if err != nil {
+		release()
+		return "", nil, nil, err
+	}
+	return root, release, rec, nil
+}
+
 // Remove deletes a cached image unless a sandbox holds it.
 func (s *Store) Remove(ref string) error {
 	r, err := s.Resolve(ref)

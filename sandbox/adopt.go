@@ -98,7 +98,7 @@ func (p *Provider) takeBack(ctx context.Context, a Adoption, spec Spec, inst Ins
 	release := func() {}
 	var err error
 	if spec.Image != "" {
-		if _, release, err = p.rootFromImage(ctx, spec.Image); err != nil {
+		if _, release, _, err = p.rootFromImage(ctx, spec.Image); err != nil {
 			return fail(fmt.Errorf("image %s: %w", spec.Image, err))
 		}
 	}

@@ -3,62 +3,50 @@ package sandbox
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"github.com/cordon-sandbox/cordon/image"
 )
 
-func (p *Provider) imageStore() (*image.Store, error) {
-	p.imagesOnce.Do(func() {
-		if p.images == nil {
-			dir := p.imageDir
-			if dir == "" {
-				dir = image.DefaultDir()
-			}
-			p.images, p.imagesErr = image.Open(dir, image.DefaultLimits)
-		}
-	})
-	return p.images, p.imagesErr
+// Images is where sandboxes' images come from (WithImages): in cordon, the
+// image cache (package image). The sandbox core knows it only through this,
+// so that a program that runs no image (a `cordon run` of the process
+// tier) does not link, and start, a registry client.
+type Images interface {
+	// Root holds ref's root filesystem, pulling the image where it is not
+	// cached, until release is called, and says what the image's config
+	// sets.
+	Root(ctx context.Context, ref string) (root string, release func(), cfg ImageConfig, err error)
 }
 
-// rootFromImage resolves spec.Image to a cached root filesystem (pulling it
-// when it is not cached) and holds it until release is called.
-func (p *Provider) rootFromImage(ctx context.Context, ref string) (string, func(), error) {
-	st, err := p.imageStore()
-	if err != nil {
-		return "", nil, err
+// ImageConfig is what an image's config sets that a sandbox of it takes.
+type ImageConfig struct {
+	Env  []string // KEY=VALUE
+	User string   // a uid or a name, as the config has it (a ":group" is ignored)
+}
+
+// rootFromImage holds ref's root filesystem until release is called.
+func (p *Provider) rootFromImage(ctx context.Context, ref string) (string, func(), ImageConfig, error) {
+	if p.images == nil {
+		return "", nil, ImageConfig{}, &UnsupportedError{What: "images (this provider was given no image cache)"}
 	}
-	root, release, err := st.Acquire(ref)
-	if errors.Is(err, image.ErrNotFound) {
-		if _, err = st.Pull(ctx, ref); err != nil {
-			return "", nil, err
-		}
-		root, release, err = st.Acquire(ref)
-	}
-	return root, release, err
+	return p.images.Root(ctx, ref)
 }
 
 // imageRoot gives spec its image's root filesystem (held until release)
 // and the image's defaults.
 func (p *Provider) imageRoot(ctx context.Context, spec Spec) (Spec, func(), error) {
-	root, release, err := p.rootFromImage(ctx, spec.Image)
+	root, release, cfg, err := p.rootFromImage(ctx, spec.Image)
 	if err != nil {
 		return spec, nil, fmt.Errorf("image %s: %w", spec.Image, err)
 	}
 	spec.RootFS = root
-	if st, err := p.imageStore(); err == nil {
-		if rec, err := st.Resolve(spec.Image); err == nil {
-			if spec, err = withImageDefaults(spec, rec, root); err != nil {
-				release()
-				return spec, nil, err
-			}
-		}
+	if spec, err = withImageDefaults(spec, cfg, root); err != nil {
+		release()
+		return spec, nil, err
 	}
 	return spec, release, nil
 }
@@ -69,7 +57,7 @@ func (p *Provider) imageRoot(ctx context.Context, spec Spec) (Spec, func(), erro
 // not taken: a sandbox's workload runs unprivileged unless its spec says
 // otherwise. The image's WorkingDir is not taken either: commands start in
 // the workspace, the one place the sandbox may write.
-func withImageDefaults(spec Spec, rec *image.Record, root string) (Spec, error) {
+func withImageDefaults(spec Spec, rec ImageConfig, root string) (Spec, error) {
 	if len(rec.Env) > 0 {
 		env := make(map[string]string, len(spec.Env)+len(rec.Env))
 		for _, kv := range rec.Env {

@@ -24,17 +24,13 @@ import (
 	"github.com/cordon-sandbox/cordon/agent/client"
 	"github.com/cordon-sandbox/cordon/agent/wire"
 	"github.com/cordon-sandbox/cordon/egress"
-	"github.com/cordon-sandbox/cordon/image"
 )
 
 // Provider creates sandboxes on the backends it was given.
 type Provider struct {
 	egressOnce  sync.Once
 	egress      *egress.Proxy
-	imagesOnce  sync.Once
-	images      *image.Store
-	imageDir    string // where images is opened, if it is not given
-	imagesErr   error
+	images      Images // WithImages
 	backends    map[string]Backend
 	defaultTier string
 	disks       string // WithDisks
@@ -67,15 +63,10 @@ func (p *Provider) egressProxy() *egress.Proxy {
 	return p.egress
 }
 
-// WithImageStore sets the image cache sandboxes' images come from (by
-// default image.DefaultDir()).
-func WithImageStore(s *image.Store) Option { return func(p *Provider) { p.images = s } }
-
-// WithImageDir names the directory of the image cache, opened when a
-// sandbox first names an image: a command that creates a sandbox without
-// one (most `cordon run`s) does not pay for opening the cache and sweeping
-// its leftovers.
-func WithImageDir(dir string) Option { return func(p *Provider) { p.imageDir = dir } }
+// WithImages sets where sandboxes' images come from. Without it a spec
+// naming an image is refused on every tier that does not pull images
+// itself.
+func WithImages(i Images) Option { return func(p *Provider) { p.images = i } }
 
 // WithHostGrace sets how long past a command's timeout the host waits for
 // its end before tearing the sandbox down (default HostGrace).

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/cordon-sandbox/cordon/backend/docker"
 	"github.com/cordon-sandbox/cordon/backend/kubernetes"
@@ -20,7 +22,7 @@ import (
 const defaultTier = process.Name
 
 func newProvider(opts ...sandbox.Option) *sandbox.Provider {
-	opts = append([]sandbox.Option{sandbox.WithDefaultTier(defaultTier), sandbox.WithImageDir(imageDir())}, opts...)
+	opts = append([]sandbox.Option{sandbox.WithDefaultTier(defaultTier), sandbox.WithImages(&imageCache{dir: imageDir()})}, opts...)
 	return sandbox.NewProvider(backends(stateDir(), nil), opts...)
 }
 
@@ -118,6 +120,33 @@ func ownerTag(base string) string {
 
 // imageStore is the CLI's image cache, or nil (the provider's default)
 // when it cannot be opened; a sandbox that names an image then reports why.
+// imageCache is the image cache as the sandbox core takes it
+// (sandbox.Images): opened when a sandbox first names an image, unless
+// given open, so that a command that names none does not pay for opening
+// the cache and sweeping its leftovers.
+type imageCache struct {
+	dir  string
+	once sync.Once
+	st   *image.Store
+	err  error
+}
+
+func (c *imageCache) Root(ctx context.Context, ref string) (string, func(), sandbox.ImageConfig, error) {
+	c.once.Do(func() {
+		if c.st == nil {
+			c.st, c.err = image.Open(c.dir, image.DefaultLimits)
+		}
+	})
+	if c.err != nil {
+		return "", nil, sandbox.ImageConfig{}, c.err
+	}
+	root, release, rec, err := c.st.Root(ctx, ref)
+	if err != nil {
+		return "", nil, sandbox.ImageConfig{}, err
+	}
+	return root, release, sandbox.ImageConfig{Env: rec.Env, User: rec.User}, nil
+}
+
 func imageStore() *image.Store {
 	st, err := image.Open(imageDir(), image.DefaultLimits)
 	if err != nil {

@@ -192,7 +192,7 @@ func serveCmd(args []string) int {
 	}
 	defer lock.Close()
 	tiers := backends(processDir, &daemonTiers{prestart: *prestart, kube: kube, ephemeral: *ephemeral, owner: owner})
-	provider := sandbox.NewProvider(tiers, sandbox.WithDefaultTier(defaultTier), sandbox.WithImageStore(imageStore()), sandbox.WithEgressProxy(proxy), sandbox.WithLogger(log),
+	provider := sandbox.NewProvider(tiers, sandbox.WithDefaultTier(defaultTier), sandbox.WithImages(&imageCache{dir: imageDir(), st: imageStore()}), sandbox.WithEgressProxy(proxy), sandbox.WithLogger(log),
 		sandbox.WithDisks(filepath.Join(*stateDir, "disks"), *diskSize), sandbox.WithDefaultLimits(defaults))
 	var adminKey string
 	if *adminKeyFile != "" {
