@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -208,4 +209,15 @@ func exitFor(res *wire.Result, timeout time.Duration, memory int64) int {
 		return 128 + int(unix.SignalNum(res.Signal))
 	}
 	return res.ExitCode
+}
+
+// defaultSocket is where the daemon listens unless told otherwise.
+func defaultSocket() string {
+	if os.Geteuid() == 0 {
+		return sclient.DefaultSocket
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "cordon.sock")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("cordon-%d.sock", os.Geteuid()))
 }

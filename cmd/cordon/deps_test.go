@@ -38,3 +38,26 @@ func TestNoMCPInCordon(t *testing.T) {
 		}
 	}
 }
+
+// TestLightDependencies: the light build (scripts/setup.sh's bin/cordon)
+// links none of what it hands to cordon-full: the daemon, the image cache
+// and its registry client, the tiers beyond process and passthrough. A
+// `cordon run` would pay for their start-up otherwise.
+func TestLightDependencies(t *testing.T) {
+	deps := testutil.Deps(t, "./cmd/cordon", "", "-tags", "cordon_light")
+	for _, want := range []string{"github.com/cordon-sandbox/cordon/backend/process", "github.com/cordon-sandbox/cordon/server/client"} {
+		if !slices.Contains(deps, want) {
+			t.Fatalf("the light build does not link %s: not its dependency list?\n%v", want, deps)
+		}
+	}
+	banned := []string{"github.com/cordon-sandbox/cordon/server", "github.com/cordon-sandbox/cordon/image", "github.com/cordon-sandbox/cordon/runs",
+		"github.com/cordon-sandbox/cordon/backend/oci", "github.com/cordon-sandbox/cordon/backend/docker", "github.com/cordon-sandbox/cordon/backend/kubernetes",
+		"github.com/cordon-sandbox/cordon/backend/microvm"}
+	for _, d := range deps {
+		if slices.Contains(banned, d) || strings.HasPrefix(d, "github.com/google/go-containerregistry/") || strings.HasPrefix(d, "github.com/opencontainers/go-digest") || strings.HasPrefix(d, "github.com/opencontainers/image-spec") ||
+			strings.HasPrefix(d, "github.com/klauspost/") || strings.HasPrefix(d, "github.com/prometheus/") || strings.HasPrefix(d, "go.etcd.io/bbolt") ||
+			strings.HasPrefix(d, "sigs.k8s.io/") {
+			t.Errorf("the light build links %s", d)
+		}
+	}
+}

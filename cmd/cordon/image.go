@@ -1,3 +1,5 @@
+//go:build !cordon_light
+
 package main
 
 import (
@@ -124,18 +126,6 @@ func imageCmd(args []string) int {
 func short(digest string) string {
 	d := strings.TrimPrefix(digest, "sha256:")
 	return d[:min(12, len(d))]
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // unpackProgress shows an unpack as it goes: a progress bar per layer on a

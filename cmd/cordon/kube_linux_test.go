@@ -168,7 +168,9 @@ func TestDaemonKubernetes(t *testing.T) {
 func TestDeployKubernetes(t *testing.T) {
 	k, _ := kubeEnv(t)
 	agent, image := k.Images(t)
-	daemon := k.ImportProgram(t, "cordon.test/cordon", buildCLI(t), "cordon")
+	// The daemon's image holds the full build alone, as
+	// deploy/kubernetes/Dockerfile.cordon makes it.
+	daemon := k.ImportProgram(t, "cordon.test/cordon", filepath.Join(filepath.Dir(buildCLI(t)), "cordon-full"), "cordon")
 	raw, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "deploy", "kubernetes", "cordon.yaml"))
 	if err != nil {
 		t.Fatal(err)

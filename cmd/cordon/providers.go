@@ -1,3 +1,5 @@
+//go:build !cordon_light
+
 package main
 
 import (
@@ -18,17 +20,17 @@ import (
 	"github.com/cordon-sandbox/cordon/sandbox"
 )
 
-// defaultTier is the tier `cordon run` uses when --tier is not given.
-const defaultTier = process.Name
+// buildName names this build in `cordon version`.
+const buildName = "full"
+
+// runsHere reports whether this build can run spec itself: the full
+// build runs every tier (see light.go).
+func runsHere(sandbox.Spec) bool { return true }
 
 func newProvider(opts ...sandbox.Option) *sandbox.Provider {
 	opts = append([]sandbox.Option{sandbox.WithDefaultTier(defaultTier), sandbox.WithImages(&imageCache{dir: imageDir()})}, opts...)
 	return sandbox.NewProvider(backends(stateDir(), nil), opts...)
 }
-
-// stateDir is where the tiers keep their host-side state: CORDON_STATE_DIR,
-// or each tier's default (under /run/cordon as root).
-func stateDir() string { return os.Getenv("CORDON_STATE_DIR") }
 
 // daemonTiers is how the daemon runs the tiers: sandboxes detached (they
 // outlive a restart; elsewhere they die with their creator), started through a spawner where the daemon
@@ -118,8 +120,6 @@ func ownerTag(base string) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// imageStore is the CLI's image cache, or nil (the provider's default)
-// when it cannot be opened; a sandbox that names an image then reports why.
 // imageCache is the image cache as the sandbox core takes it
 // (sandbox.Images): opened when a sandbox first names an image, unless
 // given open, so that a command that names none does not pay for opening
@@ -147,6 +147,9 @@ func (c *imageCache) Root(ctx context.Context, ref string) (string, func(), sand
 	return root, release, sandbox.ImageConfig{Env: rec.Env, User: rec.User}, nil
 }
 
+// imageStore is the CLI's image cache, or nil when it cannot be opened
+// (imageCache then tries again when a sandbox names an image, and says
+// why).
 func imageStore() *image.Store {
 	st, err := image.Open(imageDir(), image.DefaultLimits)
 	if err != nil {

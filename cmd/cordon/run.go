@@ -19,11 +19,19 @@ import (
 	"time"
 
 	"github.com/cordon-sandbox/cordon/agent/wire"
+	"github.com/cordon-sandbox/cordon/backend/process"
 	"github.com/cordon-sandbox/cordon/egress"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/server/api"
 	sclient "github.com/cordon-sandbox/cordon/server/client"
 )
+
+// defaultTier is the tier `cordon run` uses when --tier is not given.
+const defaultTier = process.Name
+
+// stateDir is where the tiers keep their host-side state: CORDON_STATE_DIR,
+// or each tier's default (under /run/cordon as root).
+func stateDir() string { return os.Getenv("CORDON_STATE_DIR") }
 
 // Exit statuses of `cordon run` that are not the command's own.
 const (
@@ -101,6 +109,10 @@ func runCmd(args []string) int {
 			return runTerminalRemote(c, spec, argv, *timeout)
 		}
 		return runRemote(c, spec, argv[0], sclient.ExecOptions{Args: opts.Args, StdinStream: opts.StdinStream, Timeout: opts.Timeout, MaxOutputBytes: opts.MaxOutputBytes, Stdout: opts.Stdout, Stderr: opts.Stderr, RawOutput: true})
+	}
+	if !runsHere(spec) {
+		// A tier or an image this build of cordon does not link.
+		return execFull("run", args)
 	}
 	// Run here, the host directories named are this host's: by their real
 	// path, which is what the tiers take.

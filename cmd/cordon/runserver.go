@@ -1,3 +1,5 @@
+//go:build !cordon_light
+
 package main
 
 import (

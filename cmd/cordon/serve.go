@@ -1,3 +1,5 @@
+//go:build !cordon_light
+
 package main
 
 import (
@@ -23,7 +25,6 @@ import (
 	"github.com/cordon-sandbox/cordon/runs"
 	"github.com/cordon-sandbox/cordon/sandbox"
 	"github.com/cordon-sandbox/cordon/server"
-	sclient "github.com/cordon-sandbox/cordon/server/client"
 )
 
 type listFlag []string
@@ -40,17 +41,6 @@ func defaultStateDir() string {
 		return filepath.Join(filepath.Dir(d), ".local", "state", "cordon")
 	}
 	return filepath.Join(os.TempDir(), fmt.Sprintf("cordon-%d", os.Geteuid()))
-}
-
-// defaultSocket is where the daemon listens unless told otherwise.
-func defaultSocket() string {
-	if os.Geteuid() == 0 {
-		return sclient.DefaultSocket
-	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "cordon.sock")
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("cordon-%d.sock", os.Geteuid()))
 }
 
 func serveCmd(args []string) int {

@@ -22,6 +22,6 @@ func versionString() string {
 }
 
 func versionCmd(args []string) int {
-	fmt.Printf("cordon %s (agent wire protocol %d, %s, %s/%s)\n", versionString(), wire.ProtocolVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Printf("cordon %s (agent wire protocol %d, %s, %s/%s, %s build)\n", versionString(), wire.ProtocolVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH, buildName)
 	return 0
 }

@@ -149,16 +149,17 @@ func (a *agentBuild) get(t testing.TB) string {
 	return a.path
 }
 
-// goBuild builds pkg (relative to root) to bin, with CGO_ENABLED=cgo, and
+// goBuild builds pkg (relative to root) to bin, with CGO_ENABLED=cgo and
+// flags for go build, and
 // installs it as an installer does: written whole, not left as the linker
 // made it. The linker writes its output through a shared mapping, one
 // 4 KiB page at a time, and the page cache keeps it so: every later start
 // of that file then faults its pages in one by one, some 1.4 ms more for a
 // `cordon run` here than the same bytes written whole (or read back from
 // disk). scripts/setup.sh installs what it builds the same way.
-func goBuild(root, bin, pkg, cgo string) error {
+func goBuild(root, bin, pkg, cgo string, flags ...string) error {
 	built := bin + ".built"
-	cmd := exec.Command("go", "build", "-o", built, pkg)
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", built, pkg)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -196,10 +197,10 @@ func sweepAgentBuilds() {
 
 // Deps lists what package pkg (a pattern relative to the repository's
 // root, ./cmd/cordon) links, as `go list -deps -f format` prints it, one a
-// line (format "" prints each import path).
-func Deps(t testing.TB, pkg, format string) []string {
+// line (format "" prints each import path), built with flags (-tags T).
+func Deps(t testing.TB, pkg, format string, flags ...string) []string {
 	t.Helper()
-	args := []string{"list", "-deps"}
+	args := append([]string{"list", "-deps"}, flags...)
 	if format != "" {
 		args = append(args, "-f", format)
 	}
@@ -212,17 +213,23 @@ func Deps(t testing.TB, pkg, format string) []string {
 	return strings.Fields(string(out))
 }
 
-// BuildCordon builds cordon beside cordon-agent, as scripts/setup.sh lays
-// them out (without cgo), once per test binary, and returns its path.
+// BuildCordon builds cordon (the light build) and cordon-full beside
+// cordon-agent, as scripts/setup.sh lays them out (without cgo), once per
+// test binary, and returns cordon's path.
 func BuildCordon(t testing.TB) string {
 	t.Helper()
 	agent := BuildAgent(t)
 	cordonBuild.Do(func() {
-		bin := filepath.Join(filepath.Dir(agent), "cordon")
-		if err := goBuild(RepoRoot(t), bin, "./cmd/cordon", "0"); err != nil {
+		// The light build, with the full one beside it, as setup.sh
+		// installs them: every test of a verb the light one hands over
+		// goes through the hand-over.
+		dir := filepath.Dir(agent)
+		if err := goBuild(RepoRoot(t), filepath.Join(dir, "cordon-full"), "./cmd/cordon", "0"); err != nil {
+			cordonErr = fmt.Errorf("build cordon-full: %v", err)
+		} else if err := goBuild(RepoRoot(t), filepath.Join(dir, "cordon"), "./cmd/cordon", "0", "-tags", "cordon_light"); err != nil {
 			cordonErr = fmt.Errorf("build cordon: %v", err)
 		}
-		cordonPath = bin
+		cordonPath = filepath.Join(dir, "cordon")
 	})
 	if cordonErr != nil {
 		t.Fatal(cordonErr)
