@@ -8,7 +8,7 @@ package main
 // and passthrough ones, which it hands to the full build installed beside
 // it as cordon-full. What it leaves out is what a `cordon run` would
 // otherwise start and never use: the package initialisation and the size
-// of all of it cost a run of `true` 1.9 ms here (docs/benchmarks.md).
+// of all of it cost a run of `true` 1.7 ms here (docs/benchmarks.md).
 
 import (
 	"github.com/cordon-sandbox/cordon/backend/passthrough"
