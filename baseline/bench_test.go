@@ -7,8 +7,9 @@ import (
 	"github.com/cordon-sandbox/cordon/baseline"
 )
 
-// BenchmarkFilterCompile is what every sandbox start pays to compile the
-// filter (the agent compiles it before it installs it).
+// BenchmarkFilterCompile is what compiling the filter costs: what every
+// sandbox start paid before the agent took it compiled at build time
+// (agent/sandboxinit/filter_linux.go).
 func BenchmarkFilterCompile(b *testing.B) {
 	arch, ok := baseline.Arches[runtime.GOARCH]
 	if !ok {
