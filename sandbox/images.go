@@ -31,7 +31,7 @@ type ImageConfig struct {
 // rootFromImage holds ref's root filesystem until release is called.
 func (p *Provider) rootFromImage(ctx context.Context, ref string) (string, func(), ImageConfig, error) {
 	if p.images == nil {
-		return "", nil, ImageConfig{}, &UnsupportedError{What: "images (this provider was given no image cache)"}
+		return "", nil, ImageConfig{}, fmt.Errorf("%w: images (this provider was given no image cache)", ErrUnsupported)
 	}
 	return p.images.Root(ctx, ref)
 }
