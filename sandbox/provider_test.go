@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -73,6 +74,12 @@ func TestCreateChecks(t *testing.T) {
 	p := sandbox.NewProvider([]sandbox.Backend{fb})
 	if _, err := p.Create(t.Context(), sandbox.Spec{Tier: "nope"}); !errors.Is(err, sandbox.ErrUnknownTier) {
 		t.Errorf("unknown tier: %v", err)
+	}
+	// No image cache was given (sandbox.WithImages): an image is refused
+	// by a tier that could run it, and nothing is started for it.
+	rooted := &fakeBackend{version: 2, caps: sandbox.Capabilities{RootFS: true}}
+	if _, err := sandbox.NewProvider([]sandbox.Backend{rooted}).Create(t.Context(), sandbox.Spec{Image: "debian.test/none"}); !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(fmt.Sprint(err), "no image cache") || rooted.started.Load() != 0 {
+		t.Errorf("an image without a cache: %v (%d started)", err, rooted.started.Load())
 	}
 	for _, s := range []sandbox.Spec{
 		{Limits: sandbox.Limits{Pids: -1}},
