@@ -9,7 +9,7 @@ import (
 
 // BenchmarkFilterCompile is what compiling the filter costs: what every
 // sandbox start paid before the agent took it compiled at build time
-// (agent/sandboxinit/filter_linux.go).
+// (agent/sandboxinit/filter_linux_ARCH.go).
 func BenchmarkFilterCompile(b *testing.B) {
 	arch, ok := baseline.Arches[runtime.GOARCH]
 	if !ok {
