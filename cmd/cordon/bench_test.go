@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"os/exec"
-	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -79,8 +78,7 @@ func BenchmarkRunTrue(b *testing.B) {
 		}
 		report(b, runs[0], "cordon")
 		report(b, runs[1], "bwrap")
-		p50 := func(r *run) float64 { return float64(slices.Sorted(slices.Values(r.ds))[len(r.ds)/2]) }
-		b.ReportMetric(p50(runs[0])/p50(runs[1]), "ratio")
+		b.ReportMetric(float64(testutil.Quantile(runs[0].ds, 0.5))/float64(testutil.Quantile(runs[1].ds, 0.5)), "ratio")
 	})
 	for _, c := range []struct {
 		name string

@@ -15,12 +15,20 @@ func ReportPercentiles(b *testing.B, name string, d []time.Duration) {
 		return
 	}
 	d = slices.Sorted(slices.Values(d))
-	at := func(q float64) float64 {
-		return float64(d[min(len(d)-1, int(q*float64(len(d))))].Microseconds()) / 1000
-	}
+	at := func(q float64) float64 { return float64(quantile(d, q).Microseconds()) / 1000 }
 	if name != "" {
 		name += "-"
 	}
 	b.ReportMetric(at(0.5), name+"p50-ms")
 	b.ReportMetric(at(0.99), name+"p99-ms")
+}
+
+// Quantile is the q quantile (0.5 for the median) of d.
+func Quantile(d []time.Duration, q float64) time.Duration {
+	return quantile(slices.Sorted(slices.Values(d)), q)
+}
+
+// quantile is Quantile of sorted durations.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
 }
