@@ -1,9 +1,7 @@
 package main_test
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,27 +16,19 @@ import (
 func TestLightHandsOver(t *testing.T) {
 	testutil.RequiresRoot(t) // the default tier maps users, which needs root here
 	cli := buildCLI(t)
-	run := func(bin string, args ...string) (string, string, int) {
-		t.Helper()
-		cmd := exec.Command(bin, args...)
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		_ = cmd.Run()
-		return o.String(), e.String(), cmd.ProcessState.ExitCode()
-	}
-	if out, _, _ := run(cli, "version"); !strings.Contains(out, "light build") {
+	if out, _, _ := runBin(cli, "version"); !strings.Contains(out, "light build") {
 		t.Fatalf("cordon version: %q, want the light build", out)
 	}
 	// Beside cordon-full: the full build answers what the light one
 	// hands over. Its tiers are all of them; a tier the light build does
 	// not know is refused by the full build, which names all it knows.
-	if out, errOut, code := run(cli, "tiers"); code != 0 || !strings.Contains(out, "container") || !strings.Contains(out, "microvm") {
+	if out, errOut, code := runBin(cli, "tiers"); code != 0 || !strings.Contains(out, "container") || !strings.Contains(out, "microvm") {
 		t.Errorf("cordon tiers: exit %d, %q %q", code, out, errOut)
 	}
-	if _, errOut, code := run(cli, "run", "--tier", "nosuch", "--", "true"); code != 125 || !strings.Contains(errOut, "unknown sandbox tier") || !strings.Contains(errOut, "container") {
+	if _, errOut, code := runBin(cli, "run", "--tier", "nosuch", "--", "true"); code != 125 || !strings.Contains(errOut, "unknown sandbox tier") || !strings.Contains(errOut, "container") {
 		t.Errorf("a tier the light build lacks: exit %d, %q", code, errOut)
 	}
-	if out, errOut, code := run(cli, "run", "--tier", "process", "--", "sh", "-c", "echo here; exit 3"); code != 3 || out != "here\n" {
+	if out, errOut, code := runBin(cli, "run", "--tier", "process", "--", "sh", "-c", "echo here; exit 3"); code != 3 || out != "here\n" {
 		t.Errorf("the process tier: exit %d, %q %q", code, out, errOut)
 	}
 
@@ -62,11 +52,11 @@ func TestLightHandsOver(t *testing.T) {
 		}
 	}
 	alone := filepath.Join(dir, "cordon")
-	if out, errOut, code := run(alone, "run", "--", "echo", "alone"); code != 0 || out != "alone\n" {
+	if out, errOut, code := runBin(alone, "run", "--", "echo", "alone"); code != 0 || out != "alone\n" {
 		t.Errorf("alone, the default tier: exit %d, %q %q", code, out, errOut)
 	}
 	for _, args := range [][]string{{"tiers"}, {"serve", "--help"}, {"image", "ls"}, {"run", "--image", "debian.test/none", "--", "true"}, {"run", "--tier", "container", "--", "true"}} {
-		_, errOut, code := run(alone, args...)
+		_, errOut, code := runBin(alone, args...)
 		if code != 125 || !strings.Contains(errOut, filepath.Join(dir, "cordon-full")) || !strings.Contains(errOut, "setup.sh") {
 			t.Errorf("alone, cordon %v: exit %d, %q", args, code, errOut)
 		}

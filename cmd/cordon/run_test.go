@@ -27,7 +27,12 @@ import (
 func buildCLI(t testing.TB) string { return testutil.BuildCordon(t) }
 
 func cordon(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	cmd := exec.Command(buildCLI(t), args...)
+	return runBin(buildCLI(t), args...)
+}
+
+// runBin runs bin with args and returns what it printed and its exit status.
+func runBin(bin string, args ...string) (stdout, stderr string, code int) {
+	cmd := exec.Command(bin, args...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	_ = cmd.Run()
